@@ -1,0 +1,77 @@
+"""What this machine is: versions, device, arch. Imported lazily (it imports torch)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    device: str  # torch device string the cases run on: "cpu", "cuda:0"
+    arch: str  # cpu, sm90, gfx942 ...
+    name: str
+    capability: Optional[str]
+    sm_count: Optional[int]
+
+
+def _package_version(name: str) -> Optional[str]:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def resolve_device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda:0" if torch.cuda.is_available() else "cpu"
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"--scaledmm-device={requested} but torch.cuda.is_available() is False")
+    return "cuda:0" if requested == "cuda" else requested
+
+
+@lru_cache(maxsize=None)
+def device_info(device: str) -> DeviceInfo:
+    import torch
+
+    if device == "cpu":
+        return DeviceInfo("cpu", "cpu", platform.processor() or platform.machine(), None, None)
+    props = torch.cuda.get_device_properties(torch.device(device))
+    if getattr(torch.version, "hip", None):
+        arch = getattr(props, "gcnArchName", "gfx").split(":")[0]
+    else:
+        arch = f"sm{props.major}{props.minor}"
+    return DeviceInfo(device, arch, props.name, f"{props.major}.{props.minor}", props.multi_processor_count)
+
+
+def environment(device: str) -> dict:
+    """The environment block of a report."""
+    import torch
+
+    from . import __version__
+
+    info = device_info(device)
+    return {
+        "torch": torch.__version__,
+        "cuda": getattr(torch.version, "cuda", None),
+        "hip": getattr(torch.version, "hip", None),
+        "triton": _package_version("triton") or _package_version("pytorch-triton"),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "device": info.device,
+        "device_name": info.name,
+        "arch": info.arch,
+        "capability": info.capability,
+        "sm_count": info.sm_count,
+        "tox_env": os.environ.get("TOX_ENV_NAME"),
+        "hypothesis": _package_version("hypothesis"),
+        "plugin": __version__,
+    }

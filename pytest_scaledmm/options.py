@@ -1,0 +1,69 @@
+"""Command-line options, declared once for the pytest plugin and the `scaledmm` console script."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+DEVICE_CHOICES_HELP = "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or cuda:N"
+
+
+@dataclass(frozen=True)
+class Option:
+    flag: str  # pytest spelling; the console script drops the "scaledmm-" prefix
+    help: str
+    kwargs: dict = field(default_factory=dict)
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def cli_flag(self) -> str:
+        return self.flag.replace("--scaledmm-", "--")
+
+
+MATRIX = Option(
+    "--scaledmm-matrix",
+    "run the scaled-mm compatibility matrix from PATH (default: matrix.yaml in the rootdir)",
+    {"nargs": "?", "const": "matrix.yaml", "default": None, "metavar": "PATH"},
+)
+PROFILE = Option("--scaledmm-profile", "profile of matrix.yaml bounding the cases (default: default)", {"default": "default"})
+REPORT = Option(
+    "--scaledmm-report",
+    "write the JSON report to PATH (default: .scaledmm/reports/<time>.json under the rootdir)",
+    {"default": None, "metavar": "PATH"},
+)
+SEED = Option("--scaledmm-seed", "seed for case generation and inputs (default: the matrix's seed)", {"type": int, "default": None})
+DEVICE = Option("--scaledmm-device", f"device to run on: {DEVICE_CHOICES_HELP}", {"default": "auto"})
+REUSE_CACHE = Option(
+    "--scaledmm-reuse-cache",
+    "reuse the Inductor/Triton cache in the environment instead of a fresh one for this run",
+    {"action": "store_true", "default": False},
+)
+BASELINE = Option(
+    "--scaledmm-baseline",
+    "gate against this earlier report: fail the session on a case that newly fails",
+    {"default": None, "metavar": "REPORT"},
+)
+
+PLUGIN_OPTIONS = [MATRIX, PROFILE, REPORT, SEED, DEVICE, REUSE_CACHE, BASELINE]
+
+
+def add_pytest_options(group) -> None:
+    for option in PLUGIN_OPTIONS:
+        group.addoption(option.flag, dest=option.dest, help=option.help, **option.kwargs)
+
+
+def add_cli_options(parser, options: list[Option]) -> None:
+    for option in options:
+        kwargs: dict[str, Any] = dict(option.kwargs)
+        parser.add_argument(option.cli_flag(), dest=option.dest, help=option.help, **kwargs)
+
+
+def validate_device(value: str) -> str | None:
+    """None when the value is acceptable, else the message."""
+    if value in ("auto", "cpu", "cuda"):
+        return None
+    if value.startswith("cuda:") and value[5:].isdigit():
+        return None
+    return f"unknown value {value!r} for --scaledmm-device: use {DEVICE_CHOICES_HELP}"

@@ -1,0 +1,129 @@
+"""Outcome classes of one case and the normalised signature of a failure."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+PASS = "PASS"
+MISMATCH = "MISMATCH"
+COMPILE_ONLY_ERROR = "COMPILE_ONLY_ERROR"
+ERROR_PARITY = "ERROR_PARITY"
+UNSUPPORTED = "UNSUPPORTED"
+FALLBACK = "FALLBACK"
+CRASH = "CRASH"
+TIMEOUT = "TIMEOUT"
+SKIPPED = "SKIPPED"  # not applicable on this machine (arch, torch feature): decided at run time
+XFAIL = "XFAIL"  # failed as a known-failure entry predicts
+FIXED_UPSTREAM = "FIXED_UPSTREAM"  # a known failure that now passes: retire the entry
+
+FAILURES = (MISMATCH, COMPILE_ONLY_ERROR, ERROR_PARITY, FALLBACK, CRASH, TIMEOUT)
+ALL_OUTCOMES = (PASS, UNSUPPORTED, SKIPPED, XFAIL, FIXED_UPSTREAM) + FAILURES
+
+
+@dataclass
+class ErrorInfo:
+    type: str  # qualified name of the raised exception
+    message: str  # first lines, raw
+    root_type: str  # innermost cause, used to compare eager and compiled refusals
+    layer: Optional[str] = None  # where a compiled call broke: dynamo, aot_autograd, inductor, runtime
+    root_message: str = ""
+
+
+@dataclass
+class Outcome:
+    outcome: str
+    signature: Optional[str] = None
+    layer: Optional[str] = None
+    detail: str = ""
+    errors: dict = field(default_factory=dict)
+    timing: dict = field(default_factory=dict)
+    eager_error: Optional[ErrorInfo] = None
+    compiled_error: Optional[ErrorInfo] = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome in FAILURES
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Outcome":
+        data = dict(data)
+        for key in ("eager_error", "compiled_error"):
+            if data.get(key):
+                data[key] = ErrorInfo(**data[key])
+        return cls(**data)
+
+
+_RULES = [
+    (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
+    (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.\-+]+){2,}(?:\.py|\.so|\.cpp|\.h|\.cu)?"), "<path>"),
+    (re.compile(r"\bline \d+"), "line N"),
+    (re.compile(r"\b[su]\d+\b"), "s?"),  # symbolic sizes s0, s1, u0
+    (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])"), "N"),
+    (re.compile(r"\s+"), " "),
+]
+
+_NOISE = re.compile(
+    r"^(Set TORCH|You can suppress|To execute this test|Traceback|  File |from user code|"
+    r"Explanation:|Hint:|Developer debug context:|For more information)",
+)
+
+
+def normalise_message(message: str, max_lines: int = 3) -> str:
+    """Strip sizes, symbolic sizes, addresses, paths and line numbers so that one bug hit by many
+    shapes has one signature."""
+    kept = []
+    for line in message.splitlines():
+        stripped = line.strip()
+        if not stripped or _NOISE.match(line):
+            continue
+        kept.append(stripped)
+        if len(kept) >= max_lines:
+            break
+    text = " | ".join(kept)
+    for pattern, replacement in _RULES:
+        text = pattern.sub(replacement, text)
+    return text.strip()[:300]
+
+
+def _short(qualified: str) -> str:
+    return qualified.rsplit(".", 1)[-1]
+
+
+def signature_of(error: ErrorInfo) -> str:
+    """`Type: message` with sizes, addresses and paths stripped; a wrapped error names its root
+    cause, whose message is usually the informative one."""
+    head = _short(error.type)
+    text = normalise_message(error.message, max_lines=1)
+    if error.root_type != error.type:
+        head = f"{head} <- {_short(error.root_type)}"
+        text = normalise_message(error.root_message, max_lines=1) or text
+    return f"{head}: {text}"[:240]
+
+
+def describe_exception(exc: BaseException, layer: Optional[str] = None) -> ErrorInfo:
+    root = root_cause(exc)
+    message = str(exc) or repr(exc)
+    return ErrorInfo(
+        type=f"{type(exc).__module__}.{type(exc).__qualname__}",
+        message="\n".join(message.splitlines()[:12])[:2000],
+        root_type=f"{type(root).__module__}.{type(root).__qualname__}",
+        layer=layer,
+        root_message="" if root is exc else "\n".join(str(root).splitlines()[:12])[:2000],
+    )
+
+
+def root_cause(exc: BaseException) -> BaseException:
+    seen = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        inner = getattr(exc, "inner_exception", None) or exc.__cause__
+        if inner is None:
+            break
+        exc = inner
+    return exc

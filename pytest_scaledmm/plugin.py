@@ -1,0 +1,189 @@
+"""pytest hooks: options, collection of the matrix file, per-case items, summary and report.
+
+Inert unless --scaledmm-matrix is given: no collection, no report, no torch import.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from . import outcome as oc
+from .options import add_pytest_options, validate_device
+
+STATE_KEY = pytest.StashKey["MatrixSession"]()
+
+
+def pytest_addoption(parser):
+    add_pytest_options(parser.getgroup("scaledmm", "scaled-mm compatibility matrix"))
+
+
+def _state(config):
+    return config.stash.get(STATE_KEY, None)
+
+
+def _is_worker(config) -> bool:
+    return hasattr(config, "workerinput")
+
+
+def _default_report_path(config) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return Path(config.rootpath) / ".scaledmm" / "reports" / f"report-{stamp}.json"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    matrix = config.getoption("scaledmm_matrix")
+    if matrix is None:
+        return
+    from .session import MatrixSession
+    from .spec import MatrixError
+
+    config.addinivalue_line("markers", "scaledmm: a case of the scaled-mm compatibility matrix")
+    problem = validate_device(config.getoption("scaledmm_device"))
+    if problem:
+        raise pytest.UsageError(problem)
+    path = Path(matrix)
+    if not path.is_absolute():
+        invocation = Path(config.invocation_params.dir)
+        path = invocation / path if (invocation / path).exists() else Path(config.rootpath) / path
+    try:
+        from .spec import load_spec
+
+        spec = load_spec(path.resolve())
+        report = config.getoption("scaledmm_report")
+        state = MatrixSession(
+            spec,
+            config.getoption("scaledmm_profile"),
+            config.getoption("scaledmm_seed"),
+            config.getoption("scaledmm_device"),
+            Path(report).resolve() if report else _default_report_path(config),
+        )
+    except MatrixError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    config.stash[STATE_KEY] = state
+    config.pluginmanager.register(MatrixReporter(config, state), "scaledmm-reporter")
+    if not config.getoption("scaledmm_reuse_cache") and not _is_worker(config):
+        state.use_fresh_cache()
+    _collect_only_the_matrix(config, spec.path)
+
+
+def _collect_only_the_matrix(config, matrix_path: Path) -> None:
+    """`pytest --scaledmm-matrix` runs the matrix, not the project's testpaths; explicit paths
+    given on the command line are kept and the matrix is added to them."""
+    if config.args_source == pytest.Config.ArgsSource.ARGS:
+        if str(matrix_path) not in config.args:
+            config.args.append(str(matrix_path))
+    else:
+        config.args[:] = [str(matrix_path)]
+
+
+def pytest_unconfigure(config):
+    state = _state(config)
+    if state is not None:
+        state.drop_owned_cache()
+
+
+def pytest_collect_file(file_path, parent):
+    state = _state(parent.config)
+    if state is not None and file_path == state.spec.path:
+        return MatrixFile.from_parent(parent, path=file_path)
+    return None
+
+
+class MatrixFile(pytest.File):
+    def collect(self):
+        state = _state(self.config)
+        for case in state.cases():
+            yield CaseItem.from_parent(self, name=case.id, case=case)
+
+
+class CaseFailure(Exception):
+    def __init__(self, record: dict):
+        super().__init__(record["signature"])
+        self.record = record
+
+
+class CaseItem(pytest.Item):
+    def __init__(self, *, case, **kwargs):
+        super().__init__(**kwargs)
+        self.case = case
+        self.add_marker("scaledmm")
+
+    def runtest(self):
+        state = _state(self.config)
+        if state.environment is None:
+            state.environment = state.local_environment()
+            self.user_properties.append(("scaledmm_env", state.environment))
+        result = state.run(self.case)
+        record = state.record(self.case, result)
+        self.user_properties.append(("scaledmm", record))
+        if result.outcome == oc.SKIPPED:
+            pytest.skip(result.detail)
+        if result.outcome == oc.UNSUPPORTED:
+            pytest.skip(f"UNSUPPORTED: {result.signature}")
+        if result.failed:
+            raise CaseFailure(record)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, CaseFailure):
+            return format_failure(excinfo.value.record)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"scaledmm {self.case.id}"
+
+
+def format_failure(record: dict) -> str:
+    lines = [f"{record['outcome']}: {record['signature']}"]
+    if record.get("layer"):
+        lines.append(f"layer: {record['layer']}")
+    if record.get("detail"):
+        lines.append(f"detail: {record['detail']}")
+    params = ", ".join(f"{k}={v}" for k, v in record["params"].items())
+    lines.append(f"params: {params}")
+    for side in ("eager_error", "compiled_error"):
+        error = record.get(side)
+        if error:
+            first = error["message"].splitlines()[0] if error["message"] else ""
+            lines.append(f"{side.split('_')[0]} raised {error['type']}: {first}")
+    return "\n".join(lines)
+
+
+class MatrixReporter:
+    """Registered only for a matrix run; on the controller it gathers every case's record,
+    including those xdist workers send in their reports' user_properties."""
+
+    def __init__(self, config, state):
+        self.config = config
+        self.state = state
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call":
+            return
+        properties = dict(report.user_properties)
+        if "scaledmm" not in properties:
+            return
+        record = properties["scaledmm"]
+        self.state.records[record["id"]] = record
+        if self.state.environment is None and "scaledmm_env" in properties:
+            self.state.environment = properties["scaledmm_env"]
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if _is_worker(self.config) or not self.state.records:
+            return
+        from .report import write_atomic
+
+        write_atomic(self.state.report_path, self.state.build_report())
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        if _is_worker(config) or not self.state.records:
+            return
+        from .report import signature_groups
+        from .summary import summary_lines
+
+        terminalreporter.section("scaled-mm matrix")
+        for line in summary_lines(self.state, signature_groups(self.state.records.values())):
+            terminalreporter.write_line(line)

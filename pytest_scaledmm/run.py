@@ -1,0 +1,196 @@
+"""Run one case: inputs, eager call, compiled call, float64 reference -> Outcome."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Mapping, Optional
+
+from . import outcome as oc
+from .cases import Case, input_seed
+from .compile_modes import GPU_ONLY_MODES, compile_case
+from .outcome import ErrorInfo, Outcome, describe_exception, signature_of
+from .spec import KernelSpec
+
+
+@dataclass
+class RunContext:
+    device: str
+    run_seed: int
+    kernel_specs: Mapping[str, KernelSpec]
+    kernels: Mapping[str, Callable]
+    archs: tuple = ()
+    slack: float = 1.0
+
+
+def _torch_release():
+    import torch
+    from packaging.version import Version
+
+    return Version(torch.__version__.split("+")[0])
+
+
+def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
+    """Why this machine cannot run the case at all, or None. Decided here, never at collection."""
+    import torch
+    from packaging.version import Version
+
+    from .device import device_info
+    from .inputs import torch_dtype
+
+    arch = device_info(ctx.device).arch
+    kernel = ctx.kernel_specs[case["kernel"]]
+    if ctx.archs and arch not in ctx.archs:
+        return f"arch {arch} is not in the matrix's archs {list(ctx.archs)}"
+    if kernel.archs and arch not in kernel.archs:
+        return f"kernel {kernel.name} declares archs {list(kernel.archs)}, this is {arch}"
+    if kernel.min_torch and _torch_release() < Version(kernel.min_torch):
+        return f"kernel {kernel.name} needs torch>={kernel.min_torch}, this is {torch.__version__}"
+    for side in ("dtype_a", "dtype_b"):
+        if torch_dtype(case[side]) is None:
+            return f"torch {torch.__version__} has no {case[side]} dtype"
+    if kernel.family == "int8" and not hasattr(torch, "_int_mm"):
+        return f"torch {torch.__version__} has no torch._int_mm"
+    if case["mode"] in GPU_ONLY_MODES and ctx.device == "cpu":
+        return f"mode {case['mode']} needs a GPU (Triton GEMM templates)"
+    return None
+
+
+def _same_refusal(eager: ErrorInfo, compiled: ErrorInfo) -> bool:
+    if eager.root_type in (compiled.root_type, compiled.type):
+        return True
+    # Older Dynamo wraps fake-tensor errors without __cause__; fall back to the message.
+    first_line = oc.normalise_message(eager.message, max_lines=1)
+    return bool(first_line) and first_line in oc.normalise_message(compiled.message, max_lines=12)
+
+
+def classify(
+    eager_error: Optional[ErrorInfo],
+    compiled_error: Optional[ErrorInfo],
+    compiled_graph_calls: int,
+    eager_check: Optional[dict],
+    compiled_check: Optional[dict],
+) -> Outcome:
+    if eager_error and compiled_error:
+        if _same_refusal(eager_error, compiled_error):
+            return Outcome(oc.UNSUPPORTED, signature_of(eager_error), "eager", "eager and compiled refuse alike")
+        sig = f"eager {signature_of(eager_error)} <> compiled {signature_of(compiled_error)}"
+        return Outcome(oc.ERROR_PARITY, sig, compiled_error.layer, "eager and compiled raise different errors")
+    if eager_error:
+        return Outcome(
+            oc.ERROR_PARITY,
+            f"compiled accepts what eager refuses: {signature_of(eager_error)}",
+            "eager",
+            "eager raises, compiled returns a result",
+        )
+    if compiled_error:
+        return Outcome(
+            oc.COMPILE_ONLY_ERROR, signature_of(compiled_error), compiled_error.layer, "eager passes, compiled raises"
+        )
+    if compiled_graph_calls == 0:
+        return Outcome(
+            oc.FALLBACK,
+            "FALLBACK: the compiled function ran no compiled graph",
+            "dynamo",
+            "torch.compile returned eager results without running a compiled graph",
+        )
+    off = [(side, check) for side, check in (("eager", eager_check), ("compiled", compiled_check)) if not check["ok"]]
+    if off:
+        sides = "+".join(side for side, _ in off)
+        problems = sorted({check.get("problem", "values off the reference") for _, check in off})
+        detail = "; ".join(
+            f"{side}: {check.get('problem') or 'max |err|/tol = %.3g (max abs %.3g)' % (check['ratio'], check['max_abs'])}"
+            for side, check in off
+        )
+        return Outcome(oc.MISMATCH, f"MISMATCH: {sides} {', '.join(problems)}", sides, detail)
+    return Outcome(oc.PASS)
+
+
+def _sync(device: str):
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _clone(out):
+    import torch
+
+    return out.clone() if isinstance(out, torch.Tensor) else out
+
+
+def _restore_dynamo_config(saved: dict) -> None:
+    """Undo what a kernel changed in Dynamo's config (e.g. turning it off) so later cases are not
+    affected; only changed keys are written, deprecated ones stay untouched."""
+    import torch
+
+    config = torch._dynamo.config
+    for key, value in saved.items():
+        try:
+            if getattr(config, key) != value:
+                setattr(config, key, value)
+        except Exception:  # a key that cannot be compared or written is left alone
+            continue
+
+
+def run_case(case: Case, ctx: RunContext) -> Outcome:
+    import torch
+
+    from .inputs import compare, make_inputs, reference
+
+    reason = not_applicable(case, ctx)
+    if reason:
+        return Outcome(oc.SKIPPED, detail=reason)
+
+    params = case.params
+    inputs = make_inputs(params, input_seed(ctx.run_seed, case.id), ctx.device)
+    ref = reference(params, inputs, ctx.slack)
+    kernel = ctx.kernels[case["kernel"]]
+    out_dtype, fast = inputs.out_dtype, inputs.use_fast_accum
+    expected_shape = (params["m"], params["n"])
+
+    def scaled_mm_case(a, b, scale_a, scale_b, bias):
+        return kernel(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=fast)
+
+    timing = {}
+    eager_error = compiled_error = None
+    eager_out = compiled_outs = None
+    start = time.perf_counter()
+    try:
+        eager_out = _clone(scaled_mm_case(*inputs.args()))
+        _sync(ctx.device)
+    except Exception as exc:
+        eager_error = describe_exception(exc, "eager")
+    timing["eager_s"] = time.perf_counter() - start
+
+    # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
+    torch._dynamo.reset()
+    saved_config = torch._dynamo.config.get_config_copy()
+    compiled = compile_case(scaled_mm_case, params["mode"])
+    try:
+        start = time.perf_counter()
+        first = _clone(compiled.fn(*inputs.args()))
+        _sync(ctx.device)
+        timing["compile_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        second = _clone(compiled.fn(*inputs.args()))
+        _sync(ctx.device)
+        timing["run_s"] = time.perf_counter() - start
+        compiled_outs = (first, second)
+    except Exception as exc:
+        compiled_error = describe_exception(exc, compiled.backend.stage)
+    finally:
+        _restore_dynamo_config(saved_config)
+
+    eager_check = compare(eager_out, ref, expected_shape, out_dtype) if eager_error is None else None
+    compiled_check = None
+    if compiled_outs is not None:
+        checks = [compare(out, ref, expected_shape, out_dtype) for out in compiled_outs]
+        compiled_check = max(checks, key=lambda c: c["ratio"])
+    result = classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check)
+    result.timing = {k: round(v, 6) for k, v in timing.items()}
+    result.eager_error, result.compiled_error = eager_error, compiled_error
+    result.errors = {"eager": eager_check, "compiled": compiled_check}
+    result.extra["compiled_graphs"] = compiled.backend.graphs
+    result.extra["compiled_graph_calls"] = compiled.backend.calls
+    return result

@@ -1,0 +1,154 @@
+"""JSON schema of matrix.yaml and the vocabulary of its axes.
+
+Kept free of torch so that reading and validating a matrix costs milliseconds.
+"""
+
+SCALE_FORMS = ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"]
+FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
+OUT_DTYPES = ["bf16", "fp16", "fp32"]
+COMPILE_MODES = [
+    "eager",  # backend="eager": Dynamo tracing only
+    "aot_eager",  # Dynamo + AOT autograd, no Inductor
+    "inductor",  # default Inductor
+    "max-autotune-no-cudagraphs",
+    "max-autotune",
+    "reduce-overhead",
+    "dynamic",  # default Inductor with dynamic=True
+    "triton-gemm",  # Inductor forced onto its Triton GEMM templates
+]
+SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
+SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
+FAMILIES = ["fp8", "int8"]
+ARCHS = ["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx90a", "gfx942", "gfx950"]
+
+# Categorical axes, in the order they are covered and printed.
+CATEGORICAL_AXES = {
+    "scale_a": SCALE_FORMS,
+    "scale_b": SCALE_FORMS,
+    "dtype_a": FP8_DTYPES,
+    "dtype_b": FP8_DTYPES,
+    "out_dtype": OUT_DTYPES,
+    "bias": [False, True],
+    "use_fast_accum": [False, True],
+    "mode": COMPILE_MODES,
+    "scale_layout": SCALE_LAYOUTS,
+    "activation_rank": [2, 3],
+    "special_scale": SPECIAL_SCALES,
+}
+SHAPE_AXES = ["m", "k", "n"]
+ALL_AXES = list(CATEGORICAL_AXES) + SHAPE_AXES + ["kernel"]
+
+
+def _enum_list(values):
+    return {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": values}}
+
+
+_DIM = {
+    "oneOf": [
+        {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1, "maximum": 65536}},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["min", "max"],
+            "properties": {
+                "min": {"type": "integer", "minimum": 1},
+                "max": {"type": "integer", "minimum": 1, "maximum": 65536},
+            },
+        },
+    ]
+}
+
+_AXES = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        **{name: _enum_list(values) for name, values in CATEGORICAL_AXES.items()},
+        **{name: _DIM for name in SHAPE_AXES},
+    },
+}
+
+_MATCH_VALUE = {
+    "anyOf": [
+        {"type": ["string", "integer", "boolean"]},
+        {"type": "array", "minItems": 1, "items": {"type": ["string", "integer", "boolean"]}},
+    ]
+}
+
+_MATCH = {
+    "type": "object",
+    "minProperties": 1,
+    "additionalProperties": False,
+    "properties": {name: _MATCH_VALUE for name in ALL_AXES + ["arch"]},
+}
+
+_KERNEL = {
+    "oneOf": [
+        {"type": "string", "minLength": 1},
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["name"],
+            "properties": {
+                "name": {"type": "string", "pattern": "^[A-Za-z0-9_]+$"},
+                "impl": {"type": "string", "pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"},
+                "family": {"enum": FAMILIES},
+                "scale_forms": _enum_list(SCALE_FORMS),
+                "dtypes": _enum_list(FP8_DTYPES + ["int8"]),
+                "archs": _enum_list(ARCHS),
+                "min_torch": {"type": "string"},
+            },
+        },
+    ]
+}
+
+_PROFILE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["cases"],
+    "properties": {
+        "cases": {"type": "integer", "minimum": 1, "maximum": 100000},
+        "strength": {"enum": [2, 3]},
+        "axes": _AXES,
+        "kernels": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+    },
+}
+
+_KNOWN_FAILURE = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["match", "signature"],
+    "properties": {
+        "match": _MATCH,
+        "torch": {"type": "string"},
+        "signature": {"type": "string", "minLength": 1},
+        "link": {"type": "string"},
+        "reason": {"type": "string"},
+    },
+}
+
+MATRIX_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["version", "kernels", "axes", "profiles"],
+    "properties": {
+        "version": {"const": 1},
+        "seed": {"type": "integer", "minimum": 0},
+        "kernels": {"type": "array", "minItems": 1, "items": _KERNEL},
+        "axes": _AXES,
+        "archs": _enum_list(ARCHS),
+        "exclude": {"type": "array", "items": _MATCH},
+        "profiles": {
+            "type": "object",
+            "minProperties": 1,
+            "additionalProperties": _PROFILE,
+        },
+        "known_failures": {"type": "array", "items": _KNOWN_FAILURE},
+        "include": {"type": "array", "items": {"type": "string"}},
+        "tolerance": {
+            "type": "object",
+            "additionalProperties": False,
+            "properties": {"slack": {"type": "number", "exclusiveMinimum": 0}},
+        },
+    },
+}

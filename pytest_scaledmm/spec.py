@@ -1,0 +1,229 @@
+"""matrix.yaml -> a validated, frozen Spec. No torch import here."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+from .schema import CATEGORICAL_AXES, MATRIX_SCHEMA
+
+DEFAULT_SEED = 20240501
+
+# Built-in kernels and their static declarations; implementations live in kernels.py.
+_TENSORWISE_AND_ROWWISE = ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise"]
+BUILTIN_KERNELS: dict[str, dict] = {
+    "aten_scaled_mm": {"family": "fp8"},
+    "scaled_mm_v2": {"family": "fp8"},
+    "fp8_linear": {"family": "fp8", "scale_forms": ["tensor_0d", "tensor_1d", "tensor_1x1"]},
+    "fp8_linear_no_lift": {"family": "fp8", "scale_forms": ["tensor_0d", "tensor_1d", "tensor_1x1"]},
+    "int8_w8a8": {"family": "int8", "scale_forms": _TENSORWISE_AND_ROWWISE},
+}
+
+# What a matrix that leaves an axis out gets.
+AXIS_DEFAULTS: dict[str, list] = {
+    "scale_a": ["tensor_0d"],
+    "scale_b": ["tensor_0d"],
+    "dtype_a": ["e4m3fn"],
+    "dtype_b": ["e4m3fn"],
+    "out_dtype": ["bf16"],
+    "bias": [False],
+    "use_fast_accum": [False],
+    "mode": ["inductor"],
+    "scale_layout": ["contiguous"],
+    "activation_rank": [2],
+    "special_scale": ["none"],
+    "m": [16],
+    "k": [32],
+    "n": [32],
+}
+
+
+class MatrixError(Exception):
+    """A matrix file that cannot be used; the message names the file and the key."""
+
+    def __init__(self, path: Path | str, key: str, message: str):
+        self.path, self.key, self.message = str(path), key, message
+        where = f"{self.path}: key '{key}'" if key else self.path
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    family: str
+    impl: str | None = None
+    scale_forms: tuple[str, ...] | None = None
+    dtypes: tuple[str, ...] | None = None
+    archs: tuple[str, ...] | None = None
+    min_torch: str | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    cases: int
+    strength: int
+    axes: Mapping[str, Any]
+    kernels: tuple[str, ...] | None
+
+
+@dataclass(frozen=True)
+class Spec:
+    path: Path
+    digest: str
+    seed: int
+    kernels: tuple[KernelSpec, ...]
+    axes: Mapping[str, Any]
+    archs: tuple[str, ...]
+    exclude: tuple[Mapping[str, Any], ...]
+    profiles: Mapping[str, Profile]
+    known_failures: tuple[Mapping[str, Any], ...] = ()
+    slack: float = 1.0
+    included_cases: tuple[Mapping[str, Any], ...] = field(default=())
+
+    def profile(self, name: str) -> Profile:
+        try:
+            return self.profiles[name]
+        except KeyError:
+            known = ", ".join(sorted(self.profiles))
+            raise MatrixError(self.path, f"profiles.{name}", f"no such profile (defined: {known})") from None
+
+    def axes_for(self, profile: Profile) -> dict[str, Any]:
+        merged = dict(AXIS_DEFAULTS)
+        merged.update(self.axes)
+        merged.update(profile.axes)
+        return merged
+
+    def kernels_for(self, profile: Profile) -> tuple[KernelSpec, ...]:
+        if not profile.kernels:
+            return self.kernels
+        return tuple(k for k in self.kernels if k.name in profile.kernels)
+
+
+def _key_path(parts) -> str:
+    out = ""
+    for part in parts:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _validate(path: Path, data: Any) -> None:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(MATRIX_SCHEMA)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is None:
+        return
+    key = _key_path(error.absolute_path)
+    message = error.message
+    if error.validator == "additionalProperties":
+        message = f"unknown key ({message})"
+    raise MatrixError(path, key or "(top level)", message)
+
+
+def _kernel_spec(path: Path, index: int, entry: Any) -> KernelSpec:
+    key = f"kernels[{index}]"
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    name = entry["name"]
+    impl = entry.get("impl")
+    if impl is None and name not in BUILTIN_KERNELS:
+        known = ", ".join(sorted(BUILTIN_KERNELS))
+        raise MatrixError(path, key, f"unknown kernel {name!r}: give 'impl: module:function' or use one of {known}")
+    entry = {**BUILTIN_KERNELS.get(name, {}), **entry} if impl is None else entry
+    family = entry.get("family", "fp8")
+    if "min_torch" in entry:
+        from packaging.version import InvalidVersion, Version
+
+        try:
+            Version(entry["min_torch"])
+        except InvalidVersion:
+            raise MatrixError(path, f"{key}.min_torch", f"not a version: {entry['min_torch']!r}") from None
+
+    def tup(k):
+        return tuple(entry[k]) if k in entry else None
+
+    return KernelSpec(name, family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"))
+
+
+def _check_dims(path: Path, where: str, axes: Mapping[str, Any]) -> None:
+    for dim in ("m", "k", "n"):
+        value = axes.get(dim)
+        if isinstance(value, dict) and value["min"] > value["max"]:
+            raise MatrixError(path, f"{where}.{dim}", "min is greater than max")
+
+
+def _check_known_failures(path: Path, entries) -> None:
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    for i, entry in enumerate(entries):
+        if "torch" in entry:
+            try:
+                SpecifierSet(entry["torch"])
+            except InvalidSpecifier:
+                raise MatrixError(path, f"known_failures[{i}].torch", f"not a version specifier: {entry['torch']!r}") from None
+
+
+def parse_spec(path: Path, text: str, included_cases=()) -> Spec:
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise MatrixError(path, "", f"not valid YAML at {where}: {problem}") from None
+    _validate(path, data)
+
+    kernels = tuple(_kernel_spec(path, i, k) for i, k in enumerate(data["kernels"]))
+    names = [k.name for k in kernels]
+    for i, name in enumerate(names):
+        if names.index(name) != i:
+            raise MatrixError(path, f"kernels[{i}].name", f"duplicate kernel {name!r}")
+    _check_dims(path, "axes", data["axes"])
+    profiles = {}
+    for name, body in data["profiles"].items():
+        _check_dims(path, f"profiles.{name}.axes", body.get("axes", {}))
+        for i, kname in enumerate(body.get("kernels", [])):
+            if kname not in names:
+                raise MatrixError(path, f"profiles.{name}.kernels[{i}]", f"kernel {kname!r} is not in 'kernels'")
+        profiles[name] = Profile(
+            name, body["cases"], body.get("strength", 2), dict(body.get("axes", {})), tuple(body.get("kernels", ())) or None
+        )
+    _check_known_failures(path, data.get("known_failures", []))
+    for i, rule in enumerate(data.get("exclude", [])):
+        for axis, value in rule.items():
+            allowed = CATEGORICAL_AXES.get(axis)
+            values = value if isinstance(value, list) else [value]
+            if allowed is not None and any(v not in allowed for v in values):
+                raise MatrixError(path, f"exclude[{i}].{axis}", f"{value!r} is not one of {allowed}")
+
+    canonical = json.dumps({"matrix": data, "included": list(included_cases)}, sort_keys=True, default=str)
+    return Spec(
+        path=path,
+        digest=hashlib.sha256(canonical.encode()).hexdigest()[:16],
+        seed=data.get("seed", DEFAULT_SEED),
+        kernels=kernels,
+        axes=dict(data["axes"]),
+        archs=tuple(data.get("archs", ())),
+        exclude=tuple(data.get("exclude", ())),
+        profiles=profiles,
+        known_failures=tuple(data.get("known_failures", ())),
+        slack=float(data.get("tolerance", {}).get("slack", 1.0)),
+        included_cases=tuple(included_cases),
+    )
+
+
+def load_spec(path: Path | str) -> Spec:
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixError(path, "", "file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MatrixError(path, "", f"cannot be read: {exc}") from None
+    return parse_spec(path, text)

@@ -1,0 +1,34 @@
+"""Terminal summary of a matrix run: outcome distribution and failures grouped by signature."""
+
+from __future__ import annotations
+
+from . import outcome as oc
+
+ORDER = [oc.PASS, oc.UNSUPPORTED, oc.SKIPPED, oc.XFAIL, oc.FIXED_UPSTREAM, *oc.FAILURES]
+
+
+def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
+    counts = state.counts()
+    total = sum(counts.values())
+    dist = ", ".join(f"{name} {counts[name]}" for name in ORDER if counts.get(name))
+    env = state.environment or {}
+    lines = [
+        f"{total} cases ({state.profile.name} profile, seed {state.seed}) on {env.get('device_name', '?')} "
+        f"[{env.get('arch', '?')}], torch {env.get('torch', '?')}: {dist}",
+    ]
+    failing = [g for g in groups if g["outcome"] not in (oc.UNSUPPORTED, oc.XFAIL)]
+    if failing:
+        lines.append(f"{len(failing)} failure signature(s):")
+        for group in failing[:max_groups]:
+            layer = f" [{group['layer']}]" if group.get("layer") else ""
+            lines.append(f"  {group['count']:4d} x {group['outcome']}{layer} {group['signature']}")
+            lines.append(f"         e.g. {group['example']}")
+        if len(failing) > max_groups:
+            lines.append(f"  ... {len(failing) - max_groups} more in the report")
+    unsupported = [g for g in groups if g["outcome"] == oc.UNSUPPORTED]
+    if unsupported:
+        lines.append(f"{len(unsupported)} unsupported signature(s) (eager and compiled refuse alike):")
+        for group in unsupported[:10]:
+            lines.append(f"  {group['count']:4d} x {group['signature']}")
+    lines.append(f"report: {state.report_path}")
+    return lines
