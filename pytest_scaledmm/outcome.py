@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
@@ -64,6 +65,7 @@ _RULES = [
     (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.\-+]+){2,}(?:\.py|\.so|\.cpp|\.h|\.cu)?"), "<path>"),
     (re.compile(r"\bline \d+"), "line N"),
     (re.compile(r"\b[su]\d+\b"), "s?"),  # symbolic sizes s0, s1, u0
+    (re.compile(r"\b\d+x\d+\b"), "NxN"),
     (re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:e[-+]?\d+)?(?![\w.])"), "N"),
     (re.compile(r"\s+"), " "),
 ]
@@ -106,15 +108,30 @@ def signature_of(error: ErrorInfo) -> str:
     return f"{head}: {text}"[:240]
 
 
+# Dynamo reports a fake-tensor failure as "... got RuntimeError('message')" without __cause__.
+_WRAPPED = re.compile(r"got (\w+(?:Error|Exception))\((['\"])(.*?)\2\)", re.S)
+
+
+def _clip(text: str) -> str:
+    return "\n".join(text.splitlines()[:12])[:2000]
+
+
 def describe_exception(exc: BaseException, layer: Optional[str] = None) -> ErrorInfo:
     root = root_cause(exc)
     message = str(exc) or repr(exc)
+    root_type = f"{type(root).__module__}.{type(root).__qualname__}"
+    root_message = "" if root is exc else _clip(str(root))
+    wrapped = _WRAPPED.search(message) if root is exc else None
+    if wrapped:
+        builtin = wrapped.group(1)
+        root_type = f"builtins.{builtin}" if hasattr(builtins, builtin) else builtin
+        root_message = wrapped.group(3)
     return ErrorInfo(
         type=f"{type(exc).__module__}.{type(exc).__qualname__}",
-        message="\n".join(message.splitlines()[:12])[:2000],
-        root_type=f"{type(root).__module__}.{type(root).__qualname__}",
+        message=_clip(message),
+        root_type=root_type,
         layer=layer,
-        root_message="" if root is exc else "\n".join(str(root).splitlines()[:12])[:2000],
+        root_message=root_message,
     )
 
 

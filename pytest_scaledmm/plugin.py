@@ -61,6 +61,7 @@ def pytest_configure(config):
             config.getoption("scaledmm_device"),
             Path(report).resolve() if report else _default_report_path(config),
         )
+        state.load_kernels()
     except MatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state

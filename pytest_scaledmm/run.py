@@ -56,8 +56,14 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
     return None
 
 
+def _plain_name(qualified: str) -> str:
+    # Dynamo re-raises a traced user exception as Observed<Name>.
+    name = qualified.rsplit(".", 1)[-1]
+    return name[len("Observed"):] if name.startswith("Observed") else name
+
+
 def _same_refusal(eager: ErrorInfo, compiled: ErrorInfo) -> bool:
-    if eager.root_type in (compiled.root_type, compiled.type):
+    if _plain_name(eager.root_type) in (_plain_name(compiled.root_type), _plain_name(compiled.type)):
         return True
     # Older Dynamo wraps fake-tensor errors without __cause__; fall back to the message.
     first_line = oc.normalise_message(eager.message, max_lines=1)
@@ -133,6 +139,21 @@ def _restore_dynamo_config(saved: dict) -> None:
             continue
 
 
+def _save_stance():
+    import torch
+
+    return getattr(torch._dynamo.eval_frame, "_stance", None)
+
+
+def _restore_stance(saved) -> None:
+    """A kernel may call torch.compiler.set_stance (torch>=2.6); put the caller's stance back."""
+    import torch
+
+    setter = getattr(torch._dynamo.eval_frame, "_set_stance", None)
+    if saved is not None and setter is not None and torch._dynamo.eval_frame._stance != saved:
+        setter(saved)
+
+
 def run_case(case: Case, ctx: RunContext) -> Outcome:
     import torch
 
@@ -152,6 +173,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     def scaled_mm_case(a, b, scale_a, scale_b, bias):
         return kernel(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=fast)
 
+    saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()
     timing = {}
     eager_error = compiled_error = None
     eager_out = compiled_outs = None
@@ -165,7 +187,6 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
 
     # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
     torch._dynamo.reset()
-    saved_config = torch._dynamo.config.get_config_copy()
     compiled = compile_case(scaled_mm_case, params["mode"])
     try:
         start = time.perf_counter()
@@ -181,6 +202,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
         compiled_error = describe_exception(exc, compiled.backend.stage)
     finally:
         _restore_dynamo_config(saved_config)
+        _restore_stance(saved_stance)
 
     eager_check = compare(eager_out, ref, expected_shape, out_dtype) if eager_error is None else None
     compiled_check = None

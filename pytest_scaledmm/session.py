@@ -35,6 +35,7 @@ class MatrixSession:
         self.started = time.time()
         self._cases: Optional[list[Case]] = None
         self._context = None
+        self._kernels: dict = {}
         self.owned_cache: Optional[str] = None
 
     # -- collection ---------------------------------------------------------------------------
@@ -44,6 +45,12 @@ class MatrixSession:
         return self._cases
 
     # -- running ------------------------------------------------------------------------------
+    def load_kernels(self) -> None:
+        """Import every kernel now, so a bad `impl` is one usage error before any case runs."""
+        from .kernels import resolve_kernels
+
+        self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
+
     def context(self):
         if self._context is None:
             import logging
@@ -52,14 +59,13 @@ class MatrixSession:
             # of pytest's captured-log sections.
             logging.getLogger("torch.__trace").propagate = False
             from .device import resolve_device
-            from .kernels import resolve_kernels
             from .run import RunContext
 
             self._context = RunContext(
                 device=resolve_device(self.requested_device),
                 run_seed=self.seed,
                 kernel_specs={k.name: k for k in self.spec.kernels},
-                kernels=resolve_kernels(self.spec.path, self.spec.kernels),
+                kernels=self._kernels,
                 archs=self.spec.archs,
                 slack=self.spec.slack,
             )
