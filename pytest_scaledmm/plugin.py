@@ -14,6 +14,7 @@ from . import outcome as oc
 from .options import add_pytest_options, validate_device
 
 STATE_KEY = pytest.StashKey["MatrixSession"]()
+PARTIAL_REPORT_EVERY_S = 30.0
 
 
 def pytest_addoption(parser):
@@ -160,6 +161,7 @@ class MatrixReporter:
     def __init__(self, config, state):
         self.config = config
         self.state = state
+        self._last_write = time.monotonic()
 
     def pytest_runtest_logreport(self, report):
         if report.when != "call":
@@ -171,13 +173,20 @@ class MatrixReporter:
         self.state.records[record["id"]] = record
         if self.state.environment is None and "scaledmm_env" in properties:
             self.state.environment = properties["scaledmm_env"]
+        if not _is_worker(self.config) and time.monotonic() - self._last_write > PARTIAL_REPORT_EVERY_S:
+            self._write(complete=False)
+
+    def _write(self, complete: bool) -> None:
+        # A partial report now and then: a run killed by a CI time limit still leaves its results.
+        from .report import write_atomic
+
+        write_atomic(self.state.report_path, self.state.build_report(complete=complete))
+        self._last_write = time.monotonic()
 
     def pytest_sessionfinish(self, session, exitstatus):
         if _is_worker(self.config) or not self.state.records:
             return
-        from .report import write_atomic
-
-        write_atomic(self.state.report_path, self.state.build_report())
+        self._write(complete=True)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if _is_worker(config) or not self.state.records:

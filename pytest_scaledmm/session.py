@@ -124,8 +124,8 @@ class MatrixSession:
     def counts(self) -> Counter:
         return Counter(r["outcome"] for r in self.records.values())
 
-    def build_report(self) -> dict:
+    def build_report(self, complete: bool = True) -> dict:
         from .report import build_report
 
-        session = {"started": self.started, "wall_s": round(time.time() - self.started, 3)}
+        session = {"started": self.started, "wall_s": round(time.time() - self.started, 3), "complete": complete}
         return build_report(self.environment or {}, self.matrix_block(), self.records.values(), session)

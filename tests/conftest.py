@@ -1,0 +1,50 @@
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TESTS_DIR = Path(__file__).parent
+
+
+@pytest.fixture
+def matrix_project(pytester):
+    """A pytester directory that can import the planted kernels, with helpers to write a matrix
+    and read the report back."""
+    pytester.syspathinsert(TESTS_DIR)
+
+    class Project:
+        path = pytester.path
+
+        @staticmethod
+        def write_matrix(text: str, name: str = "matrix.yaml") -> Path:
+            return pytester.makefile(Path(name).suffix, **{Path(name).stem: textwrap.dedent(text)})
+
+        @staticmethod
+        def run(*args):
+            return pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore", *args)
+
+        @staticmethod
+        def report(path="report.json") -> dict:
+            return json.loads((pytester.path / path).read_text())
+
+    return Project()
+
+
+def planted_matrix(kernels, *, modes=("aot_eager",), scale_a=("tensor_0d",), scale_b=("tensor_1d",), cases=None, extra=""):
+    """matrix.yaml text for planted kernels (names of functions in planted_kernels.py)."""
+    kernel_lines = "\n".join(f"  - {{name: {k}, impl: 'planted_kernels:{k}'}}" for k in kernels)
+    return f"""\
+version: 1
+kernels:
+{kernel_lines}
+axes:
+  scale_a: [{', '.join(scale_a)}]
+  scale_b: [{', '.join(scale_b)}]
+  mode: [{', '.join(modes)}]
+  m: [4]
+  k: [32]
+  n: [16]
+profiles:
+  default: {{cases: {cases or len(kernels)}}}
+{extra}"""
