@@ -5,6 +5,7 @@ Inert unless --scaledmm-matrix is given: no collection, no report, no torch impo
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -117,10 +118,10 @@ class CaseItem(pytest.Item):
     def runtest(self):
         state = _state(self.config)
         if state.environment is None:
-            state.environment = state.local_environment()
+            state.environment = _plain(state.local_environment())
             self.user_properties.append(("scaledmm_env", state.environment))
         result = state.run(self.case)
-        record = state.record(self.case, result)
+        record = _plain(state.record(self.case, result))
         self.user_properties.append(("scaledmm", record))
         if result.outcome == oc.SKIPPED:
             pytest.skip(result.detail)
@@ -136,6 +137,12 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, f"scaledmm {self.case.id}"
+
+
+def _plain(data):
+    """JSON-plain copy: xdist ships user_properties through execnet, which refuses str
+    subclasses such as torch's TorchVersion."""
+    return json.loads(json.dumps(data, default=str))
 
 
 def format_failure(record: dict) -> str:
