@@ -13,13 +13,14 @@ COMPILE_ONLY_ERROR = "COMPILE_ONLY_ERROR"
 ERROR_PARITY = "ERROR_PARITY"
 UNSUPPORTED = "UNSUPPORTED"
 FALLBACK = "FALLBACK"
+OPCHECK_FAILED = "OPCHECK_FAILED"  # torch.library.opcheck rejects a custom-op kernel (schema, fake impl, dynamic shapes)
 CRASH = "CRASH"
 TIMEOUT = "TIMEOUT"
 SKIPPED = "SKIPPED"  # not applicable on this machine (arch, torch feature): decided at run time
 XFAIL = "XFAIL"  # failed as a known-failure entry predicts
 FIXED_UPSTREAM = "FIXED_UPSTREAM"  # a known failure that now passes: retire the entry
 
-FAILURES = (MISMATCH, COMPILE_ONLY_ERROR, ERROR_PARITY, FALLBACK, CRASH, TIMEOUT)
+FAILURES = (MISMATCH, COMPILE_ONLY_ERROR, ERROR_PARITY, FALLBACK, OPCHECK_FAILED, CRASH, TIMEOUT)
 ALL_OUTCOMES = (PASS, UNSUPPORTED, SKIPPED, XFAIL, FIXED_UPSTREAM) + FAILURES
 
 
@@ -105,6 +106,10 @@ def signature_of(error: ErrorInfo) -> str:
     if error.root_type != error.type:
         head = f"{head} <- {_short(error.root_type)}"
         text = normalise_message(error.root_message, max_lines=1) or text
+    if text.endswith(":"):
+        # A bare "AssertionError:" says little; Inductor's next line names the op being lowered.
+        source = error.root_message if error.root_type != error.type else error.message
+        text = normalise_message(source, max_lines=2) or text
     return f"{head}: {text}"[:240]
 
 

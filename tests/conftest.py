@@ -1,17 +1,22 @@
 import json
+import os
 import textwrap
 from pathlib import Path
 
 import pytest
+import torch  # noqa: F401  imported once here: pytester's in-process runs must not re-import it
 
 TESTS_DIR = Path(__file__).parent
 
 
 @pytest.fixture
-def matrix_project(pytester):
+def matrix_project(pytester, monkeypatch):
     """A pytester directory that can import the planted kernels, with helpers to write a matrix
     and read the report back."""
     pytester.syspathinsert(TESTS_DIR)
+    # xdist workers are fresh processes: they find the planted kernels through PYTHONPATH.
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
+    import planted_kernels  # noqa: F401  kept loaded across in-process runs, like torch
 
     class Project:
         path = pytester.path
