@@ -69,12 +69,32 @@ class CompiledCall:
     backend: CountingBackend
 
 
-def compile_case(fn: Callable, mode: str) -> CompiledCall:
+AUTOTUNES = {"max-autotune-no-cudagraphs", "max-autotune", "triton-gemm"}
+
+
+def autotune_limit(mode: str, max_configs: int) -> Optional[dict]:
+    """Inductor options capping the GEMM configs an autotuning mode benchmarks. The Triton
+    template path is still generated, compiled and benchmarked; only the search is shorter.
+    None when there is no cap or this torch has no such knob."""
+    if not max_configs or mode not in AUTOTUNES:
+        return None
+    import torch._inductor.config as inductor_config
+
+    if "test_configs.max_mm_configs" not in inductor_config.get_config_copy():
+        return None
+    return {"test_configs.max_mm_configs": max_configs}
+
+
+def compile_case(fn: Callable, mode: str, max_autotune_configs: int = 0) -> CompiledCall:
     """torch.compile(fn, fullgraph=True) in the given mode, through a counting backend."""
     import torch
 
     backend_name, torch_mode, options, dynamic = MODE_SETTINGS[mode]
     if backend_name == "inductor":
+        limit = autotune_limit(mode, max_autotune_configs)
+        if limit:
+            options = {**(options or {}), **limit}
+        # The wrapper takes a mode and options together (torch.compile refuses both at once).
         inner: Any = torch._TorchCompileInductorWrapper(torch_mode, options, dynamic)
         layer = "inductor"
     else:

@@ -28,14 +28,32 @@ def _package_version(name: str) -> Optional[str]:
         return None
 
 
+def xdist_worker() -> tuple[int, int]:
+    """(index, count) of this xdist worker, (0, 1) outside xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    return (int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0), count
+
+
 def resolve_device(requested: str) -> str:
+    """The device string cases run on. With xdist and several GPUs, worker gwN takes GPU N mod the
+    GPU count, so -n <GPUs> puts one worker on each GPU."""
     import torch
 
     if requested == "auto":
-        return "cuda:0" if torch.cuda.is_available() else "cpu"
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested.startswith("cuda") and not torch.cuda.is_available():
         raise RuntimeError(f"--scaledmm-device={requested} but torch.cuda.is_available() is False")
-    return "cuda:0" if requested == "cuda" else requested
+    if requested == "cuda":
+        index, _ = xdist_worker()
+        return f"cuda:{index % torch.cuda.device_count()}"
+    return requested
+
+
+def threads_per_worker() -> int:
+    """CPU threads for one process so that xdist workers together do not oversubscribe the cores."""
+    _, count = xdist_worker()
+    return max(1, (os.cpu_count() or 1) // count)
 
 
 @lru_cache(maxsize=None)

@@ -1,0 +1,84 @@
+"""Getting to the first failure fast: likely-failing cases first, each new signature printed as
+it appears, and CPU threads shared out between xdist workers."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from . import outcome as oc
+
+# Rank of each scale form's tensor; a pair of different ranks is what Inductor's lowering trips on.
+SCALE_RANK = {"tensor_0d": 0, "tensor_1d": 1, "tensor_1x1": 2, "rowwise": 2, "blockwise": 2}
+INDUCTOR_MODES = {"inductor", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead", "dynamic", "triton-gemm"}
+
+
+def likelihood(params: dict) -> int:
+    """A prior on failing: mixed scale ranks under Inductor first, then any Inductor mode."""
+    inductor = params.get("mode") in INDUCTOR_MODES
+    mixed = SCALE_RANK.get(params.get("scale_a")) != SCALE_RANK.get(params.get("scale_b"))
+    return 2 * (inductor and mixed) + inductor
+
+
+def last_failures(report_dir: Path) -> set[str]:
+    """Ids that failed in the newest readable report of this rootdir, like pytest's --ff."""
+    from .report import ReportError, load_report
+
+    reports = sorted(report_dir.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for path in reports:
+        try:
+            data = load_report(path)
+        except ReportError:
+            continue
+        return {c["id"] for c in data["cases"] if c["outcome"] in oc.FAILURES}
+    return set()
+
+
+class FirstFailureOrder:
+    def __init__(self, report_dir: Path):
+        self.report_dir = report_dir
+
+    def pytest_collection_modifyitems(self, items):
+        # Same inputs in every xdist worker (the same report file), so the same order everywhere.
+        failed = last_failures(self.report_dir)
+        keyed = [(item, getattr(item, "case", None)) for item in items]
+        keyed.sort(key=lambda pair: (pair[1] is None or pair[1].id not in failed, -likelihood(pair[1].params) if pair[1] else 0))
+        items[:] = [item for item, _ in keyed]
+
+
+class SignatureTicker:
+    """Prints each new failure signature the moment its first case reports."""
+
+    def __init__(self, config):
+        self.config = config
+        self.started = time.monotonic()
+        self.seen: set[tuple] = set()
+
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call":
+            return
+        record = dict(report.user_properties).get("scaledmm")
+        if not record or record["outcome"] not in oc.FAILURES:
+            return
+        key = (record["outcome"], record["signature"])
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+        if terminal is not None:
+            elapsed = time.monotonic() - self.started
+            terminal.write_line(f"[scaledmm +{elapsed:.1f}s] new signature: {record['outcome']} {record['signature']} ({record['id']})")
+
+
+def configure_speed(config, state, is_worker: bool) -> None:
+    state.max_autotune_configs = config.getoption("scaledmm_max_autotune_configs")
+    if is_worker:
+        from .device import threads_per_worker
+
+        # Read by torch at start-up, here and in any child process that runs cases.
+        os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_worker()))
+        return
+    config.pluginmanager.register(SignatureTicker(config), "scaledmm-ticker")
+    if config.getoption("scaledmm_first_failure"):
+        config.pluginmanager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")
