@@ -68,6 +68,7 @@ def pytest_configure(config):
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(MatrixReporter(config, state), "scaledmm-reporter")
+    _configure_baseline_gate(config, state)
     if not config.getoption("scaledmm_reuse_cache") and not _is_worker(config):
         state.use_fresh_cache()
     _collect_only_the_matrix(config, spec.path)
@@ -121,8 +122,10 @@ class CaseItem(pytest.Item):
             state.environment = _plain(state.local_environment())
             self.user_properties.append(("scaledmm_env", state.environment))
         result = state.run(self.case)
-        record = _plain(state.record(self.case, result))
+        record = state.apply_known_failures(_plain(state.record(self.case, result)))
         self.user_properties.append(("scaledmm", record))
+        if record["outcome"] == oc.XFAIL:
+            pytest.xfail(f"{record['detail']}: {record['signature']}")
         if result.outcome == oc.SKIPPED:
             pytest.skip(result.detail)
         if result.outcome == oc.UNSUPPORTED:
@@ -204,3 +207,82 @@ class MatrixReporter:
         terminalreporter.section("scaled-mm matrix")
         for line in summary_lines(self.state, signature_groups(self.state.records.values())):
             terminalreporter.write_line(line)
+
+
+def pytest_report_teststatus(report, config):
+    """A known failure that passes is shown as "fixed upstream", not as a plain pass: its
+    known_failures entry can be retired. It does not fail the session."""
+    if report.when == "call" and report.passed:
+        record = dict(report.user_properties).get("scaledmm")
+        if record and record.get("outcome") == oc.FIXED_UPSTREAM:
+            return "fixed upstream", "U", ("FIXED_UPSTREAM", {"yellow": True})
+    return None
+
+
+def _configure_baseline_gate(config, state) -> None:
+    path = config.getoption("scaledmm_baseline")
+    if not path or _is_worker(config):
+        return
+    from .report import ReportError, load_report
+
+    try:
+        baseline = load_report(path)
+    except ReportError as exc:
+        raise pytest.UsageError(f"--scaledmm-baseline: {exc}") from None
+    config.pluginmanager.register(BaselineGate(config, state, path, baseline), "scaledmm-baseline-gate")
+
+
+class BaselineGate:
+    """--scaledmm-baseline REPORT: `scaledmm gate` at session end. The session's exit status is the
+    gate's: 1 when a case newly fails (printed in the terminal summary), 0 when every failing case
+    failed the same way in the baseline. Failures outside the matrix always keep exit status 1."""
+
+    def __init__(self, config, state, path, baseline):
+        self.config, self.state = config, state
+        self.baseline = (Path(path), baseline)
+        self.other_failures = 0
+        self.result = None
+
+    def pytest_runtest_logreport(self, report):
+        if report.failed and "scaledmm" not in dict(report.user_properties):
+            self.other_failures += 1
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        if not self.state.records or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+            return
+        from .gate import check
+
+        self.result = check(self.baseline, (self.state.report_path, self.state.build_report()))
+        if not self.result.passed:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif exitstatus == pytest.ExitCode.TESTS_FAILED and not self.other_failures:
+            session.exitstatus = pytest.ExitCode.OK
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.result is None:
+            return
+        terminalreporter.section("scaled-mm baseline gate", red=not self.result.passed, green=self.result.passed)
+        for line in self.result.lines():
+            terminalreporter.write_line(line)
+        if self.result.passed and any(r["outcome"] in oc.FAILURES for r in self.state.records.values()):
+            terminalreporter.write_line("  exit status 0: every failing case failed the same way in the baseline")
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    state = _state(config)
+    if state is None or _is_worker(config):
+        return
+    fixed = [r for r in state.records.values() if r.get("outcome") == oc.FIXED_UPSTREAM]
+    if fixed:
+        terminalreporter.section("scaled-mm known failures fixed upstream", yellow=True)
+        entries: dict = {}
+        for record in fixed:
+            entries.setdefault(record["known_failure"]["entry"], []).append(record)
+        for index, records in sorted(entries.items()):
+            entry = records[0]["known_failure"]
+            link = f" {entry['link']}" if entry.get("link") else ""
+            terminalreporter.write_line(
+                f"known_failures[{index}] ({entry['signature']}){link}: {len(records)} case(s) pass now, retire the entry"
+                f" (e.g. {records[0]['id']})"
+            )

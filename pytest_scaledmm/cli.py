@@ -1,0 +1,193 @@
+"""The `scaledmm` console script (also `python -m pytest_scaledmm`).
+
+Subcommands live in SUBCOMMANDS. Adding one is adding one function::
+
+    @subcommand("doctor", "check what this machine can run", [Arg("--json", action="store_true")])
+    def doctor(args) -> int:
+        from .doctor import run_doctor   # import heavy modules inside: `--help` stays fast
+        return run_doctor(args)
+
+Arguments are `Arg(...)` (argparse's own signature) or an `Option` from options.py when the
+pytest plugin has the same option (its flag loses the "scaledmm-" prefix here).
+
+Exit codes: 0 success, 1 the gate failed, 2 usage error or an unusable report or matrix (one line
+on stderr naming the file, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass, field, replace
+from typing import Callable, Optional, Sequence, Union
+
+from . import __version__
+from .options import BASELINE, MATRIX, Option
+
+EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Arg:
+    flags: tuple
+    kwargs: dict
+
+    def __init__(self, *flags: str, **kwargs):
+        object.__setattr__(self, "flags", flags)
+        object.__setattr__(self, "kwargs", kwargs)
+
+
+@dataclass(frozen=True)
+class Subcommand:
+    name: str
+    help: str
+    run: Callable[[argparse.Namespace], int]
+    arguments: tuple = field(default=())
+
+
+SUBCOMMANDS: dict[str, Subcommand] = {}
+
+
+def subcommand(name: str, help: str, arguments: Sequence[Union[Arg, Option]] = ()):
+    """Register the decorated `fn(args) -> exit code` as `scaledmm NAME`."""
+
+    def register(fn: Callable[[argparse.Namespace], int]):
+        if name in SUBCOMMANDS:
+            raise ValueError(f"subcommand {name!r} is registered twice")
+        SUBCOMMANDS[name] = Subcommand(name, help, fn, tuple(arguments))
+        return fn
+
+    return register
+
+
+def shared(option: Option, help: Optional[str] = None, **kwargs) -> Option:
+    """A plugin option as this subcommand needs it: same flag and dest, other help or defaults."""
+    return replace(option, help=help or option.help, kwargs={**option.kwargs, **kwargs})
+
+
+def _add_argument(parser: argparse.ArgumentParser, argument: Union[Arg, Option]) -> None:
+    if isinstance(argument, Option):
+        parser.add_argument(argument.cli_flag(), dest=argument.dest, help=argument.help, **argument.kwargs)
+    else:
+        parser.add_argument(*argument.flags, **argument.kwargs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="scaledmm", description="Compare and gate pytest-scaledmm reports across PyTorch versions and machines."
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for command in SUBCOMMANDS.values():
+        sub = commands.add_parser(command.name, help=command.help, description=command.help)
+        for argument in command.arguments:
+            _add_argument(sub, argument)
+        sub.set_defaults(run=command.run)
+    return parser
+
+
+def _usage_errors() -> tuple:
+    from .report import ReportError
+    from .spec import MatrixError
+
+    return (ReportError, MatrixError)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.run(args))
+    except _usage_errors() as exc:
+        # The message names the file (and key); a traceback would only bury it.
+        print(f"scaledmm {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # `scaledmm compare ... | head`: the reader left; say nothing more.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _write(path: str, text: str) -> None:
+    from pathlib import Path
+
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text, encoding="utf-8")
+
+
+GROUP_BY = Arg(
+    "--group-by",
+    default="kernel,dtype_a,dtype_b,scale_a,scale_b",
+    help="case parameters that make a heatmap row, comma-separated (default: %(default)s)",
+)
+COMPARE_MATRIX = shared(MATRIX, "matrix file named in replay commands (default: the one the reports recorded)")
+
+
+@subcommand(
+    "compare",
+    "align cases across reports (columns: environments) and classify how each case changed",
+    [
+        Arg("reports", nargs="+", metavar="REPORT", help="report files, or directories of *.json reports (ordered by torch version)"),
+        Arg("--markdown", metavar="PATH", help="write Markdown fit for a CI step summary ('-' for stdout)"),
+        Arg("--html", metavar="PATH", help="write one self-contained HTML file with the heatmap"),
+        GROUP_BY,
+        COMPARE_MATRIX,
+        Arg("--max-rows", type=int, default=30, help="cases listed per kind of change (default: %(default)s)"),
+    ],
+)
+def compare_command(args) -> int:
+    from .compare import compare_reports, load_reports
+    from .render import render_html, render_markdown, render_text
+
+    comparison = compare_reports(load_reports(args.reports))
+    written = []
+    # Files first: a closed stdout (`| head`) must not cost the HTML.
+    if args.markdown and args.markdown != "-":
+        _write(args.markdown, render_markdown(comparison, args.scaledmm_matrix, args.max_rows))
+        written.append(f"markdown: {args.markdown}")
+    if args.html:
+        group_by = [g.strip() for g in args.group_by.split(",") if g.strip()]
+        _write(args.html, render_html(comparison, args.scaledmm_matrix, group_by))
+        written.append(f"html: {args.html}")
+    print(render_text(comparison, max_rows=args.max_rows))
+    if args.markdown == "-":
+        print(render_markdown(comparison, args.scaledmm_matrix, args.max_rows))
+    for line in written:
+        print(line)
+    return EXIT_OK
+
+
+@subcommand(
+    "gate",
+    "exit 1 when the candidate report has a failure the baseline did not have (known failures excepted)",
+    [
+        shared(BASELINE, "the earlier report to gate against", required=True, default=None),
+        Arg("--candidate", required=True, metavar="REPORT", help="the new report"),
+        shared(MATRIX, "matrix.yaml whose known_failures apply (default: the matrix the candidate recorded, when present)"),
+        Arg("--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"),
+    ],
+)
+def gate_command(args) -> int:
+    from .gate import GateFailure, catalogue_for, check
+    from .report import load_report
+
+    baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
+    candidate = (args.candidate, load_report(args.candidate))
+    result = check(baseline, candidate, catalogue_for(args.scaledmm_matrix, candidate[1]))
+    lines = result.lines()
+    if args.markdown:
+        with open(args.markdown, "a", encoding="utf-8") as handle:
+            from .render import _md_escape
+
+            handle.write("\n".join(["", f"**{_md_escape(lines[0])}**", ""] + [f"- {_md_escape(line.strip())}" for line in lines[1:]]) + "\n")
+    try:
+        result.raise_for_failure()
+    except GateFailure:
+        print("\n".join(lines), file=sys.stderr)
+        return EXIT_GATE_FAILED
+    print("\n".join(lines))
+    return EXIT_OK

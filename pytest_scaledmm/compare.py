@@ -1,0 +1,304 @@
+"""Align cases by id across any number of reports and classify how each case changed.
+
+Columns are environments (one report each: a torch version, a runner, an arch). Between two
+neighbouring columns a case can:
+
+- regress: it passed, now it fails;
+- be fixed: it failed, now it passes;
+- change signature: it fails in both, differently (another outcome class or signature);
+- gain or lose a capability: unsupported or skipped on one side, run on the other. Never a
+  regression: fp8 on a CPU build that lacks it is not a bug of the newer release;
+- become a known failure: it passed, now fails as the known-failure catalogue predicts;
+- be added or removed: only one report has it (another matrix, profile or seed).
+
+No torch import here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Mapping, Optional, Sequence
+
+from packaging.version import InvalidVersion, Version
+
+from . import outcome as oc
+from .cases import KERNEL_SHORT, SCALE_SHORT
+from .report import ReportError, load_report
+
+# Outcome categories.
+OK, FAILING, KNOWN, ABSENT = "ok", "failing", "known", "absent"
+
+REGRESSION = "regression"
+SIGNATURE_CHANGED = "signature changed"
+KNOWN_FAILURE = "known failure"
+CAPABILITY_LOST = "capability lost"
+FIX = "fix"
+CAPABILITY_GAINED = "capability gained"
+CASE_ADDED = "case added"
+CASE_REMOVED = "case removed"
+# Display order: what needs a person first.
+TRANSITION_KINDS = (
+    REGRESSION,
+    SIGNATURE_CHANGED,
+    KNOWN_FAILURE,
+    CAPABILITY_LOST,
+    FIX,
+    CAPABILITY_GAINED,
+    CASE_ADDED,
+    CASE_REMOVED,
+)
+
+# Worst first: a heatmap cell takes the colour of its worst outcome. Failure classes added to
+# outcome.FAILURES later slot in after the listed ones.
+SEVERITY = tuple(
+    dict.fromkeys(
+        (oc.CRASH, oc.COMPILE_ONLY_ERROR, oc.MISMATCH, oc.ERROR_PARITY, oc.FALLBACK)
+        + tuple(oc.FAILURES)
+        + (oc.XFAIL, oc.FIXED_UPSTREAM, oc.PASS, oc.UNSUPPORTED, oc.SKIPPED)
+    )
+)
+
+
+def severity(outcome: str) -> int:
+    """Rank in SEVERITY; an outcome class this version does not know ranks worst."""
+    return SEVERITY.index(outcome) if outcome in SEVERITY else -1
+
+
+DEFAULT_GROUP_BY = ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b")
+
+
+def category(outcome: Optional[str]) -> Optional[str]:
+    if outcome is None:
+        return None
+    if outcome in (oc.PASS, oc.FIXED_UPSTREAM):
+        return OK
+    if outcome == oc.XFAIL:
+        return KNOWN
+    if outcome in (oc.UNSUPPORTED, oc.SKIPPED):
+        return ABSENT
+    return FAILING  # the failure classes, and any class a newer plugin adds
+
+
+def _failure_key(record: Mapping) -> tuple:
+    outcome = record["outcome"]
+    if outcome == oc.XFAIL:
+        outcome = (record.get("known_failure") or {}).get("original_outcome", outcome)
+    return outcome, record.get("signature")
+
+
+def classify(before: Optional[Mapping], after: Optional[Mapping]) -> Optional[str]:
+    """The transition from one record of a case to the next; None when nothing changed."""
+    if before is None and after is None:
+        return None
+    if before is None:
+        return CASE_ADDED
+    if after is None:
+        return CASE_REMOVED
+    was, now = category(before["outcome"]), category(after["outcome"])
+    if was == ABSENT and now == ABSENT:
+        return None
+    if was == ABSENT:
+        return CAPABILITY_GAINED
+    if now == ABSENT:
+        return CAPABILITY_LOST
+    if was == OK:
+        return {OK: None, FAILING: REGRESSION, KNOWN: KNOWN_FAILURE}[now]
+    if now == OK:
+        return FIX
+    # Failing on both sides (known or not): the same failure is no news.
+    return None if _failure_key(before) == _failure_key(after) else SIGNATURE_CHANGED
+
+
+@dataclass(frozen=True)
+class Column:
+    label: str
+    path: str
+    environment: Mapping
+    matrix: Mapping
+    session: Mapping
+    summary: Mapping
+
+    @property
+    def torch(self) -> str:
+        return str(self.environment.get("torch") or "?")
+
+
+@dataclass(frozen=True)
+class Transition:
+    kind: str
+    case_id: str
+    before_label: str
+    after_label: str
+    before: Optional[Mapping]
+    after: Optional[Mapping]
+
+    @property
+    def before_outcome(self) -> str:
+        return self.before["outcome"] if self.before else "-"
+
+    @property
+    def after_outcome(self) -> str:
+        return self.after["outcome"] if self.after else "-"
+
+    @property
+    def signature(self) -> str:
+        for record in (self.after, self.before):
+            if record and record.get("signature") and category(record["outcome"]) != OK:
+                return record["signature"]
+        return ""
+
+
+@dataclass
+class Comparison:
+    columns: list[Column]
+    case_ids: list[str]
+    grid: dict[str, list[Optional[dict]]]
+    transitions: list[Transition]
+    notes: list[str] = field(default_factory=list)
+
+    def by_kind(self) -> dict[str, list[Transition]]:
+        out: dict[str, list[Transition]] = {kind: [] for kind in TRANSITION_KINDS}
+        for t in self.transitions:
+            out[t.kind].append(t)
+        return out
+
+    def kind_counts(self, before_label: Optional[str] = None, after_label: Optional[str] = None) -> Counter:
+        return Counter(
+            t.kind
+            for t in self.transitions
+            if (before_label is None or t.before_label == before_label) and (after_label is None or t.after_label == after_label)
+        )
+
+    def params(self, case_id: str) -> Mapping:
+        return next((r["params"] for r in self.grid[case_id] if r and r.get("params")), {})
+
+    def pairs(self) -> list[tuple[Column, Column]]:
+        return list(zip(self.columns, self.columns[1:]))
+
+
+def torch_sort_key(report: Mapping):
+    env = report.get("environment") or {}
+    try:
+        version = Version(str(env.get("torch")))
+    except InvalidVersion:
+        version = Version("0")
+    return (version, str(env.get("arch") or ""), str(env.get("tox_env") or ""))
+
+
+def load_reports(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, dict]]:
+    """Load every report; a directory stands for its *.json files ordered by torch version
+    (2.3 before 2.13: versions, never strings), files keep the order they were given in."""
+    loaded: list[tuple[Path, dict]] = []
+    for raw in paths:
+        path = Path(raw)
+        if path.is_dir():
+            found = [(p, load_report(p)) for p in sorted(path.glob("*.json"))]
+            if not found:
+                raise ReportError(path, "directory holds no *.json report")
+            loaded.extend(sorted(found, key=lambda item: torch_sort_key(item[1])))
+        else:
+            loaded.append((path, load_report(path)))
+    return loaded
+
+
+def column_label(environment: Mapping) -> str:
+    if environment.get("tox_env"):
+        return str(environment["tox_env"])
+    return f"torch{environment.get('torch', '?')}/{environment.get('arch', '?')}"
+
+
+def _unique_labels(reports: Sequence[tuple[Path, dict]]) -> list[str]:
+    """Environment labels; where two reports share one, the arch tells them apart (same tox env on
+    two runners), else the file name."""
+    labels = [column_label(r.get("environment") or {}) for _, r in reports]
+    archs = [str((r.get("environment") or {}).get("arch") or "") for _, r in reports]
+    out = list(labels)
+    for label in {l for l in labels if labels.count(l) > 1}:
+        members = [i for i, l in enumerate(labels) if l == label]
+        by_arch = len({archs[i] for i in members}) == len(members) and "/" not in label
+        for i in members:
+            stem = reports[i][0].stem
+            out[i] = f"{label}/{archs[i]}" if by_arch else (stem if label in stem else f"{label} ({stem})")
+    if len(set(out)) < len(out):
+        out = [str(path) for path, _ in reports]
+    return out
+
+
+def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
+    labels = _unique_labels(reports)
+    columns = [
+        Column(
+            label,
+            str(path),
+            report.get("environment") or {},
+            report.get("matrix") or {},
+            report.get("session") or {},
+            report.get("summary") or Counter(c["outcome"] for c in report["cases"]),
+        )
+        for label, (path, report) in zip(labels, reports)
+    ]
+    by_id = [{c["id"]: c for c in report["cases"]} for _, report in reports]
+    case_ids = sorted(set().union(*by_id)) if by_id else []
+    grid = {cid: [cases.get(cid) for cases in by_id] for cid in case_ids}
+    transitions = []
+    for i in range(1, len(columns)):
+        for cid in case_ids:
+            kind = classify(grid[cid][i - 1], grid[cid][i])
+            if kind:
+                transitions.append(Transition(kind, cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i]))
+    return Comparison(columns, case_ids, grid, transitions, _notes(columns))
+
+
+def _notes(columns: Sequence[Column]) -> list[str]:
+    notes = []
+    hashes = {c.matrix.get("hash") for c in columns if c.matrix.get("hash")}
+    if len(hashes) > 1:
+        notes.append("the reports come from different matrix files or profiles: only cases present in both sides compare")
+    hypotheses = {c.environment.get("hypothesis") for c in columns if c.environment.get("hypothesis")}
+    if len(hypotheses) > 1:
+        notes.append(
+            f"hypothesis versions differ ({', '.join(sorted(hypotheses))}): drawn cases may not line up; pin one version"
+        )
+    for c in columns:
+        if c.session.get("complete") is False:
+            notes.append(f"{c.label}: the run did not finish; its report is partial")
+    return notes
+
+
+# -- grouping for the heatmap ---------------------------------------------------------------------
+_DTYPE_SHORT = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e4m3fnuz": "e4m3fnuz", "e5m2fnuz": "e5m2fnuz", "int8": "int8"}
+
+
+def group_label(params: Mapping, group_by: Sequence[str]) -> str:
+    parts = []
+    keys = list(group_by)
+    if "kernel" in keys:
+        parts.append(KERNEL_SHORT.get(params.get("kernel"), str(params.get("kernel"))))
+    if "dtype_a" in keys or "dtype_b" in keys:
+        a, b = _DTYPE_SHORT.get(params.get("dtype_a"), params.get("dtype_a")), _DTYPE_SHORT.get(params.get("dtype_b"), params.get("dtype_b"))
+        if a != "int8":
+            parts.append(str(a) if a == b or "dtype_b" not in keys else f"{a}×{b}")
+    if "scale_a" in keys or "scale_b" in keys:
+        a = SCALE_SHORT.get(params.get("scale_a"), params.get("scale_a"))
+        b = SCALE_SHORT.get(params.get("scale_b"), params.get("scale_b"))
+        parts.append(f"{a}×{b}" if "scale_b" in keys and "scale_a" in keys else str(a if "scale_a" in keys else b))
+    for key in keys:
+        if key not in ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b"):
+            value = params.get(key)
+            parts.append(str(value) if isinstance(value, str) else f"{key}={value}")
+    return " · ".join(parts)
+
+
+def worst(outcomes: Iterable[str]) -> Optional[str]:
+    return min(outcomes, key=lambda o: (severity(o), o), default=None)
+
+
+def groups(comparison: Comparison, group_by: Sequence[str] = DEFAULT_GROUP_BY) -> list[tuple[str, list[str]]]:
+    """(label, case ids) per group, sorted by label."""
+    out: dict[str, list[str]] = {}
+    for cid in comparison.case_ids:
+        out.setdefault(group_label(comparison.params(cid), group_by), []).append(cid)
+    return sorted(out.items())

@@ -1,0 +1,148 @@
+"""The known-failure catalogue: `known_failures:` entries of matrix.yaml applied to case records.
+
+An entry names the cases it covers (`match` on case parameters, plus `arch`), an optional torch
+version range (a PEP 440 specifier set, e.g. ">=2.9,<2.12"), the signature the failure is expected
+to have and a link to the upstream issue::
+
+    known_failures:
+      - match: {scale_a: tensor_0d, scale_b: tensor_1d, mode: [inductor, max-autotune]}
+        torch: ">=2.9,<2.12"
+        signature: "LoweringException: AssertionError"
+        link: https://github.com/pytorch/pytorch/issues/NNNNN
+
+Applied to a record:
+- a failure whose signature matches an entry becomes XFAIL (expected);
+- a pass that an entry covers becomes FIXED_UPSTREAM (retire the entry);
+- a failure with another signature stays a failure; the record notes which entry it missed.
+
+No torch import here: the gate applies the catalogue to reports on machines without torch.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Iterable, Mapping, Optional
+
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from . import outcome as oc
+from .cases import matches
+from .outcome import normalise_message
+
+
+def _normalised(signature: str) -> str:
+    # Signatures are normalised already; an entry written by hand ("dim()=2") is brought to the
+    # same form ("dim()=N") so that it can be pasted from an error message.
+    return normalise_message(signature, max_lines=1)
+
+
+def torch_release(version: str) -> Optional[Version]:
+    try:
+        return Version(version)
+    except (InvalidVersion, TypeError):
+        return None
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    index: int
+    match: Mapping
+    signature: str
+    torch: Optional[SpecifierSet] = None
+    link: Optional[str] = None
+    reason: Optional[str] = None
+
+    @classmethod
+    def from_entry(cls, index: int, entry: Mapping) -> "KnownFailure":
+        torch = SpecifierSet(entry["torch"]) if entry.get("torch") else None
+        return cls(index, dict(entry["match"]), entry["signature"], torch, entry.get("link"), entry.get("reason"))
+
+    def covers(self, params: Mapping, torch_version: Optional[str], arch: Optional[str]) -> bool:
+        """Whether this entry is about this case on this torch and arch (signature aside)."""
+        if not matches(self.match, {**params, "arch": arch}):
+            return False
+        if self.torch is None:
+            return True
+        release = torch_release(torch_version) if torch_version else None
+        if release is None:
+            return False
+        # A nightly (2.14.0a0+git...) counts as the release it leads to: ">=2.14" covers it.
+        return self.torch.contains(Version(release.base_version))
+
+    def expects(self, signature: Optional[str]) -> bool:
+        """Exact or substring match on the normalised signature."""
+        if not signature:
+            return False
+        return _normalised(self.signature) in _normalised(signature)
+
+    def describe(self) -> dict:
+        return {
+            "entry": self.index,
+            "signature": self.signature,
+            "torch": str(self.torch) if self.torch is not None else None,
+            "link": self.link,
+            "reason": self.reason,
+        }
+
+
+class Catalogue:
+    def __init__(self, entries: Iterable[KnownFailure] = ()):
+        self.entries = list(entries)
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[Mapping]) -> "Catalogue":
+        return cls(KnownFailure.from_entry(i, e) for i, e in enumerate(entries))
+
+    @classmethod
+    def from_spec(cls, spec) -> "Catalogue":
+        return cls.from_entries(spec.known_failures)
+
+    def __bool__(self) -> bool:
+        return bool(self.entries)
+
+    def covering(self, params: Mapping, torch_version: Optional[str], arch: Optional[str]) -> list[KnownFailure]:
+        return [e for e in self.entries if e.covers(params, torch_version, arch)]
+
+    def apply(self, record: dict, torch_version: Optional[str], arch: Optional[str]) -> dict:
+        """Rewrite `record` in place by the rules in the module docstring; returns it."""
+        outcome = record["outcome"]
+        if outcome not in oc.FAILURES and outcome != oc.PASS:
+            return record
+        entries = self.covering(record.get("params", {}), torch_version, arch)
+        if not entries:
+            return record
+        if outcome == oc.PASS:
+            entry = entries[0]
+            record["outcome"] = oc.FIXED_UPSTREAM
+            record["known_failure"] = {**entry.describe(), "original_outcome": oc.PASS}
+            record["detail"] = f"known failure #{entry.index} passes now: retire the entry" + _link(entry)
+            return record
+        for entry in entries:
+            if entry.expects(record.get("signature")):
+                record["outcome"] = oc.XFAIL
+                record["known_failure"] = {**entry.describe(), "original_outcome": outcome}
+                detail = f"known failure #{entry.index}" + _link(entry)
+                record["detail"] = f"{detail}; {record['detail']}" if record.get("detail") else detail
+                return record
+        expected = "; ".join(f"#{e.index}: {e.signature!r}" for e in entries)
+        record["known_failure_missed"] = [e.describe() for e in entries]
+        note = f"a known-failure entry covers this case but expects another signature ({expected})"
+        record["detail"] = f"{record['detail']}; {note}" if record.get("detail") else note
+        return record
+
+    def apply_report(self, report: dict) -> dict:
+        """A copy of `report` with the catalogue applied to every case, for reports written before
+        an entry was added (the gate re-reads the catalogue)."""
+        report = copy.deepcopy(report)
+        env = report.get("environment") or {}
+        for record in report["cases"]:
+            if record["outcome"] in (oc.XFAIL, oc.FIXED_UPSTREAM):
+                continue
+            self.apply(record, env.get("torch"), env.get("arch"))
+        return report
+
+
+def _link(entry: KnownFailure) -> str:
+    return f" ({entry.link})" if entry.link else ""

@@ -1,0 +1,243 @@
+"""Render a Comparison: a terminal table, Markdown for a CI step summary, one self-contained HTML
+file with a heatmap (case groups x environments).
+
+Every string that came from an exception is escaped: the HTML environment autoescapes, the
+Markdown one escapes each printed value through `finalize`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from collections import Counter
+from pathlib import Path
+from typing import Optional, Sequence
+
+import jinja2
+
+from . import outcome as oc
+from .compare import (
+    DEFAULT_GROUP_BY,
+    TRANSITION_KINDS,
+    Comparison,
+    category,
+    classify,
+    groups,
+    severity,
+    worst,
+)
+
+TEMPLATES = Path(__file__).parent / "templates"
+
+COLOURS = {
+    oc.PASS: "#2f9e44",
+    oc.FIXED_UPSTREAM: "#1c7ed6",
+    oc.XFAIL: "#e8b923",
+    oc.UNSUPPORTED: "#adb5bd",
+    oc.SKIPPED: "#dee2e6",
+    oc.MISMATCH: "#e03131",
+    oc.COMPILE_ONLY_ERROR: "#f76707",
+    oc.ERROR_PARITY: "#9c36b5",
+    oc.FALLBACK: "#d6336c",
+    oc.CRASH: "#5c0a0a",
+    oc.TIMEOUT: "#845ef7",
+    getattr(oc, "OPCHECK_FAILED", "OPCHECK_FAILED"): "#a61e4d",
+}
+OTHER_COLOUR = "#343a40"  # an outcome class this version does not know
+COUNT_ORDER = [oc.PASS, oc.FIXED_UPSTREAM, oc.XFAIL, oc.UNSUPPORTED, oc.SKIPPED, *oc.FAILURES]
+
+
+def replay_command(matrix_path: Optional[str], case_id: str) -> str:
+    matrix = matrix_path or "matrix.yaml"
+    try:
+        relative = os.path.relpath(matrix)
+        if not relative.startswith(".."):
+            matrix = relative
+    except ValueError:  # another drive on Windows
+        pass
+    return f"pytest --scaledmm-matrix {shlex.quote(matrix)} --scaledmm-case {shlex.quote(case_id)}"
+
+
+def _md_escape(value) -> str:
+    """Markdown table cells: no raw HTML, no column breaks, one line."""
+    if value is None:
+        return ""
+    text = str(value)
+    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'")):
+        text = text.replace(raw, escaped)
+    return " ".join(text.split())
+
+
+def _environment(kind: str) -> jinja2.Environment:
+    if kind == "html":
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+            autoescape=True,
+            undefined=jinja2.StrictUndefined,
+        )
+    else:
+        env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+            autoescape=False,
+            finalize=_md_escape,
+            undefined=jinja2.StrictUndefined,
+            trim_blocks=True,
+            lstrip_blocks=True,
+        )
+    env.filters["colour"] = lambda outcome: COLOURS.get(outcome, OTHER_COLOUR)
+    return env
+
+
+def _counts_row(column) -> list[int]:
+    counts = Counter(column.summary)
+    return [counts.get(name, 0) for name in COUNT_ORDER]
+
+
+def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) -> dict:
+    matrix = matrix_path or next((c.matrix.get("path") for c in comparison.columns if c.matrix.get("path")), None)
+    by_kind = comparison.by_kind()
+    outcome_names = [o for o in COUNT_ORDER if any(Counter(c.summary).get(o) for c in comparison.columns)]
+    pairs = []
+    for before, after in comparison.pairs():
+        counts = comparison.kind_counts(before.label, after.label)
+        pairs.append({"before": before.label, "after": after.label, "counts": [counts.get(k, 0) for k in TRANSITION_KINDS]})
+    return {
+        "comparison": comparison,
+        "columns": comparison.columns,
+        "kinds": TRANSITION_KINDS,
+        "by_kind": by_kind,
+        "pairs": pairs,
+        "outcome_names": outcome_names,
+        "counts": {c.label: Counter(c.summary) for c in comparison.columns},
+        "max_rows": max_rows,
+        "matrix": matrix,
+        "replay": lambda cid: replay_command(matrix, cid),
+    }
+
+
+def render_markdown(comparison: Comparison, matrix_path: Optional[str] = None, max_rows: int = 30) -> str:
+    return _environment("md").get_template("summary.md.j2").render(**_context(comparison, matrix_path, max_rows))
+
+
+def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix: Optional[str]) -> list[dict]:
+    rows = []
+    for label, ids in groups(comparison, group_by):
+        cells = []
+        for index, column in enumerate(comparison.columns):
+            records = [comparison.grid[cid][index] for cid in ids]
+            present = [r for r in records if r]
+            counts = Counter(r["outcome"] for r in present)
+            segments = [
+                {"outcome": o, "count": counts[o], "pct": round(100.0 * counts[o] / len(present), 2)}
+                for o in sorted(counts, key=lambda o: (severity(o), o))
+            ]
+            changes = Counter()
+            cases = []
+            for cid, record in zip(ids, records):
+                if record is None:
+                    continue
+                change = classify(comparison.grid[cid][index - 1], record) if index else None
+                if change:
+                    changes[change] += 1
+                cases.append(
+                    {
+                        "id": cid,
+                        "outcome": record["outcome"],
+                        "signature": record.get("signature") or "",
+                        "layer": record.get("layer") or "",
+                        "detail": record.get("detail") or "",
+                        "change": change or "",
+                        "replay": replay_command(matrix, cid),
+                        "link": (record.get("known_failure") or {}).get("link") or "",
+                    }
+                )
+            # Failing cases first, then by id: the panel opens on what needs looking at.
+            cases.sort(key=lambda c: (severity(c["outcome"]), c["id"]))
+            signatures = Counter(c["signature"] for c in cases if c["signature"] and category(c["outcome"]) != "ok")
+            failing = sum(n for o, n in counts.items() if category(o) == "failing")
+            cells.append(
+                {
+                    "worst": worst(counts) if counts else None,
+                    "segments": segments,
+                    "total": len(present),
+                    "failing": failing,
+                    "changes": changes,
+                    "marker": next((k for k in ("regression", "signature changed", "fix", "capability gained", "capability lost") if changes.get(k)), ""),
+                    "signatures": signatures.most_common(3),
+                    "cases": cases,
+                }
+            )
+        rows.append({"label": label, "size": len(ids), "cells": cells})
+    return rows
+
+
+def render_html(
+    comparison: Comparison,
+    matrix_path: Optional[str] = None,
+    group_by: Sequence[str] = DEFAULT_GROUP_BY,
+    max_rows: int = 200,
+    title: str = "scaled-mm compatibility matrix",
+) -> str:
+    context = _context(comparison, matrix_path, max_rows)
+    legend = [(o, COLOURS.get(o, OTHER_COLOUR)) for o in COUNT_ORDER]
+    return (
+        _environment("html")
+        .get_template("matrix.html.j2")
+        .render(**context, rows=_heatmap(comparison, group_by, context["matrix"]), legend=legend, group_by=list(group_by), title=title)
+    )
+
+
+def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) -> str:
+    """The terminal table: outcome counts per environment, then transitions per neighbouring pair."""
+    cols = comparison.columns
+    names = [o for o in COUNT_ORDER if any(Counter(c.summary).get(o) for c in cols)]
+    label_w = max([len("environment")] + [len(c.label) for c in cols])
+    head = f"{'environment':<{label_w}}  {'torch':<14} {'device':<10} {'cases':>5} " + " ".join(f"{_abbrev(n):>6}" for n in names)
+    lines = [head, "-" * len(head)]
+    for c in cols:
+        counts = Counter(c.summary)
+        device = str(c.environment.get("arch") or c.environment.get("device") or "?")
+        lines.append(
+            f"{c.label:<{label_w}}  {c.torch:<14} {device:<10} {sum(counts.values()):>5} "
+            + " ".join(f"{counts.get(n, 0):>6}" for n in names)
+        )
+    lines.append("  (" + ", ".join(f"{_abbrev(n)}={n}" for n in names if _abbrev(n) != n) + ")")
+    for before, after in comparison.pairs():
+        counts = comparison.kind_counts(before.label, after.label)
+        summary = ", ".join(f"{kind} {counts[kind]}" for kind in TRANSITION_KINDS if counts.get(kind)) or "no change"
+        lines.append("")
+        lines.append(f"{before.label} -> {after.label}: {summary}")
+        for kind in TRANSITION_KINDS:
+            moved = [t for t in comparison.transitions if t.kind == kind and t.before_label == before.label and t.after_label == after.label]
+            if not moved or kind in ("case added", "case removed"):
+                continue
+            by_change = Counter((t.before_outcome, t.after_outcome, t.signature) for t in moved)
+            lines.append(f"  {kind}:")
+            for (was, now, signature), n in by_change.most_common(max_rows):
+                text = f"    {n:4d} x {was} -> {now}" + (f": {signature}" if signature else "")
+                lines.append(text if len(text) <= width else text[: width - 3] + "...")
+            if len(by_change) > max_rows:
+                lines.append(f"    ... {len(by_change) - max_rows} more")
+    for note in comparison.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
+
+
+_ABBREV = {
+    oc.PASS: "PASS",
+    oc.FIXED_UPSTREAM: "FIXED",
+    oc.XFAIL: "XFAIL",
+    oc.UNSUPPORTED: "UNSUP",
+    oc.SKIPPED: "SKIP",
+    oc.MISMATCH: "MISM",
+    oc.COMPILE_ONLY_ERROR: "COMPL",
+    oc.ERROR_PARITY: "PARITY",
+    oc.FALLBACK: "FALLBK",
+    oc.CRASH: "CRASH",
+    getattr(oc, "OPCHECK_FAILED", "OPCHECK_FAILED"): "OPCHK",
+    oc.TIMEOUT: "TMOUT",
+}
+
+
+def _abbrev(name: str) -> str:
+    return _ABBREV.get(name, name[:6])

@@ -1,0 +1,67 @@
+"""Build small but schema-valid reports for the compare / gate / render tests."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from pytest_scaledmm.report import build_report
+
+DATA = Path(__file__).parent / "data"
+
+
+def environment(torch="2.13.0+cpu", arch="cpu", tox_env=None, **extra):
+    return {
+        "torch": torch,
+        "cuda": None,
+        "hip": None,
+        "python": "3.11.7",
+        "device": "cpu" if arch == "cpu" else "cuda:0",
+        "device_name": "x86_64" if arch == "cpu" else "NVIDIA H200",
+        "arch": arch,
+        "tox_env": tox_env,
+        "hypothesis": "6.170.17",
+        "plugin": "0.1.0",
+        **extra,
+    }
+
+
+def case(cid, outcome, signature=None, **params):
+    base = {
+        "kernel": "aten_scaled_mm",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "scale_a": "tensor_0d",
+        "scale_b": "tensor_1d",
+        "mode": "inductor",
+        "out_dtype": "bf16",
+        "m": 16,
+        "k": 32,
+        "n": 16,
+    }
+    return {"id": cid, "params": {**base, **params}, "outcome": outcome, "signature": signature, "layer": None, "detail": ""}
+
+
+def report(cases, matrix_hash="0123456789abcdef", **env):
+    return build_report(
+        environment(**env),
+        {"path": "matrix.yaml", "hash": matrix_hash, "profile": "smoke", "seed": 1, "cases": len(cases)},
+        cases,
+        {"started": 0.0, "wall_s": 1.0, "complete": True},
+    )
+
+
+def write(path: Path, data) -> Path:
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+@pytest.fixture(scope="module")
+def warm_compile():
+    """Import torch.compile's machinery once, before pytester snapshots sys.modules: its in-process
+    runs drop every module imported during a run, so each run would import Dynamo and AOT
+    autograd again (seconds each)."""
+    import torch
+
+    torch.compile(lambda x: x * 2, backend="aot_eager", fullgraph=True)(torch.ones(2))
+    torch._dynamo.reset()

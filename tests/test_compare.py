@@ -1,0 +1,201 @@
+"""`scaledmm compare`: alignment by case id, transition kinds, Markdown/HTML output, report errors."""
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+from reports_factory import DATA, case, report, write
+
+from pytest_scaledmm import compare as cmp
+from pytest_scaledmm.cli import main
+from pytest_scaledmm.compare import classify, compare_reports, load_reports
+from pytest_scaledmm.render import render_html, render_markdown
+
+LOWERING = "InductorError <- AssertionError: LoweringException"
+
+
+@pytest.mark.parametrize(
+    "before, after, kind",
+    [
+        ("PASS", "COMPILE_ONLY_ERROR", cmp.REGRESSION),
+        ("PASS", "MISMATCH", cmp.REGRESSION),
+        ("FIXED_UPSTREAM", "FALLBACK", cmp.REGRESSION),
+        ("MISMATCH", "PASS", cmp.FIX),
+        ("XFAIL", "FIXED_UPSTREAM", cmp.FIX),
+        ("PASS", "XFAIL", cmp.KNOWN_FAILURE),
+        ("UNSUPPORTED", "PASS", cmp.CAPABILITY_GAINED),
+        ("UNSUPPORTED", "ERROR_PARITY", cmp.CAPABILITY_GAINED),  # runs now, fails: still not a regression
+        ("SKIPPED", "PASS", cmp.CAPABILITY_GAINED),
+        ("PASS", "UNSUPPORTED", cmp.CAPABILITY_LOST),
+        ("COMPILE_ONLY_ERROR", "SKIPPED", cmp.CAPABILITY_LOST),
+        ("PASS", "PASS", None),
+        ("UNSUPPORTED", "SKIPPED", None),
+        (None, "PASS", cmp.CASE_ADDED),
+        ("MISMATCH", None, cmp.CASE_REMOVED),
+    ],
+)
+def test_classify_outcome_changes(before, after, kind):
+    b = case("c", before, "sig" if before not in (None, "PASS", "FIXED_UPSTREAM") else None) if before else None
+    a = case("c", after, "sig" if after not in (None, "PASS", "FIXED_UPSTREAM") else None) if after else None
+    assert classify(b, a) == kind
+
+
+def test_classify_signature_changes():
+    old = case("c", "COMPILE_ONLY_ERROR", LOWERING)
+    assert classify(old, case("c", "COMPILE_ONLY_ERROR", LOWERING)) is None
+    assert classify(old, case("c", "COMPILE_ONLY_ERROR", "InductorError <- RuntimeError: x")) == cmp.SIGNATURE_CHANGED
+    assert classify(old, case("c", "ERROR_PARITY", LOWERING)) == cmp.SIGNATURE_CHANGED
+    # A failure that became a known failure is the same failure, not news.
+    xfail = {**case("c", "XFAIL", LOWERING), "known_failure": {"original_outcome": "COMPILE_ONLY_ERROR"}}
+    assert classify(old, xfail) is None
+
+
+def test_three_reports_align_by_id_and_classify_each_kind(tmp_path):
+    """Columns are environments; every kind of transition between neighbours is found."""
+    r1 = report(
+        [
+            case("a", "PASS"),
+            case("b", "MISMATCH", "MISMATCH: compiled values off the reference"),
+            case("c", "UNSUPPORTED", "NotImplementedError: Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend"),
+            case("d", "COMPILE_ONLY_ERROR", LOWERING),
+            case("e", "PASS"),
+            case("gone", "PASS"),
+        ],
+        torch="2.3.1+cu121",
+    )
+    r2 = report(
+        [
+            case("a", "COMPILE_ONLY_ERROR", LOWERING),
+            case("b", "PASS"),
+            case("c", "PASS"),
+            case("d", "COMPILE_ONLY_ERROR", "InductorError <- RuntimeError: other"),
+            case("e", "UNSUPPORTED", "ValueError: no"),
+            case("new", "PASS"),
+        ],
+        torch="2.9.1+cu128",
+    )
+    r3 = report([case("a", "COMPILE_ONLY_ERROR", LOWERING), case("b", "PASS"), case("c", "PASS"), case("new", "PASS")], torch="2.13.0+cpu")
+    paths = [write(tmp_path / f"r{i}.json", r) for i, r in enumerate((r1, r2, r3))]
+    comparison = compare_reports(load_reports(paths))
+
+    assert [c.label for c in comparison.columns] == ["torch2.3.1+cu121/cpu", "torch2.9.1+cu128/cpu", "torch2.13.0+cpu/cpu"]
+    assert comparison.case_ids == ["a", "b", "c", "d", "e", "gone", "new"]
+    assert [r["outcome"] if r else None for r in comparison.grid["d"]] == ["COMPILE_ONLY_ERROR", "COMPILE_ONLY_ERROR", None]
+    first = {(t.case_id, t.kind) for t in comparison.transitions if t.after_label == "torch2.9.1+cu128/cpu"}
+    assert first == {
+        ("a", cmp.REGRESSION),
+        ("b", cmp.FIX),
+        ("c", cmp.CAPABILITY_GAINED),
+        ("d", cmp.SIGNATURE_CHANGED),
+        ("e", cmp.CAPABILITY_LOST),
+        ("gone", cmp.CASE_REMOVED),
+        ("new", cmp.CASE_ADDED),
+    }
+    second = {(t.case_id, t.kind) for t in comparison.transitions if t.after_label == "torch2.13.0+cpu/cpu"}
+    assert second == {("d", cmp.CASE_REMOVED), ("e", cmp.CASE_REMOVED)}  # a fails the same way: no change
+
+
+def test_directory_is_ordered_by_torch_version_not_string(tmp_path):
+    for name, torch in (("a-newest", "2.13.0+cpu"), ("b-oldest", "2.3.1+cu121"), ("c-middle", "2.9.1")):
+        write(tmp_path / f"{name}.json", report([case("x", "PASS")], torch=torch, tox_env=name))
+    comparison = compare_reports(load_reports([tmp_path]))
+    assert [c.label for c in comparison.columns] == ["b-oldest", "c-middle", "a-newest"]
+
+
+def test_same_label_on_two_archs_is_told_apart(tmp_path):
+    cpu = write(tmp_path / "cpu.json", report([case("x", "PASS")], torch="2.11.0", tox_env="torch211", arch="cpu"))
+    gpu = write(tmp_path / "gpu.json", report([case("x", "COMPILE_ONLY_ERROR", LOWERING)], torch="2.11.0", tox_env="torch211", arch="sm90"))
+    comparison = compare_reports(load_reports([cpu, gpu]))
+    assert [c.label for c in comparison.columns] == ["torch211/cpu", "torch211/sm90"]
+    assert [t.kind for t in comparison.transitions] == [cmp.REGRESSION]
+
+
+def test_real_cpu_reports_fp8_support_is_capability_gained_not_regression():
+    """Trimmed from real tox runs: torch 2.3.1 refuses fp8 _scaled_mm and _int_mm on CPU, 2.13 runs them."""
+    comparison = compare_reports(load_reports([DATA / "cpu-torch23.json", DATA / "cpu-torch213.json"]))
+    kinds = comparison.kind_counts()
+    assert kinds[cmp.REGRESSION] == 0
+    assert kinds[cmp.CAPABILITY_GAINED] == len(comparison.case_ids) > 0
+    before = {t.before_outcome for t in comparison.transitions}
+    assert before == {"UNSUPPORTED"}
+    assert any("aten::_scaled_mm" in (t.before.get("signature") or "") for t in comparison.transitions)
+
+
+def test_cli_compare_prints_table_and_writes_markdown_and_html(tmp_path, capsys):
+    md, html = tmp_path / "out" / "summary.md", tmp_path / "matrix.html"
+    code = main(
+        ["compare", str(DATA / "gate" / "baseline-torch211.json"), str(DATA / "gate" / "candidate-torch213-regression.json"), "--markdown", str(md), "--html", str(html)]
+    )
+    out = capsys.readouterr().out
+    assert code == 0
+    assert re.search(r"torch211 -> torch213: regression 2", out)
+    assert "COMPILE_ONLY_ERROR" in out
+    text = md.read_text()
+    assert "| torch211 → torch213 | 2 | 0 |" in text  # regression column first
+    assert "### regression: 2" in text
+    assert "w8a8-row_x_row-m33k64n32-fp16-inductor-5e0f55" in text
+    assert "pytest --scaledmm-matrix matrix.yaml --scaledmm-case" in text
+    page = html.read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<link" not in page and "src=" not in page  # one file
+    assert "--scaledmm-case fp8e4m3-row_x_row-m64k64n32-bf16-max-autotune-no-cudagraphs-4d0e44" in page
+
+
+def test_exception_text_is_escaped_in_html_and_markdown(tmp_path):
+    evil = "RuntimeError: <script>alert('x')</script> & <img src=x onerror=alert(1)> | col"
+    reports = [
+        (tmp_path / "a.json", report([case("a", "PASS")], torch="2.11.0")),
+        (tmp_path / "b.json", report([case("a", "COMPILE_ONLY_ERROR", evil)], torch="2.13.0")),
+    ]
+    comparison = compare_reports(reports)
+    page = render_html(comparison)
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(&#39;x&#39;)&lt;/script&gt; &amp; &lt;img src=x onerror=alert(1)&gt;" in page
+    assert page.count("<script>") == 1  # the page's own script only
+    text = render_markdown(comparison)
+    assert "<script>" not in text and "&lt;script&gt;" in text
+    row = next(line for line in text.splitlines() if line.startswith("| a |"))
+    assert row.count(" | ") == 3 and "\\| col" in row  # the pipe does not open a column
+
+
+def test_heatmap_groups_cells_and_marks_regressions():
+    comparison = compare_reports(load_reports([DATA / "gate" / "baseline-torch211.json", DATA / "gate" / "candidate-torch213-regression.json"]))
+    page = render_html(comparison, group_by=["kernel", "scale_a", "scale_b"])
+    assert re.search(r"<td class=\"group\">fp8 · row×row <span class=\"size\">\(1\)</span>", page)
+    assert re.search(r"<td class=\"group\">w8a8 · row×row", page)
+    assert page.count('class="mark regression"') == 2
+    assert "1/1" in page  # failing / total in the regressed cells
+
+
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("{not json", "not a report (corrupt JSON at line 1, column 2)"),
+        (json.dumps({"schema": "pytest-scaledmm/report", "schema_version": 99, "environment": {}, "cases": []}), "key 'schema_version' is 99"),
+        (json.dumps({"schema": "something-else"}), "not a pytest-scaledmm report"),
+    ],
+)
+def test_unusable_report_is_one_line_naming_the_file_exit_2(tmp_path, capsys, content, expected):
+    good = DATA / "gate" / "baseline-torch211.json"
+    bad = tmp_path / "bad-report.json"
+    bad.write_text(content)
+    assert main(["compare", str(good), str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(bad) in err and expected in err and "Traceback" not in err
+
+
+def test_python_dash_m_gives_the_same_one_line_error(tmp_path):
+    bad = tmp_path / "torch99.json"
+    bad.write_text('{"schema": "pytest-scaledmm/report", "schema_version": 2}')
+    proc = subprocess.run([sys.executable, "-m", "pytest_scaledmm", "gate", "--baseline", str(bad), "--candidate", str(bad)], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [f"scaledmm gate: error: {bad}: key 'schema_version' is 2; this pytest-scaledmm reads version 1 only"]
+    assert proc.stdout == ""
+
+
+def test_missing_report_and_empty_directory(tmp_path, capsys):
+    assert main(["compare", str(tmp_path / "nope.json")]) == 2
+    assert "nope.json: no such report" in capsys.readouterr().err
+    assert main(["compare", str(tmp_path)]) == 2
+    assert "directory holds no *.json report" in capsys.readouterr().err

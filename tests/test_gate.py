@@ -1,0 +1,156 @@
+"""`scaledmm gate` and `pytest --scaledmm-baseline`: a new failure fails, a capability change does not."""
+
+import textwrap
+
+import pytest
+from conftest import planted_matrix
+from reports_factory import DATA, case, report, write
+from reports_factory import warm_compile  # noqa: F401  (fixture)
+
+from pytest_scaledmm.cli import main
+from pytest_scaledmm.gate import GateFailure, check
+from pytest_scaledmm.known_failures import Catalogue
+from pytest_scaledmm.report import load_report
+
+GATE = DATA / "gate"
+BASELINE = GATE / "baseline-torch211.json"
+
+
+def _load(path):
+    return (path, load_report(path))
+
+
+def test_planted_regression_fails_the_gate(capsys):
+    code = main(["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-regression.json")])
+    err = capsys.readouterr().err
+    assert code == 1
+    lines = err.splitlines()
+    assert lines[0] == "gate FAILED: 2 case(s) newly fail in torch213 against torch211"
+    assert any(
+        "regression: 1 case PASS -> MISMATCH: MISMATCH: compiled values off the reference (e.g. w8a8-row_x_row-m33k64n32-fp16-inductor-5e0f55)"
+        in line
+        for line in lines
+    )
+    assert any("PASS -> COMPILE_ONLY_ERROR" in line and "4d0e44" in line for line in lines)
+    # The long-standing lowering failure of case 2b0c22 is in both reports: not a reason.
+    assert "2b0c22" not in err
+
+
+def test_capability_change_only_passes_the_gate(capsys):
+    code = main(["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-capability.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert out.splitlines()[0] == "gate passed: no new failure in torch213 against torch211"
+    assert "note: 2 case(s) capability gained" in out
+    assert "note: 1 case(s) of the baseline" not in out
+
+
+def test_changed_signature_of_an_old_failure_fails_the_gate(capsys):
+    code = main(["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-signature.json")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "signature changed: 1 case COMPILE_ONLY_ERROR -> COMPILE_ONLY_ERROR: InductorError <- RuntimeError: Expected scale_a" in err
+
+
+def test_gate_raises_its_own_exception_type():
+    result = check(_load(BASELINE), _load(GATE / "candidate-torch213-regression.json"))
+    assert not result.passed and result.exit_code == 1 and len(result.failures) == 2
+    with pytest.raises(GateFailure) as excinfo:
+        result.raise_for_failure()
+    assert excinfo.value.reasons == result.reasons and len(result.reasons) == 2
+    check(_load(BASELINE), _load(GATE / "candidate-torch213-capability.json")).raise_for_failure()
+
+
+def test_gate_honours_the_known_failure_catalogue(tmp_path, capsys):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            kernels: [aten_scaled_mm, int8_w8a8]
+            axes: {mode: [inductor]}
+            profiles: {default: {cases: 4}}
+            known_failures:
+              - match: {kernel: int8_w8a8, scale_a: rowwise}
+                torch: ">=2.12,<2.14"
+                signature: "MISMATCH: compiled values off the reference"
+                link: https://example.invalid/issue/1
+              - match: {kernel: aten_scaled_mm, mode: max-autotune-no-cudagraphs}
+                torch: ">=2.13"
+                signature: "must both be 2D"
+            """
+        )
+    )
+    args = ["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-regression.json")]
+    assert main(args + ["--matrix", str(matrix)]) == 0
+    out = capsys.readouterr().out
+    assert "gate passed" in out and "2 case(s) known failure" in out
+
+    # An entry that expects another signature does not excuse the failure.
+    matrix.write_text(matrix.read_text().replace('"must both be 2D"', '"LoweringException"'))
+    assert main(args + ["--matrix", str(matrix)]) == 1
+    err = capsys.readouterr().err
+    assert "gate FAILED: 1 case(s)" in err and "4d0e44" in err
+
+
+def test_reports_without_a_common_case_fail_the_gate(tmp_path):
+    a = write(tmp_path / "a.json", report([case("x-1", "PASS")], torch="2.11.0"))
+    b = write(tmp_path / "b.json", report([case("x-2", "PASS")], torch="2.13.0"))
+    result = check(_load(a), _load(b))
+    assert not result.passed and "no case in common" in result.reasons[0]
+
+
+def test_gate_markdown_is_appended(tmp_path):
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("# earlier step\n")
+    main(["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-regression.json"), "--markdown", str(summary)])
+    text = summary.read_text()
+    assert text.startswith("# earlier step\n") and "**gate FAILED: 2 case(s) newly fail in torch213 against torch211**" in text
+    assert "&lt;script&gt;" in text and "<script>" not in text
+
+
+# -- the same gate inside pytest ----------------------------------------------------------------
+
+BASELINE_MATRIX = planted_matrix(["k"], modes=("aot_eager",)).replace("planted_kernels:k", "planted_kernels:correct")
+
+
+def _baseline_run(matrix_project, impl):
+    matrix_project.write_matrix(BASELINE_MATRIX.replace("planted_kernels:correct", f"planted_kernels:{impl}"))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "baseline.json")
+    return result
+
+
+def test_baseline_option_fails_the_session_on_a_new_failure(matrix_project, warm_compile):
+    """Same kernel name (so the same case id), other implementation: it passed in the baseline and
+    fails now. The session fails and the summary says why."""
+    _baseline_run(matrix_project, "correct").assert_outcomes(passed=1)
+    matrix_project.write_matrix(BASELINE_MATRIX.replace("planted_kernels:correct", "planted_kernels:asserts_rank_under_compile"))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
+    result.assert_outcomes(failed=1)
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(
+        [
+            "*scaled-mm baseline gate*",
+            "gate FAILED: 1 case(s) newly fail in * against *",
+            "  regression: 1 case PASS -> COMPILE_ONLY_ERROR: *scale ranks differ*",
+        ]
+    )
+    assert matrix_project.report("now.json")["cases"][0]["outcome"] == "COMPILE_ONLY_ERROR"
+
+
+def test_baseline_option_passes_when_the_failure_is_old(matrix_project, warm_compile):
+    """The case failed the same way in the baseline: no new failure, the session exits 0."""
+    _baseline_run(matrix_project, "asserts_rank_under_compile").assert_outcomes(failed=1)
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
+    result.assert_outcomes(failed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["gate passed: no new failure*", "*exit status 0: every failing case failed the same way*"])
+
+
+def test_unusable_baseline_is_a_usage_error_naming_the_file(matrix_project, warm_compile):
+    matrix_project.write_matrix(BASELINE_MATRIX)
+    (matrix_project.path / "old.json").write_text("[1, 2")
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-baseline", "old.json")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["ERROR: --scaledmm-baseline: old.json: not a report (corrupt JSON at line 1, column 6)"])
+    assert "Traceback" not in result.stderr.str()

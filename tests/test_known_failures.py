@@ -1,0 +1,120 @@
+"""The known-failure catalogue: XFAIL when predicted, FIXED_UPSTREAM when it passes, a failure
+when the signature differs; version ranges through packaging's specifiers."""
+
+import pytest
+from conftest import planted_matrix
+from reports_factory import case
+from reports_factory import warm_compile  # noqa: F401  (fixture)
+
+from pytest_scaledmm.known_failures import Catalogue, KnownFailure
+
+RANK = "COMPILE_ONLY_ERROR"
+
+
+def entry(**overrides):
+    data = {"match": {"scale_a": "tensor_0d", "scale_b": "tensor_1d"}, "signature": "scale ranks differ"}
+    data.update(overrides)
+    return data
+
+
+@pytest.mark.parametrize(
+    "spec, torch, covered",
+    [
+        (">=2.9,<2.12", "2.11.0+cu128", True),
+        (">=2.9,<2.12", "2.12.0", False),
+        (">=2.9,<2.12", "2.9.0", True),
+        # String comparison would put "2.13" before "2.9"; versions do not.
+        (">=2.9", "2.13.0+cpu", True),
+        ("<2.9", "2.13.0+cpu", False),
+        (">=2.14", "2.14.0a0+git1234abc", True),  # a nightly belongs to its release's range
+        ("==2.3.*", "2.3.1+cu121", True),
+        (">=2.9", "not-a-version", False),
+    ],
+)
+def test_torch_range_uses_version_specifiers(spec, torch, covered):
+    kf = KnownFailure.from_entry(0, entry(torch=spec))
+    assert kf.covers({"scale_a": "tensor_0d", "scale_b": "tensor_1d"}, torch, "cpu") is covered
+
+
+def test_match_on_params_and_arch():
+    kf = KnownFailure.from_entry(0, entry(match={"mode": ["inductor", "max-autotune"], "arch": "sm90"}))
+    assert kf.covers({"mode": "inductor"}, "2.11.0", "sm90")
+    assert not kf.covers({"mode": "inductor"}, "2.11.0", "cpu")
+    assert not kf.covers({"mode": "aot_eager"}, "2.11.0", "sm90")
+
+
+def test_signature_is_compared_normalised_exact_or_substring():
+    recorded = "TorchRuntimeError <- RuntimeError: For non-tensorwise scaling, scale tensors must be 2D, but got scale_a.dim()=N and scale_b.dim()=N"
+    assert KnownFailure.from_entry(0, entry(signature=recorded)).expects(recorded)
+    # Pasted from the raw message: sizes are normalised the same way before comparing.
+    assert KnownFailure.from_entry(0, entry(signature="scale_a.dim()=2 and scale_b.dim()=0")).expects(recorded)
+    assert not KnownFailure.from_entry(0, entry(signature="LoweringException")).expects(recorded)
+    assert not KnownFailure.from_entry(0, entry()).expects(None)
+
+
+def test_apply_rewrites_records():
+    catalogue = Catalogue.from_entries([entry(torch=">=2.9", link="https://example.invalid/1")])
+    params = {"scale_a": "tensor_0d", "scale_b": "tensor_1d"}
+    xfail = catalogue.apply(case("a", RANK, "TorchRuntimeError: scale ranks differ", **params), "2.13.0", "cpu")
+    assert xfail["outcome"] == "XFAIL" and xfail["known_failure"]["original_outcome"] == RANK
+    assert "https://example.invalid/1" in xfail["detail"]
+    fixed = catalogue.apply(case("b", "PASS", **params), "2.13.0", "cpu")
+    assert fixed["outcome"] == "FIXED_UPSTREAM" and "retire" in fixed["detail"]
+    other = catalogue.apply(case("c", RANK, "InductorError: something else", **params), "2.13.0", "cpu")
+    assert other["outcome"] == RANK and other["known_failure_missed"][0]["signature"] == "scale ranks differ"
+    old = catalogue.apply(case("d", RANK, "TorchRuntimeError: scale ranks differ", **params), "2.8.0", "cpu")
+    assert old["outcome"] == RANK  # outside the torch range
+    unsupported = catalogue.apply(case("e", "UNSUPPORTED", "NotImplementedError", **params), "2.13.0", "cpu")
+    assert unsupported["outcome"] == "UNSUPPORTED"
+
+
+# -- inside pytest --------------------------------------------------------------------------------
+
+
+def known(signature, torch=None):
+    lines = ["known_failures:", "  - match: {scale_a: tensor_0d, scale_b: tensor_1d}", f"    signature: {signature!r}"]
+    if torch:
+        lines.append(f"    torch: {torch!r}")
+    lines.append("    link: https://example.invalid/issue/42")
+    return "\n".join(lines) + "\n"
+
+
+def test_known_failure_is_xfail(matrix_project, warm_compile):
+    matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("scale ranks differ")))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", "-rx")
+    result.assert_outcomes(xfailed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["XFAIL *known failure #0 (https://example.invalid/issue/42)*scale ranks differ*"])
+    record = matrix_project.report()["cases"][0]
+    assert record["outcome"] == "XFAIL"
+    assert record["known_failure"]["original_outcome"] == "COMPILE_ONLY_ERROR"
+    assert matrix_project.report()["summary"] == {"XFAIL": 1}
+
+
+def test_known_failure_that_passes_is_fixed_upstream(matrix_project, warm_compile):
+    matrix_project.write_matrix(planted_matrix(["correct"], extra=known("scale ranks differ")))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(
+        [
+            "*scaled-mm known failures fixed upstream*",
+            "known_failures?0? (scale ranks differ) https://example.invalid/issue/42: 1 case(s) pass now, retire the entry*",
+            "*1 fixed upstream*",
+        ]
+    )
+    assert matrix_project.report()["cases"][0]["outcome"] == "FIXED_UPSTREAM"
+
+
+def test_known_failure_with_another_signature_still_fails(matrix_project, warm_compile):
+    matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("LoweringException")))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    result.assert_outcomes(failed=1)
+    record = matrix_project.report()["cases"][0]
+    assert record["outcome"] == "COMPILE_ONLY_ERROR"
+    assert "expects another signature" in record["detail"]
+
+
+def test_known_failure_outside_its_torch_range_still_fails(matrix_project, warm_compile):
+    matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("scale ranks differ", torch="<2.3")))
+    matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json").assert_outcomes(failed=1)
+    assert matrix_project.report()["cases"][0]["outcome"] == "COMPILE_ONLY_ERROR"
