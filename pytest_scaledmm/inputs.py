@@ -1,7 +1,11 @@
-"""Inputs of one case and its float64 dequantised reference.
+"""Inputs of one case, its expected output shape and its float64 dequantised reference.
 
 Every tensor is drawn on the CPU from a generator seeded by the case id and then moved, so the
 same case sees the same numbers on any device and in any process; nothing is zeros.
+
+Layout axes change how the same values are laid out, never the values (except `expanded`, which
+repeats one value): `scale_layout` applies to both scales, `activation_rank` to `a`, and
+`special_scale` writes one special value into the first element of `scale_a`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ OUT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": 2.0**-24}
 ACC_ROUNDOFF = 2.0**-23
 FAST_ACC_ROUNDOFF = 2.0**-13
 BLOCK = 128
+SPECIAL_VALUES = {"zero": 0.0, "inf": math.inf, "nan": math.nan}  # "negative" negates the element
 
 
 def torch_dtype(name: str):
@@ -33,6 +38,21 @@ def torch_dtype(name: str):
     return getattr(torch, attr, None)
 
 
+def activation_batches(params: Mapping[str, Any]) -> int:
+    """A 3-D activation is (B, M/B, K) with B = 2 when M is even, else B = 1 (so M = 1 and odd M
+    still get a 3-D tensor)."""
+    if params.get("activation_rank", 2) != 3:
+        return 0
+    return 2 if params["m"] % 2 == 0 else 1
+
+
+def expected_shape(params: Mapping[str, Any]) -> tuple:
+    """(M, N) for 2-D activations, (B, M/B, N) for 3-D ones: the leading dims of `a` are kept."""
+    m, n = params["m"], params["n"]
+    batches = activation_batches(params)
+    return (batches, m // batches, n) if batches else (m, n)
+
+
 @dataclass
 class CaseInputs:
     a: Any
@@ -42,6 +62,7 @@ class CaseInputs:
     bias: Optional[Any]
     out_dtype: Any
     use_fast_accum: bool
+    finite_scale_a: Any = None  # scale_a before the special value, for tolerances; on the CPU
 
     def args(self):
         return (self.a, self.b, self.scale_a, self.scale_b, self.bias)
@@ -70,6 +91,58 @@ def _scale_tensor(form: str, side: str, m: int, k: int, n: int, generator):
     raise ValueError(form)
 
 
+def _with_special(scale, special: str):
+    if special == "none":
+        return scale
+    scale = scale.clone()
+    first = (0,) * scale.dim()
+    scale[first] = -scale[first] if special == "negative" else SPECIAL_VALUES[special]
+    return scale
+
+
+def _extent(t) -> int:
+    """Elements of storage a view spans from its first element."""
+    return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if size > 0)
+
+
+def lay_out(t, layout: str):
+    """The same scale values in another memory layout, on the same device. Unused storage is NaN,
+    so a kernel that reads past a view's strides or offset produces NaN, not a near miss.
+
+    - noncontiguous: every stride doubled, as a strided slice of a wider tensor;
+    - offset: the same strides starting one shard into the storage, as tensor-parallel rank 1
+      of 2 sees its slice of a sharded scale;
+    - expanded: stride 0 everywhere: one value broadcast to the form's shape (per-tensor scale
+      expanded to rowwise, as frameworks do); a 0-D scale stays as it is.
+    """
+    import torch
+
+    if layout == "contiguous":
+        return t
+    if layout == "expanded":
+        return t.reshape(-1)[0].clone().expand(t.shape) if t.dim() else t
+    extent = _extent(t)
+    if layout == "offset":
+        buffer = torch.full((2 * extent,), math.nan, dtype=t.dtype, device=t.device)
+        view = buffer.as_strided(t.shape, t.stride(), extent)
+    elif layout == "noncontiguous":
+        buffer = torch.full((2 * extent,), math.nan, dtype=t.dtype, device=t.device)
+        view = buffer.as_strided(t.shape, tuple(2 * s for s in t.stride()), 0)
+    else:
+        raise ValueError(layout)
+    view.copy_(t)
+    return view
+
+
+def _move(t, device: str):
+    """To the device, keeping strides (column-major b, outer-dim-major block scales)."""
+    import torch
+
+    if t is None or device == "cpu":
+        return t
+    return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device).copy_(t)
+
+
 def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
     import torch
 
@@ -84,16 +157,37 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         b = (torch.randn(n, k, generator=generator) * 2).to(dtype_b).t()  # K x N, column-major
     scale_a = _scale_tensor(params["scale_a"], "a", m, k, n, generator)
     scale_b = _scale_tensor(params["scale_b"], "b", m, k, n, generator)
+    if params["dtype_a"] == "int8":
+        # int8 values span +-127, so dequantisation scales are ~1/127 (absmax / 127 in practice);
+        # larger ones overflow fp16 outputs for any K worth testing.
+        scale_a, scale_b = scale_a / 127, scale_b / 127
     out_dtype = torch_dtype(params["out_dtype"])
-    bias = torch.randn(n, generator=generator).to(out_dtype) if params.get("bias") else None
+    bias = None
+    if params.get("bias"):
+        # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
+        # below a bf16 output's resolution and a kernel that drops it would pass.
+        spread = 4 * math.sqrt(k) * scale_a.abs().mean() * scale_b.abs().mean()
+        bias = (torch.randn(n, generator=generator) * spread).to(out_dtype)
 
-    def move(t):
-        # Keep strides (column-major b, outer-dim-major block scales) across the move.
-        if t is None or device == "cpu":
-            return t
-        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device).copy_(t)
-
-    return CaseInputs(move(a), move(b), move(scale_a), move(scale_b), move(bias), out_dtype, bool(params.get("use_fast_accum")))
+    layout = params.get("scale_layout", "contiguous")
+    if layout == "expanded":  # the reference must see the repeated value too
+        scale_a, scale_b = lay_out(scale_a, layout).clone(), lay_out(scale_b, layout).clone()
+    finite_scale_a = scale_a
+    scale_a = _with_special(scale_a, params.get("special_scale", "none"))
+    batches = activation_batches(params)
+    a = _move(a, device)
+    if batches:
+        a = a.view(batches, m // batches, k)
+    return CaseInputs(
+        a,
+        _move(b, device),
+        lay_out(_move(scale_a, device), layout),
+        lay_out(_move(scale_b, device), layout),
+        _move(bias, device),
+        out_dtype,
+        bool(params.get("use_fast_accum")),
+        finite_scale_a,
+    )
 
 
 def _expand_scale(scale, form: str, side: str, rows: int, cols: int):
@@ -118,13 +212,15 @@ class Reference:
     tolerance: Any  # float64 M x N, elementwise bound on |out - value|
 
 
-def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0) -> Reference:
+def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, scale_a=None) -> Reference:
     """Dequantise in float64 and bound the error an fp32-accumulating kernel may make:
-    slack * (2*u_out*mag + K*u_acc*mag) + tiny, where mag = |A|@|B| + |bias|."""
+    slack * (2*u_out*mag + K*u_acc*mag) + tiny, where mag = |A|@|B| + |bias|. A 3-D activation
+    is flattened to M tokens. `scale_a` replaces the case's (the finite one, for tolerances)."""
     import torch
 
     m, k, n = params["m"], params["k"], params["n"]
-    a = inputs.a.detach().to("cpu").to(torch.float64) * _expand_scale(inputs.scale_a, params["scale_a"], "a", m, k)
+    scale_a = inputs.scale_a if scale_a is None else scale_a
+    a = inputs.a.detach().to("cpu").reshape(m, k).to(torch.float64) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
     b = inputs.b.detach().to("cpu").to(torch.float64) * _expand_scale(inputs.scale_b, params["scale_b"], "b", k, n)
     value = a @ b
     magnitude = a.abs() @ b.abs()
@@ -139,8 +235,8 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0)
     return Reference(value, tolerance)
 
 
-def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
-    """How far one output is from the reference; ratio > 1 means outside the tolerance."""
+def check_metadata(out, expected_shape, expected_dtype) -> Optional[dict]:
+    """A failed check when `out` is not a tensor of the expected shape and dtype, else None."""
     import torch
 
     if not isinstance(out, torch.Tensor):
@@ -149,10 +245,52 @@ def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
         return {"ok": False, "problem": f"shape {tuple(out.shape)}, expected {tuple(expected_shape)}", "ratio": math.inf}
     if out.dtype != expected_dtype:
         return {"ok": False, "problem": f"dtype {out.dtype}, expected {expected_dtype}", "ratio": math.inf}
+    return None
+
+
+def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
+    """How far one output is from the reference; ratio > 1 means outside the tolerance."""
+    import torch
+
+    bad = check_metadata(out, expected_shape, expected_dtype)
+    if bad:
+        return bad
     got = out.detach().to("cpu", torch.float64).reshape(ref.value.shape)
     diff = (got - ref.value).abs()
     diff = torch.where(torch.isnan(got), torch.full_like(diff, math.inf), diff)
+    # Past the output dtype's range the right answer is a saturated value of the same sign.
+    limit = torch.finfo(expected_dtype).max
+    overflow = ref.value.abs() > limit
+    saturated = (got.abs() >= limit) & (torch.sign(got) == torch.sign(ref.value))
+    diff = torch.where(overflow, torch.where(saturated, torch.zeros_like(diff), torch.full_like(diff, math.inf)), diff)
     ratio = (diff / ref.tolerance).max().item() if diff.numel() else 0.0
     max_abs = diff.max().item() if diff.numel() else 0.0
     rel = (diff / ref.value.abs().clamp_min(1e-30)).max().item() if diff.numel() else 0.0
     return {"ok": ratio <= 1.0, "ratio": ratio, "max_abs": max_abs, "max_rel": rel}
+
+
+def parity(eager_out, compiled_out, tolerance, expected_shape, expected_dtype) -> dict:
+    """Compiled against eager, for special scale values where no reference number is meaningful:
+    the same NaN positions, the same signed infinities, and finite values within twice the
+    reference tolerance (computed from the finite scales)."""
+    import torch
+
+    bad = check_metadata(compiled_out, expected_shape, expected_dtype)
+    if bad:
+        return bad
+    e = eager_out.detach().to("cpu", torch.float64).reshape(tolerance.shape)
+    c = compiled_out.detach().to("cpu", torch.float64).reshape(tolerance.shape)
+    counts = {"nan": int(torch.isnan(e).sum()), "inf": int(torch.isinf(e).sum())}
+    if not torch.equal(torch.isnan(e), torch.isnan(c)):
+        return {"ok": False, "problem": "NaN positions differ from eager", "ratio": math.inf, **counts}
+    if not torch.equal(torch.where(torch.isinf(e), e, 0.0), torch.where(torch.isinf(c), c, 0.0)):
+        return {"ok": False, "problem": "infinities differ from eager", "ratio": math.inf, **counts}
+    finite = torch.isfinite(e)
+    diff = torch.where(finite, (e - c).abs(), torch.zeros_like(e))
+    ratio = (diff / (2 * tolerance)).max().item() if diff.numel() else 0.0
+    max_abs = diff.max().item() if diff.numel() else 0.0
+    ok = ratio <= 1.0
+    result = {"ok": ok, "ratio": ratio, "max_abs": max_abs, "against": "eager", **counts}
+    if not ok:
+        result["problem"] = "finite values differ from eager"
+    return result
