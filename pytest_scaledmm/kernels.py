@@ -1,28 +1,153 @@
-"""Implementations under test.
+"""Implementations under test: the built-in kernels, user kernels and how they are loaded.
 
 Kernel contract (the meaning of torch._scaled_mm): ``kernel(a, b, scale_a, scale_b, *, bias=None,
-out_dtype, use_fast_accum=False) -> Tensor`` where ``a`` is M x K row-major, ``b`` is K x N
-column-major and the scales are dequantisation multipliers: out = (a * scale_a) @ (b * scale_b) + bias.
+out_dtype, use_fast_accum=False) -> Tensor`` where ``a`` is M x K row-major (or B x T x K for a
+3-D activation, M = B*T tokens), ``b`` is K x N column-major and the scales are dequantisation
+multipliers in one of the matrix's forms: out = (a * scale_a) @ (b * scale_b) + bias, of dtype
+out_dtype and shape (M, N) (or (B, T, N)). The harness passes bias, out_dtype and use_fast_accum
+by keyword, so they may also be positional parameters (a torch.library custom op cannot have
+keyword-only tensors).
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Callable
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
 
 from .spec import BUILTIN_KERNELS, KernelSpec, MatrixError
 
 KernelFn = Callable[..., "object"]
 
+# A serving framework pads tiny token counts up to this before torch._scaled_mm and narrows the
+# output back (vLLM's Fp8LinearOp uses 17: _scaled_mm is faster with more than 16 rows).
+TOKEN_PADDING = 17
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """A kernel declared from a conftest or plugin through ``pytest_scaledmm_kernels``.
+
+    Only ``name`` and ``fn`` are required; the rest narrows what the matrix gives the kernel
+    (``scale_forms``, ``dtypes``) or where it runs (``archs``, ``min_torch``: skipped at run time,
+    never filtered at collection). Declarations must not depend on the machine: every process
+    and xdist worker must declare the same kernels.
+    """
+
+    name: str
+    fn: KernelFn
+    family: str = "fp8"
+    scale_forms: Optional[Sequence[str]] = None
+    dtypes: Optional[Sequence[str]] = None
+    archs: Optional[Sequence[str]] = None
+    min_torch: Optional[str] = None
+
+
+def _first(out):
+    # Before torch 2.5 _scaled_mm returned (out, amax).
+    return out[0] if isinstance(out, tuple) else out
+
 
 def aten_scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    """torch._scaled_mm; keywords work on every release, and before 2.5 it returned (out, amax)."""
+    """torch._scaled_mm; keywords work on every release (before 2.5 the scales were optional
+    keywords after out_dtype)."""
     import torch
 
-    out = torch._scaled_mm(
-        a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=use_fast_accum
+    return _first(
+        torch._scaled_mm(
+            a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=use_fast_accum
+        )
     )
-    return out[0] if isinstance(out, tuple) else out
+
+
+def _scaling_type():
+    import torch
+
+    functional = torch.nn.functional
+    return getattr(functional, "ScalingType", None) or getattr(torch._C, "_ScalingType", None)
+
+
+def _recipe_candidates(scale, side: str, rows: int, inner: int, cols: int) -> list:
+    recipes = _scaling_type()
+    shape = tuple(scale.shape)
+    found = []
+    if scale.numel() == 1:
+        found.append(recipes.TensorWise)
+    if shape == ((rows, 1) if side == "a" else (1, cols)):
+        found.append(recipes.RowWise)
+    blocks = -(-inner // 128)
+    if side == "a" and shape == (rows, blocks):
+        found.append(recipes.BlockWise1x128)
+    if side == "b" and shape == (blocks, -(-cols // 128)):
+        found.append(recipes.BlockWise128x128)
+    return found
+
+
+def scale_recipes(scale_a, scale_b, rows: int, inner: int, cols: int) -> tuple:
+    """The scaled_mm_v2 recipes the scale shapes stand for (the shapes inputs.py makes): one
+    element is TensorWise, (M,1) / (1,N) RowWise, (M,K/128) BlockWise1x128 for a and
+    (K/128,N/128) BlockWise128x128 for b. A shape can fit several (M = 1 makes a rowwise scale_a
+    one element), so the pair is chosen jointly; a pair the op does not support is left to the
+    op to refuse."""
+    recipes = _scaling_type()
+    side_a = _recipe_candidates(scale_a, "a", rows, inner, cols) or [recipes.TensorWise]
+    side_b = _recipe_candidates(scale_b, "b", rows, inner, cols) or [recipes.TensorWise]
+    pairs = [
+        (recipes.TensorWise, recipes.TensorWise),
+        (recipes.RowWise, recipes.RowWise),
+        (recipes.BlockWise1x128, recipes.BlockWise128x128),
+    ]
+    for pair in pairs:
+        if pair[0] in side_a and pair[1] in side_b:
+            return pair
+    return side_a[0], side_b[0]
+
+
+def scaled_mm_v2(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """torch.nn.functional.scaled_mm (aten._scaled_mm_v2), recipes inferred from the scale
+    shapes. Falls back to the aten op where the Python wrapper is missing."""
+    import torch
+
+    recipe_a, recipe_b = scale_recipes(scale_a, scale_b, a.shape[0], a.shape[-1], b.shape[-1])
+    functional = torch.nn.functional
+    if hasattr(functional, "scaled_mm"):
+        return functional.scaled_mm(
+            a, b, scale_a, recipe_a, scale_b, recipe_b, bias=bias, output_dtype=out_dtype, use_fast_accum=use_fast_accum
+        )
+    return torch.ops.aten._scaled_mm_v2(
+        a, b, [scale_a], [recipe_a.value], [], [scale_b], [recipe_b.value], [], bias, out_dtype, [], use_fast_accum
+    )
+
+
+def _fp8_linear(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, lift: bool):
+    import torch
+
+    tokens = a.reshape(-1, a.shape[-1])
+    output_shape = [*a.shape[:-1], b.shape[1]]
+    count = tokens.shape[0]
+    if count < TOKEN_PADDING:
+        tokens = torch.cat([tokens, tokens.new_zeros((TOKEN_PADDING - count, tokens.shape[1]))])
+    if lift:
+        # 0-D scales as [1]: both sides then have the same rank whatever the checkpoint stored.
+        scale_a = scale_a.view(1) if scale_a.dim() == 0 else scale_a
+        scale_b = scale_b.view(1) if scale_b.dim() == 0 else scale_b
+    out = _first(
+        torch._scaled_mm(
+            tokens, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=use_fast_accum
+        )
+    )
+    return torch.narrow(out, 0, 0, count).view(*output_shape)
+
+
+def fp8_linear(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A serving framework's per-tensor fp8 linear: activations flattened to tokens, tiny token
+    counts padded, 0-D scales lifted with .view(1), output narrowed and reshaped back."""
+    return _fp8_linear(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, lift=True)
+
+
+def fp8_linear_no_lift(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """fp8_linear without the .view(1) lift: a 0-D scale meets a [1] scale as it was stored."""
+    return _fp8_linear(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, lift=False)
 
 
 def int8_w8a8(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
@@ -38,9 +163,41 @@ def int8_w8a8(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=Fa
 
 BUILTIN_IMPLS: dict[str, KernelFn] = {
     "aten_scaled_mm": aten_scaled_mm,
+    "scaled_mm_v2": scaled_mm_v2,
+    "fp8_linear": fp8_linear,
+    "fp8_linear_no_lift": fp8_linear_no_lift,
     "int8_w8a8": int8_w8a8,
 }
-assert set(BUILTIN_IMPLS) <= set(BUILTIN_KERNELS)
+assert set(BUILTIN_IMPLS) == set(BUILTIN_KERNELS)
+
+
+def unavailable_reason(kernel: KernelSpec) -> Optional[str]:
+    """Why this torch cannot run a built-in kernel at all (a run-time skip), or None."""
+    import torch
+
+    if kernel.impl is not None or kernel.fn is not None:
+        return None
+    if kernel.name == "scaled_mm_v2":
+        has_v2 = hasattr(torch.nn.functional, "scaled_mm") or hasattr(torch.ops.aten, "_scaled_mm_v2")
+        if not has_v2 or _scaling_type() is None:
+            return f"torch {torch.__version__} has no torch.nn.functional.scaled_mm / aten._scaled_mm_v2"
+    if kernel.family == "int8" and not hasattr(torch, "_int_mm"):
+        return f"torch {torch.__version__} has no torch._int_mm"
+    if kernel.family == "fp8" and not hasattr(torch, "_scaled_mm"):
+        return f"torch {torch.__version__} has no torch._scaled_mm"
+    return None
+
+
+def custom_op(fn) -> Optional[object]:
+    """The torch.library op behind a kernel (an OpOverload, OpOverloadPacket or a
+    torch.library.custom_op object), or None for a plain function."""
+    import torch
+
+    if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return fn
+    if isinstance(getattr(fn, "_opoverload", None), torch._ops.OpOverload):
+        return fn
+    return None
 
 
 def load_impl(reference: str) -> KernelFn:
@@ -58,6 +215,9 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
     error naming the matrix key."""
     resolved = {}
     for index, kernel in enumerate(kernels):
+        if kernel.fn is not None:  # declared through the pytest_scaledmm_kernels hook
+            resolved[kernel.name] = kernel.fn
+            continue
         if kernel.impl is None:
             if kernel.name not in BUILTIN_IMPLS:
                 raise MatrixError(spec_path, f"kernels[{index}]", f"built-in kernel {kernel.name!r} is not available")

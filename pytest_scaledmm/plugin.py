@@ -18,6 +18,12 @@ STATE_KEY = pytest.StashKey["MatrixSession"]()
 PARTIAL_REPORT_EVERY_S = 30.0
 
 
+def pytest_addhooks(pluginmanager):
+    from . import hooks
+
+    pluginmanager.add_hookspecs(hooks)
+
+
 def pytest_addoption(parser):
     add_pytest_options(parser.getgroup("scaledmm", "scaled-mm compatibility matrix"))
 
@@ -52,9 +58,10 @@ def pytest_configure(config):
         invocation = Path(config.invocation_params.dir)
         path = invocation / path if (invocation / path).exists() else Path(config.rootpath) / path
     try:
+        from .hooks import declared_kernels
         from .spec import load_spec
 
-        spec = load_spec(path.resolve())
+        spec = load_spec(path.resolve(), declared_kernels=declared_kernels(config))
         report = config.getoption("scaledmm_report")
         state = MatrixSession(
             spec,

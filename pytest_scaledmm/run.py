@@ -37,6 +37,7 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
 
     from .device import device_info
     from .inputs import torch_dtype
+    from .kernels import unavailable_reason
 
     arch = device_info(ctx.device).arch
     kernel = ctx.kernel_specs[case["kernel"]]
@@ -49,8 +50,9 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
     for side in ("dtype_a", "dtype_b"):
         if torch_dtype(case[side]) is None:
             return f"torch {torch.__version__} has no {case[side]} dtype"
-    if kernel.family == "int8" and not hasattr(torch, "_int_mm"):
-        return f"torch {torch.__version__} has no torch._int_mm"
+    missing = unavailable_reason(kernel)
+    if missing:
+        return missing
     if case["mode"] in GPU_ONLY_MODES and ctx.device == "cpu":
         return f"mode {case['mode']} needs a GPU (Triton GEMM templates)"
     return None

@@ -101,6 +101,12 @@ _KERNEL = {
     ]
 }
 
+# What a pytest_scaledmm_kernels hook may declare besides the callable itself.
+KERNEL_DECLARATION_SCHEMA = {
+    **{k: v for k, v in _KERNEL["oneOf"][1].items() if k != "properties"},
+    "properties": {k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k != "impl"},
+}
+
 _PROFILE = {
     "type": "object",
     "additionalProperties": False,

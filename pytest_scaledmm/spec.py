@@ -6,9 +6,9 @@ import hashlib
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .schema import CATEGORICAL_AXES, MATRIX_SCHEMA
+from .schema import CATEGORICAL_AXES, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA
 
 DEFAULT_SEED = 20240501
 
@@ -16,7 +16,9 @@ DEFAULT_SEED = 20240501
 _TENSORWISE_AND_ROWWISE = ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise"]
 BUILTIN_KERNELS: dict[str, dict] = {
     "aten_scaled_mm": {"family": "fp8"},
-    "scaled_mm_v2": {"family": "fp8"},
+    # torch.nn.functional.scaled_mm landed after the 2.9 branch cut (pytorch#164142); run.py
+    # also checks that it exists.
+    "scaled_mm_v2": {"family": "fp8", "min_torch": "2.10"},
     "fp8_linear": {"family": "fp8", "scale_forms": ["tensor_0d", "tensor_1d", "tensor_1x1"]},
     "fp8_linear_no_lift": {"family": "fp8", "scale_forms": ["tensor_0d", "tensor_1d", "tensor_1x1"]},
     "int8_w8a8": {"family": "int8", "scale_forms": _TENSORWISE_AND_ROWWISE},
@@ -59,6 +61,8 @@ class KernelSpec:
     dtypes: tuple[str, ...] | None = None
     archs: tuple[str, ...] | None = None
     min_torch: str | None = None
+    # The callable of a kernel declared through the pytest_scaledmm_kernels hook.
+    fn: Optional[Callable] = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)
@@ -124,17 +128,10 @@ def _validate(path: Path, data: Any) -> None:
     raise MatrixError(path, key or "(top level)", message)
 
 
-def _kernel_spec(path: Path, index: int, entry: Any) -> KernelSpec:
-    key = f"kernels[{index}]"
-    if isinstance(entry, str):
-        entry = {"name": entry}
-    name = entry["name"]
-    impl = entry.get("impl")
-    if impl is None and name not in BUILTIN_KERNELS:
-        known = ", ".join(sorted(BUILTIN_KERNELS))
-        raise MatrixError(path, key, f"unknown kernel {name!r}: give 'impl: module:function' or use one of {known}")
-    entry = {**BUILTIN_KERNELS.get(name, {}), **entry} if impl is None else entry
-    family = entry.get("family", "fp8")
+_DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch")
+
+
+def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) -> KernelSpec:
     if "min_torch" in entry:
         from packaging.version import InvalidVersion, Version
 
@@ -144,9 +141,56 @@ def _kernel_spec(path: Path, index: int, entry: Any) -> KernelSpec:
             raise MatrixError(path, f"{key}.min_torch", f"not a version: {entry['min_torch']!r}") from None
 
     def tup(k):
-        return tuple(entry[k]) if k in entry else None
+        return tuple(entry[k]) if entry.get(k) is not None else None
 
-    return KernelSpec(name, family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"))
+    family = entry.get("family") or "fp8"
+    return KernelSpec(entry["name"], family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"), fn)
+
+
+def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, KernelSpec]) -> KernelSpec:
+    key = f"kernels[{index}]"
+    if isinstance(entry, str):
+        entry = {"name": entry}
+    name = entry["name"]
+    impl = entry.get("impl")
+    if name in declared:
+        if impl is not None:
+            raise MatrixError(path, f"{key}.name", f"kernel {name!r} is also declared by a pytest_scaledmm_kernels hook")
+        # The matrix names a hook kernel; its own keys narrow the declaration.
+        base = declared[name]
+        declared_fields = {k: getattr(base, k) for k in _DECLARED_FIELDS if getattr(base, k) is not None}
+        entry = {**declared_fields, **entry}
+        return _build_kernel(path, key, entry, fn=base.fn)
+    if impl is None and name not in BUILTIN_KERNELS:
+        known = ", ".join(sorted(BUILTIN_KERNELS))
+        raise MatrixError(path, key, f"unknown kernel {name!r}: give 'impl: module:function' or use one of {known}")
+    entry = {**BUILTIN_KERNELS.get(name, {}), **entry} if impl is None else entry
+    return _build_kernel(path, key, entry, impl=impl)
+
+
+def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn: Callable) -> KernelSpec:
+    """A kernel declared by a plugin hook, validated like a matrix entry; `where` names the hook
+    and the plugin that returned it."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(KERNEL_DECLARATION_SCHEMA)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(dict(entry)))
+    key = f"[{index}]"
+    if error is not None:
+        path = _key_path(error.absolute_path)
+        raise MatrixError(where, f"{key}.{path}" if path else key, error.message)
+    if entry["name"] in BUILTIN_KERNELS:
+        raise MatrixError(where, f"{key}.name", f"{entry['name']!r} is a built-in kernel; choose another name")
+    if not callable(fn):
+        raise MatrixError(where, f"{key}.fn", f"{fn!r} is not callable")
+    return _build_kernel(where, key, entry, fn=fn)
+
+
+def _declaration_digest(kernel: KernelSpec) -> dict:
+    fields = {k: getattr(kernel, k) for k in ("name", *_DECLARED_FIELDS)}
+    fn = kernel.fn
+    fields["fn"] = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+    return fields
 
 
 def _check_dims(path: Path, where: str, axes: Mapping[str, Any]) -> None:
@@ -167,7 +211,9 @@ def _check_known_failures(path: Path, entries) -> None:
                 raise MatrixError(path, f"known_failures[{i}].torch", f"not a version specifier: {entry['torch']!r}") from None
 
 
-def parse_spec(path: Path, text: str, included_cases=()) -> Spec:
+def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
+    """`declared_kernels` come from the pytest_scaledmm_kernels hook: the matrix may name them
+    (and narrow them); those it does not name are appended after its own kernels."""
     import yaml
 
     try:
@@ -179,7 +225,9 @@ def parse_spec(path: Path, text: str, included_cases=()) -> Spec:
         raise MatrixError(path, "", f"not valid YAML at {where}: {problem}") from None
     _validate(path, data)
 
-    kernels = tuple(_kernel_spec(path, i, k) for i, k in enumerate(data["kernels"]))
+    declared = {k.name: k for k in declared_kernels}
+    kernels = tuple(_kernel_spec(path, i, k, declared) for i, k in enumerate(data["kernels"]))
+    kernels += tuple(k for k in declared_kernels if k.name not in {m.name for m in kernels})
     names = [k.name for k in kernels]
     for i, name in enumerate(names):
         if names.index(name) != i:
@@ -202,7 +250,10 @@ def parse_spec(path: Path, text: str, included_cases=()) -> Spec:
             if allowed is not None and any(v not in allowed for v in values):
                 raise MatrixError(path, f"exclude[{i}].{axis}", f"{value!r} is not one of {allowed}")
 
-    canonical = json.dumps({"matrix": data, "included": list(included_cases)}, sort_keys=True, default=str)
+    identity: dict[str, Any] = {"matrix": data, "included": list(included_cases)}
+    if declared_kernels:
+        identity["declared_kernels"] = [_declaration_digest(k) for k in declared_kernels]
+    canonical = json.dumps(identity, sort_keys=True, default=str)
     return Spec(
         path=path,
         digest=hashlib.sha256(canonical.encode()).hexdigest()[:16],
@@ -218,7 +269,7 @@ def parse_spec(path: Path, text: str, included_cases=()) -> Spec:
     )
 
 
-def load_spec(path: Path | str) -> Spec:
+def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
@@ -226,4 +277,4 @@ def load_spec(path: Path | str) -> Spec:
         raise MatrixError(path, "", "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MatrixError(path, "", f"cannot be read: {exc}") from None
-    return parse_spec(path, text)
+    return parse_spec(path, text, declared_kernels=declared_kernels)
