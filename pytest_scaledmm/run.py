@@ -59,14 +59,18 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
     return None
 
 
-def _plain_name(qualified: str) -> str:
-    # Dynamo re-raises a traced user exception as Observed<Name>.
+def _plain_names(qualified: str) -> set:
+    # Dynamo re-raises a traced user exception as Observed<Name> (older releases) or
+    # Observed<Name>Error (ObservedValueErrorError for a ValueError, newer releases).
     name = qualified.rsplit(".", 1)[-1]
-    return name[len("Observed"):] if name.startswith("Observed") else name
+    if not name.startswith("Observed"):
+        return {name}
+    name = name[len("Observed"):]
+    return {name, name[: -len("Error")]} if name.endswith("Error") else {name}
 
 
 def _same_refusal(eager: ErrorInfo, compiled: ErrorInfo) -> bool:
-    if _plain_name(eager.root_type) in (_plain_name(compiled.root_type), _plain_name(compiled.type)):
+    if _plain_names(eager.root_type) & (_plain_names(compiled.root_type) | _plain_names(compiled.type)):
         return True
     # Older Dynamo wraps fake-tensor errors without __cause__; fall back to the message.
     first_line = oc.normalise_message(eager.message, max_lines=1)
