@@ -1,8 +1,12 @@
 """Small kernels written to produce each outcome class on any device, fast on a CPU.
 
 They follow the kernel contract of torch._scaled_mm but compute in float32, so they run where
-fp8 matmuls do not.
+fp8 matmuls do not. `correct` (and `correct_custom_op`) is the reference implementation: it
+passes every configuration the planted bugs are tested with. Each other kernel carries one
+deliberate bug of a kind found in real scaled-mm kernels and wrappers.
 """
+
+from typing import Optional
 
 import torch
 
@@ -13,14 +17,18 @@ def _compiling() -> bool:
 
 
 def _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype):
-    out = (a.to(torch.float32) * scale_a) @ (b.to(torch.float32) * scale_b)
+    tokens = a.reshape(-1, a.shape[-1])  # a 3-D activation is B x T tokens
+    out = (tokens.to(torch.float32) * scale_a) @ (b.to(torch.float32) * scale_b)
     if bias is not None:
         out = out + bias.to(torch.float32)
-    return out.to(out_dtype)
+    return out.to(out_dtype).reshape(*a.shape[:-1], b.shape[-1])
 
 
 def correct(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+# -- the spine's outcome classes ------------------------------------------------------------------
 
 
 def ignores_scale_b(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
@@ -56,3 +64,132 @@ def forces_eager(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum
     else:  # torch < 2.6
         torch._dynamo.config.disable = True
     return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+# -- planted bugs of real kernels and wrappers ----------------------------------------------------
+
+
+def rows_on_wrong_axis(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH: the per-token scale of `a` is applied per output column (invisible for
+    tensorwise scales and whenever it broadcasts, i.e. M == N)."""
+    out = (a.to(torch.float32) @ b.to(torch.float32)) * scale_a.reshape(1, -1) * scale_b
+    if bias is not None:
+        out = out + bias.to(torch.float32)
+    return out.to(out_dtype)
+
+
+def swapped_scales(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH: dequantises `a` with scale_b and `b` with scale_a (tensorwise scales commute,
+    rowwise ones do not)."""
+    return _dequant_mm(a, b, scale_b.reshape(-1, 1), scale_a.reshape(1, -1), bias, out_dtype)
+
+
+def drops_bias(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH: the bias epilogue is missing."""
+    return _dequant_mm(a, b, scale_a, scale_b, None, out_dtype)
+
+
+def ignores_out_dtype(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH: always returns float32, whatever out_dtype asks for."""
+    return _dequant_mm(a, b, scale_a, scale_b, bias, torch.float32)
+
+
+def wrong_only_compiled(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH on the compiled side only: a compile-time fast path that forgets scale_b."""
+    if _compiling():
+        scale_b = torch.ones_like(scale_b)
+    return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+def refuses_m1(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """UNSUPPORTED: refuses a single token (decode with batch 1) in eager and compiled alike;
+    reported with its own signature so the refusal is seen, not counted as a pass."""
+    if a.reshape(-1, a.shape[-1]).shape[0] == 1:
+        raise ValueError("kernel needs at least 2 tokens")
+    return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+def flattens_without_reshape(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH (shape): flattens a 3-D activation to tokens and never reshapes the output back."""
+    tokens = a.reshape(-1, a.shape[-1])
+    return _dequant_mm(tokens, b, scale_a, scale_b, bias, out_dtype)
+
+
+def reads_scale_from_storage_start(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH under offset and non-contiguous scale views: reads the scales as if they were
+    contiguous from the start of their storage, as a kernel handed only data_ptr of the base
+    does (tensor-parallel slices then read another rank's scales)."""
+
+    def from_start(scale):
+        strides, step = [], 1
+        for size in reversed(scale.shape):
+            strides.insert(0, step)
+            step *= size
+        return torch.as_strided(scale, scale.shape, strides, 0)
+
+    return _dequant_mm(a, b, from_start(scale_a), from_start(scale_b), bias, out_dtype)
+
+
+def compiled_scales_after_matmul(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH under special scale values: compiled applies the scales after the matmul (as a
+    fused epilogue does), eager before it. Equal for finite scales; with an inf scale eager gives
+    NaN (inf * 0 terms meet -inf) where compiled gives inf."""
+    if not _compiling():
+        return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+    tokens = a.reshape(-1, a.shape[-1])
+    out = (tokens.to(torch.float32) @ b.to(torch.float32)) * scale_a * scale_b
+    if bias is not None:
+        out = out + bias.to(torch.float32)
+    return out.to(out_dtype).reshape(*a.shape[:-1], b.shape[-1])
+
+
+# -- custom ops: torch.library.opcheck runs on them ------------------------------------------------
+
+
+def _custom_op(name: str, fake):
+    """Define planted::<name> once per process (pytester re-imports this module) and return its
+    OpOverload, the object a user hands to the matrix."""
+    qualname = f"planted::{name}"
+    if not hasattr(torch.ops.planted, name):
+
+        @torch.library.custom_op(qualname, mutates_args=())
+        def op(
+            a: torch.Tensor,
+            b: torch.Tensor,
+            scale_a: torch.Tensor,
+            scale_b: torch.Tensor,
+            bias: Optional[torch.Tensor] = None,
+            out_dtype: Optional[torch.dtype] = None,
+            use_fast_accum: bool = False,
+        ) -> torch.Tensor:
+            return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+        op.register_fake(fake)
+    return getattr(torch.ops.planted, name).default
+
+
+def _right_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, use_fast_accum=False):
+    return a.new_empty((*a.shape[:-1], b.shape[-1]), dtype=out_dtype)
+
+
+def _transposed_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, use_fast_accum=False):
+    return a.new_empty((b.shape[-1], a.shape[0]), dtype=out_dtype)
+
+
+def _rank_asserting_fake(a, b, scale_a, scale_b, bias=None, out_dtype=None, use_fast_accum=False):
+    # What Inductor's scaled-mm lowering asserts for a 0-D scale against a [1] one.
+    assert scale_a.dim() == scale_b.dim(), f"scale ranks differ: {scale_a.dim()} vs {scale_b.dim()}"
+    return _right_fake(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum)
+
+
+correct_custom_op = _custom_op("correct", _right_fake)
+# OPCHECK_FAILED: the fake (meta) implementation returns N x M where the kernel returns M x N.
+wrong_fake_shape = _custom_op("wrong_fake_shape", _transposed_fake)
+_rank_asserting_op = _custom_op("rank_asserting", _rank_asserting_fake)
+
+
+def asserts_0d_x_1d_under_compile(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """COMPILE_ONLY_ERROR: a wrapper around a custom op whose meta asserts equal scale ranks, so
+    a 0-D scale against a [1] scale fails only when traced (the wrapper hides the op from
+    opcheck, as wrappers do)."""
+    return _rank_asserting_op(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum)

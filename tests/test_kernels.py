@@ -1,0 +1,291 @@
+"""Built-in kernels, the layout axes of the inputs, special-value parity, and user kernels
+declared through the pytest_scaledmm_kernels hook."""
+
+import math
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from direct_run import run_matrix, warm_torch
+
+from pytest_scaledmm import kernels as K
+from pytest_scaledmm import options
+from pytest_scaledmm import outcome as oc
+from pytest_scaledmm.inputs import expected_shape, lay_out, make_inputs, parity
+from pytest_scaledmm.spec import KernelSpec
+
+FAST = (["--scaledmm-isolate=no"] if hasattr(options, "ISOLATE") else []) + (
+    ["--no-scaledmm-triage"] if hasattr(options, "TRIAGE") else []
+)
+FP8 = torch.float8_e4m3fn
+HAS_CPU_FP8_MM = hasattr(torch, "_scaled_mm") and hasattr(torch, "float8_e4m3fn")
+
+
+@pytest.fixture(autouse=True)
+def _torch_imported_once():
+    warm_torch()
+
+
+def matrix(kernels, axes, cases=200, **extra) -> str:
+    base = {"mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
+    return yaml.safe_dump(
+        {"version": 1, "kernels": kernels, "axes": {**base, **axes}, "profiles": {"default": {"cases": cases}}, **extra},
+        sort_keys=False,
+    )
+
+
+def failures(results):
+    return [(case.id, r.outcome, r.signature) for case, r in results if r.outcome != oc.PASS]
+
+
+# -- inputs: layouts, ranks, special values -------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape,transpose", [((8, 1), False), ((1, 16), False), ((2, 8), True), ((1,), False)])
+def test_layouts_keep_values_and_change_memory(shape, transpose):
+    base = torch.rand(*shape[::-1]).t() if transpose else torch.rand(*shape)
+    strided, offset, expanded = (lay_out(base, name) for name in ("noncontiguous", "offset", "expanded"))
+    for view in (strided, offset):
+        assert view.shape == base.shape and torch.equal(view, base)
+    assert strided.stride() == tuple(2 * s for s in base.stride())
+    assert offset.stride() == base.stride() and offset.storage_offset() > 0
+    assert all(s == 0 for s in expanded.stride()) and torch.equal(expanded, base.reshape(-1)[0].expand(shape))
+    if base.numel() > 1:
+        assert not strided.is_contiguous()
+    # What lies outside the view is NaN, so a kernel that reads it cannot pass by luck.
+    storage = torch.tensor([], dtype=base.dtype).set_(offset.untyped_storage())
+    assert torch.isnan(storage[: offset.storage_offset()]).all()
+
+
+def test_zero_dim_scale_layouts():
+    scale = torch.tensor(3.0)
+    assert lay_out(scale, "expanded").dim() == 0
+    off = lay_out(scale, "offset")
+    assert off.storage_offset() == 1 and off.item() == 3.0
+
+
+@pytest.mark.parametrize("m,shape", [(4, (2, 2, 16)), (5, (1, 5, 16)), (1, (1, 1, 16))])
+def test_three_d_activation_rule(m, shape):
+    params = {"m": m, "k": 32, "n": 16, "activation_rank": 3}
+    assert expected_shape(params) == shape
+    assert expected_shape({**params, "activation_rank": 2}) == (m, 16)
+
+
+def _params(**overrides):
+    base = {
+        "kernel": "correct", "scale_a": "rowwise", "scale_b": "tensor_1d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn",
+        "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "mode": "aot_eager", "m": 4, "k": 32, "n": 16,
+    }
+    return {**base, **overrides}
+
+
+@pytest.mark.parametrize("special,check", [("zero", lambda v, f: v == 0), ("negative", lambda v, f: v == -f),
+                                           ("inf", lambda v, f: v == math.inf), ("nan", lambda v, f: math.isnan(v))])
+def test_special_value_goes_into_first_element_of_scale_a(special, check):
+    inputs = make_inputs(_params(special_scale=special, scale_layout="noncontiguous"), 7, "cpu")
+    first, finite = inputs.scale_a[0, 0].item(), inputs.finite_scale_a[0, 0].item()
+    assert check(first, finite) and math.isfinite(finite)
+    assert torch.equal(inputs.scale_a[1:], inputs.finite_scale_a[1:])
+    assert not inputs.scale_a.is_contiguous()
+
+
+def test_bias_is_on_the_scale_of_the_output():
+    inputs = make_inputs(_params(bias=True), 3, "cpu")
+    out = (inputs.a.float() * inputs.scale_a) @ (inputs.b.float() * inputs.scale_b)
+    assert inputs.bias.float().abs().mean() > 0.1 * out.abs().mean()
+
+
+def test_parity_compares_positions_of_nan_and_inf():
+    tol = torch.full((2, 2), 1e-3, dtype=torch.float64)
+    eager = torch.tensor([[math.nan, 1.0], [math.inf, 2.0]])
+    assert parity(eager, eager.clone(), tol, (2, 2), torch.float32)["ok"]
+    moved = torch.tensor([[1.0, math.nan], [math.inf, 2.0]])
+    assert parity(eager, moved, tol, (2, 2), torch.float32)["problem"] == "NaN positions differ from eager"
+    flipped = torch.tensor([[math.nan, 1.0], [-math.inf, 2.0]])
+    assert parity(eager, flipped, tol, (2, 2), torch.float32)["problem"] == "infinities differ from eager"
+    off = torch.tensor([[math.nan, 1.5], [math.inf, 2.0]])
+    assert parity(eager, off, tol, (2, 2), torch.float32)["problem"] == "finite values differ from eager"
+    assert parity(eager, off, tol, (4,), torch.float32)["problem"].startswith("shape")
+
+
+def test_correct_kernel_passes_every_layout_rank_and_special_value():
+    axes = {
+        "scale_a": ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise"],
+        "scale_b": ["tensor_0d", "tensor_1d", "rowwise"],
+        "scale_layout": ["contiguous", "noncontiguous", "offset", "expanded"],
+        "activation_rank": [2, 3],
+        "special_scale": ["none", "zero", "negative", "inf", "nan"],
+        "bias": [False, True],
+        "m": [1, 4, 5],
+    }
+    results = run_matrix(matrix([{"name": "correct", "impl": "planted_kernels:correct"}], axes, cases=40))
+    assert len(results) == 40
+    assert failures(results) == []
+    seen = {(c["scale_layout"], c["activation_rank"], c["special_scale"]) for c, _ in results}
+    assert {s for _, _, s in seen} == set(axes["special_scale"]) and {l for l, _, _ in seen} == set(axes["scale_layout"])
+
+
+# -- built-in kernels ----------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not HAS_CPU_FP8_MM, reason="needs torch._scaled_mm")
+def test_fp8_builtins_pass_on_this_cpu():
+    """Matched scale pairs, 2-D and 3-D, M = 1 and odd M, with bias: the built-ins agree with the
+    float64 reference eager and compiled (each within what it accepts)."""
+    try:
+        torch._scaled_mm(torch.zeros(16, 16, dtype=FP8), torch.zeros(16, 16, dtype=FP8).t(),
+                         scale_a=torch.ones(()), scale_b=torch.ones(()), out_dtype=torch.bfloat16)
+    except (NotImplementedError, RuntimeError):
+        pytest.skip("this torch has no CPU fp8 _scaled_mm")
+    text = matrix(
+        ["aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"],
+        {"scale_a": ["tensor_0d", "tensor_1d", "rowwise"], "scale_b": ["tensor_0d", "tensor_1d", "rowwise"],
+         "bias": [False, True], "m": [1, 17], "k": [32], "n": [16]},
+        cases=40,
+        exclude=[{"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": "rowwise"}, {"scale_a": "rowwise", "scale_b": ["tensor_0d", "tensor_1d"]}],
+    )
+    results = run_matrix(text)
+    assert {c["kernel"] for c, _ in results} == {"aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"}
+    allowed_skip = {"scaled_mm_v2"} if K.unavailable_reason(KernelSpec("scaled_mm_v2", "fp8")) else set()
+    bad = [(c.id, r.outcome, r.signature) for c, r in results if r.outcome != oc.PASS and c["kernel"] not in allowed_skip]
+    assert bad == []
+
+
+def test_fp8_linear_wrapper_on_three_d_tokens():
+    text = matrix(["fp8_linear", "fp8_linear_no_lift"], {"activation_rank": [3], "m": [1, 6], "scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"]})
+    for case, result in run_matrix(text):
+        assert result.outcome in (oc.PASS, oc.UNSUPPORTED), (case.id, result.signature)
+
+
+def test_fp8_linear_lifts_zero_dim_scales_and_no_lift_does_not(monkeypatch):
+    seen = []
+
+    def fake_scaled_mm(a, b, *, scale_a, scale_b, bias, out_dtype, use_fast_accum):
+        seen.append((scale_a.dim(), scale_b.dim(), a.shape[0]))
+        return torch.zeros(a.shape[0], b.shape[1], dtype=out_dtype)
+
+    monkeypatch.setattr(torch, "_scaled_mm", fake_scaled_mm)
+    a, b = torch.zeros(2, 3, 32), torch.zeros(32, 16)
+    out = K.fp8_linear(a, b, torch.tensor(1.0), torch.ones(1), out_dtype=torch.bfloat16)
+    K.fp8_linear_no_lift(a, b, torch.tensor(1.0), torch.ones(1), out_dtype=torch.bfloat16)
+    assert seen == [(1, 1, K.TOKEN_PADDING), (0, 1, K.TOKEN_PADDING)]  # 6 tokens padded to 17
+    assert out.shape == (2, 3, 16)
+
+
+@pytest.mark.skipif(K._scaling_type() is None, reason="no scaled_mm_v2 recipes in this torch")
+def test_scaled_mm_v2_recipes_follow_scale_shapes():
+    recipe = K._scaling_type()
+    m, k, n = 8, 256, 384
+    tw, rw = recipe.TensorWise, recipe.RowWise
+    cases = [
+        (torch.ones(()), torch.ones(1, 1), m, (tw, tw)),
+        (torch.ones(m, 1), torch.ones(1, n), m, (rw, rw)),
+        (torch.ones(1, 1), torch.ones(1, n), 1, (rw, rw)),  # rowwise at M = 1 is one element
+        (torch.ones(()), torch.ones(1, n), m, (tw, rw)),  # mixed: the op decides
+        (torch.ones(m, 2), torch.ones(2, 3), m, (recipe.BlockWise1x128, recipe.BlockWise128x128)),
+    ]
+    for scale_a, scale_b, rows, want in cases:
+        assert K.scale_recipes(scale_a, scale_b, rows, k, n) == want
+
+
+def test_builtin_kernel_needing_newer_torch_is_skipped_at_run_time_only(monkeypatch):
+    text = matrix([{"name": "scaled_mm_v2", "min_torch": "99.0"}, "aten_scaled_mm"], {}, cases=2)
+    results = run_matrix(text)
+    assert [c["kernel"] for c, _ in results] == ["scaled_mm_v2", "aten_scaled_mm"]  # both collected
+    skipped = results[0][1]
+    assert skipped.outcome == oc.SKIPPED and "needs torch>=99.0" in skipped.detail
+    monkeypatch.setattr(K, "_scaling_type", lambda: None)
+    assert "has no torch.nn.functional.scaled_mm" in K.unavailable_reason(KernelSpec("scaled_mm_v2", "fp8"))
+
+
+def test_custom_op_detection():
+    import planted_kernels
+
+    assert K.custom_op(planted_kernels.correct_custom_op) is not None
+    assert K.custom_op(torch.ops.planted.correct) is not None
+    assert K.custom_op(planted_kernels.correct) is None
+    assert K.custom_op(planted_kernels.asserts_0d_x_1d_under_compile) is None  # a wrapper hides its op
+
+
+# -- user kernels through the hook ---------------------------------------------------------------
+
+HOOK_CONFTEST = """
+import sys
+
+sys.path.insert(0, TESTS_DIR)  # xdist workers do not inherit pytester's sys.path
+
+import planted_kernels
+from pytest_scaledmm.kernels import Kernel
+
+
+def pytest_scaledmm_kernels(config):
+    return [
+        Kernel("my_linear", planted_kernels.correct, scale_forms=["tensor_0d", "tensor_1d", "rowwise"]),
+        {"name": "my_custom_op", "fn": planted_kernels.correct_custom_op, "archs": ["cpu", "sm90"]},
+        Kernel("my_hopper_kernel", planted_kernels.correct, archs=["sm90"], min_torch="2.5"),
+    ]
+"""
+
+
+def hook_project(matrix_project, conftest=HOOK_CONFTEST):
+    conftest = conftest.replace("TESTS_DIR", repr(str(Path(__file__).parent)))
+    matrix_project.write_matrix(
+        matrix(
+            [{"name": "my_linear", "scale_forms": ["tensor_0d", "tensor_1d"]}],
+            {"scale_a": ["tensor_0d", "rowwise"], "scale_b": ["tensor_1d", "rowwise"]},
+            cases=8,
+        )
+    )
+    (matrix_project.path / "conftest.py").write_text(textwrap.dedent(conftest))
+
+
+def test_hook_kernels_join_the_matrix(matrix_project):
+    hook_project(matrix_project)
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *FAST)
+    cases = matrix_project.report()["cases"]
+    by_kernel = {}
+    for case in cases:
+        by_kernel.setdefault(case["params"]["kernel"], []).append(case)
+    assert sorted(by_kernel) == ["my_custom_op", "my_hopper_kernel", "my_linear"]
+    # The matrix narrowed my_linear to tensorwise scales; the declaration allowed rowwise too.
+    assert {c["params"]["scale_a"] for c in by_kernel["my_linear"]} == {"tensor_0d"}
+    assert {c["outcome"] for c in by_kernel["my_linear"] + by_kernel["my_custom_op"]} == {oc.PASS}
+    assert all(c["extra"]["opcheck"]["error"] is None for c in by_kernel["my_custom_op"])
+    # archs are decided at run time: collected here, skipped on this CPU.
+    assert {c["outcome"] for c in by_kernel["my_hopper_kernel"]} == {oc.SKIPPED}
+    assert result.ret == 0
+
+
+@pytest.mark.parametrize(
+    "conftest,message",
+    [
+        ("def pytest_scaledmm_kernels(config):\n    return [{'name': 'k', 'fn': print, 'scale_forms': ['diagonal']}]\n",
+         "pytest_scaledmm_kernels in *conftest.py: key '[[]0[]].scale_forms[[]0[]]': 'diagonal' is not one of*"),
+        ("def pytest_scaledmm_kernels(config):\n    return [{'name': 'aten_scaled_mm', 'fn': print}]\n",
+         "*'aten_scaled_mm' is a built-in kernel*"),
+        ("def pytest_scaledmm_kernels(config):\n    return [{'name': 'k', 'fn': 3}]\n", "*key '[[]0[]].fn': 3 is not callable*"),
+        ("def pytest_scaledmm_kernels(config):\n    return {'name': 'k'}\n", "*must return a list of kernels, got dict*"),
+    ],
+    ids=["bad-scale-form", "builtin-name", "not-callable", "not-a-list"],
+)
+def test_bad_hook_declaration_is_a_usage_error(matrix_project, conftest, message):
+    hook_project(matrix_project, conftest)
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", *FAST)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert "Traceback" not in result.stderr.str()
+
+
+def test_hook_kernels_collect_identically_under_xdist(matrix_project):
+    """xdist refuses to run when its workers collect differently; the run's cases are the ones a
+    plain collection lists."""
+    pytest.importorskip("xdist")
+    hook_project(matrix_project)
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--collect-only", "-q")
+    plain = sorted(line for line in result.outlines if "::" in line)
+    assert plain
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "-n", "2", "--scaledmm-report", "report.json", *FAST)
+    assert result.ret == 0
+    assert sorted(f"matrix.yaml::{c['id']}" for c in matrix_project.report()["cases"]) == plain

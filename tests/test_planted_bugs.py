@@ -1,0 +1,104 @@
+"""Each planted bug (tests/planted_kernels.py) is caught with its outcome class, and the correct
+kernel run over the very same cases produces no failure at all."""
+
+import pytest
+import yaml
+from direct_run import run_matrix, warm_torch
+
+from pytest_scaledmm import options
+from pytest_scaledmm import outcome as oc
+
+# In-process, no triage: the plugin run here checks reporting, not isolation.
+FAST = (["--scaledmm-isolate=no"] if hasattr(options, "ISOLATE") else []) + (
+    ["--no-scaledmm-triage"] if hasattr(options, "TRIAGE") else []
+)
+
+ROWWISE_SQUARE = {"scale_a": ["rowwise"], "scale_b": ["rowwise", "tensor_1d"], "m": [16], "n": [16]}
+
+# kernel, the axes that expose it, expected class, the layer it must be blamed on, and which of
+# its cases must be caught (None: all; the others must pass).
+BUGS = [
+    ("rows_on_wrong_axis", ROWWISE_SQUARE, oc.MISMATCH, "eager+compiled", None),
+    ("swapped_scales", {**ROWWISE_SQUARE, "scale_b": ["rowwise"], "scale_a": ["rowwise", "tensor_0d"]}, oc.MISMATCH, "eager+compiled", None),
+    ("drops_bias", {"bias": [True]}, oc.MISMATCH, "eager+compiled", None),
+    ("ignores_out_dtype", {"out_dtype": ["bf16", "fp16"]}, oc.MISMATCH, "eager+compiled", None),
+    ("wrong_fake_shape", {"m": [4], "n": [16]}, oc.OPCHECK_FAILED, "opcheck", None),
+    ("wrong_only_compiled", {"scale_b": ["tensor_1d", "rowwise"]}, oc.MISMATCH, "compiled", None),
+    ("asserts_0d_x_1d_under_compile", {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["eager", "aot_eager"]}, oc.COMPILE_ONLY_ERROR, "dynamo", None),
+    ("refuses_m1", {"m": [1, 4]}, oc.UNSUPPORTED, "eager", lambda p: p["m"] == 1),
+    ("flattens_without_reshape", {"activation_rank": [3], "m": [4, 5]}, oc.MISMATCH, "eager+compiled", None),
+    ("reads_scale_from_storage_start", {"scale_a": ["rowwise"], "scale_layout": ["offset", "noncontiguous"]}, oc.MISMATCH, "eager+compiled", None),
+    ("compiled_scales_after_matmul", {"special_scale": ["inf"], "scale_a": ["rowwise", "tensor_0d"]}, oc.MISMATCH, "compiled", None),
+]
+# The reference each bug is measured against: the same computation without the bug.
+REFERENCE = {"wrong_fake_shape": "correct_custom_op"}
+BASE_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
+
+
+@pytest.fixture(autouse=True)
+def _torch_imported_once():
+    warm_torch()
+
+
+def bug_matrix(kernels, axes) -> str:
+    axes = {**BASE_AXES, **axes}
+    cases = 1
+    for values in axes.values():
+        cases *= len(values)
+    return yaml.safe_dump(
+        {
+            "version": 1,
+            "kernels": [{"name": k, "impl": f"planted_kernels:{k}"} for k in kernels],
+            "axes": axes,
+            "profiles": {"default": {"cases": cases * len(kernels)}},
+        },
+        sort_keys=False,
+    )
+
+
+def run_bug(kernel, axes):
+    """(buggy kernel's results, reference kernel's results) over the same cases."""
+    reference = REFERENCE.get(kernel, "correct")
+    results = run_matrix(bug_matrix([kernel, reference], axes))
+    return [r for r in results if r[0]["kernel"] == kernel], [r for r in results if r[0]["kernel"] == reference]
+
+
+@pytest.mark.parametrize("kernel,axes,expected,layer,caught_when", BUGS, ids=[b[0] for b in BUGS])
+def test_planted_bug_is_caught_and_reference_passes(kernel, axes, expected, layer, caught_when):
+    buggy, reference = run_bug(kernel, axes)
+    assert buggy and len(reference) == len(buggy)
+    for case, result in buggy:
+        must_catch = caught_when is None or caught_when(case.params)
+        assert result.outcome == (expected if must_catch else oc.PASS), (case.id, result.signature, result.detail)
+        if must_catch:
+            assert result.signature and result.layer == layer, (case.id, result.signature, result.layer)
+    assert [r.outcome for _, r in reference] == [oc.PASS] * len(reference), [(c.id, r.signature) for c, r in reference]
+
+
+def test_at_least_eight_distinct_planted_bugs():
+    assert len({kernel for kernel, *_ in BUGS}) >= 8
+
+
+def test_opcheck_runs_once_per_family():
+    """Cases that differ only in shape, mode or special value share one opcheck; its result is
+    recorded on each, and a failed one names the failing test util and keeps the case's own
+    outcome."""
+    buggy, reference = run_bug("wrong_fake_shape", {"m": [4, 8], "special_scale": ["none", "nan"]})
+    for results in (buggy, reference):
+        ran = [r for _, r in results if not r.extra["opcheck"]["cached"]]
+        assert len(ran) == 1 and "opcheck_s" in ran[0].timing
+    for _, result in buggy:
+        assert "test_faketensor" in result.signature
+        assert result.extra["run_outcome"]["outcome"] == oc.PASS  # the kernel itself computes right
+    assert all(r.extra["opcheck"]["error"] is None for _, r in reference)
+
+
+def test_plugin_reports_planted_bugs(matrix_project):
+    """Through pytest: failing cases fail their items with the outcome class, the summary
+    groups them by signature, and the session fails."""
+    matrix_project.write_matrix(bug_matrix(["drops_bias", "wrong_fake_shape", "correct"], {"bias": [True]}))
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *FAST)
+    result.assert_outcomes(failed=2, passed=1)
+    result.stdout.fnmatch_lines(["*1 x MISMATCH*", "*1 x OPCHECK_FAILED [[]opcheck[]] opcheck test_faketensor*"])
+    outcomes = {c["params"]["kernel"]: c["outcome"] for c in matrix_project.report()["cases"]}
+    assert outcomes == {"drops_bias": oc.MISMATCH, "wrong_fake_shape": oc.OPCHECK_FAILED, "correct": oc.PASS}
