@@ -101,7 +101,18 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
     for before, after in comparison.pairs():
         counts = comparison.kind_counts(before.label, after.label)
         pairs.append({"before": before.label, "after": after.label, "counts": [counts.get(k, 0) for k in TRANSITION_KINDS]})
+    grouped = {}
+    for kind, moved in by_kind.items():
+        changes: dict = {}
+        for t in moved:
+            key = (f"{t.before_label} → {t.after_label}", t.before_outcome, t.after_outcome, t.signature)
+            changes.setdefault(key, []).append(t.case_id)
+        grouped[kind] = [
+            {"pair": k[0], "before": k[1], "after": k[2], "signature": k[3], "count": len(ids), "example": ids[0]}
+            for k, ids in sorted(changes.items(), key=lambda item: (-len(item[1]), item[0]))
+        ]
     return {
+        "grouped": grouped,
         "comparison": comparison,
         "columns": comparison.columns,
         "kinds": TRANSITION_KINDS,
