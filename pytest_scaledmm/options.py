@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,7 +47,49 @@ BASELINE = Option(
     {"default": None, "metavar": "REPORT"},
 )
 
-PLUGIN_OPTIONS = [MATRIX, PROFILE, REPORT, SEED, DEVICE, REUSE_CACHE, BASELINE]
+TIMEOUT = Option(
+    "--scaledmm-timeout",
+    "seconds one case may take (eager, compile, run) before its process is killed: TIMEOUT (default 300;"
+    " a max-autotune compile can take tens of seconds)",
+    {"type": float, "default": 300.0, "metavar": "SECONDS"},
+)
+ISOLATE = Option(
+    "--scaledmm-isolate",
+    "run cases in a child process restarted after a crash or hang (yes, default) or in the pytest"
+    " process itself (no: for a debugger; no timeout, a crash ends the run)",
+    {"choices": ["yes", "no"], "default": "yes"},
+)
+TRIAGE = Option(
+    "--scaledmm-triage",
+    "walk the triage ladder for one failing case per signature (backends, bf16, fresh cache, GEMM"
+    " backends, scale rank); on by default",
+    {"action": argparse.BooleanOptionalAction, "default": True},
+)
+TRIAGE_BUDGET = Option(
+    "--scaledmm-triage-budget",
+    "seconds of triage per process, after which further signatures are not triaged (default 600)",
+    {"type": float, "default": 600.0, "metavar": "SECONDS"},
+)
+CASE = Option(
+    "--scaledmm-case",
+    "run only the case with this id (repeatable); ids are the same as in the report",
+    {"action": "append", "default": None, "metavar": "ID"},
+)
+
+PLUGIN_OPTIONS = [
+    MATRIX,
+    PROFILE,
+    REPORT,
+    SEED,
+    DEVICE,
+    REUSE_CACHE,
+    BASELINE,
+    TIMEOUT,
+    ISOLATE,
+    TRIAGE,
+    TRIAGE_BUDGET,
+    CASE,
+]
 
 
 def add_pytest_options(group) -> None:

@@ -75,6 +75,9 @@ def pytest_configure(config):
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state
     config.pluginmanager.register(MatrixReporter(config, state), "scaledmm-reporter")
+    from .reproduce import configure_reproduce
+
+    configure_reproduce(config, state)  # how cases run and what happens to failures: reproduce.py
     _configure_baseline_gate(config, state)
     if not config.getoption("scaledmm_reuse_cache") and not _is_worker(config):
         state.use_fresh_cache()
@@ -94,6 +97,7 @@ def _collect_only_the_matrix(config, matrix_path: Path) -> None:
 def pytest_unconfigure(config):
     state = _state(config)
     if state is not None:
+        state.close()  # the child process first: it may still use the cache
         state.drop_owned_cache()
 
 

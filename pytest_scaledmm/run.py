@@ -22,6 +22,7 @@ class RunContext:
     archs: tuple = ()
     slack: float = 1.0
     opchecks: dict = field(default_factory=dict)  # opcheck family -> OpcheckResult, per process
+    max_autotune_configs: int = 0  # 0: Inductor's full autotune search; N: at most N GEMM configs
 
 
 def _torch_release():
@@ -192,7 +193,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
 
     # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
     torch._dynamo.reset()
-    compiled = compile_case(scaled_mm_case, params["mode"])
+    compiled = compile_case(scaled_mm_case, params["mode"], ctx.max_autotune_configs)
     try:
         start = time.perf_counter()
         first = _clone(compiled.fn(*inputs.args()))

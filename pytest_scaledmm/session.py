@@ -37,6 +37,12 @@ class MatrixSession:
         self._context = None
         self._kernels: dict = {}
         self.owned_cache: Optional[str] = None
+        # How cases run (isolate.py) and whether failures are triaged (triage.py).
+        self.isolate, self.timeout = True, 300.0
+        self.triage_enabled, self.triage_budget = True, 600.0
+        self._runner = None
+        self._triage = None
+        self.explore = None  # explore.ExploreSettings in explore mode
         self._catalogue = None
 
     # -- collection ---------------------------------------------------------------------------
@@ -77,14 +83,45 @@ class MatrixSession:
 
         return environment(self.context().device)
 
-    def run(self, case: Case) -> oc.Outcome:
-        from .run import run_case
+    def configure_runner(self, isolate: bool, timeout: float, triage: bool, triage_budget: float) -> None:
+        self.isolate, self.timeout = isolate, timeout
+        self.triage_enabled, self.triage_budget = triage, triage_budget
 
-        return run_case(case, self.context())
+    def kernels(self) -> dict:
+        return dict(self._kernels)
+
+    def runner(self):
+        """The child process that runs cases (or the in-process runner); started on first use."""
+        if self._runner is None:
+            from .isolate import make_runner
+
+            self._runner = make_runner(self.context(), self.isolate, self.timeout)
+        return self._runner
+
+    def run(self, case: Case, triage: bool = True) -> oc.Outcome:
+        result = self.runner().run(case)
+        if triage and self.triage_enabled and result.failed:
+            found = self.triage(case, result)
+            if found:
+                result.extra["triage"] = found
+        return result
+
+    def triage(self, case: Case, result: oc.Outcome) -> Optional[dict]:
+        if self._triage is None:
+            from .triage import Triage
+
+            self._triage = Triage(self.runner(), self.context().device, self.triage_budget)
+        return self._triage(case, result)
+
+    def close(self) -> None:
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
 
     @staticmethod
     def record(case: Case, result: oc.Outcome) -> dict:
         data = result.to_json()
+        triage = data["extra"].pop("triage", None)
         return {
             "id": case.id,
             "params": case.to_json(),
@@ -92,6 +129,7 @@ class MatrixSession:
             "signature": data.pop("signature"),
             "layer": data.pop("layer"),
             **data,
+            **({"triage": triage} if triage else {}),
         }
 
     # -- known failures -----------------------------------------------------------------------
@@ -114,6 +152,7 @@ class MatrixSession:
         if os.environ.get(OWNED_CACHE_ENV):
             return
         self.owned_cache = tempfile.mkdtemp(prefix="scaledmm-cache-")
+        self._saved_cache_env = {name: os.environ.get(name) for name in CACHE_ENV}
         os.environ[OWNED_CACHE_ENV] = self.owned_cache
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.owned_cache, "inductor")
         os.environ["TRITON_CACHE_DIR"] = os.path.join(self.owned_cache, "triton")
@@ -123,6 +162,13 @@ class MatrixSession:
             shutil.rmtree(self.owned_cache, ignore_errors=True)
             if os.environ.get(OWNED_CACHE_ENV) == self.owned_cache:
                 del os.environ[OWNED_CACHE_ENV]
+                # Give the process back the caches it had (the user's, or none).
+                for name, value in self._saved_cache_env.items():
+                    if value is None:
+                        os.environ.pop(name, None)
+                    else:
+                        os.environ[name] = value
+            self.owned_cache = None
 
     # -- reporting ----------------------------------------------------------------------------
     def matrix_block(self) -> dict:

@@ -1,0 +1,430 @@
+"""Run cases in a persistent child process, so that a case which kills its process or hangs
+becomes a CRASH or TIMEOUT outcome and the run goes on.
+
+The child is started with `spawn` (a forked CUDA context is unusable), imports torch once, loads
+the kernels by their declarations and then runs one request at a time. After a crash, a timeout
+or a CUDA error that leaves the context unusable it is replaced before the next case. Each xdist
+worker owns its own child. `--scaledmm-isolate=no` runs everything in the pytest process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+import traceback
+from typing import Any, Callable, Optional
+
+from . import outcome as oc
+from .cases import Case
+from .outcome import Outcome
+
+STARTUP_TIMEOUT_S = 120.0
+# Errors after which a CUDA/HIP context cannot be used again: every later case would fail.
+POISONED = re.compile(
+    r"illegal memory access|device-side assert|unspecified launch failure|misaligned address|"
+    r"CUDA error: an illegal|hipErrorIllegalAddress|HIP error: an illegal|illegal instruction",
+    re.I,
+)
+
+
+# -- kernels by declaration ------------------------------------------------------------------
+
+
+def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, Optional[str]]:
+    """How the child finds each kernel: 'builtin:NAME', 'impl:module:qualname', or None when the
+    callable cannot be imported by name (a lambda, a closure from a hook): run it in-process."""
+    from .kernels import BUILTIN_IMPLS, load_impl
+
+    refs: dict[str, Optional[str]] = {}
+    for name, fn in kernels.items():
+        spec = kernel_specs.get(name)
+        if BUILTIN_IMPLS.get(name) is fn:
+            refs[name] = f"builtin:{name}"
+            continue
+        candidates = []
+        if spec is not None and spec.impl:
+            candidates.append(spec.impl)
+        module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+        if module and qualname and "<" not in qualname:
+            candidates.append(f"{module}:{qualname}")
+        refs[name] = None
+        for candidate in candidates:
+            try:
+                if load_impl(candidate) is fn:
+                    refs[name] = f"impl:{candidate}"
+                    break
+            except Exception:
+                continue
+    return refs
+
+
+def _load_kernel(ref: str) -> Callable:
+    from .kernels import BUILTIN_IMPLS, load_impl
+
+    kind, _, rest = ref.partition(":")
+    return BUILTIN_IMPLS[rest] if kind == "builtin" else load_impl(rest)
+
+
+# -- the child ---------------------------------------------------------------------------------
+
+
+def _child_main(conn, log_path: str, ctx_blob: Any, refs: dict, hooked: set) -> None:
+    """Entry point of the child process: answer requests until told to stop."""
+    import faulthandler
+    import logging
+
+    if hasattr(os, "setpgrp"):
+        os.setpgrp()  # own process group: a kill also reaches Inductor's compile workers
+    _die_with_parent()
+    log = open(log_path, "a", buffering=1, encoding="utf-8", errors="replace")
+    os.dup2(log.fileno(), 1)
+    os.dup2(log.fileno(), 2)
+    sys.stdout = sys.stderr = log
+    faulthandler.enable(file=log, all_threads=True)
+    if hasattr(signal, "SIGUSR1"):
+        faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
+    try:
+        import torch  # noqa: F401
+
+        logging.getLogger("torch.__trace").propagate = False
+        _warm_up()
+        kernels = {name: _load_kernel(ref) for name, ref in refs.items()}
+        specs = dict(ctx_blob.kernel_specs)
+        for name in hooked:
+            if name in kernels:
+                specs[name] = dataclasses.replace(specs[name], fn=kernels[name])
+        ctx = dataclasses.replace(ctx_blob, kernels=kernels, kernel_specs=specs)
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request[0] == "exit":
+            return
+        try:
+            conn.send(("ok", _serve(request, ctx)))
+        except BaseException:
+            conn.send(("error", traceback.format_exc()))
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills the child when the process that started it dies (a hard-killed
+    xdist worker must not leave a hung case running on the GPU)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
+def _warm_up() -> None:
+    """Import the compiler stack now (seconds, under the start-up limit) rather than inside the
+    first case's timeout."""
+    import importlib
+
+    for name in ("torch._dynamo", "torch._functorch.aot_autograd"):
+        try:
+            importlib.import_module(name)
+        except Exception:  # an older or trimmed torch: the case will say what is missing
+            pass
+
+
+def _serve(request, ctx):
+    op, case_id, params, extra = request
+    case = Case(case_id, params)
+    if op == "case":
+        from .run import run_case
+
+        return run_case(case, ctx).to_json()
+    if op == "rung":
+        from .triage import execute_rung
+
+        return execute_rung(case, extra, ctx)
+    raise ValueError(f"unknown request {op!r}")
+
+
+# -- the parent side ---------------------------------------------------------------------------
+
+
+class HarnessError(RuntimeError):
+    """The harness itself failed in the child (not the case): shown as a test error."""
+
+
+@dataclasses.dataclass
+class Death:
+    kind: str  # oc.CRASH or oc.TIMEOUT
+    signature: str
+    detail: str
+    layer: Optional[str]
+    seconds: float
+
+
+class InProcessRunner:
+    """Runs requests in the pytest process: for debugging, and for kernels the child cannot import."""
+
+    isolated = False
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+
+    def run(self, case: Case) -> Outcome:
+        from .run import run_case
+
+        return run_case(case, self.ctx)
+
+    def rung(self, case: Case, rung: dict) -> dict:
+        from .triage import execute_rung
+
+        return execute_rung(case, rung, self.ctx)
+
+    def close(self) -> None:
+        pass
+
+
+class ChildRunner:
+    """Runs requests in a persistent spawned child; see the module docstring."""
+
+    isolated = True
+
+    def __init__(self, ctx, timeout: float, startup_timeout: float = STARTUP_TIMEOUT_S):
+        self.ctx = ctx
+        self.timeout = timeout
+        self.startup_timeout = max(startup_timeout, timeout)
+        self.refs = kernel_refs(dict(ctx.kernels), dict(ctx.kernel_specs))
+        self.in_process = InProcessRunner(ctx)
+        self._dir = tempfile.mkdtemp(prefix="scaledmm-child-")
+        self._log = os.path.join(self._dir, "child.log")
+        self._proc = None
+        self._conn = None
+        self.restarts = 0
+
+    # requests
+    def run(self, case: Case) -> Outcome:
+        if self.refs.get(case["kernel"]) is None:
+            result = self.in_process.run(case)
+            result.extra["isolation"] = "in-process: kernel cannot be imported by name"
+            return result
+        answer = self._request(("case", case.id, dict(case.params), None), case)
+        if isinstance(answer, Death):
+            return Outcome(answer.kind, answer.signature, answer.layer, answer.detail, timing={"total_s": answer.seconds})
+        result = Outcome.from_json(answer)
+        if _poisons_context(result):
+            # The context is gone for every later case; start over before the next one.
+            self._stop(kill=True)
+            result.extra["isolation"] = "child replaced: the device context is unusable after this error"
+        return result
+
+    def rung(self, case: Case, rung: dict) -> dict:
+        if self.refs.get(case["kernel"]) is None:
+            return self.in_process.rung(case, rung)
+        answer = self._request(("rung", case.id, dict(case.params), rung), case)
+        if isinstance(answer, Death):
+            return {"outcome": answer.kind, "signature": answer.signature, "layer": answer.layer, "seconds": answer.seconds}
+        return answer
+
+    def close(self) -> None:
+        self._stop(kill=False)
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    # machinery
+    def _start(self) -> Optional[Death]:
+        import multiprocessing
+
+        context = multiprocessing.get_context("spawn")
+        parent, child = context.Pipe()
+        # Callables stay behind (a hook's may not pickle); the child loads them by reference.
+        specs = {
+            name: dataclasses.replace(spec, fn=None) if getattr(spec, "fn", None) is not None else spec
+            for name, spec in self.ctx.kernel_specs.items()
+        }
+        blob = dataclasses.replace(self.ctx, kernels={}, kernel_specs=specs)
+        refs = {name: ref for name, ref in self.refs.items() if ref is not None}
+        hooked = {name for name, spec in self.ctx.kernel_specs.items() if getattr(spec, "fn", None) is not None}
+        start = time.monotonic()
+        self._proc = context.Process(
+            target=_child_main, args=(child, self._log, blob, refs, hooked), name="scaledmm-child", daemon=True
+        )
+        self._proc.start()
+        child.close()
+        self._conn = parent
+        if not parent.poll(self.startup_timeout):
+            death = self._death(oc.TIMEOUT, start, f"the child did not start within {self.startup_timeout:g} s")
+            self._stop(kill=True)
+            return death
+        try:
+            kind, payload = parent.recv()
+        except EOFError:
+            return self._died(start, 0, "while starting")
+        if kind != "ready":
+            self._stop(kill=True)
+            raise HarnessError(f"the isolated child could not start:\n{payload}")
+        return None
+
+    def _request(self, request, case: Case):
+        if self._proc is None or not self._proc.is_alive():
+            self._stop(kill=True)
+            death = self._start()
+            if death is not None:
+                return death
+        offset = _size(self._log)
+        start = time.monotonic()
+        self._conn.send(request)
+        if not self._conn.poll(self.timeout):
+            _dump_stacks(self._proc)
+            death = self._death(
+                oc.TIMEOUT, start, f"case {case.id} gave no result within {self.timeout:g} s", offset
+            )
+            self._stop(kill=True)
+            return death
+        try:
+            kind, payload = self._conn.recv()
+        except (EOFError, ConnectionError):
+            return self._died(start, offset, f"case {case.id}")
+        if kind == "error":
+            raise HarnessError(f"the harness failed in the isolated child:\n{payload}")
+        return payload
+
+    def _died(self, start: float, offset: int, what: str) -> Death:
+        self._proc.join(5)
+        code = self._proc.exitcode
+        how = _exit_words(code)
+        death = self._death(oc.CRASH, start, f"{what} killed its process ({how})", offset, how)
+        self._stop(kill=True)
+        return death
+
+    def _death(self, kind, start, headline, offset=0, how=None) -> Death:
+        tail = _tail(self._log, offset)
+        if kind == oc.TIMEOUT:
+            signature = f"TIMEOUT: no result within {self.timeout:g} s"
+        else:
+            signature = f"CRASH: process {how}"
+        detail = headline + (f"\nlast output of the child:\n{tail}" if tail else "")
+        return Death(kind, signature, detail, _layer_from_stack(tail), round(time.monotonic() - start, 3))
+
+    def _stop(self, kill: bool) -> None:
+        proc, conn = self._proc, self._conn
+        self._proc = self._conn = None
+        if proc is None:
+            return
+        self.restarts += 1 if kill else 0
+        if not kill and proc.is_alive():
+            try:
+                conn.send(("exit", None, None, None))
+                proc.join(10)
+            except (OSError, EOFError, BrokenPipeError):
+                pass
+        if proc.is_alive() or kill:
+            _kill_group(proc)
+            proc.join(10)
+        if conn is not None:
+            conn.close()
+
+
+def _poisons_context(result: Outcome) -> bool:
+    for error in (result.eager_error, result.compiled_error):
+        if error is not None and POISONED.search(f"{error.message}\n{error.root_message}"):
+            return True
+    return False
+
+
+def _kill_group(proc) -> None:
+    try:
+        if hasattr(os, "killpg"):
+            os.killpg(proc.pid, signal.SIGKILL)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except Exception:
+            pass
+
+
+def _dump_stacks(proc) -> None:
+    """Ask a hung child for its Python stacks (faulthandler on SIGUSR1) before it is killed."""
+    if proc is None or not hasattr(signal, "SIGUSR1"):
+        return
+    try:
+        os.kill(proc.pid, signal.SIGUSR1)
+        time.sleep(0.5)
+    except ProcessLookupError:
+        pass
+
+
+def _exit_words(code: Optional[int]) -> str:
+    if code is None:
+        return "did not exit"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exited with status {code}"
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _tail(path: str, offset: int, lines: int = 25) -> str:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(offset)
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    kept = [line for line in text.splitlines() if line.strip()]
+    return "\n".join(kept[-lines:])
+
+
+_STACK_LAYERS = [
+    ("torchinductor", "runtime"),  # code Inductor generated, run from its cache directory
+    ("scaledmm-cache-", "runtime"),
+    ("torch/_inductor", "inductor"),
+    ("torch/_functorch", "aot_autograd"),
+    ("torch/_dynamo", "dynamo"),
+    ("triton/", "runtime"),
+]
+
+
+def _layer_from_stack(text: str) -> Optional[str]:
+    """The compiler layer of the innermost frame in the thread that was running the case, read
+    from a faulthandler dump (threads are listed most recent call first); "eager" when no
+    compiler frame is on that stack, None without a dump."""
+    blocks, current = [], []
+    for line in text.splitlines():
+        if line.startswith(("Thread 0x", "Current thread")) and current:
+            blocks.append(current)
+            current = []
+        current.append(line.replace("\\", "/"))
+    blocks.append(current)
+    for block in blocks:
+        if not any("run_case" in line or "_serve" in line for line in block):
+            continue
+        for line in block:
+            for marker, layer in _STACK_LAYERS:
+                if line.strip().startswith("File ") and marker in line:
+                    return layer
+        return "eager"
+    return None
+
+
+def make_runner(ctx, isolate: bool, timeout: float):
+    return ChildRunner(ctx, timeout) if isolate else InProcessRunner(ctx)

@@ -1,0 +1,287 @@
+"""The triage ladder: rerun one failing case per signature with one thing changed at a time, and
+say which compiler layer breaks and which knobs make it pass (the workaround usable today).
+
+Rungs, cheapest first:
+- backend eager -> aot_eager -> inductor: Dynamo tracing, AOT autograd, Inductor lowering
+  (climbed until a layer fails);
+- the same shapes as a plain bf16 matmul, no quantization: is it the quantized path?
+- a fresh Inductor cache: does the failure depend on what earlier compiles left on disk?
+- Inductor's GEMM backends ATEN only / TRITON only: template heuristics differ per card;
+- both scales given one rank (0-D -> [1] via .view(1), or [1,1] next to a 2-D scale).
+
+Every rung goes through the same runner as the case (an isolated child by default), so a rung
+that crashes or hangs is an outcome too. Only failing cases are triaged, once per signature, within
+a time budget per process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from typing import Optional
+
+from . import outcome as oc
+from .cases import Case
+from .compile_modes import MODE_SETTINGS
+
+BACKEND_LADDER = [("eager", "dynamo"), ("aot_eager", "aot_autograd"), ("inductor", "inductor")]
+SCALE_RANK = {"tensor_0d": 0, "tensor_1d": 1, "tensor_1x1": 2, "rowwise": 2, "blockwise": 2}
+TENSORWISE_BY_RANK = {0: "tensor_0d", 1: "tensor_1d", 2: "tensor_1x1"}
+VIEW_BY_RANK = {0: ".reshape(())", 1: ".view(1)", 2: ".view(1, 1)"}
+
+
+def _uses_inductor(mode: str) -> bool:
+    return MODE_SETTINGS[mode][0] == "inductor"
+
+
+def _one_rank(params) -> Optional[tuple[dict, str]]:
+    """Scale forms with equal ranks, or None when the ranks already agree."""
+    forms = {side: params[side] for side in ("scale_a", "scale_b")}
+    ranks = {side: SCALE_RANK[form] for side, form in forms.items()}
+    if len(set(ranks.values())) == 1:
+        return None
+    target = max(ranks.values())
+    changed = {}
+    for side, form in forms.items():
+        if ranks[side] != target:
+            if not form.startswith("tensor"):
+                return None
+            changed[side] = TENSORWISE_BY_RANK[target]
+    knob = ", ".join(f"{side}{VIEW_BY_RANK[target]}" for side in changed)
+    return changed, f"give both scales rank {target}: {knob}"
+
+
+def rungs_for(case: Case, device: str) -> list[dict]:
+    """The ladder for one case; each rung is plain data so it can cross to the child."""
+    params = case.params
+    mode = params["mode"]
+    rungs = [
+        {"name": f"backend={name}", "kind": "case", "params": {"mode": name}, "purpose": "layer",
+         "knob": f"compile with backend={name!r}"}
+        for name, _ in BACKEND_LADDER
+        if name != mode
+    ]
+    rungs.append({"name": "bf16 unquantized", "kind": "bf16", "purpose": "quantized",
+                  "knob": "same shapes as a plain bf16 matmul"})
+    if _uses_inductor(mode):
+        rungs.append({"name": "fresh inductor cache", "kind": "case", "fresh_cache": True, "purpose": "knob",
+                      "knob": "an empty Inductor cache (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 or a new TORCHINDUCTOR_CACHE_DIR)"})
+        # triton-gemm passes its own GEMM backends as options, which would override the patch.
+        gemm_mode = "inductor" if mode == "triton-gemm" else mode
+        backends = ["ATEN"] if device == "cpu" else ["ATEN", "TRITON"]
+        for backend in backends:
+            rungs.append({
+                "name": f"gemm={backend}", "kind": "case", "params": {"mode": gemm_mode}, "purpose": "knob",
+                "inductor": {"max_autotune": True, "max_autotune_gemm_backends": backend},
+                "knob": f"torch._inductor.config.max_autotune_gemm_backends = {backend!r} (with max_autotune)",
+            })
+    normalised = _one_rank(params)
+    if normalised:
+        changed, knob = normalised
+        rungs.append({"name": "scales one rank", "kind": "case", "params": changed, "purpose": "knob", "knob": knob})
+    return rungs
+
+
+# -- executing a rung (in the child, or in-process) --------------------------------------------
+
+
+@contextlib.contextmanager
+def _fresh_cache():
+    import torch._inductor.utils as utils
+
+    fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
+    with fresh():
+        yield
+
+
+def execute_rung(case: Case, rung: dict, ctx) -> dict:
+    import torch
+
+    from .run import run_case
+
+    start = time.perf_counter()
+    if rung["kind"] == "bf16":
+        result = _bf16_matmul(case, ctx)
+    else:
+        variant = Case(case.id, {**case.params, **rung.get("params", {})})  # same id: same inputs
+        with contextlib.ExitStack() as stack:
+            if rung.get("inductor"):
+                import torch._inductor.config  # noqa: F401
+
+                stack.enter_context(torch._inductor.config.patch(rung["inductor"]))
+            if rung.get("fresh_cache"):
+                stack.enter_context(_fresh_cache())
+            result = run_case(variant, ctx)
+    return {
+        "outcome": result.outcome,
+        "signature": result.signature,
+        "layer": result.layer,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
+
+
+def _bf16_matmul(case: Case, ctx):
+    """The case's shapes, bias and compile mode as a plain bf16 matmul (no scales, no fp8)."""
+    import math
+
+    import torch
+
+    from .cases import input_seed
+    from .compile_modes import compile_case
+    from .inputs import Reference, compare
+    from .outcome import describe_exception
+    from .run import _sync, classify
+
+    m, k, n = case["m"], case["k"], case["n"]
+    generator = torch.Generator().manual_seed(input_seed(ctx.run_seed, case.id))
+    a = torch.randn(m, k, generator=generator).to(torch.bfloat16)
+    b = torch.randn(n, k, generator=generator).to(torch.bfloat16).t()
+    bias = torch.randn(n, generator=generator).to(torch.bfloat16) if case.params.get("bias") else None
+
+    def move(t):
+        if t is None or ctx.device == "cpu":
+            return t
+        return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=ctx.device).copy_(t)
+
+    args = (move(a), move(b), move(bias))
+
+    def matmul(a, b, bias):
+        out = a @ b
+        return out if bias is None else out + bias
+
+    value = a.double() @ b.double() + (bias.double() if bias is not None else 0)
+    magnitude = a.double().abs() @ b.double().abs() + (bias.double().abs() if bias is not None else 0)
+    # bf16 GEMMs may reduce in bf16 (cuBLAS's reduced-precision reductions): a loose bound; this
+    # rung asks whether the plain path breaks, not whether it is accurate to the last bit.
+    tolerance = (2 + math.sqrt(k)) * 2.0**-8 * magnitude + torch.finfo(torch.bfloat16).tiny
+    ref = Reference(value, tolerance)
+    eager_error = compiled_error = None
+    eager_check = compiled_check = None
+    try:
+        out = matmul(*args)
+        _sync(ctx.device)
+        eager_check = compare(out, ref, (m, n), torch.bfloat16)
+    except Exception as exc:
+        eager_error = describe_exception(exc, "eager")
+    torch._dynamo.reset()
+    compiled = compile_case(matmul, case["mode"])
+    try:
+        out = compiled.fn(*args)
+        _sync(ctx.device)
+        compiled_check = compare(out, ref, (m, n), torch.bfloat16)
+    except Exception as exc:
+        compiled_error = describe_exception(exc, compiled.backend.stage)
+    return classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check)
+
+
+# -- the ladder, on the parent side ------------------------------------------------------------
+
+
+class Triage:
+    """Triage each failing signature once per process, within a time budget."""
+
+    def __init__(self, runner, device: str, budget_s: float):
+        self.runner = runner
+        self.device = device
+        self.budget_s = budget_s
+        self.spent_s = 0.0
+        self.seen: dict[str, str] = {}
+
+    def __call__(self, case: Case, result) -> Optional[dict]:
+        if not result.failed:
+            return None
+        key = f"{result.outcome}: {result.signature}"
+        if key in self.seen:
+            return {"see": self.seen[key]}
+        self.seen[key] = case.id
+        if result.outcome == oc.TIMEOUT:
+            return {"skipped": "a hang is not triaged (each rung could hang as long); replay it with "
+                               "--scaledmm-case and --scaledmm-isolate=no under a debugger"}
+        if self.spent_s >= self.budget_s:
+            return {"skipped": f"triage budget of {self.budget_s:g} s spent (--scaledmm-triage-budget)"}
+        start = time.monotonic()
+        steps = []
+        # The backend ladder stops at the first layer that fails, and is not climbed at all when
+        # the eager call itself is wrong: higher layers would only repeat the failure.
+        climb = not str(result.layer or "").startswith("eager")
+        for rung in rungs_for(case, self.device):
+            if rung["purpose"] == "layer" and not climb:
+                continue
+            answer = self.runner.rung(case, rung)
+            steps.append({"name": rung["name"], "purpose": rung["purpose"], "knob": rung["knob"], **answer})
+            if rung["purpose"] == "layer" and _fails(answer["outcome"]):
+                climb = False
+        seconds = time.monotonic() - start
+        self.spent_s += seconds
+        return conclude(case, result, steps, round(seconds, 3))
+
+
+def _fails(outcome: str) -> bool:
+    return outcome in oc.FAILURES
+
+
+def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
+    """Failing layer, whether the quantized path is at fault, and the knobs that make it pass."""
+    by_name = {step["name"]: step for step in steps}
+    mode = case["mode"]
+    if result.layer and str(result.layer).startswith("eager"):
+        layer = "eager (the kernel itself, before any compiler)"
+    else:
+        layer = None
+        ladder = [(name, where) for name, where in BACKEND_LADDER]
+        if mode not in {name for name, _ in BACKEND_LADDER}:
+            ladder.append((mode, f"inductor (mode {mode})"))
+        for name, where in ladder:
+            outcome = result.outcome if name == mode else by_name.get(f"backend={name}", {}).get("outcome")
+            if outcome is not None and _fails(outcome):
+                layer = where
+                break
+        layer = layer or "not reproduced by the backend ladder"
+    bf16 = by_name.get("bf16 unquantized", {}).get("outcome")
+    quantized = None if bf16 in (None, oc.SKIPPED, oc.UNSUPPORTED) else not _fails(bf16)
+    workarounds = [
+        {"rung": step["name"], "knob": step["knob"]}
+        for step in steps
+        if step["purpose"] != "quantized" and step["outcome"] == oc.PASS
+    ]
+    return {
+        "case": case.id,
+        "layer": layer,
+        "quantized_path": quantized,
+        "workarounds": workarounds,
+        "rungs": [{k: v for k, v in step.items() if k not in ("purpose", "knob")} for step in steps],
+        "seconds": seconds,
+    }
+
+
+def one_line(triage: dict) -> str:
+    if "skipped" in triage:
+        return f"not triaged: {triage['skipped']}"
+    if triage["quantized_path"] is True:
+        quant = "plain bf16 passes (the quantized path fails)"
+    elif triage["quantized_path"] is False:
+        quant = "plain bf16 fails too (not specific to quantization)"
+    else:
+        quant = "plain bf16 not comparable"
+    passes = ", ".join(w["rung"] for w in triage["workarounds"]) or "nothing tried"
+    return f"breaks in {triage['layer']}; {quant}; passes with: {passes}"
+
+
+def summary_lines(records) -> list[str]:
+    """One line per triaged signature for the terminal summary."""
+    done: dict[str, dict] = {}
+    for record in sorted(records, key=lambda r: r["id"]):
+        triage = record.get("triage")
+        if not triage or "see" in triage:
+            continue
+        key = f"{record['outcome']}: {record['signature']}"
+        done.setdefault(key, {"record": record, "triage": triage})
+    if not done:
+        return []
+    lines = [f"triage ({len(done)} signature(s), one case each):"]
+    for key, item in done.items():
+        lines.append(f"  {key[:150]}")
+        lines.append(f"    {one_line(item['triage'])}  [{item['record']['id']}]")
+        for workaround in item["triage"].get("workarounds", [])[:4]:
+            lines.append(f"      workaround: {workaround['knob']}")
+    return lines

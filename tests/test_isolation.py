@@ -1,0 +1,199 @@
+"""Isolation: a case that kills or hangs its process is a CRASH / TIMEOUT outcome and the run goes
+on; replay by id; the run's own Inductor cache and the user's."""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from pytest_scaledmm import isolate
+from pytest_scaledmm.outcome import ErrorInfo, Outcome
+
+CRASH_MATRIX = """\
+version: 1
+kernels:
+  - {name: ok_before, impl: 'planted_crash:correct'}
+  - {name: aborts, impl: 'planted_crash:aborts'}
+  - {name: hangs, impl: 'planted_crash:hangs'}
+  - {name: ok_after, impl: 'planted_crash:correct'}
+axes:
+  scale_a: [tensor_0d]
+  scale_b: [tensor_1d]
+  mode: [aot_eager]
+  m: [4]
+  k: [32]
+  n: [16]
+profiles:
+  default: {cases: 4}
+"""
+
+
+def _by_kernel(report):
+    return {case["params"]["kernel"]: case for case in report["cases"]}
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_abort_and_hang_become_crash_and_timeout(matrix_project, pytester, workers):
+    # xdist workers take the controller's start-up sys.path (not PYTHONPATH): pytest's own
+    # `pythonpath` setting puts the planted kernels on it before the plugin loads them.
+    pytester.makeini(f"[pytest]\npythonpath = {Path(__file__).parent}\n")
+    matrix_project.write_matrix(CRASH_MATRIX)
+    result = matrix_project.run(
+        "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-timeout", "6", "--no-scaledmm-triage", *workers
+    )
+    result.assert_outcomes(passed=2, failed=2)
+    cases = _by_kernel(matrix_project.report())
+    assert cases["aborts"]["outcome"] == "CRASH"
+    assert cases["aborts"]["signature"] == "CRASH: process killed by SIGABRT"
+    assert cases["aborts"]["id"] in cases["aborts"]["detail"]
+    assert "Fatal Python error: Aborted" in cases["aborts"]["detail"]  # the child's own last words
+    assert cases["hangs"]["outcome"] == "TIMEOUT"
+    assert cases["hangs"]["signature"] == "TIMEOUT: no result within 6 s"
+    assert cases["hangs"]["id"] in cases["hangs"]["detail"]
+    assert "planted_crash.py" in cases["hangs"]["detail"]  # where it hung, from the stack dump
+    assert cases["hangs"]["layer"] == "eager"
+    # Every other case ran, in a replaced child, and is reported.
+    assert cases["ok_before"]["outcome"] == cases["ok_after"]["outcome"] == "PASS"
+    out = result.stdout.str()
+    assert "CRASH: process killed by SIGABRT" in out and "TIMEOUT: no result within 6 s" in out
+
+
+def test_isolate_no_runs_in_the_pytest_process(matrix_project, monkeypatch):
+    def no_child(*args, **kwargs):
+        raise AssertionError("a child process was started")
+
+    monkeypatch.setattr(isolate, "ChildRunner", no_child)
+    matrix_project.write_matrix(CRASH_MATRIX.replace("  - {name: aborts, impl: 'planted_crash:aborts'}\n", "").replace(
+        "  - {name: hangs, impl: 'planted_crash:hangs'}\n", "").replace("cases: 4", "cases: 2"))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-isolate=no", "--scaledmm-report", "report.json")
+    result.assert_outcomes(passed=2)
+
+
+def test_hook_callables_that_cannot_be_imported_stay_in_process():
+    import planted_kernels
+
+    from pytest_scaledmm.kernels import BUILTIN_IMPLS
+
+    def local(a, b, scale_a, scale_b, **kw):
+        return None
+
+    refs = isolate.kernel_refs(
+        {"aten_scaled_mm": BUILTIN_IMPLS["aten_scaled_mm"], "planted": planted_kernels.correct, "local": local}, {}
+    )
+    assert refs == {"aten_scaled_mm": "builtin:aten_scaled_mm", "planted": "impl:planted_kernels:correct", "local": None}
+
+
+def test_a_cuda_error_that_poisons_the_context_replaces_the_child():
+    error = ErrorInfo("torch.AcceleratorError", "CUDA error: an illegal memory access was encountered", "torch.AcceleratorError")
+    assert isolate._poisons_context(Outcome("COMPILE_ONLY_ERROR", compiled_error=error))
+    harmless = ErrorInfo("builtins.RuntimeError", "expected scale_a to be 2-D", "builtins.RuntimeError")
+    assert not isolate._poisons_context(Outcome("COMPILE_ONLY_ERROR", compiled_error=harmless))
+
+
+def test_layer_of_a_crash_from_the_stack_dump():
+    dump = """Fatal Python error: Segmentation fault
+
+Thread 0x00007f00 (most recent call first):
+  File "/x/threading.py", line 320 in wait
+
+Current thread 0x00007f01 (most recent call first):
+  File "/site-packages/torch/_inductor/select_algorithm.py", line 10 in benchmark
+  File "/site-packages/torch/_dynamo/convert_frame.py", line 20 in compile
+  File "/work/pytest_scaledmm/run.py", line 183 in run_case
+  File "/work/pytest_scaledmm/isolate.py", line 124 in _serve
+"""
+    assert isolate._layer_from_stack(dump) == "inductor"
+    eager = 'Current thread 0x1 (most recent call first):\n  File "/k.py", line 3 in kernel\n  File "/r/run.py", line 9 in run_case\n'
+    assert isolate._layer_from_stack(eager) == "eager"
+    assert isolate._layer_from_stack("Killed") is None
+
+
+def _ids(result):
+    return [line.split("::", 1)[1].strip() for line in result.outlines if "::" in line]
+
+
+REPLAY_MATRIX = """\
+version: 1
+kernels:
+  - {name: correct, impl: 'planted_kernels:correct'}
+axes:
+  scale_a: [tensor_0d, tensor_1d]
+  scale_b: [tensor_0d, tensor_1d]
+  mode: [eager]
+  m: [4]
+  k: [32]
+  n: [16]
+profiles:
+  default: {cases: 4}
+  wide: {cases: 5, axes: {m: [4, 8]}}
+"""
+
+
+def test_replay_by_id_runs_exactly_that_case(matrix_project):
+    matrix_project.write_matrix(REPLAY_MATRIX)
+    listed = matrix_project.run("--scaledmm-matrix", "--collect-only", "-q")
+    ids = _ids(listed)
+    assert len(ids) == 4
+    wanted = ids[2]
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", wanted, "--scaledmm-report", "report.json", "-v")
+    result.assert_outcomes(passed=1, deselected=3)
+    assert [case["id"] for case in matrix_project.report()["cases"]] == [wanted]
+    both = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", ids[0], "--scaledmm-case", ids[3], "-q")
+    both.assert_outcomes(passed=2, deselected=2)
+
+
+def test_unknown_case_id_is_a_usage_error_with_close_matches(matrix_project):
+    matrix_project.write_matrix(REPLAY_MATRIX)
+    ids = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q"))
+    typo = ids[1][:-1] + ("0" if ids[1][-1] != "0" else "1")
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", typo)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    err = result.stderr.str()
+    assert f"unknown case id {typo!r}" in err and "close matches" in err and ids[1] in err
+    assert "Traceback" not in err
+
+
+def test_case_id_of_another_profile_names_that_profile(matrix_project):
+    matrix_project.write_matrix(REPLAY_MATRIX)
+    wide = _ids(matrix_project.run("--scaledmm-matrix", "--scaledmm-profile", "wide", "--collect-only", "-q"))
+    default = set(_ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q")))
+    only_wide = next(cid for cid in wide if cid not in default)
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", only_wide)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "add --scaledmm-profile wide" in result.stderr.str()
+
+
+CACHE_MATRIX = """\
+version: 1
+kernels:
+  - {name: records_cache_dir, impl: 'planted_crash:records_cache_dir'}
+axes:
+  mode: [eager]
+  m: [4]
+  k: [32]
+  n: [16]
+profiles:
+  default: {cases: 1}
+"""
+
+
+def test_a_run_uses_its_own_cache_and_never_deletes_the_users(matrix_project, monkeypatch, tmp_path):
+    users = tmp_path / "my-inductor-cache"
+    users.mkdir()
+    (users / "precious").write_text("compiled last week")
+    log = tmp_path / "cache.log"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(users))
+    monkeypatch.setenv("SCALEDMM_TEST_CACHE_LOG", str(log))
+    monkeypatch.delenv("PYTEST_SCALEDMM_RUN_CACHE", raising=False)
+    matrix_project.write_matrix(CACHE_MATRIX)
+
+    matrix_project.run("--scaledmm-matrix").assert_outcomes(passed=1)
+    used = log.read_text().split()[-1]
+    assert "scaledmm-cache-" in used and not used.startswith(str(users))
+    assert not os.path.exists(used)  # the run's own cache is gone with the run ...
+    assert (users / "precious").read_text() == "compiled last week"  # ... the user's is untouched
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(users)  # and is the process's again
+
+    matrix_project.run("--scaledmm-matrix", "--scaledmm-reuse-cache").assert_outcomes(passed=1)
+    assert log.read_text().split()[-1] == str(users)
+    assert (users / "precious").exists()

@@ -1,0 +1,61 @@
+"""The triage ladder: for one failing case per signature, which layer breaks, whether the
+quantized path is at fault, and which knobs make it pass."""
+
+from pytest_scaledmm import triage
+from pytest_scaledmm.cases import Case
+from pytest_scaledmm.outcome import Outcome
+
+TRIAGE_MATRIX = """\
+version: 1
+kernels:
+  - {name: rank, impl: 'planted_kernels:asserts_rank_under_compile'}
+axes:
+  scale_a: [tensor_0d]
+  scale_b: [tensor_1d]
+  mode: [aot_eager]
+  m: [4, 8]
+  k: [32]
+  n: [16]
+profiles:
+  default: {cases: 2}
+"""
+
+
+def test_triage_names_the_layer_and_the_workaround_once_per_signature(matrix_project):
+    matrix_project.write_matrix(TRIAGE_MATRIX)
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    result.assert_outcomes(failed=2)
+    first, second = sorted(matrix_project.report()["cases"], key=lambda c: "see" in c.get("triage", {}))
+    found = first["triage"]
+    assert second["triage"] == {"see": first["id"]}  # one ladder per signature
+    assert found["layer"] == "dynamo"  # backend="eager" already fails: Dynamo tracing
+    assert found["quantized_path"] is True  # the plain bf16 matmul passes
+    assert [w["rung"] for w in found["workarounds"]] == ["scales one rank"]
+    assert "scale_a.view(1)" in found["workarounds"][0]["knob"]
+    rungs = {r["name"]: r["outcome"] for r in found["rungs"]}
+    assert rungs["backend=eager"] == "COMPILE_ONLY_ERROR" and rungs["bf16 unquantized"] == "PASS"
+    out = result.stdout.str()
+    assert "breaks in dynamo" in out and "workaround: give both scales rank 1: scale_a.view(1)" in out
+
+
+def test_the_ladder_for_an_inductor_case():
+    case = Case("x", {"kernel": "k", "mode": "max-autotune", "scale_a": "tensor_0d", "scale_b": "rowwise",
+                      "m": 1, "k": 16, "n": 16})
+    names = [r["name"] for r in triage.rungs_for(case, "cuda:0")]
+    assert names == ["backend=eager", "backend=aot_eager", "backend=inductor", "bf16 unquantized",
+                     "fresh inductor cache", "gemm=ATEN", "gemm=TRITON", "scales one rank"]
+    assert "gemm=TRITON" not in [r["name"] for r in triage.rungs_for(case, "cpu")]
+    one_rank = triage.rungs_for(case, "cpu")[-1]
+    assert one_rank["params"] == {"scale_a": "tensor_1x1"}  # a 0-D scale next to a 2-D one
+    steps = [
+        {"name": "backend=eager", "purpose": "layer", "knob": "", "outcome": "PASS"},
+        {"name": "backend=aot_eager", "purpose": "layer", "knob": "", "outcome": "PASS"},
+        {"name": "backend=inductor", "purpose": "layer", "knob": "", "outcome": "COMPILE_ONLY_ERROR"},
+        {"name": "bf16 unquantized", "purpose": "quantized", "knob": "", "outcome": "PASS"},
+        {"name": "gemm=ATEN", "purpose": "knob", "knob": "aten only", "outcome": "PASS"},
+        {"name": "gemm=TRITON", "purpose": "knob", "knob": "triton only", "outcome": "COMPILE_ONLY_ERROR"},
+    ]
+    result = triage.conclude(case, Outcome("COMPILE_ONLY_ERROR", "sig", "inductor"), steps, 1.0)
+    assert result["layer"] == "inductor"
+    assert [w["rung"] for w in result["workarounds"]] == ["backend=eager", "backend=aot_eager", "gemm=ATEN"]
+    assert "breaks in inductor" in triage.one_line(result)
