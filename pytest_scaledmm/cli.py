@@ -191,3 +191,44 @@ def gate_command(args) -> int:
         return EXIT_GATE_FAILED
     print("\n".join(lines))
     return EXIT_OK
+
+
+@subcommand(
+    "doctor",
+    "what this machine is and can run: versions, device, scaled-mm ops (each probed), caches, compile variables",
+    [
+        Arg("--json", action="store_true", help="print JSON instead of text"),
+        Arg("--device", default="auto", help="device to probe (default: cuda:0 when torch sees a GPU, else cpu)"),
+        Arg("--no-probe", action="store_true", help="skip the op probes (they run in a child process)"),
+    ],
+)
+def doctor_command(args) -> int:
+    from .doctor import run
+
+    return run(args)
+
+
+@subcommand(
+    "repro",
+    "write standalone repro scripts for a report's failures: one per signature, or for the cases named",
+    [
+        Arg("report", metavar="REPORT", help="a report written by pytest --scaledmm-matrix"),
+        Arg("--out", required=True, metavar="DIR", help="directory for the scripts (and their index.json)"),
+        Arg("--case", action="append", default=[], metavar="ID", help="write a script for this case id (repeatable)"),
+        shared(MATRIX, "matrix whose kernels the scripts use (default: the one the report recorded)"),
+        Arg("--timeout", type=float, default=300.0, help="seconds after which a script treats the case as hung"),
+    ],
+)
+def repro_command(args) -> int:
+    from .repro import ReproError, scripts_from_report
+
+    try:
+        written = scripts_from_report(args.report, args.out, args.case, args.scaledmm_matrix, args.timeout)
+    except ReproError as exc:
+        print(f"scaledmm repro: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        print(path)
+    if not written:
+        print("no failures in the report: nothing to reproduce")
+    return EXIT_OK

@@ -59,6 +59,11 @@ ISOLATE = Option(
     " process itself (no: for a debugger; no timeout, a crash ends the run)",
     {"choices": ["yes", "no"], "default": "yes"},
 )
+REPRO_DIR = Option(
+    "--scaledmm-repro-dir",
+    "write one standalone repro script per failure signature into DIR",
+    {"default": None, "metavar": "DIR"},
+)
 TRIAGE = Option(
     "--scaledmm-triage",
     "walk the triage ladder for one failing case per signature (backends, bf16, fresh cache, GEMM"
@@ -75,9 +80,39 @@ CASE = Option(
     "run only the case with this id (repeatable); ids are the same as in the report",
     {"action": "append", "default": None, "metavar": "ID"},
 )
+EXPLORE = Option(
+    "--scaledmm-explore",
+    "search the matrix's axes with hypothesis instead of running the profile's cases; minimal"
+    " failures are saved to the corpus",
+    {"action": "store_true", "default": False},
+)
+EXPLORE_EXAMPLES = Option(
+    "--scaledmm-explore-examples",
+    "examples hypothesis tries per kernel in explore mode (default 100)",
+    {"type": int, "default": 100, "metavar": "N"},
+)
+CORPUS = Option(
+    "--scaledmm-corpus",
+    "corpus file explore mode adds its minimal failures to (default scaledmm-corpus.yaml beside the"
+    " matrix, a file to commit); list it under `include:` in matrix.yaml to replay them",
+    {"default": None, "metavar": "PATH"},
+)
+
+MAX_AUTOTUNE_CONFIGS = Option(
+    "--scaledmm-max-autotune-configs",
+    "GEMM configs an autotuning mode may benchmark per case (default 4; 0 = Inductor's full search)",
+    {"type": int, "default": 4, "metavar": "N"},
+)
+FIRST_FAILURE = Option(
+    "--scaledmm-first-failure",
+    "run the cases most likely to fail first: last run's failures, then mixed-rank scale pairs under Inductor",
+    {"action": "store_true", "default": False},
+)
 
 PLUGIN_OPTIONS = [
     MATRIX,
+    MAX_AUTOTUNE_CONFIGS,
+    FIRST_FAILURE,
     PROFILE,
     REPORT,
     SEED,
@@ -86,9 +121,13 @@ PLUGIN_OPTIONS = [
     BASELINE,
     TIMEOUT,
     ISOLATE,
+    REPRO_DIR,
     TRIAGE,
     TRIAGE_BUDGET,
     CASE,
+    EXPLORE,
+    EXPLORE_EXAMPLES,
+    CORPUS,
 ]
 
 

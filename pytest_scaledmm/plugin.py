@@ -79,6 +79,9 @@ def pytest_configure(config):
 
     configure_reproduce(config, state)  # how cases run and what happens to failures: reproduce.py
     _configure_baseline_gate(config, state)
+    from .speed import configure_speed
+
+    configure_speed(config, state, _is_worker(config))
     if not config.getoption("scaledmm_reuse_cache") and not _is_worker(config):
         state.use_fresh_cache()
     _collect_only_the_matrix(config, spec.path)
@@ -111,6 +114,11 @@ def pytest_collect_file(file_path, parent):
 class MatrixFile(pytest.File):
     def collect(self):
         state = _state(self.config)
+        if state.explore is not None:
+            from .explore import explore_items
+
+            yield from explore_items(self, state)
+            return
         for case in state.cases():
             yield CaseItem.from_parent(self, name=case.id, case=case)
 

@@ -1,9 +1,11 @@
 """pytest side of reproducing failures: isolation and triage settings, replay by case id,
-and the triage summary."""
+repro scripts written as failures arrive, explore mode's corpus, and their summary lines."""
 
 from __future__ import annotations
 
 import difflib
+from pathlib import Path
+
 import pytest
 
 
@@ -20,9 +22,19 @@ def configure_reproduce(config, state) -> None:
         triage_budget=option("scaledmm_triage_budget"),
     )
     wanted = option("scaledmm_case") or []
+    if option("scaledmm_explore"):
+        if wanted:
+            raise pytest.UsageError("--scaledmm-explore searches the axes; it does not take --scaledmm-case")
+        from .corpus import DEFAULT_NAME
+        from .explore import ExploreSettings
+
+        corpus = option("scaledmm_corpus")
+        corpus_path = Path(corpus).resolve() if corpus else state.spec.path.parent / DEFAULT_NAME
+        state.explore = ExploreSettings(max(1, option("scaledmm_explore_examples")), corpus_path)
     if wanted:
         check_case_ids(state, wanted)
-    config.pluginmanager.register(ReproducePlugin(config, state, set(wanted)), "scaledmm-reproduce")
+    repro_dir = option("scaledmm_repro_dir")
+    config.pluginmanager.register(ReproducePlugin(config, state, set(wanted), repro_dir), "scaledmm-reproduce")
 
 
 def check_case_ids(state, wanted) -> None:
@@ -53,10 +65,17 @@ def check_case_ids(state, wanted) -> None:
 
 
 class ReproducePlugin:
-    def __init__(self, config, state, wanted: set):
+    def __init__(self, config, state, wanted: set, repro_dir):
         self.config = config
         self.state = state
         self.wanted = wanted
+        self.writer = None
+        self.corpus_entries: list[dict] = []
+        self.corpus_added = None
+        if repro_dir and not hasattr(config, "workerinput"):
+            from .repro import ReproWriter
+
+            self.writer = ReproWriter(Path(repro_dir).resolve(), state.spec, state.kernels(), state.timeout)
 
     def _controller(self) -> bool:
         return not hasattr(self.config, "workerinput")
@@ -74,6 +93,33 @@ class ReproducePlugin:
             config.hook.pytest_deselected(items=drop)
             items[:] = keep
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_runtest_logreport(self, report):
+        if report.when != "call" or not self._controller():
+            return
+        properties = dict(report.user_properties)
+        records = []
+        if "scaledmm" in properties:
+            records.append(properties["scaledmm"])
+        if "scaledmm_explore" in properties:
+            env = properties.get("scaledmm_env") or self.state.environment
+            from .explore import corpus_entry
+
+            for record in properties["scaledmm_explore"]:
+                self.state.records[record["id"]] = record
+                self.corpus_entries.append(corpus_entry(record, env))
+                records.append(record)
+        if self.writer is not None:
+            env = properties.get("scaledmm_env") or self.state.environment
+            for record in records:
+                self.writer.add(record, env, self.state.seed)
+
+    def pytest_sessionfinish(self, session, exitstatus):
+        if self._controller() and self.corpus_entries and getattr(self.state, "explore", None):
+            from .corpus import save_corpus
+
+            self.corpus_added = save_corpus(self.state.explore.corpus, self.corpus_entries)
+
     def pytest_unconfigure(self, config):
         self.state.close()
 
@@ -84,6 +130,13 @@ class ReproducePlugin:
         from .triage import summary_lines
 
         lines = summary_lines(self.state.records.values())
+        if self.writer is not None:
+            lines += self.writer.summary_lines()
+        if self.corpus_added is not None:
+            lines.append(
+                f"corpus: {self.corpus_added} new minimal case(s) in {self.state.explore.corpus}"
+                " (list it under `include:` in matrix.yaml to replay them)"
+            )
         if lines:
             terminalreporter.section("scaled-mm triage and repro")
             for line in lines:

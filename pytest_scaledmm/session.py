@@ -36,6 +36,7 @@ class MatrixSession:
         self._cases: Optional[list[Case]] = None
         self._context = None
         self._kernels: dict = {}
+        self.max_autotune_configs = 0
         self.owned_cache: Optional[str] = None
         # How cases run (isolate.py) and whether failures are triaged (triage.py).
         self.isolate, self.timeout = True, 300.0
@@ -75,6 +76,7 @@ class MatrixSession:
                 kernels=self._kernels,
                 archs=self.spec.archs,
                 slack=self.spec.slack,
+                max_autotune_configs=self.max_autotune_configs,
             )
         return self._context
 

@@ -277,4 +277,9 @@ def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> 
         raise MatrixError(path, "", "file not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MatrixError(path, "", f"cannot be read: {exc}") from None
-    return parse_spec(path, text, declared_kernels=declared_kernels)
+    from .corpus import check_kernels, included_cases
+
+    included = included_cases(path, text)  # the `include:` files, relative to the matrix file
+    spec = parse_spec(path, text, included_cases=[c.params for c in included], declared_kernels=declared_kernels)
+    check_kernels(included, [k.name for k in spec.kernels])
+    return spec
