@@ -1,0 +1,182 @@
+"""The corpus: minimal failing cases that explore mode found, in a YAML file that matrix.yaml
+lists under `include:` so that every run (every tox env) replays them.
+
+    # written by pytest --scaledmm-explore
+    version: 1
+    cases:
+      - id: fp8e4m3-s0d_x_s1d-m1k16n16-bf16-inductor-1a2b3c
+        outcome: COMPILE_ONLY_ERROR
+        signature: "InductorError <- AssertionError: ..."
+        found: {torch: 2.11.0, arch: sm90, date: 2026-11-30}
+        params: {kernel: aten_scaled_mm, scale_a: tensor_0d, ..., m: 1, k: 16, n: 16}
+
+Only `params` decides the case (its id is recomputed from them); a missing categorical axis takes
+the matrix default. No torch import here.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from .schema import CATEGORICAL_AXES, SHAPE_AXES
+from .spec import AXIS_DEFAULTS, MatrixError
+
+CORPUS_VERSION = 1
+DEFAULT_NAME = "scaledmm-corpus.yaml"
+
+_VALUES = {name: list(values) for name, values in CATEGORICAL_AXES.items()}
+for _side in ("dtype_a", "dtype_b"):
+    _VALUES[_side] = _VALUES[_side] + ["int8"]  # the int8 family's operands
+
+CORPUS_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["version", "cases"],
+    "properties": {
+        "version": {"const": CORPUS_VERSION},
+        "cases": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["params"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "outcome": {"type": "string"},
+                    "signature": {"type": ["string", "null"]},
+                    "found": {"type": "object"},
+                    "params": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["kernel", *SHAPE_AXES],
+                        "properties": {
+                            "kernel": {"type": "string", "minLength": 1},
+                            **{name: {"enum": values} for name, values in _VALUES.items()},
+                            **{dim: {"type": "integer", "minimum": 1, "maximum": 65536} for dim in SHAPE_AXES},
+                        },
+                    },
+                },
+            },
+        },
+    },
+}
+
+
+@dataclass(frozen=True)
+class IncludedCase:
+    source: Path
+    index: int
+    params: Mapping[str, Any]
+
+
+def _complete(params: Mapping[str, Any]) -> dict:
+    full = {"kernel": params["kernel"]}
+    for name in CATEGORICAL_AXES:
+        full[name] = params.get(name, AXIS_DEFAULTS[name][0])
+    for dim in SHAPE_AXES:
+        full[dim] = params[dim]
+    return full
+
+
+def load_corpus(path: Path) -> list[IncludedCase]:
+    import jsonschema
+    import yaml
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MatrixError(path, "", "included file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise MatrixError(path, "", f"cannot be read: {exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise MatrixError(path, "", f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    validator = jsonschema.Draft202012Validator(CORPUS_SCHEMA)
+    error = jsonschema.exceptions.best_match(validator.iter_errors(data))
+    if error is not None:
+        key = ""
+        for part in error.absolute_path:
+            key += f"[{part}]" if isinstance(part, int) else (f".{part}" if key else str(part))
+        raise MatrixError(path, key or "(top level)", error.message)
+    return [IncludedCase(path, i, _complete(entry["params"])) for i, entry in enumerate(data["cases"])]
+
+
+def included_cases(matrix_path: Path, text: str) -> list[IncludedCase]:
+    """The cases of every file under the matrix's `include:`, paths relative to the matrix file.
+    A matrix whose YAML or `include` key is malformed yields nothing here: parse_spec reports it."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return []
+    includes = data.get("include") if isinstance(data, dict) else None
+    if not isinstance(includes, list) or not all(isinstance(p, str) for p in includes):
+        return []
+    found: list[IncludedCase] = []
+    for i, name in enumerate(includes):
+        target = (matrix_path.parent / name).resolve()
+        if not target.is_file():
+            raise MatrixError(matrix_path, f"include[{i}]", f"no such file: {target}")
+        found += load_corpus(target)
+    return found
+
+
+def check_kernels(included: Iterable[IncludedCase], kernel_names: Iterable[str]) -> None:
+    names = set(kernel_names)
+    for case in included:
+        if case.params["kernel"] not in names:
+            raise MatrixError(
+                case.source, f"cases[{case.index}].params.kernel",
+                f"kernel {case.params['kernel']!r} is not in the matrix (kernels: {', '.join(sorted(names))})",
+            )
+
+
+def save_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> int:
+    """Add entries (dicts with id, outcome, signature, found, params) to the corpus, keeping those
+    already there; returns how many were new. Written atomically."""
+    import yaml
+
+    path = Path(path)
+    existing: list[dict] = []
+    if path.exists():
+        load_corpus(path)  # validates what is there before anything is added to it
+        for entry in yaml.safe_load(path.read_text(encoding="utf-8"))["cases"]:
+            params = _complete(entry["params"])
+            existing.append({"id": _id(params), **_meta(entry), "params": params})
+    known = {e["id"] for e in existing}
+    added = 0
+    for entry in entries:
+        params = _complete(entry["params"])
+        cid = _id(params)
+        if cid in known:
+            continue
+        known.add(cid)
+        existing.append({"id": cid, **_meta(entry), "params": params})
+        added += 1
+    body = yaml.safe_dump({"version": CORPUS_VERSION, "cases": existing}, sort_keys=False, width=120)
+    header = (
+        "# Minimal failing cases found by `pytest --scaledmm-matrix --scaledmm-explore`.\n"
+        "# List this file under `include:` in matrix.yaml to replay them in every run.\n"
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(header + body)
+    os.replace(tmp, path)
+    return added
+
+
+def _id(params) -> str:
+    from .cases import case_id
+
+    return case_id(params)
+
+
+def _meta(entry: Mapping[str, Any]) -> dict:
+    return {k: entry[k] for k in ("outcome", "signature", "found") if k in entry}

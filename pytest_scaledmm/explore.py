@@ -1,0 +1,168 @@
+"""Explore mode: hypothesis searches the matrix's axes for failures and shrinks each one to its
+smallest shapes and simplest configuration; the minimal cases go to the corpus (corpus.py).
+
+Shrinking moves every axis towards its first listed value (shape lists are sorted, so towards the
+smallest size; a {min, max} range towards min), so list the plainest value of an axis first.
+Each failure signature is its own exception type, so hypothesis shrinks distinct bugs separately
+instead of letting one absorb the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from .cases import _kernel_axes, make_case, matches
+from .schema import SHAPE_AXES
+
+
+@dataclass(frozen=True)
+class ExploreSettings:
+    examples: int
+    corpus: Path
+
+
+class ExploreFailure(AssertionError):
+    """A case that failed while exploring; subclassed per signature."""
+
+
+_FAILURE_TYPES: dict[str, type] = {}
+
+
+def _failure_type(key: str) -> type:
+    if key not in _FAILURE_TYPES:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:10]
+        _FAILURE_TYPES[key] = type(f"ExploreFailure_{digest}", (ExploreFailure,), {})
+    return _FAILURE_TYPES[key]
+
+
+def _dim_strategy(value):
+    from hypothesis import strategies as st
+
+    if isinstance(value, dict):
+        return st.integers(value["min"], value["max"])
+    return st.sampled_from(sorted(value))
+
+
+def explore_kernel(state, kernel, examples: int) -> list[tuple]:
+    """[(case, outcome)] — the minimal failing case of each signature hypothesis found."""
+    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+
+    axes = state.spec.axes_for(state.profile)
+    values = _kernel_axes(kernel, axes)
+    strategy = st.fixed_dictionaries(
+        {
+            "kernel": st.just(kernel.name),
+            **{name: st.sampled_from(choices) for name, choices in values.items()},
+            **{dim: _dim_strategy(axes[dim]) for dim in SHAPE_AXES},
+        }
+    )
+    last: dict[str, tuple] = {}
+
+    @hypothesis_seed(state.seed)
+    @settings(
+        max_examples=examples,
+        database=None,
+        deadline=None,
+        phases=[Phase.explicit, Phase.generate, Phase.shrink],
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=True,
+        print_blob=False,
+    )
+    @given(strategy)
+    def probe(params):
+        from hypothesis import assume
+
+        assume(not any(matches(rule, params) for rule in state.spec.exclude))
+        case = make_case(params)
+        result = state.run(case, triage=False)
+        if result.failed:
+            key = f"{result.outcome}: {result.signature}"
+            # Hypothesis replays each shrunk failure last, so the final entry is the minimal one.
+            last[key] = (case, result)
+            raise _failure_type(key)(key)
+
+    try:
+        probe()
+    except (KeyboardInterrupt, SystemExit):
+        raise
+    except BaseException:  # the failures themselves (one or a group); they are in `last`
+        pass
+    return [last[key] for key in sorted(last)]
+
+
+def explore_items(parent, state):
+    for kernel in state.spec.kernels_for(state.profile):
+        yield ExploreItem.from_parent(parent, name=f"explore[{kernel.name}]", kernel=kernel)
+
+
+class ExploreFound(Exception):
+    def __init__(self, records: list[dict]):
+        super().__init__(f"{len(records)} minimal failing case(s)")
+        self.records = records
+
+
+class ExploreItem(pytest.Item):
+    """Hypothesis search over one kernel's axes; fails listing the minimal cases it found."""
+
+    def __init__(self, *, kernel, **kwargs):
+        super().__init__(**kwargs)
+        self.kernel = kernel
+
+    def runtest(self):
+        from .plugin import _plain, _state
+
+        state = _state(self.config)
+        if state.environment is None:
+            state.environment = _plain(state.local_environment())
+            self.user_properties.append(("scaledmm_env", state.environment))
+        start = time.monotonic()
+        found = explore_kernel(state, self.kernel, state.explore.examples)
+        records = []
+        for case, result in found:
+            if state.triage_enabled:
+                triage = state.triage(case, result)
+                if triage:
+                    result.extra["triage"] = triage
+            record = _plain(state.record(case, result))
+            record["explore"] = {"kernel": self.kernel.name, "seconds": round(time.monotonic() - start, 3)}
+            records.append(record)
+        self.user_properties.append(("scaledmm_explore", records))
+        if records:
+            raise ExploreFound(records)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ExploreFound):
+            lines = [f"hypothesis found {len(excinfo.value.records)} failure signature(s); minimal cases:"]
+            for record in excinfo.value.records:
+                lines.append(f"  {record['outcome']}: {record['signature']}")
+                lines.append(f"    {record['id']}")
+                shape = ", ".join(f"{k}={v}" for k, v in record["params"].items())
+                lines.append(f"    {shape}")
+            return "\n".join(lines)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, None, f"scaledmm explore {self.kernel.name}"
+
+
+def corpus_entry(record: dict, environment: Optional[dict]) -> dict:
+    env = environment or {}
+    return {
+        "outcome": record["outcome"],
+        "signature": record["signature"],
+        "found": {
+            "torch": env.get("torch"),
+            "device": env.get("device_name"),
+            "arch": env.get("arch"),
+            "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        },
+        "params": dict(record["params"]),
+    }
