@@ -7,6 +7,10 @@ from conftest import planted_matrix
 from reports_factory import DATA, case, report, write
 from reports_factory import warm_compile  # noqa: F401  (fixture)
 
+# These tests are about the catalogue and the gate: cases run in the pytest process (warmed by
+# warm_compile) without triage, which keeps each run to a few seconds.
+IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
+
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.gate import GateFailure, check
 from pytest_scaledmm.known_failures import Catalogue
@@ -116,7 +120,7 @@ BASELINE_MATRIX = planted_matrix(["k"], modes=("aot_eager",)).replace("planted_k
 
 def _baseline_run(matrix_project, impl):
     matrix_project.write_matrix(BASELINE_MATRIX.replace("planted_kernels:correct", f"planted_kernels:{impl}"))
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "baseline.json")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "baseline.json")
     return result
 
 
@@ -125,7 +129,7 @@ def test_baseline_option_fails_the_session_on_a_new_failure(matrix_project, warm
     fails now. The session fails and the summary says why."""
     _baseline_run(matrix_project, "correct").assert_outcomes(passed=1)
     matrix_project.write_matrix(BASELINE_MATRIX.replace("planted_kernels:correct", "planted_kernels:asserts_rank_under_compile"))
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
     result.assert_outcomes(failed=1)
     assert result.ret == 1
     result.stdout.fnmatch_lines(
@@ -141,7 +145,7 @@ def test_baseline_option_fails_the_session_on_a_new_failure(matrix_project, warm
 def test_baseline_option_passes_when_the_failure_is_old(matrix_project, warm_compile):
     """The case failed the same way in the baseline: no new failure, the session exits 0."""
     _baseline_run(matrix_project, "asserts_rank_under_compile").assert_outcomes(failed=1)
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
     result.assert_outcomes(failed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["gate passed: no new failure*", "*exit status 0: every failing case failed the same way*"])
@@ -150,7 +154,7 @@ def test_baseline_option_passes_when_the_failure_is_old(matrix_project, warm_com
 def test_unusable_baseline_is_a_usage_error_naming_the_file(matrix_project, warm_compile):
     matrix_project.write_matrix(BASELINE_MATRIX)
     (matrix_project.path / "old.json").write_text("[1, 2")
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-baseline", "old.json")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-baseline", "old.json")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["ERROR: --scaledmm-baseline: old.json: not a report (corrupt JSON at line 1, column 6)"])
     assert "Traceback" not in result.stderr.str()

@@ -6,6 +6,10 @@ from conftest import planted_matrix
 from reports_factory import case
 from reports_factory import warm_compile  # noqa: F401  (fixture)
 
+# These tests are about the catalogue and the gate: cases run in the pytest process (warmed by
+# warm_compile) without triage, which keeps each run to a few seconds.
+IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
+
 from pytest_scaledmm.known_failures import Catalogue, KnownFailure
 
 RANK = "COMPILE_ONLY_ERROR"
@@ -81,6 +85,7 @@ def known(signature, torch=None):
 
 def test_known_failure_is_xfail(matrix_project, warm_compile):
     matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("scale ranks differ")))
+    # Default options (case in a child process, triage on): the catalogue applies all the same.
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", "-rx")
     result.assert_outcomes(xfailed=1)
     assert result.ret == 0
@@ -93,7 +98,7 @@ def test_known_failure_is_xfail(matrix_project, warm_compile):
 
 def test_known_failure_that_passes_is_fixed_upstream(matrix_project, warm_compile):
     matrix_project.write_matrix(planted_matrix(["correct"], extra=known("scale ranks differ")))
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json")
     assert result.ret == 0
     result.stdout.fnmatch_lines(
         [
@@ -107,7 +112,7 @@ def test_known_failure_that_passes_is_fixed_upstream(matrix_project, warm_compil
 
 def test_known_failure_with_another_signature_still_fails(matrix_project, warm_compile):
     matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("LoweringException")))
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json")
     result.assert_outcomes(failed=1)
     record = matrix_project.report()["cases"][0]
     assert record["outcome"] == "COMPILE_ONLY_ERROR"
@@ -116,5 +121,5 @@ def test_known_failure_with_another_signature_still_fails(matrix_project, warm_c
 
 def test_known_failure_outside_its_torch_range_still_fails(matrix_project, warm_compile):
     matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("scale ranks differ", torch="<2.3")))
-    matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json").assert_outcomes(failed=1)
+    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json").assert_outcomes(failed=1)
     assert matrix_project.report()["cases"][0]["outcome"] == "COMPILE_ONLY_ERROR"
