@@ -197,10 +197,15 @@ def _pretty(value) -> str:
     return pprint.pformat(value, width=100, sort_dicts=False)
 
 
-def _compile_settings(mode: str) -> dict:
-    from .compile_modes import MODE_SETTINGS
+def _compile_settings(mode: str, max_autotune_configs: int = 0) -> dict:
+    """What compile_case passes to torch.compile, including the run's autotune cap."""
+    from . import compile_modes
 
-    backend, torch_mode, options, dynamic = MODE_SETTINGS[mode]
+    backend, torch_mode, options, dynamic = compile_modes.MODE_SETTINGS[mode]
+    limit_of = getattr(compile_modes, "autotune_limit", None)
+    limit = limit_of(mode, max_autotune_configs) if limit_of and backend == "inductor" else None
+    if limit:
+        options = {**(options or {}), **limit}
     return {"backend": backend, "mode": torch_mode, "options": options, "dynamic": dynamic}
 
 
@@ -237,6 +242,7 @@ def render_script(
     timeout_s: float,
     slack: float = 1.0,
     env_vars: Optional[dict] = None,
+    max_autotune_configs: int = 0,
 ) -> str:
     from . import inputs as inputs_module
     from .cases import input_seed
@@ -254,7 +260,7 @@ def render_script(
             f"CASE = {_pretty(json.loads(json.dumps(params)))}",
             f"SEED = {seed!r}  # zlib.crc32(b'{run_seed}::' + CASE_ID): the run's input seed",
             f"DEVICE = {(environment or {}).get('device') or 'cpu'!r}",
-            f"COMPILE = {_compile_settings(params['mode'])!r}  # torch.compile(fullgraph=True, **COMPILE)",
+            f"COMPILE = {_compile_settings(params['mode'], max_autotune_configs)!r}  # torch.compile(fullgraph=True, **COMPILE)",
             f"SLACK = {slack!r}",
             f"TIMEOUT_S = {float(timeout_s)!r}  # a hang past this exits 1 with the stacks",
             f"ENV = {dict(sorted(env_vars.items()))!r}  # compile-related variables set in the run",
@@ -273,14 +279,15 @@ def render_script(
 
 
 def write_script(directory, record: dict, environment: dict, run_seed: int, kernel_text: str, timeout_s: float,
-                 slack: float = 1.0) -> Path:
+                 slack: float = 1.0, max_autotune_configs: int = 0) -> Path:
     """Write (or replace) the script of this record's signature and update index.json."""
     from .report import write_atomic
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / script_name(record["outcome"], record["signature"])
-    text = render_script(record, environment, run_seed, kernel_text, timeout_s, slack)
+    text = render_script(record, environment, run_seed, kernel_text, timeout_s, slack,
+                         max_autotune_configs=max_autotune_configs)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.chmod(tmp, 0o755)
@@ -298,8 +305,9 @@ def write_script(directory, record: dict, environment: dict, run_seed: int, kern
 class ReproWriter:
     """Writes the first failing record of each signature as it arrives (on the controller)."""
 
-    def __init__(self, directory, spec, kernels: dict, timeout_s: float):
+    def __init__(self, directory, spec, kernels: dict, timeout_s: float, max_autotune_configs: int = 0):
         self.directory = Path(directory)
+        self.max_autotune_configs = max_autotune_configs
         self.spec = spec
         self.kernels = kernels
         self.timeout_s = timeout_s
@@ -316,7 +324,8 @@ class ReproWriter:
         spec = next((k for k in self.spec.kernels if k.name == name), None)
         try:
             text = kernel_code(name, self.kernels.get(name), spec.impl if spec else None)
-            path = write_script(self.directory, record, environment, run_seed, text, self.timeout_s, self.spec.slack)
+            path = write_script(self.directory, record, environment, run_seed, text, self.timeout_s, self.spec.slack,
+                                self.max_autotune_configs)
         except Exception as exc:  # a repro that cannot be written must not stop the run
             self.errors[key] = f"{record['id']}: {type(exc).__name__}: {exc}"
             return None
@@ -496,6 +505,10 @@ def repro_main(argv):
     torch._dynamo.reset()
     torch._dynamo.utils.counters.clear()
     settings = {{key: value for key, value in COMPILE.items() if value is not None}}
+    if "mode" in settings and "options" in settings:
+        # torch.compile takes a mode or options, not both: spell the mode out as its options.
+        mode_options = torch._inductor.list_mode_options(settings.pop("mode"), settings.get("dynamic"))
+        settings["options"] = {{**mode_options, **settings["options"]}}
     compiled_fn = torch.compile(repro_case_fn, fullgraph=True, **settings)
     compiled_outs = []
     try:

@@ -75,7 +75,8 @@ class ReproducePlugin:
         if repro_dir and not hasattr(config, "workerinput"):
             from .repro import ReproWriter
 
-            self.writer = ReproWriter(Path(repro_dir).resolve(), state.spec, state.kernels(), state.timeout)
+            self.writer = ReproWriter(Path(repro_dir).resolve(), state.spec, state.kernels(), state.timeout,
+                                      getattr(state, "max_autotune_configs", 0))
 
     def _controller(self) -> bool:
         return not hasattr(self.config, "workerinput")
