@@ -28,7 +28,7 @@ start=$(date +%s)
 # SIGINT at the budget: pytest still writes the report and the summary for what has run.
 timeout -s INT -k 30 "$MATRIX_BUDGET_S" $PY -m pytest "${PLUGIN[@]}" -p no:cacheprovider -W ignore -q -rN --tb=no \
   --scaledmm-matrix "$MATRIX" --scaledmm-profile "$PROFILE" -n "$WORKERS" \
-  --scaledmm-timeout 120 --scaledmm-triage --scaledmm-triage-budget 150 \
+  --scaledmm-first-failure --scaledmm-timeout 120 --scaledmm-triage --scaledmm-triage-budget 150 \
   --scaledmm-repro-dir "$OUT/repros" --scaledmm-report "$OUT/report.json" \
   >"$OUT/pytest.log" 2>&1
 echo "pytest exit status $? after $(( $(date +%s) - start )) s (budget ${MATRIX_BUDGET_S} s)" >>"$OUT/pytest.log"
