@@ -51,7 +51,9 @@ def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, O
         if spec is not None and spec.impl:
             candidates.append(spec.impl)
         module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
-        if module and qualname and "<" not in qualname:
+        # A conftest is imported by pytest under a name that another directory's conftest can
+        # shadow on the child's sys.path: run its kernels in-process.
+        if module and qualname and "<" not in qualname and module.rpartition(".")[2] != "conftest":
             candidates.append(f"{module}:{qualname}")
         refs[name] = None
         for candidate in candidates:

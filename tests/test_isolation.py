@@ -81,6 +81,9 @@ def test_hook_callables_that_cannot_be_imported_stay_in_process():
         {"aten_scaled_mm": BUILTIN_IMPLS["aten_scaled_mm"], "planted": planted_kernels.correct, "local": local}, {}
     )
     assert refs == {"aten_scaled_mm": "builtin:aten_scaled_mm", "planted": "impl:planted_kernels:correct", "local": None}
+    local.__module__ = "conftest"
+    local.__qualname__ = "local"
+    assert isolate.kernel_refs({"from_conftest": local}, {}) == {"from_conftest": None}
 
 
 def test_a_cuda_error_that_poisons_the_context_replaces_the_child():
