@@ -263,7 +263,7 @@ def one_line(triage: dict) -> str:
         quant = "plain bf16 fails too (not specific to quantization)"
     else:
         quant = "plain bf16 not comparable"
-    passes = ", ".join(w["rung"] for w in triage["workarounds"]) or "nothing tried"
+    passes = ", ".join(w["rung"] for w in triage["workarounds"]) or "none of the rungs"
     return f"breaks in {triage['layer']}; {quant}; passes with: {passes}"
 
 
