@@ -140,14 +140,18 @@ def main(argv=None) -> int:
     parser.add_argument("--isolate", default="yes", choices=["yes", "no"])
     parser.add_argument("--triage", action="store_true", help="keep triage on (off by default here: it is not case time)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
+    parser.add_argument("--first-failure", action="store_true", help="pass --scaledmm-first-failure")
     args = parser.parse_args(argv)
     extra = [f"--scaledmm-isolate={args.isolate}"] + ([] if args.triage else ["--no-scaledmm-triage"])
+    extra += ["--scaledmm-first-failure"] if args.first_failure else []
     figures = {}
     for configs in [int(c) for c in args.configs.split(",")]:
         run = run_harness(args, configs, extra)
         label = f"harness, max-autotune configs {configs or 'full'}, -n {args.workers}, isolate {args.isolate}"
         print("\n".join(describe(label, run)), flush=True)
         figures[label] = {"wall": run["wall"], "first_failure": run["first_failure"], "cases": len(run["report"]["cases"])}
+        if args.json:
+            (args.json.parent / f"{args.json.stem}_report{configs}.json").write_text(json.dumps(run["report"]))
         if not args.no_bare and args.workers == 1:
             bare = bare_loop(args, configs)
             overhead = run["wall"] / bare["process_wall"] - 1
