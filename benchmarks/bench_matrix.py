@@ -141,9 +141,11 @@ def main(argv=None) -> int:
     parser.add_argument("--triage", action="store_true", help="keep triage on (off by default here: it is not case time)")
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     parser.add_argument("--first-failure", action="store_true", help="pass --scaledmm-first-failure")
+    parser.add_argument("-k", dest="select", help="pytest -k expression selecting cases (harness runs only)")
     args = parser.parse_args(argv)
     extra = [f"--scaledmm-isolate={args.isolate}"] + ([] if args.triage else ["--no-scaledmm-triage"])
     extra += ["--scaledmm-first-failure"] if args.first_failure else []
+    extra += ["-k", args.select] if args.select else []
     figures = {}
     for configs in [int(c) for c in args.configs.split(",")]:
         run = run_harness(args, configs, extra)
