@@ -274,7 +274,8 @@ def summary_lines(records) -> list[str]:
         triage = record.get("triage")
         if not triage or "see" in triage:
             continue
-        key = f"{record['outcome']}: {record['signature']}"
+        signature = record["signature"] or ""
+        key = signature if signature.startswith(record["outcome"]) else f"{record['outcome']}: {signature}"
         done.setdefault(key, {"record": record, "triage": triage})
     if not done:
         return []
