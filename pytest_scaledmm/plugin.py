@@ -142,6 +142,7 @@ class CaseItem(pytest.Item):
             self.user_properties.append(("scaledmm_env", state.environment))
         result = state.run(self.case)
         record = state.apply_known_failures(_plain(state.record(self.case, result)))
+        record.setdefault("extra", {})["device"] = state.context().device  # which GPU, under xdist
         self.user_properties.append(("scaledmm", record))
         if record["outcome"] == oc.XFAIL:
             pytest.xfail(f"{record['detail']}: {record['signature']}")
