@@ -13,7 +13,6 @@ IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
 
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.gate import GateFailure, check
-from pytest_scaledmm.known_failures import Catalogue
 from pytest_scaledmm.report import load_report
 
 GATE = DATA / "gate"
