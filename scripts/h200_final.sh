@@ -14,7 +14,7 @@ timeout -s INT 300 $PY -m pytest -p no:cacheprovider -q -W ignore -rN --tb=no --
 echo "exit $? wall $(( $(date +%s) - start )) s with -n $GPUS" >>"$OUT/default.log"
 echo "script exit verdict" >"$OUT/repros.txt"
 for s in /tmp/repros/repro_*.py; do
-  (cd /tmp/repros && timeout 60 $PY "$(basename "$s")" >/dev/null 2>&1); echo "$(basename "$s") $?" >>"$OUT/repros.txt"
+  (cd /tmp/repros && timeout 60 $PY "$(basename "$s")" >/dev/null 2>&1); status=$?; echo "$(basename "$s") $status" >>"$OUT/repros.txt"
 done
 tar czf "$OUT/repros.tgz" -C /tmp repros
 start=$(date +%s.%N)
