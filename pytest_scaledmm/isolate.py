@@ -257,8 +257,10 @@ class ChildRunner:
         refs = {name: ref for name, ref in self.refs.items() if ref is not None}
         hooked = {name for name, spec in self.ctx.kernel_specs.items() if getattr(spec, "fn", None) is not None}
         start = time.monotonic()
+        # Not daemonic: Inductor (2.3 at least) starts a compile pool at import, and a daemonic
+        # process may not have children. close() and the parent-death signal end it instead.
         self._proc = context.Process(
-            target=_child_main, args=(child, self._log, blob, refs, hooked), name="scaledmm-child", daemon=True
+            target=_child_main, args=(child, self._log, blob, refs, hooked), name="scaledmm-child", daemon=False
         )
         self._proc.start()
         child.close()
