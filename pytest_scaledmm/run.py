@@ -78,6 +78,10 @@ def _same_refusal(eager: ErrorInfo, compiled: ErrorInfo) -> bool:
     return bool(first_line) and first_line in oc.normalise_message(compiled.message, max_lines=12)
 
 
+def _off_by(check: dict) -> str:
+    return check.get("problem") or "max |err|/tol = %.3g (max abs %.3g)" % (check["ratio"], check["max_abs"])
+
+
 def classify(
     eager_error: Optional[ErrorInfo],
     compiled_error: Optional[ErrorInfo],
@@ -98,6 +102,14 @@ def classify(
             "eager raises, compiled returns a result",
         )
     if compiled_error:
+        if eager_check is not None and not eager_check["ok"]:
+            # Eager is wrong on its own: that is the first bug, whatever compile then does.
+            return Outcome(
+                oc.MISMATCH,
+                f"MISMATCH: eager {eager_check.get('problem', 'values off the reference')}",
+                "eager",
+                f"eager: {_off_by(eager_check)}; compiled raised {signature_of(compiled_error)}",
+            )
         return Outcome(
             oc.COMPILE_ONLY_ERROR, signature_of(compiled_error), compiled_error.layer, "eager passes, compiled raises"
         )
@@ -112,10 +124,7 @@ def classify(
     if off:
         sides = "+".join(side for side, _ in off)
         problems = sorted({check.get("problem", "values off the reference") for _, check in off})
-        detail = "; ".join(
-            f"{side}: {check.get('problem') or 'max |err|/tol = %.3g (max abs %.3g)' % (check['ratio'], check['max_abs'])}"
-            for side, check in off
-        )
+        detail = "; ".join(f"{side}: {_off_by(check)}" for side, check in off)
         return Outcome(oc.MISMATCH, f"MISMATCH: {sides} {', '.join(problems)}", sides, detail)
     return Outcome(oc.PASS)
 

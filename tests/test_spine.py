@@ -233,3 +233,16 @@ def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project):
     # Measured on torch 2.13 CPU: both paths agree with the reference for this pairing.
     assert case["outcome"] == "PASS", case
     result.assert_outcomes(passed=1)
+
+
+def test_wrong_eager_result_outranks_a_compile_error():
+    from pytest_scaledmm.outcome import ErrorInfo
+    from pytest_scaledmm.run import classify
+
+    compiled = ErrorInfo("torch._inductor.exc.InductorError", "LoweringException: AssertionError:", "torch._inductor.exc.LoweringException", "inductor")
+    wrong = {"ok": False, "ratio": 9.0, "max_abs": 3.0}
+    right = {"ok": True, "ratio": 0.1, "max_abs": 0.0}
+    masked = classify(None, compiled, 0, wrong, None)
+    assert (masked.outcome, masked.layer) == ("MISMATCH", "eager")
+    assert "compiled raised InductorError" in masked.detail
+    assert classify(None, compiled, 0, right, None).outcome == "COMPILE_ONLY_ERROR"
