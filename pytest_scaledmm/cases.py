@@ -150,6 +150,41 @@ def _dim_strategy(spec_value):
     return st.sampled_from(list(spec_value))
 
 
+_STABLE_BACKEND = "scaledmm-stable"
+
+
+def _stable_backend() -> dict:
+    """settings(backend=...) for draws that depend on the seed alone. Hypothesis mixes in integer
+    constants found in the user's loaded modules (a conftest, an editable install), which would
+    make case ids differ between processes; this provider never draws constants. Empty where
+    this hypothesis has no provider API (nor such constants)."""
+    try:
+        from hypothesis.internal.conjecture import providers
+    except ImportError:
+        return {}
+    if not hasattr(providers, "AVAILABLE_PROVIDERS") or not hasattr(providers.HypothesisProvider, "_maybe_draw_constant"):
+        return {}
+    providers.AVAILABLE_PROVIDERS.setdefault(_STABLE_BACKEND, f"{__name__}._SeedOnlyProvider")
+    return {"backend": _STABLE_BACKEND}
+
+
+def _seed_only_provider():
+    from hypothesis.internal.conjecture.providers import HypothesisProvider
+
+    class SeedOnlyProvider(HypothesisProvider):
+        def _maybe_draw_constant(self, *args, **kwargs):
+            return None
+
+    return SeedOnlyProvider
+
+
+def __getattr__(name):
+    # Hypothesis loads providers by dotted name; build the class only when it asks.
+    if name == "_SeedOnlyProvider":
+        return _seed_only_provider()
+    raise AttributeError(name)
+
+
 def draw_examples(strategy, count: int, seed: int) -> list:
     """`count` examples of a hypothesis strategy, identical for the same seed in any process."""
     from hypothesis import HealthCheck, Phase, given, settings
@@ -167,6 +202,7 @@ def draw_examples(strategy, count: int, seed: int) -> list:
         derandomize=False,
         phases=[Phase.generate],
         suppress_health_check=list(HealthCheck),
+        **_stable_backend(),
     )
     @given(strategy)
     def collect(value):

@@ -246,3 +246,24 @@ def test_wrong_eager_result_outranks_a_compile_error():
     assert (masked.outcome, masked.layer) == ("MISMATCH", "eager")
     assert "compiled raised InductorError" in masked.detail
     assert classify(None, compiled, 0, right, None).outcome == "COMPILE_ONLY_ERROR"
+
+
+def test_case_ids_do_not_depend_on_loaded_modules(tmp_path):
+    # Hypothesis can mix integer constants from the user's loaded modules into its draws.
+    (tmp_path / "many_constants.py").write_text("A = [37, 101, 513, 7, 999, 4097, 333, 29, 61, 257, 1023]\n")
+    (tmp_path / "m.yaml").write_text(
+        "version: 1\nkernels: [aten_scaled_mm]\n"
+        "axes: {mode: [eager, inductor], m: {min: 1, max: 4096}, k: {min: 16, max: 1024}, n: {min: 16, max: 1024}}\n"
+        "profiles: {default: {cases: 30}}\n"
+    )
+    code = (
+        "{extra}from pytest_scaledmm.spec import load_spec; from pytest_scaledmm.cases import generate_cases;"
+        "s = load_spec('m.yaml'); print(' '.join(c.id for c in generate_cases(s, s.profile('default'))[0]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    runs = [
+        subprocess.run([sys.executable, "-c", code.format(extra=extra)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
+        for extra in ("", "import many_constants; ")
+    ]
+    assert runs[0] == runs[1] and len(runs[0].split()) == 30
+    assert not (tmp_path / ".hypothesis").exists()
