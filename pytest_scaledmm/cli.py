@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence, Union
 
 from . import __version__
-from .options import BASELINE, MATRIX, Option
+from .options import BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -198,13 +198,25 @@ def gate_command(args) -> int:
     "what this machine is and can run: versions, device, scaled-mm ops (each probed), caches, compile variables",
     [
         Arg("--json", action="store_true", help="print JSON instead of text"),
-        Arg("--device", default="auto", help="device to probe (default: cuda:0 when torch sees a GPU, else cpu)"),
+        Arg("--device", default="auto", help=f"device to probe: {DEVICE_CHOICES_HELP}"),
         Arg("--no-probe", action="store_true", help="skip the op probes (they run in a child process)"),
     ],
 )
 def doctor_command(args) -> int:
     from .doctor import run
+    from .options import validate_device
 
+    problem = validate_device(args.device)
+    if problem is None and args.device.startswith("cuda"):
+        from .device import resolve_device
+
+        try:
+            resolve_device(args.device)
+        except RuntimeError as exc:
+            problem = str(exc)
+    if problem:
+        print(f"scaledmm doctor: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     return run(args)
 
 

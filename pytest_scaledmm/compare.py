@@ -220,7 +220,7 @@ def _unique_labels(reports: Sequence[tuple[Path, dict]]) -> list[str]:
         members = [i for i, l in enumerate(labels) if l == label]
         by_arch = len({archs[i] for i in members}) == len(members) and "/" not in label
         for i in members:
-            stem = reports[i][0].stem
+            stem = Path(reports[i][0]).stem
             out[i] = f"{label}/{archs[i]}" if by_arch else (stem if label in stem else f"{label} ({stem})")
     if len(set(out)) < len(out):
         out = [str(path) for path, _ in reports]

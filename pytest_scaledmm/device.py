@@ -47,6 +47,8 @@ def resolve_device(requested: str) -> str:
     if requested == "cuda":
         index, _ = xdist_worker()
         return f"cuda:{index % torch.cuda.device_count()}"
+    if requested.startswith("cuda:") and int(requested[5:]) >= torch.cuda.device_count():
+        raise RuntimeError(f"--scaledmm-device={requested} but torch sees {torch.cuda.device_count()} GPU(s)")
     return requested
 
 

@@ -91,11 +91,19 @@ def explore_kernel(state, kernel, examples: int) -> list[tuple]:
 
     try:
         probe()
-    except (KeyboardInterrupt, SystemExit):
-        raise
-    except BaseException:  # the failures themselves (one or a group); they are in `last`
-        pass
+    except BaseException as exc:
+        # Only our own failures (one, or a group of them) are findings, already in `last`;
+        # anything else (a harness error, an unsatisfiable matrix) must surface.
+        if not _only_findings(exc):
+            raise
     return [last[key] for key in sorted(last)]
+
+
+def _only_findings(exc: BaseException) -> bool:
+    group = getattr(exc, "exceptions", None)
+    if group is not None and not isinstance(exc, ExploreFailure):
+        return all(_only_findings(inner) for inner in group)
+    return isinstance(exc, ExploreFailure)
 
 
 def explore_items(parent, state):

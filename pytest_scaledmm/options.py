@@ -6,7 +6,7 @@ import argparse
 from dataclasses import dataclass, field
 from typing import Any
 
-DEVICE_CHOICES_HELP = "auto (cuda:0 when torch sees a GPU, else cpu), cpu, cuda or cuda:N"
+DEVICE_CHOICES_HELP = "auto (cuda when torch sees a GPU, else cpu), cpu, cuda (xdist worker gwN takes GPU N mod GPUs) or cuda:N"
 
 
 @dataclass(frozen=True)

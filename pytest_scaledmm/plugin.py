@@ -6,6 +6,7 @@ Inert unless --scaledmm-matrix is given: no collection, no report, no torch impo
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
@@ -37,7 +38,9 @@ def _is_worker(config) -> bool:
 
 
 def _default_report_path(config) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    # Second, microsecond and pid: two runs never share a name, so no earlier report is replaced.
+    now = time.time()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f"-{int(now % 1 * 1e6):06d}-{os.getpid()}"
     return Path(config.rootpath) / ".scaledmm" / "reports" / f"report-{stamp}.json"
 
 
@@ -53,6 +56,13 @@ def pytest_configure(config):
     problem = validate_device(config.getoption("scaledmm_device"))
     if problem:
         raise pytest.UsageError(problem)
+    if config.getoption("scaledmm_device").startswith("cuda"):
+        from .device import resolve_device
+
+        try:  # an explicit GPU that is not there: one usage error now, not one per case
+            resolve_device(config.getoption("scaledmm_device"))
+        except RuntimeError as exc:
+            raise pytest.UsageError(str(exc)) from None
     path = Path(matrix)
     if not path.is_absolute():
         invocation = Path(config.invocation_params.dir)

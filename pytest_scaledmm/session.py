@@ -179,7 +179,7 @@ class MatrixSession:
             "hash": self.spec.digest,
             "profile": self.profile.name,
             "seed": self.seed,
-            "cases": len(self._cases or []),
+            "cases": len(self.cases()),  # the xdist controller has not collected: generate here
             "generation": self.generation_notes,
         }
 

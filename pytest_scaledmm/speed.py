@@ -73,6 +73,9 @@ class SignatureTicker:
 
 def configure_speed(config, state, is_worker: bool) -> None:
     state.max_autotune_configs = config.getoption("scaledmm_max_autotune_configs")
+    if config.getoption("scaledmm_first_failure"):
+        # Under xdist the workers collect, so they order; they read the same file, so they agree.
+        config.pluginmanager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")
     if is_worker:
         from .device import threads_per_worker
 
@@ -80,5 +83,3 @@ def configure_speed(config, state, is_worker: bool) -> None:
         os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_worker()))
         return
     config.pluginmanager.register(SignatureTicker(config), "scaledmm-ticker")
-    if config.getoption("scaledmm_first_failure"):
-        config.pluginmanager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")

@@ -157,3 +157,12 @@ def test_unusable_baseline_is_a_usage_error_naming_the_file(matrix_project, warm
     assert result.ret == 4
     result.stderr.fnmatch_lines(["ERROR: --scaledmm-baseline: old.json: not a report (corrupt JSON at line 1, column 6)"])
     assert "Traceback" not in result.stderr.str()
+
+
+def test_gate_between_two_runs_of_one_environment(tmp_path, capsys):
+    # Same torch, same arch, no tox env: the labels collide and the file names tell them apart.
+    before = write(tmp_path / "runner-a-before.json", report([case("c1", "PASS"), case("c2", "PASS")]))
+    after = write(tmp_path / "runner-a-after.json", report([case("c1", "PASS"), case("c2", "MISMATCH", "MISMATCH: compiled")]))
+    assert main(["gate", "--baseline", str(before), "--candidate", str(after)]) == 1
+    err = capsys.readouterr().err
+    assert "runner-a-after" in err and "PASS -> MISMATCH" in err

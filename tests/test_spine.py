@@ -15,6 +15,12 @@ from pytest_scaledmm.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
+
+def torch_has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
 EXPECTED_CLASS = {
     "correct": "PASS",
     "ignores_scale_b": "MISMATCH",
@@ -100,9 +106,10 @@ def test_ids_identical_over_two_runs_and_under_xdist(matrix_project):
     second = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q"))
     assert len(first) == 8 and first == second
     result = matrix_project.run("--scaledmm-matrix", "-n", "2", "--scaledmm-report", "report.json")
-    assert "gw0" in result.stdout.str() or "2 workers" in result.stdout.str()
+    result.stdout.fnmatch_lines(["*2 workers*"])
     report = matrix_project.report()
     assert sorted(c["id"] for c in report["cases"]) == sorted(first)
+    assert report["matrix"]["cases"] == 8  # the controller never collects: it still says how many
     outcomes = result.parseoutcomes()
     assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "skipped")) == 8
     assert report["environment"]["torch"]
@@ -167,6 +174,10 @@ def test_unknown_profile_and_device_are_usage_errors(matrix_project):
     assert result.ret == 4 and "key 'profiles.huge'" in result.stderr.str()
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-device", "tpu")
     assert result.ret == 4 and "--scaledmm-device" in result.stderr.str()
+    if not torch_has_gpu():
+        result = matrix_project.run("--scaledmm-matrix", "--scaledmm-device", "cuda")
+        assert result.ret == 4 and "torch.cuda.is_available() is False" in result.stderr.str()
+        assert "Traceback" not in result.stderr.str() + result.stdout.str()
 
 
 def test_report_contents_and_default_location(matrix_project):
@@ -174,7 +185,7 @@ def test_report_contents_and_default_location(matrix_project):
     matrix_project.run("--scaledmm-matrix").assert_outcomes(passed=1, failed=1)
     matrix_project.run("--scaledmm-matrix").assert_outcomes(passed=1, failed=1)
     reports = sorted((matrix_project.path / ".scaledmm" / "reports").glob("*.json"))
-    assert len(reports) >= 1  # same-second runs share a name; see test_earlier_report_is_kept
+    assert len(reports) == 2  # each run its own file: the earlier report is still there
     report = json.loads(reports[-1].read_text())
     assert report["schema"] == "pytest-scaledmm/report" and report["schema_version"] == 1
     for key in ("torch", "python", "device_name", "arch", "hypothesis", "plugin", "tox_env"):
@@ -267,3 +278,12 @@ def test_case_ids_do_not_depend_on_loaded_modules(tmp_path):
     ]
     assert runs[0] == runs[1] and len(runs[0].split()) == 30
     assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_doctor_refuses_an_unknown_or_absent_device():
+    for device in ("tpu", "cuda:7"):
+        out = subprocess.run([sys.executable, "-m", "pytest_scaledmm", "doctor", "--device", device], capture_output=True, text=True)
+        if device == "cuda:7" and torch_has_gpu():
+            continue
+        assert out.returncode == 2, out
+        assert "scaledmm doctor: error:" in out.stderr and "Traceback" not in out.stderr
