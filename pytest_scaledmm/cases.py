@@ -268,7 +268,8 @@ def generate_cases(spec: Spec, profile: Profile) -> tuple[list[Case], dict]:
                 **{d: _dim_strategy(axes[d]) for d in SHAPE_AXES},
             }
         )
-        for params in draw_examples(full, missing * 3, _stream_seed(spec, kernel.name, "drawn")):
+        # Generous: small spaces repeat values, and excluded or duplicate draws are skipped.
+        for params in draw_examples(full, max(missing * 10, 50), _stream_seed(spec, kernel.name, "drawn")):
             if missing == 0:
                 break
             if add(params):

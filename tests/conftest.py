@@ -4,7 +4,31 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import importlib
+
 import torch  # noqa: F401  imported once here: pytester's in-process runs must not re-import it
+
+# pytester's in-process runs drop the modules a run imported; these register global caches and
+# op libraries and refuse a second import, so load them before any run.
+for _module in (
+    "torch._dynamo",
+    "torch._functorch.aot_autograd",
+    "torch._inductor.codecache",
+    "torch._inductor.compile_fx",
+    "torch._inductor.runtime.autotune_cache",
+    "torch._functorch._aot_autograd.autograd_cache",
+    "torch._dynamo.pgo",
+    "torch._dynamo.package",
+    "torch._dynamo.repro.after_dynamo",
+    "torch._dynamo.repro.after_aot",
+):
+    try:
+        importlib.import_module(_module)
+    except ImportError:  # older torch: not there, nothing to protect
+        pass
+torch._dynamo.list_backends(exclude_tags=())  # imports every registered backend's module
+torch.compile(lambda x: x * 2, backend="aot_eager", fullgraph=True)(torch.ones(2))
+torch._dynamo.reset()
 
 TESTS_DIR = Path(__file__).parent
 
