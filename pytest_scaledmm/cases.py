@@ -14,7 +14,7 @@ import hashlib
 import json
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Mapping
 
 from .schema import CATEGORICAL_AXES, SHAPE_AXES
 from .spec import KernelSpec, Profile, Spec
@@ -280,6 +280,3 @@ def generate_cases(spec: Spec, profile: Profile) -> tuple[list[Case], dict]:
             notes["included"] += 1
     return cases, notes
 
-
-def iter_ids(cases: Iterable[Case]) -> list[str]:
-    return [c.id for c in cases]

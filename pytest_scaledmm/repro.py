@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib
 import inspect
 import json
 import os
@@ -123,8 +124,13 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str]) -> str:
     module_name, _, attr_path = reference.partition(":")
     where = None
     try:
-        module = sys.modules.get(module_name) or __import__(module_name)
-        where = str(Path(module.__file__).resolve().parent) if getattr(module, "__file__", None) else None
+        module = sys.modules.get(module_name) or importlib.import_module(module_name)
+        if getattr(module, "__file__", None):
+            # mypkg.kernels lives in <root>/mypkg/kernels.py: <root> goes on sys.path.
+            folder = Path(module.__file__).resolve().parent
+            if Path(module.__file__).name == "__init__.py":
+                folder = folder.parent
+            where = str(folder.parents[module_name.count(".") - 1] if "." in module_name else folder)
     except Exception:
         pass
     path_line = f"sys.path.insert(0, {where!r})  # where the run imported it from\n" if where else ""

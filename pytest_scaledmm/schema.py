@@ -19,6 +19,8 @@ COMPILE_MODES = [
 SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
 SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
 FAMILIES = ["fp8", "int8"]
+# Rank of each scale form's tensor: mixed ranks are what Inductor's scaled-mm lowering trips on.
+SCALE_RANK = {"tensor_0d": 0, "tensor_1d": 1, "tensor_1x1": 2, "rowwise": 2, "blockwise": 2}
 ARCHS = ["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx90a", "gfx942", "gfx950"]
 
 # Categorical axes, in the order they are covered and printed.

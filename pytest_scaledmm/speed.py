@@ -8,9 +8,8 @@ import time
 from pathlib import Path
 
 from . import outcome as oc
+from .schema import SCALE_RANK
 
-# Rank of each scale form's tensor; a pair of different ranks is what Inductor's lowering trips on.
-SCALE_RANK = {"tensor_0d": 0, "tensor_1d": 1, "tensor_1x1": 2, "rowwise": 2, "blockwise": 2}
 INDUCTOR_MODES = {"inductor", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead", "dynamic", "triton-gemm"}
 
 

@@ -23,9 +23,9 @@ from typing import Optional
 from . import outcome as oc
 from .cases import Case
 from .compile_modes import MODE_SETTINGS
+from .schema import SCALE_RANK
 
 BACKEND_LADDER = [("eager", "dynamo"), ("aot_eager", "aot_autograd"), ("inductor", "inductor")]
-SCALE_RANK = {"tensor_0d": 0, "tensor_1d": 1, "tensor_1x1": 2, "rowwise": 2, "blockwise": 2}
 TENSORWISE_BY_RANK = {0: "tensor_0d", 1: "tensor_1d", 2: "tensor_1x1"}
 VIEW_BY_RANK = {0: ".reshape(())", 1: ".view(1)", 2: ".view(1, 1)"}
 
