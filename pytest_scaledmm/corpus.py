@@ -86,12 +86,9 @@ def load_corpus(path: Path) -> list[IncludedCase]:
     import jsonschema
     import yaml
 
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MatrixError(path, "", "included file not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MatrixError(path, "", f"cannot be read: {exc}") from None
+    from .spec import read_matrix_text
+
+    text = read_matrix_text(path, "included file")
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -269,14 +269,19 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
     )
 
 
-def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
-    path = Path(path)
+def read_matrix_text(path: Path, what: str = "file") -> str:
+    """A matrix or included file's text; a missing or unreadable one is a MatrixError."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise MatrixError(path, "", "file not found") from None
+        raise MatrixError(path, "", f"{what} not found") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise MatrixError(path, "", f"cannot be read: {exc}") from None
+
+
+def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
+    path = Path(path)
+    text = read_matrix_text(path)
     from .corpus import check_kernels, included_cases
 
     included = included_cases(path, text)  # the `include:` files, relative to the matrix file
