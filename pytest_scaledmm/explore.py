@@ -128,9 +128,7 @@ class ExploreItem(pytest.Item):
         from .plugin import _plain, _state
 
         state = _state(self.config)
-        if state.environment is None:
-            state.environment = _plain(state.local_environment())
-            self.user_properties.append(("scaledmm_env", state.environment))
+        state.attach_environment(self)
         start = time.monotonic()
         found = explore_kernel(state, self.kernel, state.explore.examples)
         records = []

@@ -147,9 +147,7 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         state = _state(self.config)
-        if state.environment is None:
-            state.environment = _plain(state.local_environment())
-            self.user_properties.append(("scaledmm_env", state.environment))
+        state.attach_environment(self)
         result = state.run(self.case)
         record = state.apply_known_failures(_plain(state.record(self.case, result)))
         record.setdefault("extra", {})["device"] = state.context().device  # which GPU, under xdist

@@ -25,6 +25,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import outcome as oc
+from .session import CACHE_ENV as RUN_CACHE_ENV
+from .session import OWNED_CACHE_ENV
 
 REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL}
 # Names the template defines; the embedded modules must not redefine them.
@@ -32,7 +34,7 @@ RESERVED = {"CASE", "CASE_ID", "SEED", "DEVICE", "COMPILE", "EXPECTED", "TENSORS
             "ENV", "kernel", "repro_main", "repro_classify", "repro_case_fn", "repro_tensor_facts"}
 # Variables that change how torch compiles; recorded in the header and set again by the script.
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
-CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYTEST_SCALEDMM_RUN_CACHE"}
+CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
 
 
 class ReproError(Exception):

@@ -85,6 +85,15 @@ class MatrixSession:
 
         return environment(self.context().device)
 
+    def attach_environment(self, item) -> None:
+        """The first item a process runs carries its environment to the controller."""
+        if self.environment is None:
+            import json
+
+            # Plain JSON: xdist ships user_properties through execnet, which refuses TorchVersion.
+            self.environment = json.loads(json.dumps(self.local_environment(), default=str))
+            item.user_properties.append(("scaledmm_env", self.environment))
+
     def configure_runner(self, isolate: bool, timeout: float, triage: bool, triage_budget: float) -> None:
         self.isolate, self.timeout = isolate, timeout
         self.triage_enabled, self.triage_budget = triage, triage_budget
