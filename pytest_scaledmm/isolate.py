@@ -5,6 +5,10 @@ The child is started with `spawn` (a forked CUDA context is unusable), imports t
 the kernels by their declarations and then runs one request at a time. After a crash, a timeout
 or a CUDA error that leaves the context unusable it is replaced before the next case. Each xdist
 worker owns its own child. `--scaledmm-isolate=no` runs everything in the pytest process.
+
+The first child is spawned at configure time (`ChildRunner.prestart`): its torch import, compiler
+warm-up and device context overlap the parent's collection instead of following it. It learns
+what to run (kernels, settings) in a second step, when the first case needs it.
 """
 
 from __future__ import annotations
@@ -76,8 +80,9 @@ def _load_kernel(ref: str) -> Callable:
 # -- the child ---------------------------------------------------------------------------------
 
 
-def _child_main(conn, log_path: str, ctx_blob: Any, refs: dict, hooked: set) -> None:
-    """Entry point of the child process: answer requests until told to stop."""
+def _child_main(conn, log_path: str, requested_device: str) -> None:
+    """Entry point of the child process: warm up, take the run's settings, then answer requests
+    until told to stop."""
     import faulthandler
     import logging
 
@@ -95,7 +100,18 @@ def _child_main(conn, log_path: str, ctx_blob: Any, refs: dict, hooked: set) -> 
         import torch  # noqa: F401
 
         logging.getLogger("torch.__trace").propagate = False
-        _warm_up()
+        _warm_up(requested_device)
+    except BaseException:
+        conn.send(("error", traceback.format_exc()))
+        return
+    try:
+        setup = conn.recv()
+    except EOFError:
+        return
+    if setup[0] != "setup":
+        return
+    _, ctx_blob, refs, hooked = setup
+    try:
         kernels = {name: _load_kernel(ref) for name, ref in refs.items()}
         specs = dict(ctx_blob.kernel_specs)
         for name in hooked:
@@ -133,16 +149,26 @@ def _die_with_parent() -> None:
         pass
 
 
-def _warm_up() -> None:
-    """Import the compiler stack now (seconds, under the start-up limit) rather than inside the
-    first case's timeout."""
+def _warm_up(requested_device: str) -> None:
+    """Import the compiler stack and open the device context now (seconds, under the start-up
+    limit and, for the first child, while the parent collects) rather than in the first case."""
     import importlib
 
-    for name in ("torch._dynamo", "torch._functorch.aot_autograd"):
+    for name in ("torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx"):
         try:
             importlib.import_module(name)
         except Exception:  # an older or trimmed torch: the case will say what is missing
             pass
+    try:
+        from .device import resolve_device
+
+        device = resolve_device(requested_device)
+    except Exception:  # the parent reports a missing device as a usage error
+        return
+    if device.startswith("cuda"):
+        import torch
+
+        torch.empty(1, device=device)
 
 
 def _serve(request, ctx):
@@ -197,19 +223,58 @@ class InProcessRunner:
         pass
 
 
+def _spawn(log_path: str, requested_device: str):
+    import multiprocessing
+
+    context = multiprocessing.get_context("spawn")
+    parent, child = context.Pipe()
+    # Not daemonic: Inductor (2.3 at least) starts a compile pool at import, and a daemonic
+    # process may not have children. close() and the parent-death signal end it instead.
+    proc = context.Process(
+        target=_child_main, args=(child, log_path, requested_device), name="scaledmm-child", daemon=False
+    )
+    proc.start()
+    child.close()
+    return proc, parent
+
+
+class SpareChild:
+    """A child spawned before the run's settings are known; a ChildRunner adopts it."""
+
+    def __init__(self, requested_device: str):
+        self.dir = tempfile.mkdtemp(prefix="scaledmm-child-")
+        self.log = os.path.join(self.dir, "child.log")
+        self.proc, self.conn = _spawn(self.log, requested_device)
+
+    def close(self) -> None:
+        """Only for a spare nobody adopted (no case ran in this process)."""
+        if self.proc is not None:
+            _kill_group(self.proc)
+            self.proc.join(10)
+            self.conn.close()
+            self.proc = self.conn = None
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 class ChildRunner:
     """Runs requests in a persistent spawned child; see the module docstring."""
 
     isolated = True
 
-    def __init__(self, ctx, timeout: float, startup_timeout: float = STARTUP_TIMEOUT_S):
+    def __init__(self, ctx, timeout: float, startup_timeout: float = STARTUP_TIMEOUT_S, spare: Optional[SpareChild] = None):
         self.ctx = ctx
         self.timeout = timeout
         self.startup_timeout = max(startup_timeout, timeout)
         self.refs = kernel_refs(dict(ctx.kernels), dict(ctx.kernel_specs))
         self.in_process = InProcessRunner(ctx)
-        self._dir = tempfile.mkdtemp(prefix="scaledmm-child-")
-        self._log = os.path.join(self._dir, "child.log")
+        if spare is not None:
+            self._dir, self._log = spare.dir, spare.log
+            self._spare = (spare.proc, spare.conn)
+            spare.proc = spare.conn = None
+        else:
+            self._dir = tempfile.mkdtemp(prefix="scaledmm-child-")
+            self._log = os.path.join(self._dir, "child.log")
+            self._spare = None
         self._proc = None
         self._conn = None
         self.restarts = 0
@@ -239,15 +304,19 @@ class ChildRunner:
         return answer
 
     def close(self) -> None:
+        if self._spare is not None:
+            self._proc, self._conn = self._spare
+            self._spare = None
         self._stop(kill=False)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     # machinery
     def _start(self) -> Optional[Death]:
-        import multiprocessing
-
-        context = multiprocessing.get_context("spawn")
-        parent, child = context.Pipe()
+        if self._spare is not None:
+            self._proc, self._conn = self._spare
+            self._spare = None
+        else:
+            self._proc, self._conn = _spawn(self._log, self.ctx.device)
         # Callables stay behind (a hook's may not pickle); the child loads them by reference.
         specs = {
             name: dataclasses.replace(spec, fn=None) if getattr(spec, "fn", None) is not None else spec
@@ -257,20 +326,16 @@ class ChildRunner:
         refs = {name: ref for name, ref in self.refs.items() if ref is not None}
         hooked = {name for name, spec in self.ctx.kernel_specs.items() if getattr(spec, "fn", None) is not None}
         start = time.monotonic()
-        # Not daemonic: Inductor (2.3 at least) starts a compile pool at import, and a daemonic
-        # process may not have children. close() and the parent-death signal end it instead.
-        self._proc = context.Process(
-            target=_child_main, args=(child, self._log, blob, refs, hooked), name="scaledmm-child", daemon=False
-        )
-        self._proc.start()
-        child.close()
-        self._conn = parent
-        if not parent.poll(self.startup_timeout):
+        try:
+            self._conn.send(("setup", blob, refs, hooked))
+        except (OSError, EOFError):  # it died warming up; its log and exit status say why
+            return self._died(start, 0, "while starting")
+        if not self._conn.poll(self.startup_timeout):
             death = self._death(oc.TIMEOUT, start, f"the child did not start within {self.startup_timeout:g} s")
             self._stop(kill=True)
             return death
         try:
-            kind, payload = parent.recv()
+            kind, payload = self._conn.recv()
         except EOFError:
             return self._died(start, 0, "while starting")
         if kind != "ready":
@@ -430,5 +495,7 @@ def _layer_from_stack(text: str) -> Optional[str]:
     return None
 
 
-def make_runner(ctx, isolate: bool, timeout: float):
-    return ChildRunner(ctx, timeout) if isolate else InProcessRunner(ctx)
+def make_runner(ctx, isolate: bool, timeout: float, spare: Optional[SpareChild] = None):
+    if not isolate:
+        return InProcessRunner(ctx)
+    return ChildRunner(ctx, timeout, spare=spare)

@@ -94,7 +94,17 @@ def pytest_configure(config):
     configure_speed(config, state, _is_worker(config))
     if not config.getoption("scaledmm_reuse_cache") and not _is_worker(config):
         state.use_fresh_cache()
+    if _runs_cases_here(config):
+        state.prestart_child()  # after the cache and thread settings: the child inherits them
     _collect_only_the_matrix(config, spec.path)
+
+
+def _runs_cases_here(config) -> bool:
+    """False for an xdist controller (its workers run the cases), --collect-only and --help."""
+    option = config.option
+    if getattr(option, "collectonly", False) or getattr(option, "help", False):
+        return False
+    return _is_worker(config) or getattr(option, "dist", "no") == "no"
 
 
 def _collect_only_the_matrix(config, matrix_path: Path) -> None:

@@ -42,6 +42,7 @@ class MatrixSession:
         self.isolate, self.timeout = True, 300.0
         self.triage_enabled, self.triage_budget = True, 600.0
         self._runner = None
+        self._spare_child = None
         self._triage = None
         self.explore = None  # explore.ExploreSettings in explore mode
         self._catalogue = None
@@ -101,12 +102,24 @@ class MatrixSession:
     def kernels(self) -> dict:
         return dict(self._kernels)
 
+    def prestart_child(self) -> None:
+        """Spawn the isolated child now, so that its start-up overlaps collection; see isolate.py.
+        Only when some kernel can run there (a kernel defined in a conftest runs in-process)."""
+        from .isolate import SpareChild, kernel_refs
+
+        if not self.isolate or self._spare_child is not None or self._runner is not None:
+            return
+        specs = {k.name: k for k in self.spec.kernels}
+        if any(ref is not None for ref in kernel_refs(self._kernels, specs).values()):
+            self._spare_child = SpareChild(self.requested_device)
+
     def runner(self):
         """The child process that runs cases (or the in-process runner); started on first use."""
         if self._runner is None:
             from .isolate import make_runner
 
-            self._runner = make_runner(self.context(), self.isolate, self.timeout)
+            spare, self._spare_child = self._spare_child, None
+            self._runner = make_runner(self.context(), self.isolate, self.timeout, spare)
         return self._runner
 
     def run(self, case: Case, triage: bool = True) -> oc.Outcome:
@@ -125,6 +138,9 @@ class MatrixSession:
         return self._triage(case, result)
 
     def close(self) -> None:
+        if self._spare_child is not None:
+            self._spare_child.close()
+            self._spare_child = None
         if self._runner is not None:
             self._runner.close()
             self._runner = None

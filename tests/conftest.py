@@ -6,11 +6,10 @@ from pathlib import Path
 import pytest
 import importlib
 
-import torch  # noqa: F401  imported once here: pytester's in-process runs must not re-import it
-
 # pytester's in-process runs drop the modules a run imported; these register global caches and
 # op libraries and refuse a second import, so load them before any run.
-for _module in (
+PRELOADED = (
+    "torch",
     "torch._dynamo",
     "torch._functorch.aot_autograd",
     "torch._inductor.codecache",
@@ -21,14 +20,24 @@ for _module in (
     "torch._dynamo.package",
     "torch._dynamo.repro.after_dynamo",
     "torch._dynamo.repro.after_aot",
-):
-    try:
-        importlib.import_module(_module)
-    except ImportError:  # older torch: not there, nothing to protect
-        pass
-torch._dynamo.list_backends(exclude_tags=())  # imports every registered backend's module
-torch.compile(lambda x: x * 2, backend="aot_eager", fullgraph=True)(torch.ones(2))
-torch._dynamo.reset()
+)
+
+
+def pytest_configure(config):
+    # `pytest --scaledmm-matrix` from this checkout loads this file too; it runs no pytester test.
+    if config.getoption("scaledmm_matrix", None) is not None:
+        return
+    for module in PRELOADED:
+        try:
+            importlib.import_module(module)
+        except ImportError:  # older torch: not there, nothing to protect
+            pass
+    import torch
+
+    torch._dynamo.list_backends(exclude_tags=())  # imports every registered backend's module
+    torch.compile(lambda x: x * 2, backend="aot_eager", fullgraph=True)(torch.ones(2))
+    torch._dynamo.reset()
+
 
 TESTS_DIR = Path(__file__).parent
 

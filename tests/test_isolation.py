@@ -69,6 +69,47 @@ def test_isolate_no_runs_in_the_pytest_process(matrix_project, monkeypatch):
     result.assert_outcomes(passed=2)
 
 
+def _record_spawns(monkeypatch, tmp_path):
+    """Child processes and folders this run's isolation makes, with the folders under tmp_path."""
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    spawned = []
+    real_spawn = isolate._spawn
+
+    def spawn(log_path, requested_device):
+        proc, conn = real_spawn(log_path, requested_device)
+        spawned.append(proc)
+        return proc, conn
+
+    monkeypatch.setattr(isolate, "_spawn", spawn)
+    return spawned, tmp_path / "tmp"
+
+
+@pytest.mark.parametrize("selection", [[], ["-k", "no_such_case"]], ids=["cases-run", "all-deselected"])
+def test_child_started_at_configure_is_used_or_ended(matrix_project, monkeypatch, tmp_path, selection):
+    spawned, temp_root = _record_spawns(monkeypatch, tmp_path)
+    matrix_project.write_matrix(CRASH_MATRIX.replace("  - {name: aborts, impl: 'planted_crash:aborts'}\n", "").replace(
+        "  - {name: hangs, impl: 'planted_crash:hangs'}\n", "").replace("cases: 4", "cases: 2"))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *selection)
+    if selection:
+        result.assert_outcomes(deselected=2)
+    else:
+        result.assert_outcomes(passed=2)
+        assert [c["outcome"] for c in matrix_project.report()["cases"]] == ["PASS", "PASS"]
+    assert len(spawned) == 1  # the early child ran both cases: no second start
+    assert all(not proc.is_alive() for proc in spawned)
+    assert not list(temp_root.glob("scaledmm-child-*"))
+
+
+def test_collect_only_starts_no_child(matrix_project, monkeypatch, tmp_path):
+    spawned, _ = _record_spawns(monkeypatch, tmp_path)
+    matrix_project.write_matrix(CRASH_MATRIX)
+    matrix_project.run("--scaledmm-matrix", "--collect-only").assert_outcomes()
+    assert spawned == []
+
+
 def test_hook_callables_that_cannot_be_imported_stay_in_process():
     import planted_kernels
 
