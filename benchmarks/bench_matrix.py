@@ -20,7 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,6 +123,8 @@ def describe(label: str, run: dict) -> list[str]:
         f"compile share of case time {compile_s / case_s:.0%}" if case_s else "compile share n/a",
         "first failure signature at " + (f"{run['first_failure']:.1f} s" if run["first_failure"] else "(no failure)"),
         "outcomes: " + ", ".join(f"{k} {v}" for k, v in run["report"]["summary"].items()),
+        "cases per device: "
+        + ", ".join(f"{d} {n}" for d, n in sorted(Counter((c.get("extra") or {}).get("device") or "?" for c in ran).items())),
         "median case seconds per mode: "
         + ", ".join(f"{m} {statistics.median(v):.2f} (n={len(v)})" for m, v in sorted(per_mode.items())),
     ]
