@@ -95,3 +95,29 @@ def environment(device: str) -> dict:
         "hypothesis": _package_version("hypothesis"),
         "plugin": __version__,
     }
+
+
+def probe_cpu_vector_isa_in_background() -> None:
+    """Inductor's first CPU kernel waits for a test build of each vector ISA the CPU reports
+    (~1.5-5 s each, one after another, redone in every fresh cache: most of a CPU run's cold
+    start). Build them now, in parallel threads; Inductor's own check then finds them built.
+    These are torch internals: where a release lacks them, nothing is done."""
+    import threading
+
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return
+
+    def probe() -> None:
+        try:
+            from concurrent.futures import ThreadPoolExecutor
+
+            from torch._inductor import cpu_vec_isa
+
+            flags = cpu_vec_isa.x86_isa_checker()
+            isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
+            with ThreadPoolExecutor(max(1, len(isas))) as pool:
+                list(pool.map(bool, isas))
+        except Exception:  # Inductor repeats the check itself when the first CPU kernel needs it
+            pass
+
+    threading.Thread(target=probe, name="scaledmm-isa-probe", daemon=True).start()

@@ -80,7 +80,7 @@ def _load_kernel(ref: str) -> Callable:
 # -- the child ---------------------------------------------------------------------------------
 
 
-def _child_main(conn, log_path: str, requested_device: str) -> None:
+def _child_main(conn, log_path: str, requested_device: str, probe_cpu_isa: bool) -> None:
     """Entry point of the child process: warm up, take the run's settings, then answer requests
     until told to stop."""
     import faulthandler
@@ -100,7 +100,7 @@ def _child_main(conn, log_path: str, requested_device: str) -> None:
         import torch  # noqa: F401
 
         logging.getLogger("torch.__trace").propagate = False
-        _warm_up(requested_device)
+        _warm_up(requested_device, probe_cpu_isa)
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
@@ -149,9 +149,10 @@ def _die_with_parent() -> None:
         pass
 
 
-def _warm_up(requested_device: str) -> None:
+def _warm_up(requested_device: str, probe_cpu_isa: bool) -> None:
     """Import the compiler stack and open the device context now (seconds, under the start-up
-    limit and, for the first child, while the parent collects) rather than in the first case."""
+    limit and, for the first child, while the parent collects) rather than in the first case;
+    for Inductor on the CPU, start its vector-ISA builds."""
     import importlib
 
     for name in ("torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx"):
@@ -169,6 +170,10 @@ def _warm_up(requested_device: str) -> None:
         import torch
 
         torch.empty(1, device=device)
+    elif device == "cpu" and probe_cpu_isa:
+        from .device import probe_cpu_vector_isa_in_background
+
+        probe_cpu_vector_isa_in_background()
 
 
 def _serve(request, ctx):
@@ -223,7 +228,7 @@ class InProcessRunner:
         pass
 
 
-def _spawn(log_path: str, requested_device: str):
+def _spawn(log_path: str, requested_device: str, probe_cpu_isa: bool = False):
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
@@ -231,7 +236,7 @@ def _spawn(log_path: str, requested_device: str):
     # Not daemonic: Inductor (2.3 at least) starts a compile pool at import, and a daemonic
     # process may not have children. close() and the parent-death signal end it instead.
     proc = context.Process(
-        target=_child_main, args=(child, log_path, requested_device), name="scaledmm-child", daemon=False
+        target=_child_main, args=(child, log_path, requested_device, probe_cpu_isa), name="scaledmm-child", daemon=False
     )
     proc.start()
     child.close()
@@ -241,10 +246,10 @@ def _spawn(log_path: str, requested_device: str):
 class SpareChild:
     """A child spawned before the run's settings are known; a ChildRunner adopts it."""
 
-    def __init__(self, requested_device: str):
+    def __init__(self, requested_device: str, probe_cpu_isa: bool = False):
         self.dir = tempfile.mkdtemp(prefix="scaledmm-child-")
         self.log = os.path.join(self.dir, "child.log")
-        self.proc, self.conn = _spawn(self.log, requested_device)
+        self.proc, self.conn = _spawn(self.log, requested_device, probe_cpu_isa)
 
     def close(self) -> None:
         """Only for a spare nobody adopted (no case ran in this process)."""
@@ -460,7 +465,9 @@ def _tail(path: str, offset: int, lines: int = 25) -> str:
     except OSError:
         return ""
     kept = [line for line in text.splitlines() if line.strip()]
-    return "\n".join(kept[-lines:])
+    fatal = [line for line in kept[:-lines] if line.startswith("Fatal Python error")]
+    # Other threads' stacks can push the headline out of the window: keep it.
+    return "\n".join(fatal[-1:] + (["..."] if fatal else []) + kept[-lines:])
 
 
 _STACK_LAYERS = [

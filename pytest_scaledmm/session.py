@@ -111,7 +111,12 @@ class MatrixSession:
             return
         specs = {k.name: k for k in self.spec.kernels}
         if any(ref is not None for ref in kernel_refs(self._kernels, specs).values()):
-            self._spare_child = SpareChild(self.requested_device)
+            self._spare_child = SpareChild(self.requested_device, probe_cpu_isa=self.compiles_with_inductor())
+
+    def compiles_with_inductor(self) -> bool:
+        from .speed import INDUCTOR_MODES
+
+        return bool(set(self.spec.axes_for(self.profile).get("mode", ())) & INDUCTOR_MODES)
 
     def runner(self):
         """The child process that runs cases (or the in-process runner); started on first use."""
@@ -120,6 +125,10 @@ class MatrixSession:
 
             spare, self._spare_child = self._spare_child, None
             self._runner = make_runner(self.context(), self.isolate, self.timeout, spare)
+            if not self.isolate and self.context().device == "cpu" and self.compiles_with_inductor():
+                from .device import probe_cpu_vector_isa_in_background
+
+                probe_cpu_vector_isa_in_background()
         return self._runner
 
     def run(self, case: Case, triage: bool = True) -> oc.Outcome:

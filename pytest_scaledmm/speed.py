@@ -1,9 +1,10 @@
 """Getting to the first failure fast: likely-failing cases first, each new signature printed as
-it appears, and CPU threads shared out between xdist workers."""
+it appears; CPU threads shared out between xdist workers, and cases balanced between them."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import time
 from pathlib import Path
 
@@ -70,6 +71,27 @@ class SignatureTicker:
             terminal.write_line(f"[scaledmm +{elapsed:.1f}s] new signature: {record['outcome']} {record['signature']} ({record['id']})")
 
 
+def _dist_given(config) -> bool:
+    """Whether the user chose an xdist distribution mode (command line, PYTEST_ADDOPTS, addopts)."""
+    args = list(config.invocation_params.args) + shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
+    args += list(config.getini("addopts"))
+    return any(arg in ("--dist", "-d") or arg.startswith(("--dist=", "--distload")) for arg in map(str, args))
+
+
+def prefer_work_stealing(config) -> None:
+    """xdist's default `load` mode hands out chunks of consecutive cases and never takes them back:
+    with cases of very different cost (eager 0.05 s, autotuning 3 s) one GPU sits idle while the
+    other works through its backlog. `worksteal` moves pending cases to the idle worker. A
+    --dist the user gave wins."""
+    if getattr(config.option, "dist", "no") != "load" or _dist_given(config):
+        return
+    try:
+        from xdist.scheduler import WorkStealingScheduling  # noqa: F401  (pytest-xdist >= 3.2)
+    except ImportError:
+        return
+    config.option.dist = "worksteal"
+
+
 def configure_speed(config, state, is_worker: bool) -> None:
     state.max_autotune_configs = config.getoption("scaledmm_max_autotune_configs")
     if config.getoption("scaledmm_first_failure"):
@@ -81,4 +103,5 @@ def configure_speed(config, state, is_worker: bool) -> None:
         # Read by torch at start-up, here and in any child process that runs cases.
         os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_worker()))
         return
+    prefer_work_stealing(config)
     config.pluginmanager.register(SignatureTicker(config), "scaledmm-ticker")

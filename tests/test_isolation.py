@@ -78,8 +78,8 @@ def _record_spawns(monkeypatch, tmp_path):
     spawned = []
     real_spawn = isolate._spawn
 
-    def spawn(log_path, requested_device):
-        proc, conn = real_spawn(log_path, requested_device)
+    def spawn(*args):
+        proc, conn = real_spawn(*args)
         spawned.append(proc)
         return proc, conn
 

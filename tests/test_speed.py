@@ -1,0 +1,77 @@
+"""Speed features: likely failures first, each new signature printed once, cases balanced between
+xdist workers, CPU threads shared out between them."""
+
+import pytest
+from conftest import planted_matrix
+
+from pytest_scaledmm import device
+
+ORDER_MATRIX = planted_matrix(
+    ["correct", "ignores_scale_b"],
+    modes=("eager", "inductor"),
+    scale_a=("tensor_0d", "tensor_1d"),
+    scale_b=("tensor_0d", "tensor_1d"),
+    cases=16,
+)
+
+
+def _ids(result) -> list[str]:
+    return [line.split("::", 1)[1] for line in result.outlines if "::" in line]
+
+
+def _rank_pair(case_id: str) -> tuple[str, str]:
+    pair = next(part for part in case_id.split("-") if "_x_" in part)
+    left, right = pair.split("_x_")
+    return left, right
+
+
+def test_first_failure_puts_last_failures_then_mixed_ranks_under_inductor_first(matrix_project):
+    matrix_project.write_matrix(ORDER_MATRIX)
+    plain = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q"))
+    ordered = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q", "--scaledmm-first-failure"))
+    assert sorted(plain) == sorted(ordered) and len(ordered) == 16  # the same cases, reordered
+
+    def prior(case_id):
+        left, right = _rank_pair(case_id)
+        inductor = "-inductor-" in case_id
+        return 2 * (inductor and left != right) + inductor
+
+    assert [prior(i) for i in ordered] == sorted((prior(i) for i in ordered), reverse=True)
+    assert prior(ordered[0]) == 3 and prior(ordered[-1]) == 0
+
+    # A run that fails in eager mode writes its report under .scaledmm/reports; the next ordered
+    # run starts with exactly those failures, ahead of every Inductor case.
+    result = matrix_project.run("--scaledmm-matrix", "-k", "not inductor")
+    failed = sorted(line.split("::", 1)[1].split(" ")[0] for line in result.outlines if line.startswith("FAILED"))
+    assert failed and all("-eager-" in i for i in failed)
+    assert sum("new signature" in line for line in result.outlines) == 1  # one signature, printed once
+    assert any(line.startswith("[scaledmm +") and "new signature: MISMATCH" in line for line in result.outlines)
+    again = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q", "--scaledmm-first-failure"))
+    assert sorted(again[: len(failed)]) == failed
+
+
+@pytest.mark.parametrize(
+    "dist, scheduler", [([], "WorkStealingScheduling"), (["--dist", "load"], "LoadScheduling")], ids=["default", "explicit"]
+)
+def test_xdist_steals_work_unless_told_otherwise(matrix_project, dist, scheduler):
+    # Built-in kernels: xdist workers do not see the planted kernels' directory.
+    matrix_project.write_matrix(
+        """
+        version: 1
+        kernels: [aten_scaled_mm]
+        axes: {scale_a: [tensor_0d, tensor_1d], scale_b: [tensor_0d], mode: [eager, aot_eager], m: [16], k: [32], n: [16]}
+        profiles: {default: {cases: 4}}
+        """
+    )
+    result = matrix_project.run("--scaledmm-matrix", "-n", "2", "-v", *dist, "--scaledmm-report", "report.json")
+    result.stdout.fnmatch_lines([f"*scheduling tests via {scheduler}*"])
+    assert len(matrix_project.report()["cases"]) == 4
+
+
+def test_threads_are_shared_out_between_workers(monkeypatch):
+    monkeypatch.setattr(device.os, "cpu_count", lambda: 16)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw1")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "4")
+    assert device.threads_per_worker() == 4
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "32")
+    assert device.threads_per_worker() == 1
