@@ -106,18 +106,23 @@ def probe_cpu_vector_isa_in_background() -> None:
 
     if platform.machine() not in ("x86_64", "AMD64"):
         return
+    try:
+        # Imported here, not in the thread: a thread importing Inductor while this one imports
+        # Dynamo can see a half-initialised module.
+        from torch._inductor import codecache, cpp_builder, cpu_vec_isa  # noqa: F401
 
-    def probe() -> None:
+        flags = cpu_vec_isa.x86_isa_checker()
+        isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
+    except Exception:  # Inductor repeats the check itself when the first CPU kernel needs it
+        return
+
+    def build() -> None:
+        from concurrent.futures import ThreadPoolExecutor
+
         try:
-            from concurrent.futures import ThreadPoolExecutor
-
-            from torch._inductor import cpu_vec_isa
-
-            flags = cpu_vec_isa.x86_isa_checker()
-            isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
             with ThreadPoolExecutor(max(1, len(isas))) as pool:
                 list(pool.map(bool, isas))
-        except Exception:  # Inductor repeats the check itself when the first CPU kernel needs it
+        except Exception:
             pass
 
-    threading.Thread(target=probe, name="scaledmm-isa-probe", daemon=True).start()
+    threading.Thread(target=build, name="scaledmm-isa-probe", daemon=True).start()

@@ -6,9 +6,9 @@ the kernels by their declarations and then runs one request at a time. After a c
 or a CUDA error that leaves the context unusable it is replaced before the next case. Each xdist
 worker owns its own child. `--scaledmm-isolate=no` runs everything in the pytest process.
 
-The first child is spawned at configure time (`ChildRunner.prestart`): its torch import, compiler
-warm-up and device context overlap the parent's collection instead of following it. It learns
-what to run (kernels, settings) in a second step, when the first case needs it.
+The first child is spawned when the session starts (`SpareChild`, before collection): its torch
+import, compiler warm-up and device context overlap the parent's collection instead of following
+it. Every child learns what to run (kernels, settings) in a second step, the setup message.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ def _load_kernel(ref: str) -> Callable:
 # -- the child ---------------------------------------------------------------------------------
 
 
-def _child_main(conn, log_path: str, requested_device: str, probe_cpu_isa: bool) -> None:
+def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool) -> None:
     """Entry point of the child process: warm up, take the run's settings, then answer requests
     until told to stop."""
     import faulthandler
@@ -100,8 +100,9 @@ def _child_main(conn, log_path: str, requested_device: str, probe_cpu_isa: bool)
         import torch  # noqa: F401
 
         logging.getLogger("torch.__trace").propagate = False
-        _warm_up(requested_device, probe_cpu_isa)
+        _warm_up(requested_device, uses_inductor)
     except BaseException:
+        print(traceback.format_exc(), flush=True)  # the log keeps it should the parent be gone
         conn.send(("error", traceback.format_exc()))
         return
     try:
@@ -149,13 +150,15 @@ def _die_with_parent() -> None:
         pass
 
 
-def _warm_up(requested_device: str, probe_cpu_isa: bool) -> None:
-    """Import the compiler stack and open the device context now (seconds, under the start-up
-    limit and, for the first child, while the parent collects) rather than in the first case;
-    for Inductor on the CPU, start its vector-ISA builds."""
+def _warm_up(requested_device: str, uses_inductor: bool) -> None:
+    """Import the compiler stack and open the device context now, while the parent collects (for
+    a restarted child: within the start-up limit) rather than in the first case. Inductor only when
+    the profile compiles with it: importing it starts its compile workers on some releases."""
     import importlib
 
-    for name in ("torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx"):
+    modules = ["torch._dynamo", "torch._functorch.aot_autograd"]
+    modules += ["torch._inductor.compile_fx"] if uses_inductor else []
+    for name in modules:
         try:
             importlib.import_module(name)
         except Exception:  # an older or trimmed torch: the case will say what is missing
@@ -164,13 +167,13 @@ def _warm_up(requested_device: str, probe_cpu_isa: bool) -> None:
         from .device import resolve_device
 
         device = resolve_device(requested_device)
-    except Exception:  # the parent reports a missing device as a usage error
-        return
-    if device.startswith("cuda"):
-        import torch
+        if device.startswith("cuda"):
+            import torch
 
-        torch.empty(1, device=device)
-    elif device == "cpu" and probe_cpu_isa:
+            torch.empty(1, device=device)
+    except Exception:  # a missing or failing device: each case reports it
+        return
+    if device == "cpu" and uses_inductor:
         from .device import probe_cpu_vector_isa_in_background
 
         probe_cpu_vector_isa_in_background()
@@ -228,7 +231,7 @@ class InProcessRunner:
         pass
 
 
-def _spawn(log_path: str, requested_device: str, probe_cpu_isa: bool = False):
+def _spawn(log_path: str, requested_device: str, uses_inductor: bool):
     import multiprocessing
 
     context = multiprocessing.get_context("spawn")
@@ -236,7 +239,7 @@ def _spawn(log_path: str, requested_device: str, probe_cpu_isa: bool = False):
     # Not daemonic: Inductor (2.3 at least) starts a compile pool at import, and a daemonic
     # process may not have children. close() and the parent-death signal end it instead.
     proc = context.Process(
-        target=_child_main, args=(child, log_path, requested_device, probe_cpu_isa), name="scaledmm-child", daemon=False
+        target=_child_main, args=(child, log_path, requested_device, uses_inductor), name="scaledmm-child", daemon=False
     )
     proc.start()
     child.close()
@@ -246,10 +249,14 @@ def _spawn(log_path: str, requested_device: str, probe_cpu_isa: bool = False):
 class SpareChild:
     """A child spawned before the run's settings are known; a ChildRunner adopts it."""
 
-    def __init__(self, requested_device: str, probe_cpu_isa: bool = False):
+    def __init__(self, requested_device: str, uses_inductor: bool):
         self.dir = tempfile.mkdtemp(prefix="scaledmm-child-")
         self.log = os.path.join(self.dir, "child.log")
-        self.proc, self.conn = _spawn(self.log, requested_device, probe_cpu_isa)
+        try:
+            self.proc, self.conn = _spawn(self.log, requested_device, uses_inductor)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
 
     def close(self) -> None:
         """Only for a spare nobody adopted (no case ran in this process)."""
@@ -266,22 +273,23 @@ class ChildRunner:
 
     isolated = True
 
-    def __init__(self, ctx, timeout: float, startup_timeout: float = STARTUP_TIMEOUT_S, spare: Optional[SpareChild] = None):
+    def __init__(self, ctx, timeout: float, startup_timeout: float = STARTUP_TIMEOUT_S,
+                 spare: Optional[SpareChild] = None, uses_inductor: bool = True):
         self.ctx = ctx
         self.timeout = timeout
         self.startup_timeout = max(startup_timeout, timeout)
+        self.uses_inductor = uses_inductor
         self.refs = kernel_refs(dict(ctx.kernels), dict(ctx.kernel_specs))
         self.in_process = InProcessRunner(ctx)
+        self._proc = self._conn = None
+        self._ready = False  # the child has its settings and answers requests
         if spare is not None:
             self._dir, self._log = spare.dir, spare.log
-            self._spare = (spare.proc, spare.conn)
+            self._proc, self._conn = spare.proc, spare.conn
             spare.proc = spare.conn = None
         else:
             self._dir = tempfile.mkdtemp(prefix="scaledmm-child-")
             self._log = os.path.join(self._dir, "child.log")
-            self._spare = None
-        self._proc = None
-        self._conn = None
         self.restarts = 0
 
     # requests
@@ -309,19 +317,12 @@ class ChildRunner:
         return answer
 
     def close(self) -> None:
-        if self._spare is not None:
-            self._proc, self._conn = self._spare
-            self._spare = None
         self._stop(kill=False)
         shutil.rmtree(self._dir, ignore_errors=True)
 
     # machinery
-    def _start(self) -> Optional[Death]:
-        if self._spare is not None:
-            self._proc, self._conn = self._spare
-            self._spare = None
-        else:
-            self._proc, self._conn = _spawn(self._log, self.ctx.device)
+    def _setup(self) -> Optional[Death]:
+        """Send the child (just spawned, or the spare) its settings and wait until it is ready."""
         # Callables stay behind (a hook's may not pickle); the child loads them by reference.
         specs = {
             name: dataclasses.replace(spec, fn=None) if getattr(spec, "fn", None) is not None else spec
@@ -333,25 +334,28 @@ class ChildRunner:
         start = time.monotonic()
         try:
             self._conn.send(("setup", blob, refs, hooked))
-        except (OSError, EOFError):  # it died warming up; its log and exit status say why
-            return self._died(start, 0, "while starting")
+        except OSError:
+            pass  # it is gone already: what it left in the pipe, or its exit status, says why
         if not self._conn.poll(self.startup_timeout):
             death = self._death(oc.TIMEOUT, start, f"the child did not start within {self.startup_timeout:g} s")
             self._stop(kill=True)
             return death
         try:
             kind, payload = self._conn.recv()
-        except EOFError:
+        except (EOFError, OSError):
             return self._died(start, 0, "while starting")
         if kind != "ready":
             self._stop(kill=True)
             raise HarnessError(f"the isolated child could not start:\n{payload}")
+        self._ready = True
         return None
 
     def _request(self, request, case: Case):
-        if self._proc is None or not self._proc.is_alive():
+        if self._proc is None or (self._ready and not self._proc.is_alive()):
             self._stop(kill=True)
-            death = self._start()
+            self._proc, self._conn = _spawn(self._log, self.ctx.device, self.uses_inductor)
+        if not self._ready:
+            death = self._setup()
             if death is not None:
                 return death
         offset = _size(self._log)
@@ -392,6 +396,7 @@ class ChildRunner:
     def _stop(self, kill: bool) -> None:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
+        self._ready = False
         if proc is None:
             return
         self.restarts += 1 if kill else 0
@@ -401,9 +406,9 @@ class ChildRunner:
                 proc.join(10)
             except (OSError, EOFError, BrokenPipeError):
                 pass
-        if proc.is_alive() or kill:
-            _kill_group(proc)
-            proc.join(10)
+        # Always the whole group: compile workers or ISA builds may outlive a clean exit.
+        _kill_group(proc)
+        proc.join(10)
         if conn is not None:
             conn.close()
 
@@ -502,7 +507,7 @@ def _layer_from_stack(text: str) -> Optional[str]:
     return None
 
 
-def make_runner(ctx, isolate: bool, timeout: float, spare: Optional[SpareChild] = None):
+def make_runner(ctx, isolate: bool, timeout: float, spare: Optional[SpareChild] = None, uses_inductor: bool = True):
     if not isolate:
         return InProcessRunner(ctx)
-    return ChildRunner(ctx, timeout, spare=spare)
+    return ChildRunner(ctx, timeout, spare=spare, uses_inductor=uses_inductor)

@@ -94,9 +94,15 @@ def pytest_configure(config):
     configure_speed(config, state, _is_worker(config))
     if not config.getoption("scaledmm_reuse_cache") and not _is_worker(config):
         state.use_fresh_cache()
-    if _runs_cases_here(config):
-        state.prestart_child()  # after the cache and thread settings: the child inherits them
     _collect_only_the_matrix(config, spec.path)
+
+
+def pytest_sessionstart(session):
+    # After every plugin's and conftest's pytest_configure: the child inherits the environment
+    # they set, as a restarted child would; before collection, which its start-up overlaps.
+    state = _state(session.config)
+    if state is not None and _runs_cases_here(session.config):
+        state.prestart_child()
 
 
 def _runs_cases_here(config) -> bool:
@@ -104,7 +110,9 @@ def _runs_cases_here(config) -> bool:
     option = config.option
     if getattr(option, "collectonly", False) or getattr(option, "help", False):
         return False
-    return _is_worker(config) or getattr(option, "dist", "no") == "no"
+    # xdist distributes only with a --dist mode and somewhere to send cases (-n or --tx).
+    distributing = getattr(option, "dist", "no") != "no" and bool(getattr(option, "tx", None))
+    return _is_worker(config) or not distributing
 
 
 def _collect_only_the_matrix(config, matrix_path: Path) -> None:

@@ -111,7 +111,10 @@ class MatrixSession:
             return
         specs = {k.name: k for k in self.spec.kernels}
         if any(ref is not None for ref in kernel_refs(self._kernels, specs).values()):
-            self._spare_child = SpareChild(self.requested_device, probe_cpu_isa=self.compiles_with_inductor())
+            try:
+                self._spare_child = SpareChild(self.requested_device, self.compiles_with_inductor())
+            except Exception:  # e.g. out of processes or files: the first case starts one, or says why
+                self._spare_child = None
 
     def compiles_with_inductor(self) -> bool:
         from .speed import INDUCTOR_MODES
@@ -124,7 +127,7 @@ class MatrixSession:
             from .isolate import make_runner
 
             spare, self._spare_child = self._spare_child, None
-            self._runner = make_runner(self.context(), self.isolate, self.timeout, spare)
+            self._runner = make_runner(self.context(), self.isolate, self.timeout, spare, self.compiles_with_inductor())
             if not self.isolate and self.context().device == "cpu" and self.compiles_with_inductor():
                 from .device import probe_cpu_vector_isa_in_background
 

@@ -75,7 +75,7 @@ def _dist_given(config) -> bool:
     """Whether the user chose an xdist distribution mode (command line, PYTEST_ADDOPTS, addopts)."""
     args = list(config.invocation_params.args) + shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
     args += list(config.getini("addopts"))
-    return any(arg in ("--dist", "-d") or arg.startswith(("--dist=", "--distload")) for arg in map(str, args))
+    return any(arg in ("--dist", "-d") or arg.startswith("--dist=") for arg in map(str, args))
 
 
 def prefer_work_stealing(config) -> None:

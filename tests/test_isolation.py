@@ -241,3 +241,43 @@ def test_a_run_uses_its_own_cache_and_never_deletes_the_users(matrix_project, mo
     matrix_project.run("--scaledmm-matrix", "--scaledmm-reuse-cache").assert_outcomes(passed=1)
     assert log.read_text().split()[-1] == str(users)
     assert (users / "precious").exists()
+
+
+class _ExitedChild:
+    """A child process that has already exited (status 0), as one that failed to warm up does."""
+
+    pid = 2**22 + 12345  # no such process group: killing it is a no-op
+    exitcode = 0
+
+    def is_alive(self):
+        return False
+
+    def join(self, timeout=None):
+        pass
+
+    def kill(self):
+        pass
+
+
+def test_a_child_that_failed_to_warm_up_is_one_clear_harness_error():
+    import multiprocessing
+
+    from pytest_scaledmm.kernels import BUILTIN_IMPLS
+    from pytest_scaledmm.run import RunContext
+
+    parent, child = multiprocessing.Pipe()
+    child.send(("error", "Traceback (most recent call last):\nImportError: libcudart.so.13: cannot open shared object"))
+    child.close()
+    spare = isolate.SpareChild.__new__(isolate.SpareChild)
+    spare.dir = str(Path(isolate.tempfile.mkdtemp(prefix="scaledmm-child-")))
+    spare.log = os.path.join(spare.dir, "child.log")
+    spare.proc, spare.conn = _ExitedChild(), parent
+    ctx = RunContext("cpu", 1, {}, {"aten_scaled_mm": BUILTIN_IMPLS["aten_scaled_mm"]})
+    runner = isolate.ChildRunner(ctx, timeout=5, spare=spare)
+    from pytest_scaledmm.cases import Case
+
+    case = Case("aten_scaled_mm-s0d_x_s0d", {"kernel": "aten_scaled_mm"})
+    with pytest.raises(isolate.HarnessError, match=r"could not start:\n(?s:.*)ImportError: libcudart"):
+        runner.run(case)
+    runner.close()
+    assert not os.path.exists(spare.dir)

@@ -141,38 +141,42 @@ def test_repro_header_has_no_docstring_breakers(tmp_path):
     assert textwrap.dedent(path.read_text()).startswith("#!/usr/bin/env python3")
 
 
-def _template_function(name: str):
-    """One function of the repro template, compiled on its own (it uses no template fields)."""
+def _template_functions(*names: str) -> dict:
+    """Functions of the repro template, compiled on their own (they use no template fields)."""
     import ast
 
     text = (Path(repro.__file__).parent / "templates" / "repro_script.py.tmpl").read_text()
-    node = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == name)
-    namespace = {"_names": lambda exc: [type(exc).__name__]}
-    exec(compile(ast.Module([node], []), "repro_script.py.tmpl", "exec"), namespace)
-    return namespace[name]
+    nodes = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name in names]
+    namespace: dict = {}
+    exec(compile(ast.Module(nodes, []), "repro_script.py.tmpl", "exec"), namespace)
+    return namespace
 
 
-@pytest.mark.parametrize("eager_raises", [False, True])
-@pytest.mark.parametrize("compiled_raises", [False, True])
-@pytest.mark.parametrize("eager_ok", [True, False])
-@pytest.mark.parametrize("compiled_ok", [True, False])
+@pytest.mark.parametrize("eager", ["returns", "off", "raises"])
+@pytest.mark.parametrize("compiled", ["returns", "off", "raises alike", "raises otherwise"])
 @pytest.mark.parametrize("graphs", [0, 1])
-def test_a_script_classifies_as_the_run_does(eager_raises, compiled_raises, eager_ok, compiled_ok, graphs):
+def test_a_script_classifies_as_the_run_does(eager, compiled, graphs):
     """The script's own verdict must match the run's, or a reproduced failure reads as different."""
     from pytest_scaledmm.outcome import ErrorInfo
     from pytest_scaledmm.run import classify
 
-    script_classify = _template_function("repro_classify")
-    eager_check = None if eager_raises else {"ok": eager_ok, "ratio": 0.0 if eager_ok else 9.0, "max_abs": 1.0}
-    compiled_check = None if compiled_raises else {"ok": compiled_ok, "ratio": 0.0 if compiled_ok else 9.0, "max_abs": 1.0}
-    eager_error = ErrorInfo("builtins.ValueError", "no", "builtins.ValueError") if eager_raises else None
-    compiled_error = ErrorInfo("InductorError", "lowering failed", "builtins.AssertionError", "inductor") if compiled_raises else None
+    script_classify = _template_functions("repro_classify", "_names")["repro_classify"]
+
+    def check(ok):
+        return {"ok": ok, "ratio": 0.0 if ok else 9.0, "max_abs": 1.0}
+
+    eager_exc = ValueError("scale_b must be 2-D") if eager == "raises" else None
+    compiled_exc = {
+        "raises alike": ValueError("scale_b must be 2-D"),
+        "raises otherwise": AssertionError("lowering failed"),
+    }.get(compiled)
+    eager_error = ErrorInfo("builtins.ValueError", str(eager_exc), "builtins.ValueError") if eager_exc else None
+    compiled_error = None
+    if compiled_exc is not None:
+        name = f"builtins.{type(compiled_exc).__name__}"
+        compiled_error = ErrorInfo(name, str(compiled_exc), name, "inductor")
+    eager_check = None if eager_exc else check(eager == "returns")
+    compiled_check = None if compiled_exc else check(compiled == "returns")
     expected = classify(eager_error, compiled_error, graphs, eager_check, compiled_check).outcome
-    observed = script_classify(
-        ValueError("no") if eager_raises else None,
-        AssertionError("no") if compiled_raises else None,
-        graphs,
-        eager_check,
-        compiled_check,
-    )
+    observed = script_classify(eager_exc, compiled_exc, graphs, eager_check, compiled_check)
     assert observed == expected
