@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
 from . import outcome as oc
 from .cases import Case
@@ -261,9 +261,7 @@ class SpareChild:
     def close(self) -> None:
         """Only for a spare nobody adopted (no case ran in this process)."""
         if self.proc is not None:
-            _kill_group(self.proc)
-            self.proc.join(10)
-            self.conn.close()
+            _end(self.proc, self.conn)
             self.proc = self.conn = None
         shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -406,11 +404,7 @@ class ChildRunner:
                 proc.join(10)
             except (OSError, EOFError, BrokenPipeError):
                 pass
-        # Always the whole group: compile workers or ISA builds may outlive a clean exit.
-        _kill_group(proc)
-        proc.join(10)
-        if conn is not None:
-            conn.close()
+        _end(proc, conn)
 
 
 def _poisons_context(result: Outcome) -> bool:
@@ -418,6 +412,14 @@ def _poisons_context(result: Outcome) -> bool:
         if error is not None and POISONED.search(f"{error.message}\n{error.root_message}"):
             return True
     return False
+
+
+def _end(proc, conn) -> None:
+    # Always the whole group: compile workers or ISA builds may outlive a clean exit.
+    _kill_group(proc)
+    proc.join(10)
+    if conn is not None:
+        conn.close()
 
 
 def _kill_group(proc) -> None:
