@@ -19,8 +19,26 @@ TIMEOUT = "TIMEOUT"
 SKIPPED = "SKIPPED"  # not applicable on this machine (arch, torch feature): decided at run time
 XFAIL = "XFAIL"  # failed as a known-failure entry predicts
 FIXED_UPSTREAM = "FIXED_UPSTREAM"  # a known failure that now passes: retire the entry
+# Both sides raise alike, but the refusal is not earned: the case lies inside the kernel's
+# declared support, or a built-in op raised something its documentation does not list.
+REFUSED = "REFUSED"
+# An internal assert or an undocumented device error, on either side: a bug even when both hit it.
+INTERNAL_ERROR = "INTERNAL_ERROR"
+# The harness could not run or check the case; the record exists so that nothing goes missing.
+HARNESS_ERROR = "HARNESS_ERROR"
 
-FAILURES = (MISMATCH, COMPILE_ONLY_ERROR, ERROR_PARITY, FALLBACK, OPCHECK_FAILED, CRASH, TIMEOUT)
+FAILURES = (
+    MISMATCH,
+    COMPILE_ONLY_ERROR,
+    ERROR_PARITY,
+    FALLBACK,
+    OPCHECK_FAILED,
+    CRASH,
+    TIMEOUT,
+    REFUSED,
+    INTERNAL_ERROR,
+    HARNESS_ERROR,
+)
 ALL_OUTCOMES = (PASS, UNSUPPORTED, SKIPPED, XFAIL, FIXED_UPSTREAM) + FAILURES
 
 
