@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence, Union
 
 from . import __version__
-from .options import BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
+from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -163,21 +163,34 @@ def compare_command(args) -> int:
 
 @subcommand(
     "gate",
-    "exit 1 when the candidate report has a failure the baseline did not have (known failures excepted)",
+    "exit 1 when the candidate report has a failure the baseline did not have (known failures excepted),"
+    " or cannot show that it has none: an incomplete run, missing or duplicate cases, capability lost",
     [
         shared(BASELINE, "the earlier report to gate against", required=True, default=None),
         Arg("--candidate", required=True, metavar="REPORT", help="the new report"),
-        shared(MATRIX, "matrix.yaml whose known_failures apply (default: the matrix the candidate recorded, when present)"),
+        shared(
+            MATRIX,
+            "matrix.yaml whose known_failures apply (default: the matrix the candidate recorded, when that"
+            " file is here and unchanged)",
+        ),
+        shared(ALLOW_MISSING, "compare a partial run: an incomplete report and missing baseline cases are notes, not failures"),
+        shared(ALLOW_CAPABILITY_LOSS, "accept cases that ran in the baseline and are UNSUPPORTED or SKIPPED now"),
         Arg("--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"),
     ],
 )
 def gate_command(args) -> int:
-    from .gate import GateFailure, catalogue_for, check
+    from .gate import GateFailure, run_gate
     from .report import load_report
 
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
     candidate = (args.candidate, load_report(args.candidate))
-    result = check(baseline, candidate, catalogue_for(args.scaledmm_matrix, candidate[1]))
+    result = run_gate(
+        baseline,
+        candidate,
+        matrix_path=args.scaledmm_matrix,
+        allow_missing=args.scaledmm_allow_missing,
+        allow_capability_loss=args.scaledmm_allow_capability_loss,
+    )
     lines = result.lines()
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as handle:

@@ -26,7 +26,7 @@ from packaging.version import InvalidVersion, Version
 
 from . import outcome as oc
 from .cases import KERNEL_SHORT, SCALE_SHORT
-from .report import ReportError, load_report
+from .report import ReportError, duplicate_ids, load_report
 
 # Outcome categories.
 OK, FAILING, KNOWN, ABSENT = "ok", "failing", "known", "absent"
@@ -158,6 +158,9 @@ class Comparison:
     grid: dict[str, list[Optional[dict]]]
     transitions: list[Transition]
     notes: list[str] = field(default_factory=list)
+    # The notes about single reports (an incomplete run, duplicate ids): the gate has reasons of
+    # its own for these.
+    report_notes: list[str] = field(default_factory=list)
 
     def by_kind(self) -> dict[str, list[Transition]]:
         out: dict[str, list[Transition]] = {kind: [] for kind in TRANSITION_KINDS}
@@ -240,6 +243,7 @@ def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
         )
         for label, (path, report) in zip(labels, reports)
     ]
+    # A duplicate id keeps its last record here; _report_notes names it, and the gate fails on it.
     by_id = [{c["id"]: c for c in report["cases"]} for _, report in reports]
     case_ids = sorted(set().union(*by_id)) if by_id else []
     grid = {cid: [cases.get(cid) for cases in by_id] for cid in case_ids}
@@ -249,7 +253,21 @@ def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
             kind = classify(grid[cid][i - 1], grid[cid][i])
             if kind:
                 transitions.append(Transition(kind, cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i]))
-    return Comparison(columns, case_ids, grid, transitions, _notes(columns))
+    report_notes = _report_notes(columns, reports)
+    return Comparison(columns, case_ids, grid, transitions, _notes(columns) + report_notes, report_notes)
+
+
+def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, dict]]) -> list[str]:
+    notes = []
+    for column, (_, report) in zip(columns, reports):
+        if column.session.get("complete") is False:
+            why = "; ".join(str(r) for r in column.session.get("incomplete_reasons") or [])
+            notes.append(f"{column.label}: the run did not finish; its report is partial" + (f" ({why})" if why else ""))
+        duplicates = duplicate_ids(report)
+        if duplicates:
+            cid, count = next(iter(duplicates.items()))
+            notes.append(f"{column.label}: {len(duplicates)} case id(s) recorded more than once (e.g. {cid}, {count} times); the last record is shown")
+    return notes
 
 
 def _notes(columns: Sequence[Column]) -> list[str]:
@@ -262,9 +280,6 @@ def _notes(columns: Sequence[Column]) -> list[str]:
         notes.append(
             f"hypothesis versions differ ({', '.join(sorted(hypotheses))}): drawn cases may not line up; pin one version"
         )
-    for c in columns:
-        if c.session.get("complete") is False:
-            notes.append(f"{c.label}: the run did not finish; its report is partial")
     return notes
 
 

@@ -82,17 +82,17 @@ def _complete(params: Mapping[str, Any]) -> dict:
     return full
 
 
+def _load(path: Path):
+    """The corpus file's data, read within the bounds every matrix file has (bounded_yaml)."""
+    from . import bounded_yaml
+
+    return bounded_yaml.load(path, bounded_yaml.read_text(path, "included file"))
+
+
 def load_corpus(path: Path) -> list[IncludedCase]:
     import jsonschema
-    import yaml
 
-    from .spec import read_matrix_text
-
-    text = read_matrix_text(path, "included file")
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise MatrixError(path, "", f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    data = _load(path)
     validator = jsonschema.Draft202012Validator(CORPUS_SCHEMA)
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
@@ -105,13 +105,11 @@ def load_corpus(path: Path) -> list[IncludedCase]:
 
 def included_cases(matrix_path: Path, text: str) -> list[IncludedCase]:
     """The cases of every file under the matrix's `include:`, paths relative to the matrix file.
-    A matrix whose YAML or `include` key is malformed yields nothing here: parse_spec reports it."""
-    import yaml
+    A matrix whose `include` key is malformed yields nothing here: parse_spec reports it; YAML
+    that cannot be read within bounds is a MatrixError here already."""
+    from . import bounded_yaml
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return []
+    data = bounded_yaml.load(matrix_path, text)
     includes = data.get("include") if isinstance(data, dict) else None
     if not isinstance(includes, list) or not all(isinstance(p, str) for p in includes):
         return []
@@ -134,6 +132,16 @@ def check_kernels(included: Iterable[IncludedCase], kernel_names: Iterable[str])
             )
 
 
+def check_sizes(included: Iterable[IncludedCase], limits: Mapping[str, int]) -> None:
+    """Every included case within the matrix's tensor-element limits (spec.size_problem)."""
+    from .spec import size_problem
+
+    for case in included:
+        problem = size_problem(case.params["m"], case.params["k"], case.params["n"], limits)
+        if problem is not None:
+            raise MatrixError(case.source, f"cases[{case.index}].params", f"{problem[1]} (the including matrix's limits)")
+
+
 def save_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> int:
     """Add entries (dicts with id, outcome, signature, found, params) to the corpus, keeping those
     already there; returns how many were new. Written atomically."""
@@ -143,7 +151,7 @@ def save_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> int:
     existing: list[dict] = []
     if path.exists():
         load_corpus(path)  # validates what is there before anything is added to it
-        for entry in yaml.safe_load(path.read_text(encoding="utf-8"))["cases"]:
+        for entry in _load(path)["cases"]:
             params = _complete(entry["params"])
             existing.append({"id": _id(params), **_meta(entry), "params": params})
     known = {e["id"] for e in existing}

@@ -24,7 +24,8 @@ hookspec = pytest.hookspec
 def pytest_scaledmm_kernels(config: pytest.Config) -> Any:
     """Return kernels to put through the matrix: a list of
     :class:`pytest_scaledmm.kernels.Kernel` or of dicts with the same keys (``name``, ``fn``,
-    and optionally ``family``, ``scale_forms``, ``dtypes``, ``archs``, ``min_torch``).
+    and optionally ``family``, ``scale_forms``, ``dtypes``, ``archs``, ``min_torch`` and the
+    shape limits ``min_m``, ``max_m``, ``m_multiple``, ``k_multiple``, ``n_multiple``).
 
     Called once per process (controller and every xdist worker) while the matrix is read. The
     answer must be the same in every process: no hardware or version checks here; declare

@@ -118,7 +118,7 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool)
         for name in hooked:
             if name in kernels:
                 specs[name] = dataclasses.replace(specs[name], fn=kernels[name])
-        ctx = dataclasses.replace(ctx_blob, kernels=kernels, kernel_specs=specs)
+        ctx = dataclasses.replace(ctx_blob, kernels=kernels, kernel_specs=specs, in_child=True)
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
@@ -180,17 +180,31 @@ def _warm_up(requested_device: str, uses_inductor: bool) -> None:
 
 
 def _serve(request, ctx):
+    """One request's answer. Whatever run_case raises (a harness bug) is answered as the case's
+    HARNESS_ERROR outcome, so the parent always gets a record for it."""
     op, case_id, params, extra = request
     case = Case(case_id, params)
+    start = time.perf_counter()
     if op == "case":
-        from .run import run_case
+        from . import run
 
-        return run_case(case, ctx).to_json()
+        try:
+            return run.run_case(case, ctx).to_json()
+        except BaseException as exc:
+            return oc.harness_error(exc, f" running case {case_id} in the isolated child").to_json()
     if op == "rung":
-        from .triage import execute_rung
+        from . import triage
 
-        return execute_rung(case, extra, ctx)
+        try:
+            return triage.execute_rung(case, extra, ctx)
+        except BaseException as exc:
+            return _rung_answer(oc.harness_error(exc, f" running a triage rung of {case_id}"), start)
     raise ValueError(f"unknown request {op!r}")
+
+
+def _rung_answer(result: Outcome, start: float) -> dict:
+    return {"outcome": result.outcome, "signature": result.signature, "layer": result.layer,
+            "seconds": round(time.perf_counter() - start, 3)}
 
 
 # -- the parent side ---------------------------------------------------------------------------
@@ -218,14 +232,21 @@ class InProcessRunner:
         self.ctx = ctx
 
     def run(self, case: Case) -> Outcome:
-        from .run import run_case
+        from . import run
 
-        return run_case(case, self.ctx)
+        try:
+            return run.run_case(case, self.ctx)
+        except Exception as exc:  # a KeyboardInterrupt here may be the user's: it stops the run
+            return oc.harness_error(exc, f" running case {case.id}")
 
     def rung(self, case: Case, rung: dict) -> dict:
-        from .triage import execute_rung
+        from . import triage
 
-        return execute_rung(case, rung, self.ctx)
+        start = time.perf_counter()
+        try:
+            return triage.execute_rung(case, rung, self.ctx)
+        except Exception as exc:
+            return _rung_answer(oc.harness_error(exc, f" running a triage rung of {case.id}"), start)
 
     def close(self) -> None:
         pass

@@ -7,11 +7,18 @@ multipliers in one of the matrix's forms: out = (a * scale_a) @ (b * scale_b) + 
 out_dtype and shape (M, N) (or (B, T, N)). The harness passes bias, out_dtype and use_fast_accum
 by keyword, so they may also be positional parameters (a torch.library custom op cannot have
 keyword-only tensors).
+
+The harness reads a kernel's signature when it resolves the kernel: ``a, b, scale_a, scale_b``
+(positional), ``bias`` and ``out_dtype`` are required; ``use_fast_accum`` is optional: a kernel
+without it (and without ``**kwargs``) gets no fast-accumulation cases and is never passed the
+keyword. Callables whose signature cannot be read (torch ops) are called with every keyword.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
+import sys
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -32,6 +39,12 @@ class Kernel:
     (``scale_forms``, ``dtypes``) or where it runs (``archs``, ``min_torch``: skipped at run time,
     never filtered at collection). Declarations must not depend on the machine: every process
     and xdist worker must declare the same kernels.
+
+    Shape limits declare what the kernel supports, as OpInfo declares an operator's valid inputs:
+    ``min_m`` / ``max_m`` (M counts tokens, B*T for a 3-D activation), ``m_multiple``,
+    ``k_multiple``, ``n_multiple``. Cases outside them are still generated; one the kernel
+    refuses (eager and compiled alike) is UNSUPPORTED, while a refusal inside them is REFUSED, a
+    failure.
     """
 
     name: str
@@ -41,6 +54,11 @@ class Kernel:
     dtypes: Optional[Sequence[str]] = None
     archs: Optional[Sequence[str]] = None
     min_torch: Optional[str] = None
+    min_m: Optional[int] = None
+    max_m: Optional[int] = None
+    m_multiple: Optional[int] = None
+    k_multiple: Optional[int] = None
+    n_multiple: Optional[int] = None
 
 
 def _first(out):
@@ -210,23 +228,120 @@ def load_impl(reference: str) -> KernelFn:
     return obj
 
 
+# How the harness calls a kernel: these positionally, then keywords.
+POSITIONAL = ("a", "b", "scale_a", "scale_b")
+REQUIRED_KEYWORDS = ("bias", "out_dtype")
+OPTIONAL_KEYWORDS = ("use_fast_accum",)
+CALL = "kernel(a, b, scale_a, scale_b, bias=..., out_dtype=...[, use_fast_accum=...])"
+
+
+def _signature(fn) -> Optional[inspect.Signature]:
+    """The signature of a plain callable; None for what cannot be introspected (torch ops,
+    builtins), which is then called with every keyword."""
+    # A torch op exists only once torch is imported: no torch import for plain functions.
+    if "torch" in sys.modules and custom_op(fn) is not None:
+        return None
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def accepts_keyword(fn, name: str) -> bool:
+    sig = _signature(fn)
+    if sig is None:
+        return True
+    for param in sig.parameters.values():
+        if param.kind == param.VAR_KEYWORD:
+            return True
+        if param.name == name and param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
+            return True
+    return False
+
+
+def call_keywords(fn, bias, out_dtype, use_fast_accum: bool) -> dict:
+    """The keywords of one call: use_fast_accum only where the signature takes it."""
+    keywords = {"bias": bias, "out_dtype": out_dtype}
+    if accepts_keyword(fn, "use_fast_accum"):
+        keywords["use_fast_accum"] = use_fast_accum
+    return keywords
+
+
+def signature_problem(fn) -> Optional[str]:
+    """Why the harness cannot call `fn` as CALL, naming the parameter; None when it can."""
+    sig = _signature(fn)
+    if sig is None:
+        return None
+    params = list(sig.parameters.values())
+    kinds = {p.kind for p in params}
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if inspect.Parameter.VAR_POSITIONAL not in kinds and len(positional) < len(POSITIONAL):
+        missing = POSITIONAL[len(positional)]
+        return f"has no parameter for {missing!r} (the harness passes a, b, scale_a, scale_b positionally)"
+    if inspect.Parameter.VAR_KEYWORD not in kinds:
+        for name in REQUIRED_KEYWORDS:
+            if not accepts_keyword(fn, name):
+                return f"has no parameter {name!r} (the harness passes it by keyword)"
+    keywords = call_keywords(fn, None, None, False)
+    try:
+        sig.bind(*([None] * len(POSITIONAL)), **keywords)
+    except TypeError as exc:
+        # e.g. a required parameter the harness does not know, or a keyword taken positionally
+        named = [p.name for p in params if f"'{p.name}'" in str(exc)]
+        what = f" {named[0]!r}" if named else ""
+        return f"cannot be called as {CALL}: parameter{what}: {exc}"
+    return None
+
+
+def kernel_callable(kernel: KernelSpec) -> Optional[KernelFn]:
+    """The callable behind a declaration without raising: None when it cannot be loaded (the
+    run reports that as a usage error in resolve_kernels)."""
+    if kernel.fn is not None:
+        return kernel.fn
+    if kernel.impl is None:
+        return BUILTIN_IMPLS.get(kernel.name)
+    try:
+        return load_impl(kernel.impl)
+    except Exception:
+        return None
+
+
+def kernel_accepts_fast_accum(kernel: KernelSpec) -> bool:
+    """Whether cases with use_fast_accum=True can be given to the kernel (a static fact of its
+    signature, the same in every process)."""
+    if kernel.fn is None and kernel.impl is None:
+        return True  # every built-in takes it
+    fn = kernel_callable(kernel)
+    return fn is None or accepts_keyword(fn, "use_fast_accum")
+
+
+def _describe(fn) -> str:
+    module, name = getattr(fn, "__module__", None), getattr(fn, "__qualname__", None)
+    return f"{module}:{name}" if module and name else repr(fn)
+
+
 def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, KernelFn]:
-    """Name -> callable for every kernel of the matrix; a kernel that cannot be loaded is a usage
-    error naming the matrix key."""
+    """Name -> callable for every kernel of the matrix; a kernel that cannot be loaded, or whose
+    signature the harness cannot call, is a usage error naming the matrix key (or, for a hook's
+    kernel, the hook and the kernel)."""
     resolved = {}
     for index, kernel in enumerate(kernels):
         if kernel.fn is not None:  # declared through the pytest_scaledmm_kernels hook
+            where, key = "pytest_scaledmm_kernels", kernel.name
             resolved[kernel.name] = kernel.fn
-            continue
-        if kernel.impl is None:
+        elif kernel.impl is None:
+            where, key = spec_path, f"kernels[{index}]"
             if kernel.name not in BUILTIN_IMPLS:
-                raise MatrixError(spec_path, f"kernels[{index}]", f"built-in kernel {kernel.name!r} is not available")
+                raise MatrixError(spec_path, key, f"built-in kernel {kernel.name!r} is not available")
             resolved[kernel.name] = BUILTIN_IMPLS[kernel.name]
-            continue
-        try:
-            resolved[kernel.name] = load_impl(kernel.impl)
-        except Exception as exc:  # any import-time failure of user code is reported, not raised
-            raise MatrixError(
-                spec_path, f"kernels[{index}].impl", f"cannot load {kernel.impl!r}: {type(exc).__name__}: {exc}"
-            ) from None
+        else:
+            where, key = spec_path, f"kernels[{index}].impl"
+            try:
+                resolved[kernel.name] = load_impl(kernel.impl)
+            except Exception as exc:  # any import-time failure of user code is reported, not raised
+                raise MatrixError(where, key, f"cannot load {kernel.impl!r}: {type(exc).__name__}: {exc}") from None
+        problem = signature_problem(resolved[kernel.name])
+        if problem:
+            fn = resolved[kernel.name]
+            raise MatrixError(where, key, f"kernel {kernel.name!r} ({_describe(fn)}) {problem}; the harness calls {CALL}")
     return resolved

@@ -43,8 +43,21 @@ REUSE_CACHE = Option(
 )
 BASELINE = Option(
     "--scaledmm-baseline",
-    "gate against this earlier report: fail the session on a case that newly fails",
+    "gate against this earlier report: fail the session on a case that newly fails, on an incomplete"
+    " run, on missing cases and on capability lost",
     {"default": None, "metavar": "REPORT"},
+)
+ALLOW_MISSING = Option(
+    "--scaledmm-allow-missing",
+    "let the gate compare a partial run: an incomplete report and baseline cases missing from the"
+    " candidate are notes instead of failures",
+    {"action": "store_true", "default": False},
+)
+ALLOW_CAPABILITY_LOSS = Option(
+    "--scaledmm-allow-capability-loss",
+    "let the gate accept cases that ran in the baseline and are UNSUPPORTED or SKIPPED now (a note"
+    " instead of a failure)",
+    {"action": "store_true", "default": False},
 )
 
 TIMEOUT = Option(
@@ -119,6 +132,8 @@ PLUGIN_OPTIONS = [
     DEVICE,
     REUSE_CACHE,
     BASELINE,
+    ALLOW_MISSING,
+    ALLOW_CAPABILITY_LOSS,
     TIMEOUT,
     ISOLATE,
     REPRO_DIR,
@@ -140,6 +155,15 @@ def add_cli_options(parser, options: list[Option]) -> None:
     for option in options:
         kwargs: dict[str, Any] = dict(option.kwargs)
         parser.add_argument(option.cli_flag(), dest=option.dest, help=option.help, **kwargs)
+
+
+def check_seconds(option: Option, value: float) -> str | None:
+    """None when `value` is a finite number of seconds above 0, else the message naming the option."""
+    import math
+
+    if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
+        return None
+    return f"{option.flag} must be a finite number of seconds above 0, got {value!r}"
 
 
 def validate_device(value: str) -> str | None:

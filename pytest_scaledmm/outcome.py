@@ -19,10 +19,11 @@ TIMEOUT = "TIMEOUT"
 SKIPPED = "SKIPPED"  # not applicable on this machine (arch, torch feature): decided at run time
 XFAIL = "XFAIL"  # failed as a known-failure entry predicts
 FIXED_UPSTREAM = "FIXED_UPSTREAM"  # a known failure that now passes: retire the entry
-# Both sides raise alike, but the refusal is not earned: the case lies inside the kernel's
-# declared support, or a built-in op raised something its documentation does not list.
+# Both sides raise alike, but the refusal is not earned (refusals.py): the case lies inside the
+# kernel's declared support, or a built-in op raised something its documentation does not list.
 REFUSED = "REFUSED"
-# An internal assert or an undocumented device error, on either side: a bug even when both hit it.
+# Both sides raise alike an internal assert or a device error other than a documented
+# not-supported status: a bug even when both hit it, never a capability (refusals.py).
 INTERNAL_ERROR = "INTERNAL_ERROR"
 # The harness could not run or check the case; the record exists so that nothing goes missing.
 HARNESS_ERROR = "HARNESS_ERROR"
@@ -167,3 +168,13 @@ def root_cause(exc: BaseException) -> BaseException:
             break
         exc = inner
     return exc
+
+
+def harness_error(exc: BaseException, what: str = "") -> Outcome:
+    """The outcome of a case the harness itself failed on (`what`: while doing what), with the
+    traceback: the case keeps its record."""
+    import traceback
+
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    detail = f"the harness failed{what}, not the case:\n" + "\n".join(text.splitlines()[-40:])
+    return Outcome(HARNESS_ERROR, f"HARNESS_ERROR: {signature_of(describe_exception(exc))}", None, detail)

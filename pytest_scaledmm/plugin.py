@@ -1,6 +1,11 @@
 """pytest hooks: options, collection of the matrix file, per-case items, summary and report.
 
 Inert unless --scaledmm-matrix is given: no collection, no report, no torch import.
+
+Every case item ends as exactly one record (a harness failure or a setup error is a
+HARNESS_ERROR record, a skip before the case ran a SKIPPED one), and the report says whether the
+run was complete: the controller counts the generated cases itself and names what cut the run
+short (a subset, -x, Ctrl-C, SIGTERM, an internal error, an unusual exit status).
 """
 
 from __future__ import annotations
@@ -13,10 +18,17 @@ from pathlib import Path
 import pytest
 
 from . import outcome as oc
-from .options import add_pytest_options, validate_device
+from .options import TIMEOUT, TRIAGE_BUDGET, add_pytest_options, check_seconds, validate_device
 
 STATE_KEY = pytest.StashKey["MatrixSession"]()
+LOCK_KEY = pytest.StashKey["ReportLock"]()
 PARTIAL_REPORT_EVERY_S = 30.0
+TERMINATED = "terminated (SIGTERM)"
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a matrix run: it ends the session as Ctrl-C does, so that the report is
+    written and says why it is incomplete."""
 
 
 def pytest_addhooks(pluginmanager):
@@ -54,6 +66,8 @@ def pytest_configure(config):
 
     config.addinivalue_line("markers", "scaledmm: a case of the scaled-mm compatibility matrix")
     problem = validate_device(config.getoption("scaledmm_device"))
+    for option in (TIMEOUT, TRIAGE_BUDGET):
+        problem = problem or check_seconds(option, config.getoption(option.dest))
     if problem:
         raise pytest.UsageError(problem)
     if config.getoption("scaledmm_device").startswith("cuda"):
@@ -94,7 +108,32 @@ def pytest_configure(config):
     configure_speed(config, state, _is_worker(config))
     if not config.getoption("scaledmm_reuse_cache") and not _is_worker(config):
         state.use_fresh_cache()
+    if _writes_report(config):
+        _claim_report_path(config, state.report_path)
     _collect_only_the_matrix(config, spec.path)
+
+
+def _writes_report(config) -> bool:
+    option = config.option
+    return not (_is_worker(config) or getattr(option, "collectonly", False) or getattr(option, "help", False))
+
+
+def _claim_report_path(config, path: Path) -> None:
+    """Before any case runs: the report can be written there, and no other live run writes it."""
+    from .report import ReportLock, ReportLocked, check_writable
+
+    try:
+        check_writable(path)
+    except OSError as exc:
+        raise pytest.UsageError(f"--scaledmm-report: cannot write {path}: {exc.strerror or exc}") from None
+    lock = ReportLock(path)
+    try:
+        lock.acquire()
+    except ReportLocked as exc:
+        raise pytest.UsageError(f"--scaledmm-report: {path} {exc}") from None
+    except OSError as exc:
+        raise pytest.UsageError(f"--scaledmm-report: cannot lock {path}: {exc.strerror or exc}") from None
+    config.stash[LOCK_KEY] = lock
 
 
 def pytest_sessionstart(session):
@@ -130,6 +169,9 @@ def pytest_unconfigure(config):
     if state is not None:
         state.close()  # the child process first: it may still use the cache
         state.drop_owned_cache()
+    lock = config.stash.get(LOCK_KEY, None)
+    if lock is not None:
+        lock.release()
 
 
 def pytest_collect_file(file_path, parent):
@@ -165,11 +207,22 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         state = _state(self.config)
-        state.attach_environment(self)
-        result = state.run(self.case)
-        record = state.apply_known_failures(_plain(state.record(self.case, result)))
-        record.setdefault("extra", {})["device"] = state.context().device  # which GPU, under xdist
+        try:
+            state.attach_environment(self)
+            result = state.run(self.case)
+            record = state.apply_known_failures(_plain(state.record(self.case, result)))
+            record.setdefault("extra", {})["device"] = state.context().device  # which GPU, under xdist
+        except Exception as exc:  # the harness, not the case: still a record of this case
+            record = _plain(state.harness_error_record(self.case, exc))
+            self.user_properties.append(("scaledmm", record))
+            raise CaseFailure(record) from exc
         self.user_properties.append(("scaledmm", record))
+        # A signal that arrived while the kernel ran in this process, and that the kernel or the
+        # runner swallowed, still ends the session (this case's record goes with it).
+        if state.signalled == "SIGTERM":
+            raise Terminated()
+        if state.signalled == "SIGINT":
+            raise KeyboardInterrupt()
         if record["outcome"] == oc.XFAIL:
             pytest.xfail(f"{record['detail']}: {record['signature']}")
         if result.outcome == oc.SKIPPED:
@@ -186,6 +239,35 @@ class CaseItem(pytest.Item):
 
     def reportinfo(self):
         return self.path, None, f"scaledmm {self.case.id}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """The safety net: a case item that ends a phase without its record (a setup error, a skip
+    before the case ran, anything that bypassed runtest) gets one here."""
+    report = yield
+    if isinstance(item, CaseItem) and not any(name == "scaledmm" for name, _ in item.user_properties):
+        record = _missing_record(item, call, report)
+        if record is not None:
+            item.user_properties.append(("scaledmm", record))
+            report.user_properties.append(("scaledmm", record))
+    return report
+
+
+def _missing_record(item, call, report):
+    state = _state(item.config)
+    if state is None or (report.when == "setup" and report.passed):
+        return None  # the call phase records the case
+    if report.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        return _plain(state.record(item.case, oc.Outcome(oc.SKIPPED, None, None, f"skipped before it ran: {reason}")))
+    if call.excinfo is not None:
+        return _plain(state.harness_error_record(item.case, call.excinfo.value, report.when))
+    record = _plain(state.harness_error_record(item.case, f"the {report.when} phase ended without a record of the case", report.when))
+    if report.passed:  # a case without a verdict never passes
+        report.outcome = "failed"
+        report.longrepr = record["detail"]
+    return record
 
 
 def _plain(data):
@@ -212,40 +294,129 @@ def format_failure(record: dict) -> str:
 
 class MatrixReporter:
     """Registered only for a matrix run; on the controller it gathers every case's record,
-    including those xdist workers send in their reports' user_properties."""
+    including those xdist workers send in their reports' user_properties, and tells whether the
+    run was complete. While cases run, SIGTERM ends the session like Ctrl-C, and both are noted so
+    that a kernel swallowing the exception cannot hide them."""
 
     def __init__(self, config, state):
         self.config = config
         self.state = state
         self._last_write = time.monotonic()
+        self.deselected = 0
+        self._old_handlers: dict = {}
+
+    def pytest_sessionstart(self, session):
+        if not _is_worker(self.config):
+            self._install_signal_handlers()
+
+    def pytest_deselected(self, items):
+        self.deselected += sum(1 for item in items if isinstance(item, CaseItem))
+
+    def pytest_keyboard_interrupt(self, excinfo):
+        value = excinfo.value
+        if isinstance(value, Terminated):
+            reason = TERMINATED
+        elif isinstance(value, pytest.exit.Exception):
+            reason = f"stopped by pytest.exit: {value.msg}"
+        else:
+            reason = f"interrupted ({type(value).__name__})"
+        self.state.interrupted(reason)
+
+    def pytest_internalerror(self, excrepr, excinfo):
+        message = str(excinfo.value).strip().splitlines()
+        self.state.interrupted(f"pytest internal error: {excinfo.typename}: {message[0] if message else ''}".rstrip(": "))
 
     def pytest_runtest_logreport(self, report):
-        if report.when != "call":
-            return
         properties = dict(report.user_properties)
-        if "scaledmm" not in properties:
+        record = properties.get("scaledmm")
+        # Setup and teardown reports carry a record only when the call phase gave none.
+        if record is None or (report.when != "call" and record["id"] in self.state.records):
             return
-        record = properties["scaledmm"]
         self.state.records[record["id"]] = record
         if self.state.environment is None and "scaledmm_env" in properties:
             self.state.environment = properties["scaledmm_env"]
         if not _is_worker(self.config) and time.monotonic() - self._last_write > PARTIAL_REPORT_EVERY_S:
-            self._write(complete=False)
+            self._write()
 
-    def _write(self, complete: bool) -> None:
+    def _write(self) -> None:
         # A partial report now and then: a run killed by a CI time limit still leaves its results.
         from .report import write_atomic
 
-        write_atomic(self.state.report_path, self.state.build_report(complete=complete))
+        write_atomic(self.state.report_path, self.state.build_report())
         self._last_write = time.monotonic()
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if _is_worker(self.config) or not self.state.records:
+        if _is_worker(self.config):
             return
-        self._write(complete=True)
+        try:
+            self._finish(session, exitstatus)
+            # Even with no record: an older report at this path must not stand in for this run.
+            if _writes_report(self.config):
+                self._write()
+        finally:
+            self._restore_signal_handlers()
+
+    def _finish(self, session, exitstatus) -> None:
+        """What the final report needs to say why it is incomplete (session.incomplete_reasons)."""
+        state = self.state
+        state.finished = True
+        causes = []
+        selection = _selection_options(self.config)
+        if self.deselected:
+            causes.append(f"{self.deselected} case(s) deselected" + (f" by {', '.join(selection)}" if selection else ""))
+        elif selection:
+            causes.append(f"a subset was selected: {', '.join(selection)}")
+        for stop in dict.fromkeys((session.shouldfail, session.shouldstop)):
+            if stop:
+                causes.append(f"stopped early: {stop}")
+        state.subset_causes = causes
+        if int(exitstatus) not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not state.interruptions:
+            try:
+                name = f" ({pytest.ExitCode(exitstatus).name})"
+            except ValueError:
+                name = ""
+            state.interrupted(f"session exit status {int(exitstatus)}{name}")
+
+    def _install_signal_handlers(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        state = self.state
+
+        def on_sigterm(signum, frame):
+            state.signalled = "SIGTERM"
+            state.interrupted(TERMINATED)
+            raise Terminated()
+
+        def on_sigint(signum, frame):
+            old = self._old_handlers.get(signal.SIGINT)
+            if old == signal.SIG_IGN:
+                return
+            state.signalled = state.signalled or "SIGINT"
+            if callable(old) and old is not signal.default_int_handler:
+                return old(signum, frame)
+            raise KeyboardInterrupt()
+
+        for name, handler in (("SIGTERM", on_sigterm), ("SIGINT", on_sigint)):
+            number = getattr(signal, name, None)
+            if number is not None:
+                self._old_handlers[number] = signal.signal(number, handler)
+
+    def _restore_signal_handlers(self) -> None:
+        import signal
+
+        for number, old in self._old_handlers.items():
+            signal.signal(number, old if old is not None else signal.SIG_DFL)
+        self._old_handlers = {}
+
+    def pytest_unconfigure(self, config):
+        self._restore_signal_handlers()
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
-        if _is_worker(config) or not self.state.records:
+        if not _writes_report(config) or not self.state.finished:
             return
         from .report import signature_groups
         from .summary import summary_lines
@@ -253,6 +424,25 @@ class MatrixReporter:
         terminalreporter.section("scaled-mm matrix")
         for line in summary_lines(self.state, signature_groups(self.state.records.values())):
             terminalreporter.write_line(line)
+
+
+def _selection_options(config) -> list[str]:
+    """The options given that run a subset of the collected cases."""
+    option = config.option
+    found = []
+    if getattr(option, "keyword", ""):
+        found.append(f"-k {option.keyword!r}")
+    if getattr(option, "markexpr", ""):
+        found.append(f"-m {option.markexpr!r}")
+    if getattr(option, "deselect", None):
+        found.append("--deselect")
+    if getattr(option, "scaledmm_case", None):
+        found.append("--scaledmm-case")
+    if getattr(option, "lf", False):
+        found.append("--last-failed")
+    if any("::" in str(arg) for arg in config.args):
+        found.append("node ids on the command line")
+    return found
 
 
 def pytest_report_teststatus(report, config):
@@ -279,9 +469,10 @@ def _configure_baseline_gate(config, state) -> None:
 
 
 class BaselineGate:
-    """--scaledmm-baseline REPORT: `scaledmm gate` at session end. The session's exit status is the
-    gate's: 1 when a case newly fails (printed in the terminal summary), 0 when every failing case
-    failed the same way in the baseline. Failures outside the matrix always keep exit status 1."""
+    """--scaledmm-baseline REPORT: `scaledmm gate` at session end, same rules. The session's exit
+    status is the gate's: 1 when it fails (a case newly fails, the run is incomplete, cases are
+    missing, capability lost: printed in the terminal summary), 0 when every failing case failed
+    the same way in the baseline. Failures outside the matrix always keep exit status 1."""
 
     def __init__(self, config, state, path, baseline):
         self.config, self.state = config, state
@@ -295,11 +486,21 @@ class BaselineGate:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        if not self.state.records or exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        # Other exit statuses fail the session already; --collect-only runs nothing to gate.
+        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or self.config.option.collectonly:
             return
-        from .gate import check
+        from .gate import run_gate
+        from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING
 
-        self.result = check(self.baseline, (self.state.report_path, self.state.build_report()))
+        # The same gate as `scaledmm gate`, with the catalogue of the matrix this session ran.
+        self.result = run_gate(
+            self.baseline,
+            (self.state.report_path, self.state.build_report()),
+            spec=self.state.spec,
+            allow_missing=self.config.getoption(ALLOW_MISSING.dest),
+            allow_capability_loss=self.config.getoption(ALLOW_CAPABILITY_LOSS.dest),
+            flags={"allow_missing": ALLOW_MISSING.flag, "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag},
+        )
         if not self.result.passed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         elif exitstatus == pytest.ExitCode.TESTS_FAILED and not self.other_failures:

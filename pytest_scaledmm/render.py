@@ -1,13 +1,17 @@
 """Render a Comparison: a terminal table, Markdown for a CI step summary, one self-contained HTML
 file with a heatmap (case groups x environments).
 
-Every string that came from an exception is escaped: the HTML environment autoescapes, the
-Markdown one escapes each printed value through `finalize`.
+Every string from a report is data, never markup: the HTML environment autoescapes and links
+only http(s) URLs (`safe_url`); the Markdown one escapes each printed value through `finalize`
+(`md_escape`: no link, image, HTML, emphasis, table break or autolink can come out of report
+text), and a command shown as code goes in a code span its content cannot close (`md_code`);
+the terminal table shows control characters as escapes.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import shlex
 from collections import Counter
 from pathlib import Path
@@ -58,14 +62,67 @@ def replay_command(matrix_path: Optional[str], case_id: str) -> str:
     return f"pytest --scaledmm-matrix {shlex.quote(matrix)} --scaledmm-case {shlex.quote(case_id)}"
 
 
-def _md_escape(value) -> str:
-    """Markdown table cells: no raw HTML, no column breaks, one line."""
+# GitHub turns these into links with no brackets at all: http(s)://, ftp://, www., mailto:,
+# xmpp:, and name@domain (which also pings @name). A zero-width joiner after the scheme, the
+# "www" or the "@" leaves the text readable and stops the match; a reader who copies such text
+# (a signature into known_failures) gets the joiner too, so only these spots get one.
+ZWJ = "\u200d"
+_AUTOLINK = re.compile(r"(?i)(https?|ftps?|mailto|xmpp|www)(?=[:.])|@")
+# Backslash-escaped (CommonMark escapes any ASCII punctuation): what can start markup inline.
+_MD_PUNCTUATION = set("\\`*_[]()!|~#$")  # `$`: GitHub renders $...$ as math
+_MD_ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;"}
+
+
+class MdSafe(str):
+    """Markdown this module built (a code span): `md_escape` passes it through."""
+
+
+def md_escape(value) -> str:
+    """Report text as inert Markdown on one line: HTML characters as entities, every ASCII
+    punctuation that can start markup backslash-escaped (links, images, emphasis, code, table
+    cells, headings), control characters replaced, autolinks broken by a zero-width joiner."""
     if value is None:
         return ""
-    text = str(value)
-    for raw, escaped in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|"), ("`", "'")):
-        text = text.replace(raw, escaped)
-    return " ".join(text.split())
+    if isinstance(value, MdSafe):
+        return str(value)
+    text = _one_line(value)
+    text = _AUTOLINK.sub(lambda m: m.group(0) + ZWJ, text)
+    return "".join(_MD_ENTITIES.get(ch) or ("\\" + ch if ch in _MD_PUNCTUATION else ch) for ch in text)
+
+
+_md_escape = md_escape  # the name cli.py's gate summary imports
+
+
+def _one_line(value) -> str:
+    """Whitespace runs (line breaks included) as one space; other control characters as U+FFFD."""
+    text = " ".join(str(value).split())
+    return "".join("\ufffd" if ord(ch) < 32 or 0x7F <= ord(ch) < 0xA0 else ch for ch in text)
+
+
+def md_code(value) -> MdSafe:
+    """`value` as one inline code span (literal in Markdown: no link, no emphasis, no HTML),
+    fenced by more backticks than any run inside it, on one line. Not for table cells."""
+    text = _one_line(value)
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    return MdSafe(f"{fence} {text} {fence}")
+
+
+def safe_url(value) -> Optional[str]:
+    """`value` when it is an absolute http or https URL with a host and no whitespace or
+    control character (what a link may point to), else None: a `javascript:` or `data:` link
+    from a catalogue or a report is shown as text."""
+    from urllib.parse import urlsplit
+
+    if not isinstance(value, str) or not value or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 0x7F for ch in value):
+        return None
+    try:
+        parts = urlsplit(value)
+    except ValueError:
+        return None
+    if parts.scheme.lower() not in ("http", "https") or not parts.netloc:
+        return None
+    return value
 
 
 def _environment(kind: str) -> jinja2.Environment:
@@ -79,12 +136,13 @@ def _environment(kind: str) -> jinja2.Environment:
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(TEMPLATES)),
             autoescape=False,
-            finalize=_md_escape,
+            finalize=md_escape,
             undefined=jinja2.StrictUndefined,
             trim_blocks=True,
             lstrip_blocks=True,
         )
     env.filters["colour"] = lambda outcome: COLOURS.get(outcome, OTHER_COLOUR)
+    env.filters["code"] = md_code
     return env
 
 
@@ -159,7 +217,8 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix: Optional[s
                         "detail": record.get("detail") or "",
                         "change": change or "",
                         "replay": replay_command(matrix, cid),
-                        "link": (record.get("known_failure") or {}).get("link") or "",
+                        "link": _link_text((record.get("known_failure") or {}).get("link")),
+                        "href": safe_url((record.get("known_failure") or {}).get("link")) or "",
                     }
                 )
             # Failing cases first, then by id: the panel opens on what needs looking at.
@@ -198,6 +257,10 @@ def render_html(
     )
 
 
+def _link_text(value) -> str:
+    return value if isinstance(value, str) else ""
+
+
 def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) -> str:
     """The terminal table: outcome counts per environment, then transitions per neighbouring pair."""
     cols = comparison.columns
@@ -231,7 +294,16 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) ->
                 lines.append(f"    ... {len(by_change) - max_rows} more")
     for note in comparison.notes:
         lines.append(f"note: {note}")
-    return "\n".join(lines)
+    return "\n".join(_printable(line) for line in lines)
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+def _printable(line: str) -> str:
+    """A terminal line with control characters from report text (escape sequences, carriage
+    returns, line breaks) shown as escapes instead of acted on."""
+    return _CONTROL.sub(lambda m: ascii(m.group(0))[1:-1], line)
 
 
 _ABBREV = {

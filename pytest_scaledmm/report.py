@@ -1,4 +1,5 @@
-"""The versioned JSON report: build, write atomically, read back with one clear error."""
+"""The versioned JSON report: build, write atomically, read back with one clear error; the
+report path checked writable and locked against a second run before any case runs."""
 
 from __future__ import annotations
 
@@ -67,6 +68,105 @@ def write_atomic(path: Path, data: Any) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def duplicate_ids(report: dict) -> dict[str, int]:
+    """Case ids recorded more than once, with their count. Loading keeps every record, so a
+    duplicate is named here instead of the last record silently winning."""
+    counts = Counter(case["id"] for case in report["cases"])
+    return {cid: n for cid, n in sorted(counts.items()) if n > 1}
+
+
+def check_writable(path: Path) -> None:
+    """Create the report's directory and a temporary file beside the report, then remove it: an
+    unusable path is found before any case runs. The report itself is never touched. Raises
+    OSError."""
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
+    os.close(fd)
+    os.unlink(tmp)
+
+
+class ReportLocked(Exception):
+    """Another live run holds the report's lock."""
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    except OSError:
+        return False
+    return True
+
+
+class ReportLock:
+    """`<report>.lock` beside the report, created exclusively and holding the pid: a second run
+    writing the same report at the same time is refused instead of clobbering the first. The lock
+    of a process that no longer exists is taken over."""
+
+    def __init__(self, report_path: Path):
+        self.path = Path(f"{report_path}.lock")
+        self.held = False
+
+    def _create(self) -> bool:
+        try:
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as handle:
+            handle.write(f"{os.getpid()}\n")
+        return True
+
+    def _owner(self, path: Path) -> int:
+        try:
+            return int(path.read_text().strip() or "0")
+        except (OSError, ValueError):
+            return 0
+
+    def acquire(self) -> None:
+        """Raises ReportLocked (naming the owner) or OSError."""
+        for _ in range(3):
+            if self._create():
+                self.held = True
+                return
+            owner = self._owner(self.path)
+            if owner and _pid_alive(owner):
+                raise ReportLocked(f"is being written by another run (pid {owner}); lock file {self.path}")
+            # Stale: move it aside atomically (only one run can), then check what was moved.
+            aside = self.path.with_name(f"{self.path.name}.stale-{os.getpid()}")
+            try:
+                os.replace(self.path, aside)
+            except FileNotFoundError:
+                continue  # another run took it over first; try again
+            moved = self._owner(aside)
+            if moved and moved != owner and _pid_alive(moved):
+                # A live run locked it between our read and our move: give it back.
+                try:
+                    os.link(aside, self.path)
+                finally:
+                    os.unlink(aside)
+                raise ReportLocked(f"is being written by another run (pid {moved}); lock file {self.path}")
+            os.unlink(aside)
+        raise ReportLocked(f"its lock file {self.path} keeps changing hands")
+
+    def release(self) -> None:
+        if not self.held:
+            return
+        self.held = False
+        if self._owner(self.path) == os.getpid():
+            try:
+                self.path.unlink()
+            except FileNotFoundError:
+                pass
 
 
 def load_report(path) -> dict:

@@ -1,11 +1,15 @@
 """Standalone repro scripts: one per failure signature, runnable with nothing but torch.
 
 A script carries the case's parameters, input seed, compile settings and the environment that
-found it, all written with repr. It regenerates the run's very tensors by embedding the plugin's
-input module verbatim (stdlib and torch only), checks them against the shapes, strides, dtypes and
-checksums the run saw, runs eager and compiled, and exits 1 while the failure reproduces, 0 once
-it no longer fails, 2 when it fails differently, 3 when it cannot run the case as recorded.
-A built-in kernel is embedded as source; a user kernel is imported from its module.
+found it as data: every value that comes from a report (or a live record) is written as a Python
+literal of plain data by `literal`, never pasted into code, a comment or a docstring, so no report
+can put code into a script. It regenerates the run's very tensors by embedding the plugin's input
+module verbatim (stdlib and torch only), checks them against the shapes, strides, dtypes and
+checksums the run saw, runs eager and compiled, checks each side as the run does
+(oracle.check_sides, embedded), and exits with a code of its own per verdict (EXIT_*; the
+template's docstring lists them) so that a crash of the script (exit 1) never reads as one.
+A built-in kernel is embedded as source; a user kernel is imported from its module, named by a
+reference checked to be `module:qualname` of dotted identifiers.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ import hashlib
 import importlib
 import inspect
 import json
+import keyword
+import math
 import os
 import re
 import sys
@@ -29,12 +35,19 @@ from .session import CACHE_ENV as RUN_CACHE_ENV
 from .session import OWNED_CACHE_ENV
 
 REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL}
+# The script's exit status per verdict; 1 stays Python's own for a script that failed.
+EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
 # Names the template defines; the embedded modules must not redefine them.
-RESERVED = {"CASE", "CASE_ID", "SEED", "DEVICE", "COMPILE", "EXPECTED", "TENSORS", "TIMEOUT_S", "SLACK",
-            "ENV", "kernel", "repro_main", "repro_classify", "repro_case_fn", "repro_tensor_facts"}
+RESERVED = {"CASE", "CASE_ID", "SEED", "RUN_SEED", "DEVICE", "COMPILE", "EXPECTED", "TENSORS", "TIMEOUT_S", "SLACK",
+            "ENV", "FOUND", "WRITTEN_BY", "KERNEL_REF", "RAISES_ALIKE", "EXIT_NOT_REPRODUCED", "EXIT_REPRODUCED",
+            "EXIT_DIFFERENT", "EXIT_CANNOT_RUN", "kernel", "repro_main", "repro_setup", "repro_classify",
+            "repro_case_fn", "repro_tensor_facts", "repro_watchdog", "check_sides"}
 # Variables that change how torch compiles; recorded in the header and set again by the script.
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
+TEXT_LIMIT = 4000  # characters of one recorded text (a signature, an error message) kept in FOUND
+ENV_FIELDS = ("torch", "cuda", "hip", "triton", "python", "platform", "plugin", "hypothesis", "device", "device_name",
+              "arch", "capability", "sm_count", "tox_env")
 
 
 class ReproError(Exception):
@@ -44,6 +57,72 @@ class ReproError(Exception):
 def script_name(outcome: str, signature: str) -> str:
     digest = hashlib.sha256(f"{outcome}\0{signature}".encode()).hexdigest()[:10]
     return f"repro_{digest}.py"
+
+
+# -- values as literals ----------------------------------------------------------------------
+
+
+def _flat(value, depth: int = 0) -> str:
+    """One-line Python source for plain data that evaluates back to an equal value. Types are
+    matched exactly (a str subclass could bring its own repr); str.__repr__ escapes every quote,
+    backslash, line break and unprintable character, so a string can never end early."""
+    if depth > 20:
+        raise ReproError("a value nested more than 20 levels deep")
+    kind = type(value)
+    if value is None or kind is bool:
+        return repr(value)
+    if kind is int:
+        return int.__repr__(value)
+    if kind is float:
+        if math.isfinite(value):
+            return float.__repr__(value)
+        return 'float("nan")' if value != value else ('float("inf")' if value > 0 else 'float("-inf")')
+    if kind is str:
+        return str.__repr__(value)
+    if kind is list:
+        return "[" + ", ".join(_flat(v, depth + 1) for v in value) + "]"
+    if kind is tuple:
+        inner = ", ".join(_flat(v, depth + 1) for v in value)
+        return "(" + inner + ("," if len(value) == 1 else "") + ")"
+    if kind is dict:
+        if not all(type(k) is str for k in value):
+            raise ReproError("a mapping with a key that is not a string")
+        return "{" + ", ".join(f"{str.__repr__(k)}: {_flat(v, depth + 1)}" for k, v in value.items()) + "}"
+    raise ReproError(f"a value of type {kind.__name__}, not plain data")
+
+
+def literal(value, indent: int = 0, width: int = 100) -> str:
+    """`_flat`, laid out over lines for a reader when it is long."""
+    one = _flat(value)
+    if len(one) + indent <= width or type(value) not in (dict, list) or not value:
+        return one
+    pad = " " * (indent + 4)
+    if type(value) is dict:
+        body = [f"{pad}{str.__repr__(k)}: {literal(v, indent + 4, width)}," for k, v in value.items()]
+        return "{\n" + "\n".join(body) + "\n" + " " * indent + "}"
+    body = [f"{pad}{literal(v, indent + 4, width)}," for v in value]
+    return "[\n" + "\n".join(body) + "\n" + " " * indent + "]"
+
+
+def _plain(value):
+    """A report-derived value as plain JSON data (dicts with string keys, lists, str, int,
+    float, bool, None)."""
+    try:
+        return json.loads(json.dumps(value, default=str))
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise ReproError(f"a recorded value is not plain data ({type(exc).__name__})") from None
+
+
+def _text(value) -> Optional[str]:
+    """A recorded value as text for FOUND, cut to TEXT_LIMIT characters."""
+    if value is None:
+        return None
+    text = value if type(value) is str else json.dumps(_plain(value), ensure_ascii=False)
+    return text if len(text) <= TEXT_LIMIT else text[:TEXT_LIMIT] + "..."
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
 
 
 # -- embedded sources ------------------------------------------------------------------------
@@ -57,9 +136,7 @@ def _module_body(module: types.ModuleType) -> str:
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("pytest_scaledmm")):
             raise ReproError(f"{module.__name__} imports from the plugin; it cannot be embedded in a repro script")
-    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    clash = defined & RESERVED
+    clash = _defined(tree) & RESERVED
     if clash:
         raise ReproError(f"{module.__name__} defines {sorted(clash)}, which the repro template uses")
     lines = source.splitlines()
@@ -70,6 +147,29 @@ def _module_body(module: types.ModuleType) -> str:
         if isinstance(node, ast.ImportFrom) and node.module == "__future__":
             skip.update(range(node.lineno - 1, node.end_lineno))
     return "\n".join(line for i, line in enumerate(lines) if i not in skip).strip("\n")
+
+
+def _defined(tree: ast.Module) -> set:
+    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return names | {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
+
+
+def _with_sibling_imports_dropped(fn: Callable, sibling: types.ModuleType) -> str:
+    """Source of a module-level function whose `from .<sibling> import ...` lines are dropped:
+    the script embeds that sibling whole. Any other import from the package is refused."""
+    source = textwrap.dedent(inspect.getsource(fn))
+    tree = ast.parse(source)
+    provided = _defined(ast.parse(inspect.getsource(sibling)))
+    short = sibling.__name__.rsplit(".", 1)[-1]
+    drop = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("pytest_scaledmm")):
+            names = {alias.name for alias in node.names}
+            if node.module not in (short, sibling.__name__) or not names <= provided:
+                raise ReproError(f"{fn.__module__}.{fn.__name__} imports {node.module} {sorted(names)}; it cannot be embedded")
+            drop.update(range(node.lineno - 1, node.end_lineno))
+    return "\n".join(line for i, line in enumerate(source.splitlines()) if i not in drop)
 
 
 def _global_names(code) -> set:
@@ -99,31 +199,46 @@ def function_source(fn: Callable) -> str:
                 constants[name] = value
 
     visit(fn)
-    parts = [f"{name} = {value!r}" for name, value in sorted(constants.items())]
+    parts = [f"{name} = {literal(value)}" for name, value in sorted(constants.items())]
     ordered = sorted(functions.values(), key=lambda f: f.__code__.co_firstlineno)
     parts += [textwrap.dedent(inspect.getsource(f)).strip("\n") for f in ordered]
     return "\n\n\n".join(parts)
 
 
+def _dotted(text: str) -> bool:
+    parts = text.split(".")
+    return all(part.isidentifier() and not keyword.iskeyword(part) for part in parts)
+
+
+def check_reference(reference: str) -> tuple[str, list[str]]:
+    """(module, attribute path) of a kernel reference `module:qualname`, both dotted Python
+    identifiers; anything else is a ReproError."""
+    module_name, colon, attr_path = reference.partition(":") if isinstance(reference, str) else ("", "", "")
+    if not colon or not _dotted(module_name) or not _dotted(attr_path):
+        raise ReproError(f"kernel reference {reference!r} is not module:qualname of dotted identifiers")
+    return module_name, attr_path.split(".")
+
+
 def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str]) -> str:
-    """Code that defines `kernel` in the script."""
+    """Code that defines `kernel` in the script. `name` appears in no code or comment."""
     from .kernels import BUILTIN_IMPLS, load_impl
 
     if fn is not None and BUILTIN_IMPLS.get(name) is fn:
-        return f"# Built-in kernel {name!r} of pytest-scaledmm, embedded.\n{function_source(fn)}\n\n\nkernel = {fn.__name__}"
+        return f"# A built-in kernel of pytest-scaledmm, embedded.\n{function_source(fn)}\n\n\nkernel = {fn.__name__}"
     reference = impl
     if reference is None and fn is not None:
         candidate = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}"
         try:
+            check_reference(candidate)
             reference = candidate if load_impl(candidate) is fn else None
         except Exception:
             reference = None
     if reference is None:
         return (
-            f"# Kernel {name!r} was declared by a hook and cannot be imported by name: define it here.\n"
+            "# This kernel was declared by a hook and cannot be imported by name: define it here.\n"
             "kernel = None"
         )
-    module_name, _, attr_path = reference.partition(":")
+    module_name, attrs = check_reference(reference)
     where = None
     try:
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
@@ -135,14 +250,20 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str]) -> str:
             where = str(folder.parents[module_name.count(".") - 1] if "." in module_name else folder)
     except Exception:
         pass
-    path_line = f"sys.path.insert(0, {where!r})  # where the run imported it from\n" if where else ""
-    return (
-        f"# Kernel {name!r}: the code under test, imported as the run did ({reference}).\n"
-        f"{path_line}import importlib\n\n"
-        f"kernel = importlib.import_module({module_name!r})\n"
-        f"for _attr in {attr_path.split('.')!r}:\n"
-        "    kernel = getattr(kernel, _attr)"
-    )
+    lines = [
+        "# The code under test, imported as the run did (KERNEL_REF).",
+        f"KERNEL_REF = {literal(reference)}",
+    ]
+    if where:
+        lines.append(f"sys.path.insert(0, {literal(where)})  # where the run imported it from")
+    lines += [
+        "import importlib  # noqa: E402",
+        "",
+        f"kernel = importlib.import_module({literal(module_name)})",
+        f"for _attr in {literal(attrs)}:",
+        "    kernel = getattr(kernel, _attr)",
+    ]
+    return "\n".join(lines)
 
 
 # -- facts the script checks -----------------------------------------------------------------
@@ -180,29 +301,64 @@ def _facts(t) -> Optional[dict]:
 # -- the script ------------------------------------------------------------------------------
 
 
-def _expected(record: dict) -> dict:
-    def short(error, key):
-        return error[key].rsplit(".", 1)[-1] if error and error.get(key) else None
+def _error_names(error) -> Optional[list]:
+    error = _mapping(error)
+    if not error:
+        return None
 
-    eager, compiled = record.get("eager_error"), record.get("compiled_error")
+    def short(key):
+        value = error.get(key)
+        return value.rsplit(".", 1)[-1] if isinstance(value, str) and value else None
+
+    return [short("type"), short("root_type")]
+
+
+def _expected(record: dict) -> dict:
     outcome = record["outcome"]
     if outcome == oc.XFAIL:  # a known failure: the script checks the failure the catalogue expects
-        outcome = (record.get("known_failure") or {}).get("original_outcome") or outcome
+        outcome = _mapping(record.get("known_failure")).get("original_outcome") or outcome
     return {
-        "outcome": outcome,
-        "signature": record["signature"],
-        "layer": record.get("layer"),
-        "eager_error": [short(eager, "type"), short(eager, "root_type")] if eager else None,
-        "compiled_error": [short(compiled, "type"), short(compiled, "root_type")] if compiled else None,
-        "mismatch_side": record.get("layer") if outcome == oc.MISMATCH else None,
+        "outcome": _text(outcome),
+        "signature": _text(record["signature"]),
+        "layer": _text(record.get("layer")),
+        "eager_error": _error_names(record.get("eager_error")),
+        "compiled_error": _error_names(record.get("compiled_error")),
+        "mismatch_side": _text(record.get("layer")) if outcome == oc.MISMATCH else None,
     }
 
 
-def _pretty(value) -> str:
-    """repr, laid out over lines for a reader (pprint writes Python literals)."""
-    import pprint
+def _found(record: dict, environment: dict) -> dict:
+    """What the run recorded, for a reader (printed when the script starts)."""
+    triage = _mapping(record.get("triage"))
+    summary = None
+    if triage:
+        try:
+            from .triage import one_line
 
-    return pprint.pformat(value, width=100, sort_dicts=False)
+            summary = one_line(triage)
+        except Exception:  # a triage block this version cannot read: shown as it is
+            summary = triage
+    known = _mapping(record.get("known_failure"))
+
+    def error(key):
+        e = _mapping(record.get(key))
+        return {k: _text(e.get(k)) for k in ("type", "root_type", "message") if e.get(k) is not None} or None
+
+    env = _mapping(environment)
+    return {
+        "outcome": _text(record["outcome"]),
+        "signature": _text(record["signature"]),
+        "case": _text(record["id"]),
+        "layer": _text(record.get("layer")),
+        "detail": _text(record.get("detail")),
+        "eager_error": error("eager_error"),
+        "compiled_error": error("compiled_error"),
+        "known_failure": {k: _text(known.get(k)) for k in ("signature", "link", "reason") if known.get(k) is not None} or None,
+        "triage": _text(summary),
+        "workarounds": [_text(_mapping(w).get("knob")) for w in triage.get("workarounds", []) or [] if isinstance(w, dict)] or None,
+        "environment": {k: _text(env.get(k)) for k in ENV_FIELDS if env.get(k) is not None},
+        "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
 
 
 def _compile_settings(mode: str, max_autotune_configs: int = 0) -> dict:
@@ -217,29 +373,11 @@ def _compile_settings(mode: str, max_autotune_configs: int = 0) -> dict:
     return {"backend": backend, "mode": torch_mode, "options": options, "dynamic": dynamic}
 
 
-def _header_lines(record: dict, environment: dict, triage: Optional[dict]) -> list[str]:
-    env = environment or {}
-    lines = [
-        f"{record['outcome']}: {record['signature']}",
-        "",
-        f"case:     {record['id']}",
-        f"layer:    {record.get('layer')}",
-    ]
-    if triage and "layer" in triage:
-        from .triage import one_line
+def _oracle_code() -> str:
+    from . import inputs as inputs_module
+    from . import oracle
 
-        lines.append(f"triage:   {one_line(triage)}")
-        for workaround in triage.get("workarounds", []):
-            lines.append(f"          workaround: {workaround['knob']}")
-    gpu = f", capability {env.get('capability')}, {env.get('sm_count')} SMs" if env.get("capability") else ""
-    lines += [
-        f"found on: {env.get('device_name')} [{env.get('arch')}{gpu}], device {env.get('device')}",
-        f"          torch {env.get('torch')}, cuda {env.get('cuda')}, hip {env.get('hip')}, triton {env.get('triton')}, "
-        f"python {env.get('python')}",
-        f"          {env.get('platform')}, pytest-scaledmm {env.get('plugin')}, hypothesis {env.get('hypothesis')}",
-        f"written:  {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}",
-    ]
-    return lines
+    return _with_sibling_imports_dropped(oracle.check_sides, inputs_module)
 
 
 def render_script(
@@ -252,39 +390,53 @@ def render_script(
     env_vars: Optional[dict] = None,
     max_autotune_configs: int = 0,
 ) -> str:
+    """The script's text. Every value from `record` and `environment` goes in through `literal`;
+    the result is compiled here, so a script that would not parse is never written."""
+    from . import __version__
     from . import inputs as inputs_module
     from .cases import input_seed
 
-    params = dict(record["params"])
+    if type(timeout_s) not in (int, float) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ReproError(f"timeout must be a finite number of seconds greater than 0, not {timeout_s!r}")
+    if type(slack) not in (int, float) or not math.isfinite(slack) or slack <= 0:
+        raise ReproError(f"tolerance slack must be finite and greater than 0, not {slack!r}")
+    params = _plain(dict(record["params"]))
     seed = input_seed(run_seed, record["id"])
     if env_vars is None:
         env_vars = {k: v for k, v in os.environ.items() if COMPILE_ENV.match(k) and k not in CACHE_ENV}
-    header = "\n".join(_header_lines(record, environment, record.get("triage")))
-    header = header.replace('"""', '" " "')  # it lives in the script's (raw) docstring
     name = script_name(record["outcome"], record["signature"])
+    device = _mapping(environment).get("device")
     constants = "\n".join(
         [
-            f"CASE_ID = {record['id']!r}",
-            f"CASE = {_pretty(json.loads(json.dumps(params)))}",
-            f"SEED = {seed!r}  # zlib.crc32(b'{run_seed}::' + CASE_ID): the run's input seed",
-            f"DEVICE = {(environment or {}).get('device') or 'cpu'!r}",
-            f"COMPILE = {_compile_settings(params['mode'], max_autotune_configs)!r}  # torch.compile(fullgraph=True, **COMPILE)",
-            f"SLACK = {slack!r}",
-            f"TIMEOUT_S = {float(timeout_s)!r}  # a hang past this exits 1 with the stacks",
-            f"ENV = {dict(sorted(env_vars.items()))!r}  # compile-related variables set in the run",
-            f"EXPECTED = {_pretty(_expected(record))}",
-            f"TENSORS = {_pretty(tensor_facts(params, seed))}",
+            "# What the run recorded (values from the report, as data).",
+            f"FOUND = {literal(_found(record, environment))}",
+            f"CASE_ID = {literal(_text(record['id']))}",
+            f"CASE = {literal(params)}",
+            f"RUN_SEED = {literal(_plain(run_seed))}",
+            "SEED = " + literal(seed) + "  # zlib.crc32(f'{RUN_SEED}::{CASE_ID}'.encode()): the run's input seed",
+            f"DEVICE = {literal(device if isinstance(device, str) and device else 'cpu')}",
+            f"COMPILE = {literal(_compile_settings(params['mode'], max_autotune_configs))}  # torch.compile(fullgraph=True, **COMPILE)",
+            f"SLACK = {literal(float(slack))}",
+            f"TIMEOUT_S = {literal(float(timeout_s))}  # a hang past this: the stacks, then a verdict",
+            f"ENV = {literal(dict(sorted(env_vars.items())))}  # compile-related variables set in the run",
+            f"EXPECTED = {literal(_expected(record))}",
+            f"TENSORS = {literal(tensor_facts(params, seed))}",
+            f"WRITTEN_BY = {literal('pytest-scaledmm ' + __version__)}",
         ]
     )
     template = (Path(__file__).parent / "templates" / "repro_script.py.tmpl").read_text(encoding="utf-8")
-    return template.format(
+    text = template.format(
         name=name,
-        header=header,
         constants=constants,
         kernel=kernel_text,
         inputs=_module_body(inputs_module),
-        version=(environment or {}).get("plugin", "?"),
+        oracle=_oracle_code(),
     )
+    try:
+        compile(text, name, "exec")
+    except (SyntaxError, ValueError) as exc:  # a defect of this module, never of the report
+        raise ReproError(f"the script for {record['id']!r} does not compile: {exc}") from None
+    return text
 
 
 def write_script(directory, record: dict, environment: dict, run_seed: int, kernel_text: str, timeout_s: float,
@@ -344,38 +496,87 @@ class ReproWriter:
     def summary_lines(self) -> list[str]:
         if not self.written and not self.errors:
             return []
-        lines = [f"repro scripts: {len(self.written)} in {self.directory} (python <script>: exit 1 while it fails)"]
+        lines = [
+            f"repro scripts: {len(self.written)} in {self.directory} "
+            f"(python <script>: exit {EXIT_REPRODUCED} while it fails, {EXIT_NOT_REPRODUCED} once fixed)"
+        ]
         lines += [f"  could not write a repro: {message}" for message in self.errors.values()]
         return lines
 
 
+def _record_problem(record, limits) -> Optional[str]:
+    """Why a report's record cannot make a script (a key and what is wrong with it), or None:
+    the script regenerates the case from these values, so they must be a case of this plugin,
+    within the matrix's tensor-element limits."""
+    import jsonschema
+
+    from .corpus import CORPUS_SCHEMA
+    from .spec import size_problem
+
+    if not isinstance(record, dict):
+        return "the record is not an object"
+    for key in ("id", "outcome"):
+        if not isinstance(record.get(key), str):
+            return f"key {key!r} is not a string"
+    if record.get("signature") is not None and not isinstance(record["signature"], str):
+        return "key 'signature' is not a string"
+    schema = CORPUS_SCHEMA["properties"]["cases"]["items"]["properties"]["params"]
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(record.get("params")))
+    if error is not None:
+        where = ".".join(str(p) for p in error.absolute_path)
+        return f"key 'params{'.' + where if where else ''}' is not a valid case parameter"
+    params = record["params"]
+    if any(type(params[d]) is not int for d in ("m", "k", "n")):
+        return "key 'params' has a dimension that is not an integer"
+    problem = size_problem(params["m"], params["k"], params["n"], limits)
+    return f"key 'params': {problem[1]}" if problem else None
+
+
+def _report_matrix(path_text) -> Optional[Path]:
+    """The matrix a report names, when that is a file here."""
+    try:
+        path = Path(path_text)
+        return path if path.is_file() else None
+    except (TypeError, ValueError, OSError):
+        return None
 
 
 def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeout_s: float = 300.0) -> list[Path]:
     """`scaledmm repro REPORT --out DIR`: scripts for a report's failures (one per signature, or
     for the given case ids), after the fact. Kernels are found through the matrix the report
-    names (or `matrix`); the tensors are regenerated from the recorded seed."""
+    names (or `matrix`); the tensors are regenerated from the recorded seed. A report is data
+    from elsewhere: a record whose values are not a case of this plugin is refused, by id."""
     from .kernels import BUILTIN_IMPLS
     from .report import load_report
+    from .schema import DEFAULT_LIMITS
     from .spec import load_spec
 
     report = load_report(report_path)
-    matrix_path = matrix or (report.get("matrix") or {}).get("path")
-    impls, slack = {}, 1.0
-    if matrix_path and Path(matrix_path).exists():
+    matrix_block = _mapping(report.get("matrix"))
+    matrix_path = Path(matrix) if matrix else _report_matrix(matrix_block.get("path"))
+    impls, slack, limits = {}, 1.0, dict(DEFAULT_LIMITS)
+    if matrix_path is not None:
         spec = load_spec(matrix_path)
         impls = {k.name: k.impl for k in spec.kernels}
-        slack = spec.slack
-    seed = (report.get("matrix") or {}).get("seed")
-    if seed is None:
-        raise ReproError(f"{report_path}: the report does not record its seed (key 'matrix.seed')")
+        slack, limits = spec.slack, dict(spec.limits)
+    seed = matrix_block.get("seed")
+    if type(seed) is not int:
+        what = "does not record its seed" if seed is None else f"records a seed that is not an integer ({_text(seed)!r})"
+        raise ReproError(f"{report_path}: the report {what} (key 'matrix.seed')")
+    cases = report.get("cases") if isinstance(report.get("cases"), list) else []
+    cases = [r for r in cases if isinstance(r, dict)]
+    ids = {r["id"] for r in cases if isinstance(r.get("id"), str)}
     wanted = set(case_ids)
     seen, written = set(), []
-    for record in sorted(report["cases"], key=lambda r: r["id"]):
-        if wanted and record["id"] not in wanted:
+    for record in sorted(cases, key=lambda r: str(r.get("id"))):
+        if wanted and not (isinstance(record.get("id"), str) and record["id"] in wanted):
             continue
-        if not wanted and (record["outcome"] not in REPRODUCIBLE or not record.get("signature")):
+        outcome = record.get("outcome")
+        if not wanted and not (isinstance(outcome, str) and outcome in REPRODUCIBLE and record.get("signature")):
             continue
+        problem = _record_problem(record, limits)
+        if problem:
+            raise ReproError(f"{report_path}: case {_text(record.get('id'))!r}: {problem}")
         key = (record["outcome"], record.get("signature"))
         if not wanted and key in seen:
             continue
@@ -383,8 +584,8 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         name = record["params"]["kernel"]
         text = kernel_code(name, BUILTIN_IMPLS.get(name) if impls.get(name) is None else None, impls.get(name))
         record = {**record, "signature": record.get("signature") or record["outcome"]}
-        written.append(write_script(directory, record, report.get("environment") or {}, seed, text, timeout_s, slack))
-    missing = wanted - {r["id"] for r in report["cases"]}
+        written.append(write_script(directory, record, _mapping(report.get("environment")), seed, text, timeout_s, slack))
+    missing = wanted - ids
     if missing:
-        raise ReproError(f"{report_path}: no case {', '.join(sorted(missing))}")
+        raise ReproError(f"{report_path}: no case {', '.join(repr(m) for m in sorted(missing))}")
     return written

@@ -1,7 +1,16 @@
-"""Run one case: inputs, eager call, compiled call, float64 reference -> Outcome."""
+"""Run one case: inputs, eager call, compiled call, float64 reference -> Outcome.
+
+Whatever the kernel does is an outcome of its case, never a lost record: an exception (any
+BaseException: SystemExit and KeyboardInterrupt end as CRASH, see _ended_process), a result that
+is not a tensor, or one of the wrong shape, dtype or device. An exception while checking the
+outputs is a failed check naming the problem. The one exception that escapes is a
+KeyboardInterrupt in the pytest process itself (`--scaledmm-isolate=no`): it may be the user's
+Ctrl-C. Refusals raised alike on both sides are judged by refusals.py.
+"""
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
@@ -9,6 +18,7 @@ from typing import Callable, Mapping, Optional
 from . import outcome as oc
 from .cases import Case, input_seed
 from .compile_modes import GPU_ONLY_MODES, compile_case
+from .kernels import call_keywords
 from .outcome import ErrorInfo, Outcome, describe_exception, signature_of
 from .spec import KernelSpec
 
@@ -23,6 +33,7 @@ class RunContext:
     slack: float = 1.0
     opchecks: dict = field(default_factory=dict)  # opcheck family -> OpcheckResult, per process
     max_autotune_configs: int = 0  # 0: Inductor's full autotune search; N: at most N GEMM configs
+    in_child: bool = False  # in the isolated child: a KeyboardInterrupt there is the kernel's
 
 
 def _torch_release():
@@ -39,7 +50,7 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
 
     from .device import device_info
     from .inputs import torch_dtype
-    from .kernels import unavailable_reason
+    from .kernels import accepts_keyword, unavailable_reason
 
     arch = device_info(ctx.device).arch
     kernel = ctx.kernel_specs[case["kernel"]]
@@ -57,6 +68,9 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
         return missing
     if case["mode"] in GPU_ONLY_MODES and ctx.device == "cpu":
         return f"mode {case['mode']} needs a GPU (Triton GEMM templates)"
+    fn = ctx.kernels.get(case["kernel"])
+    if case.params.get("use_fast_accum") and fn is not None and not accepts_keyword(fn, "use_fast_accum"):
+        return f"kernel {kernel.name} has no use_fast_accum parameter: it cannot be asked for fast accumulation"
     return None
 
 
@@ -88,10 +102,17 @@ def classify(
     compiled_graph_calls: int,
     eager_check: Optional[dict],
     compiled_check: Optional[dict],
+    kernel: Optional[KernelSpec] = None,
+    params: Optional[Mapping] = None,
 ) -> Outcome:
+    """The case's outcome from what each side raised or returned. `kernel` and `params` say
+    whether a refusal alike on both sides is earned (refusals.judge); without them (a plain
+    matmul rung of triage) it stays UNSUPPORTED unless it is an internal error."""
     if eager_error and compiled_error:
         if _same_refusal(eager_error, compiled_error):
-            return Outcome(oc.UNSUPPORTED, signature_of(eager_error), "eager", "eager and compiled refuse alike")
+            from .refusals import judge
+
+            return judge(kernel, params, eager_error, compiled_error)
         sig = f"eager {signature_of(eager_error)} <> compiled {signature_of(compiled_error)}"
         return Outcome(oc.ERROR_PARITY, sig, compiled_error.layer, "eager and compiled raise different errors")
     if eager_error:
@@ -142,6 +163,85 @@ def _clone(out):
     return out.clone() if isinstance(out, torch.Tensor) else out
 
 
+def _ended_process(exc: BaseException) -> bool:
+    """SystemExit, KeyboardInterrupt, GeneratorExit and the like: the kernel tried to end the
+    process running it. Isolated or not, that is a CRASH of the case, not a refusal."""
+    return not isinstance(exc, Exception)
+
+
+def _users_interrupt(exc: BaseException, ctx: RunContext) -> bool:
+    # In the pytest process a KeyboardInterrupt may be the user's Ctrl-C: let it stop the run.
+    # The isolated child has its own process group, so there it can only come from the kernel.
+    return isinstance(exc, KeyboardInterrupt) and not ctx.in_child
+
+
+def _crash(exits: dict, eager_error, compiled_error, timing) -> Outcome:
+    side = "eager" if "eager" in exits else "compiled"
+    error = eager_error if side == "eager" else compiled_error
+    raised = ", ".join(f"{s}: {type(exc).__name__}({', '.join(map(repr, exc.args))})" for s, exc in exits.items())
+    return Outcome(
+        oc.CRASH,
+        f"CRASH: {signature_of(error)}",
+        error.layer or side,
+        f"the kernel tried to end the process ({raised}); isolated, it would have killed the run",
+        timing={k: round(v, 6) for k, v in timing.items()},
+        eager_error=eager_error,
+        compiled_error=compiled_error,
+    )
+
+
+def _device_problem(out, device: str) -> Optional[dict]:
+    """A failed check when `out` is a tensor on another device than the case's (a meta tensor,
+    a GPU tensor from a CPU run); the oracle cannot read such an output."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return None  # the oracle names what was returned instead
+    want, got = torch.device(device), out.device
+    if got.type == want.type and (want.index is None or got.index is None or got.index == want.index):
+        return None
+    return {"ok": False, "problem": f"device {got}, expected {device}", "ratio": math.inf}
+
+
+def _unchecked(exc: Exception) -> dict:
+    first = (str(exc).splitlines() or [""])[0][:200]
+    return {
+        "ok": False,
+        "problem": f"the output could not be checked ({type(exc).__name__})",
+        "ratio": math.inf,
+        "error": f"{type(exc).__name__}: {first}",
+    }
+
+
+def check_outputs(params, inputs, eager_ran: bool, eager_out, compiled_outs, device: str, slack: float):
+    """oracle.check_sides, guarded: an output on the wrong device, or an exception while
+    checking, is a failed check of that side that says so."""
+    from . import oracle
+
+    eager_bad = _device_problem(eager_out, device) if eager_ran else None
+    compiled_bad = None
+    if compiled_outs is not None:
+        compiled_bad = next(filter(None, (_device_problem(out, device) for out in compiled_outs)), None)
+    eager_ran = eager_ran and eager_bad is None
+    compiled_outs = None if compiled_bad else compiled_outs
+    try:
+        eager_check, compiled_check = oracle.check_sides(params, inputs, eager_ran, eager_out, compiled_outs, slack)
+    except Exception:
+        # One side's output may be what the oracle cannot read: check each side alone.
+        eager_check = compiled_check = None
+        if eager_ran:
+            try:
+                eager_check = oracle.check_sides(params, inputs, True, eager_out, None, slack)[0]
+            except Exception as exc:
+                eager_check = _unchecked(exc)
+        if compiled_outs is not None:
+            try:
+                compiled_check = oracle.check_sides(params, inputs, False, None, compiled_outs, slack)[1]
+            except Exception as exc:
+                compiled_check = _unchecked(exc)
+    return eager_bad or eager_check, compiled_bad or compiled_check
+
+
 def _restore_dynamo_config(saved: dict) -> None:
     """Undo what a kernel changed in Dynamo's config (e.g. turning it off) so later cases are not
     affected; only changed keys are written, deprecated ones stay untouched."""
@@ -184,45 +284,63 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     inputs = make_inputs(params, input_seed(ctx.run_seed, case.id), ctx.device)
     kernel = ctx.kernels[case["kernel"]]
     out_dtype, fast = inputs.out_dtype, inputs.use_fast_accum
+    # Only the keywords the kernel's signature takes (kernels.py: the kernel contract).
+    keywords = call_keywords(kernel, None, out_dtype, fast)
+    keywords.pop("bias")
 
     def scaled_mm_case(a, b, scale_a, scale_b, bias):
-        return kernel(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=fast)
+        return kernel(a, b, scale_a, scale_b, bias=bias, **keywords)
 
     saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()
     timing = {}
     eager_error = compiled_error = None
     eager_out = compiled_outs = None
-    start = time.perf_counter()
+    exits: dict = {}  # side -> the BaseException with which the kernel tried to end the process
     try:
-        eager_out = _clone(scaled_mm_case(*inputs.args()))
-        _sync(ctx.device)
-    except Exception as exc:
-        eager_error = describe_exception(exc, "eager")
-    timing["eager_s"] = time.perf_counter() - start
+        start = time.perf_counter()
+        try:
+            eager_out = _clone(scaled_mm_case(*inputs.args()))
+            _sync(ctx.device)
+        except BaseException as exc:
+            if _users_interrupt(exc, ctx):
+                raise
+            eager_error = describe_exception(exc, "eager")
+            if _ended_process(exc):
+                exits["eager"] = exc
+        timing["eager_s"] = time.perf_counter() - start
 
-    # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
-    torch._dynamo.reset()
-    compiled = compile_case(scaled_mm_case, params["mode"], ctx.max_autotune_configs)
-    try:
-        start = time.perf_counter()
-        first = _clone(compiled.fn(*inputs.args()))
-        _sync(ctx.device)
-        timing["compile_s"] = time.perf_counter() - start
-        start = time.perf_counter()
-        second = _clone(compiled.fn(*inputs.args()))
-        _sync(ctx.device)
-        timing["run_s"] = time.perf_counter() - start
-        compiled_outs = (first, second)
-    except Exception as exc:
-        compiled_error = describe_exception(exc, compiled.backend.stage)
+        # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
+        torch._dynamo.reset()
+        compiled = compile_case(scaled_mm_case, params["mode"], ctx.max_autotune_configs)
+        try:
+            start = time.perf_counter()
+            first = _clone(compiled.fn(*inputs.args()))
+            _sync(ctx.device)
+            timing["compile_s"] = time.perf_counter() - start
+            start = time.perf_counter()
+            second = _clone(compiled.fn(*inputs.args()))
+            _sync(ctx.device)
+            timing["run_s"] = time.perf_counter() - start
+            compiled_outs = (first, second)
+        except BaseException as exc:
+            if _users_interrupt(exc, ctx):
+                raise
+            compiled_error = describe_exception(exc, compiled.backend.stage)
+            if _ended_process(exc):
+                exits["compiled"] = exc
     finally:
         _restore_dynamo_config(saved_config)
         _restore_stance(saved_stance)
 
-    from .oracle import check_sides
-
-    eager_check, compiled_check = check_sides(params, inputs, eager_error is None, eager_out, compiled_outs, ctx.slack)
-    result = classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check)
+    if exits:
+        return _crash(exits, eager_error, compiled_error, timing)
+    eager_check, compiled_check = check_outputs(
+        params, inputs, eager_error is None, eager_out, compiled_outs, ctx.device, ctx.slack
+    )
+    result = classify(
+        eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check,
+        ctx.kernel_specs.get(case["kernel"]), params,
+    )
     result.timing = {k: round(v, 6) for k, v in timing.items()}
     result.eager_error, result.compiled_error = eager_error, compiled_error
     result.errors = {"eager": eager_check, "compiled": compiled_check}

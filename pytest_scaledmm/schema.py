@@ -38,6 +38,8 @@ CATEGORICAL_AXES = {
     "special_scale": SPECIAL_SCALES,
 }
 SHAPE_AXES = ["m", "k", "n"]
+# What a kernel may declare about the shapes it supports (M counts tokens: B*T for 3-D a).
+SHAPE_LIMITS = ["min_m", "max_m", "m_multiple", "k_multiple", "n_multiple"]
 ALL_AXES = list(CATEGORICAL_AXES) + SHAPE_AXES + ["kernel"]
 
 
@@ -53,11 +55,22 @@ _DIM = {
             "additionalProperties": False,
             "required": ["min", "max"],
             "properties": {
-                "min": {"type": "integer", "minimum": 1},
+                "min": {"type": "integer", "minimum": 1, "maximum": 65536},
                 "max": {"type": "integer", "minimum": 1, "maximum": 65536},
             },
         },
     ]
+}
+
+# Tensor elements a case may allocate, checked at load over every profile's largest shapes (a
+# {min, max} range counts its max) and every included case. Operands: a (M x K), b (K x N) and
+# the output (M x N); a case: their sum. 2**26 elements of fp8 are 64 MiB, of the float64 the
+# reference computes in, 512 MiB. `limits:` in matrix.yaml raises or lowers them.
+DEFAULT_LIMITS = {"max_operand_elements": 2**26, "max_case_elements": 2**27}
+_LIMITS = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {name: {"type": "integer", "minimum": 1} for name in DEFAULT_LIMITS},
 }
 
 _AXES = {
@@ -98,6 +111,9 @@ _KERNEL = {
                 "dtypes": _enum_list(FP8_DTYPES + ["int8"]),
                 "archs": _enum_list(ARCHS),
                 "min_torch": {"type": "string"},
+                # Shape constraints, as OpInfo declares an operator's valid inputs: a case
+                # outside them that the kernel refuses is UNSUPPORTED (refusals.py).
+                **{key: {"type": "integer", "minimum": 1} for key in SHAPE_LIMITS},
             },
         },
     ]
@@ -153,6 +169,7 @@ MATRIX_SCHEMA = {
         },
         "known_failures": {"type": "array", "items": _KNOWN_FAILURE},
         "include": {"type": "array", "items": {"type": "string"}},
+        "limits": _LIMITS,
         "tolerance": {
             "type": "object",
             "additionalProperties": False,

@@ -46,6 +46,12 @@ class MatrixSession:
         self._triage = None
         self.explore = None  # explore.ExploreSettings in explore mode
         self._catalogue = None
+        # Why the report may not cover the run (see incomplete_reasons): what ended the session
+        # early (interrupts, internal errors), and what explains cases without a record.
+        self.interruptions: list[str] = []
+        self.subset_causes: list[str] = []
+        self.finished = False  # the final report: until then every report is partial
+        self.signalled: Optional[str] = None  # "SIGINT" / "SIGTERM" received while cases ran
 
     # -- collection ---------------------------------------------------------------------------
     def cases(self) -> list[Case]:
@@ -157,6 +163,20 @@ class MatrixSession:
             self._runner.close()
             self._runner = None
 
+    def harness_error_record(self, case: Case, error: BaseException | str, when: str = "call") -> dict:
+        """The record of a case the harness could not run or check: the case is never dropped."""
+        import traceback
+
+        if isinstance(error, BaseException):
+            info = oc.describe_exception(error)
+            signature = f"HARNESS_ERROR: {oc.signature_of(info)}"
+            text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        else:
+            signature = f"HARNESS_ERROR: {oc.normalise_message(error, max_lines=1)}"[:240]
+            text = error
+        detail = f"the harness failed ({when}), not the case:\n" + "\n".join(text.splitlines()[-40:])
+        return self.record(case, oc.Outcome(oc.HARNESS_ERROR, signature, None, detail))
+
     @staticmethod
     def record(case: Case, result: oc.Outcome) -> dict:
         data = result.to_json()
@@ -223,8 +243,37 @@ class MatrixSession:
     def counts(self) -> Counter:
         return Counter(r["outcome"] for r in self.records.values())
 
-    def build_report(self, complete: bool = True) -> dict:
+    def interrupted(self, reason: str) -> None:
+        if reason not in self.interruptions:
+            self.interruptions.append(reason)
+
+    def missing_ids(self) -> list[str]:
+        return [case.id for case in self.cases() if case.id not in self.records]
+
+    def incomplete_reasons(self) -> list[str]:
+        """Empty when every generated case has a record and nothing cut the session short."""
+        reasons = []
+        if not self.finished:
+            reasons.append("written while the run was in progress")
+        missing = self.missing_ids()
+        if missing:
+            reasons.append(f"{len(missing)} of {len(self.cases())} generated case(s) have no record (e.g. {missing[0]})")
+            reasons += self.subset_causes
+        if self.explore is not None:
+            reasons.append("explore mode: hypothesis searched the axes instead of running the profile's cases")
+        return reasons + [r for r in self.interruptions if r not in reasons]
+
+    def build_report(self) -> dict:
+        """The report as it stands: partial (complete: false) until the session has finished."""
         from .report import build_report
 
-        session = {"started": self.started, "wall_s": round(time.time() - self.started, 3), "complete": complete}
+        reasons = self.incomplete_reasons()
+        session = {
+            "started": self.started,
+            "wall_s": round(time.time() - self.started, 3),
+            "complete": not reasons,
+            "incomplete_reasons": reasons,
+            "generated": len(self.cases()),
+            "recorded": len(self.records),
+        }
         return build_report(self.environment or {}, self.matrix_block(), self.records.values(), session)

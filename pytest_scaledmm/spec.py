@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .schema import CATEGORICAL_AXES, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA
+from .schema import CATEGORICAL_AXES, DEFAULT_LIMITS, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA, SHAPE_LIMITS
 
 DEFAULT_SEED = 20240501
 
@@ -63,6 +63,12 @@ class KernelSpec:
     min_torch: str | None = None
     # The callable of a kernel declared through the pytest_scaledmm_kernels hook.
     fn: Optional[Callable] = field(default=None, compare=False, repr=False)
+    # Declared shape support (schema.SHAPE_LIMITS); None: no limit.
+    min_m: int | None = None
+    max_m: int | None = None
+    m_multiple: int | None = None
+    k_multiple: int | None = None
+    n_multiple: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,6 +93,8 @@ class Spec:
     known_failures: tuple[Mapping[str, Any], ...] = ()
     slack: float = 1.0
     included_cases: tuple[Mapping[str, Any], ...] = field(default=())
+    # Tensor elements per operand and per case (schema.DEFAULT_LIMITS, `limits:` in the matrix).
+    limits: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_LIMITS))
 
     def profile(self, name: str) -> Profile:
         try:
@@ -128,7 +136,7 @@ def _validate(path: Path, data: Any) -> None:
     raise MatrixError(path, key or "(top level)", message)
 
 
-_DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch")
+_DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch", *SHAPE_LIMITS)
 
 
 def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) -> KernelSpec:
@@ -143,8 +151,13 @@ def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) 
     def tup(k):
         return tuple(entry[k]) if entry.get(k) is not None else None
 
+    if entry.get("min_m") and entry.get("max_m") and entry["min_m"] > entry["max_m"]:
+        raise MatrixError(path, f"{key}.min_m", f"min_m {entry['min_m']} is greater than max_m {entry['max_m']}")
     family = entry.get("family") or "fp8"
-    return KernelSpec(entry["name"], family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"), fn)
+    limits = {k: entry[k] for k in SHAPE_LIMITS if entry.get(k) is not None}
+    return KernelSpec(
+        entry["name"], family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"), fn, **limits
+    )
 
 
 def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, KernelSpec]) -> KernelSpec:
@@ -187,7 +200,8 @@ def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn
 
 
 def _declaration_digest(kernel: KernelSpec) -> dict:
-    fields = {k: getattr(kernel, k) for k in ("name", *_DECLARED_FIELDS)}
+    # Shape limits only when declared: a declaration without them keeps its digest.
+    fields = {k: getattr(kernel, k) for k in ("name", *_DECLARED_FIELDS) if k not in SHAPE_LIMITS or getattr(kernel, k)}
     fn = kernel.fn
     fields["fn"] = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
     return fields
@@ -196,8 +210,74 @@ def _declaration_digest(kernel: KernelSpec) -> dict:
 def _check_dims(path: Path, where: str, axes: Mapping[str, Any]) -> None:
     for dim in ("m", "k", "n"):
         value = axes.get(dim)
+        # The schema's "integer" admits 16.0; a shape must be an int all the way to torch.
+        entries = value.items() if isinstance(value, dict) else enumerate(value or ())
+        for index, entry in entries:
+            if type(entry) is not int:
+                key = f"{where}.{dim}.{index}" if isinstance(value, dict) else f"{where}.{dim}[{index}]"
+                raise MatrixError(path, key, f"{entry!r} is not an integer")
         if isinstance(value, dict) and value["min"] > value["max"]:
             raise MatrixError(path, f"{where}.{dim}", "min is greater than max")
+
+
+def case_elements(m: int, k: int, n: int) -> dict[str, int]:
+    """Tensor elements of a case's operands a (M x K), b (K x N) and output (M x N)."""
+    return {"a (M x K)": m * k, "b (K x N)": k * n, "output (M x N)": m * n}
+
+
+def size_problem(m: int, k: int, n: int, limits: Mapping[str, int]) -> Optional[tuple[str, str]]:
+    """(the limit exceeded, a message) when a case of these dims would allocate more elements
+    than `limits` allow, else None."""
+    sizes = case_elements(m, k, n)
+    shape = f"m={m}, k={k}, n={n}"
+    for operand, count in sizes.items():
+        if count > limits["max_operand_elements"]:
+            return "max_operand_elements", (
+                f"{shape} makes operand {operand} {count} elements, more than"
+                f" limits.max_operand_elements = {limits['max_operand_elements']}"
+            )
+    total = sum(sizes.values())
+    if total > limits["max_case_elements"]:
+        return "max_case_elements", (
+            f"{shape} makes {total} elements in a, b and the output, more than"
+            f" limits.max_case_elements = {limits['max_case_elements']}"
+        )
+    return None
+
+
+def _check_sizes(path: Path, data: Mapping[str, Any], limits: Mapping[str, int]) -> None:
+    """Every profile's largest case (each dim at its largest value) within `limits`."""
+    for name, body in data["profiles"].items():
+        largest, source = {}, {}
+        for dim in ("m", "k", "n"):
+            for key, axes in ((f"profiles.{name}.axes.{dim}", body.get("axes", {})), (f"axes.{dim}", data["axes"])):
+                if dim in axes:
+                    value = axes[dim]
+                    largest[dim] = value["max"] if isinstance(value, dict) else max(value)
+                    source[dim] = key
+                    break
+            else:
+                largest[dim], source[dim] = max(AXIS_DEFAULTS[dim]), None
+        problem = size_problem(largest["m"], largest["k"], largest["n"], limits)
+        if problem is not None:
+            # Named after the largest dim the matrix sets: the one to lower.
+            set_here = [d for d in ("m", "k", "n") if source[d]] or ["m"]
+            dim = max(set_here, key=lambda d: largest[d])
+            raise MatrixError(path, source[dim] or "axes", f"profile {name!r}: {problem[1]}; lower the shape or raise the limit")
+
+
+def _limits(data: Mapping[str, Any]) -> dict[str, int]:
+    return {**DEFAULT_LIMITS, **{k: int(v) for k, v in (data.get("limits") or {}).items()}}
+
+
+def _check_tolerance(path: Path, data: Mapping[str, Any]) -> None:
+    import math
+
+    slack = (data.get("tolerance") or {}).get("slack", 1.0)
+    # The schema lets .inf (above any minimum) and .nan (compares false) through; either one
+    # passes every output, as a zero slack fails every one.
+    if not math.isfinite(slack) or slack <= 0:
+        raise MatrixError(path, "tolerance.slack", f"must be a finite number greater than 0, not {slack!r}")
 
 
 def _check_known_failures(path: Path, entries) -> None:
@@ -214,15 +294,9 @@ def _check_known_failures(path: Path, entries) -> None:
 def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
     """`declared_kernels` come from the pytest_scaledmm_kernels hook: the matrix may name them
     (and narrow them); those it does not name are appended after its own kernels."""
-    import yaml
+    from . import bounded_yaml
 
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise MatrixError(path, "", f"not valid YAML at {where}: {problem}") from None
+    data = bounded_yaml.load(path, text)  # size, depth and alias expansion bounded
     _validate(path, data)
 
     declared = {k.name: k for k in declared_kernels}
@@ -242,6 +316,9 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
         profiles[name] = Profile(
             name, body["cases"], body.get("strength", 2), dict(body.get("axes", {})), tuple(body.get("kernels", ())) or None
         )
+    limits = _limits(data)
+    _check_sizes(path, data, limits)
+    _check_tolerance(path, data)
     _check_known_failures(path, data.get("known_failures", []))
     for i, rule in enumerate(data.get("exclude", [])):
         for axis, value in rule.items():
@@ -266,25 +343,25 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
         known_failures=tuple(data.get("known_failures", ())),
         slack=float(data.get("tolerance", {}).get("slack", 1.0)),
         included_cases=tuple(included_cases),
+        limits=limits,
     )
 
 
 def read_matrix_text(path: Path, what: str = "file") -> str:
-    """A matrix or included file's text; a missing or unreadable one is a MatrixError."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise MatrixError(path, "", f"{what} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise MatrixError(path, "", f"cannot be read: {exc}") from None
+    """A matrix or included file's text; a missing, unreadable or oversized (over 1 MiB) one is
+    a MatrixError."""
+    from .bounded_yaml import read_text
+
+    return read_text(path, what)
 
 
 def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
     path = Path(path)
     text = read_matrix_text(path)
-    from .corpus import check_kernels, included_cases
+    from .corpus import check_kernels, check_sizes, included_cases
 
     included = included_cases(path, text)  # the `include:` files, relative to the matrix file
     spec = parse_spec(path, text, included_cases=[c.params for c in included], declared_kernels=declared_kernels)
     check_kernels(included, [k.name for k in spec.kernels])
+    check_sizes(included, spec.limits)
     return spec

@@ -30,5 +30,10 @@ def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
         lines.append(f"{len(unsupported)} unsupported signature(s) (eager and compiled refuse alike):")
         for group in unsupported[:10]:
             lines.append(f"  {group['count']:4d} x {group['signature']}")
+    reasons = state.incomplete_reasons()
+    if reasons:
+        recorded, generated = len(state.records), len(state.cases())
+        lines.append(f"INCOMPLETE: {recorded} of {generated} generated case(s) recorded; the report says why:")
+        lines += [f"  {reason}" for reason in reasons]
     lines.append(f"report: {state.report_path}")
     return lines

@@ -51,7 +51,8 @@ def refuses_only_in_eager(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_f
 
 
 def refuses_everywhere(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    """UNSUPPORTED: an op that refuses these shapes in eager and in its meta function alike."""
+    """REFUSED: an op that refuses these shapes in eager and in its meta function alike, inside
+    the support the kernel declares (UNSUPPORTED where a declaration excludes the case)."""
     return torch.mm(a.to(torch.float32), b.to(torch.float32)[1:]).to(out_dtype)
 
 
@@ -102,8 +103,8 @@ def wrong_only_compiled(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fas
 
 
 def refuses_m1(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    """UNSUPPORTED: refuses a single token (decode with batch 1) in eager and compiled alike;
-    reported with its own signature so the refusal is seen, not counted as a pass."""
+    """REFUSED: refuses a single token (decode with batch 1) in eager and compiled alike while
+    declaring nothing, so M = 1 is inside its support; declared with min_m: 2, UNSUPPORTED."""
     if a.reshape(-1, a.shape[-1]).shape[0] == 1:
         raise ValueError("kernel needs at least 2 tokens")
     return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
@@ -193,3 +194,70 @@ def asserts_0d_x_1d_under_compile(a, b, scale_a, scale_b, *, bias=None, out_dtyp
     a 0-D scale against a [1] scale fails only when traced (the wrapper hides the op from
     opcheck, as wrappers do)."""
     return _rank_asserting_op(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum)
+
+
+# -- the kernel contract: what a kernel may do to the harness ------------------------------------
+
+
+def refuses_everything_type_error(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """REFUSED: raises on every call, as a wrapper with a stale signature does; inside its
+    declared support, so the refusal is a failure, not a capability."""
+    raise TypeError("fp8_gemm() got an unexpected keyword argument 'out_dtype'")
+
+
+def refuses_everything_runtime_error(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """REFUSED: a library call that fails on every input."""
+    raise RuntimeError("fp8 GEMM backend failed to initialise")
+
+
+def internal_assert(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """INTERNAL_ERROR: an internal assert, eager and compiled alike, is a bug, never a refusal."""
+    raise RuntimeError(
+        'false INTERNAL ASSERT FAILED at "/pytorch/aten/src/ATen/native/cuda/Blas.cpp":1042, please report a '
+        "bug to PyTorch. Scaling type not supported"
+    )
+
+
+def no_fast_accum(a, b, scale_a, scale_b, *, bias=None, out_dtype):
+    """Correct, and has no use_fast_accum parameter: the harness must not pass one."""
+    return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+def no_out_dtype(a, b, scale_a, scale_b, *, bias=None, use_fast_accum=False):
+    """Cannot be called the way the harness calls kernels: a usage error naming out_dtype."""
+    return _dequant_mm(a, b, scale_a, scale_b, bias, torch.bfloat16)
+
+
+def exits(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """CRASH: calls sys.exit, which would end the process running the case."""
+    import sys
+
+    sys.exit(3)
+
+
+def raises_keyboard_interrupt(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """CRASH in the isolated child: a KeyboardInterrupt the kernel raises itself."""
+    raise KeyboardInterrupt
+
+
+def returns_none(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH: forgets to return its result."""
+    _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+def returns_tuple(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH: returns (out, amax) as torch._scaled_mm did before 2.5."""
+    out = _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+    return out, out.abs().amax()
+
+
+def returns_meta(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH: returns a tensor of the right shape and dtype on the meta device (no data)."""
+    return torch.empty((*a.shape[:-1], b.shape[-1]), dtype=out_dtype, device="meta")
+
+
+def wraps_scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A user's thin wrapper of torch._scaled_mm, declaring nothing: what the op refuses, the
+    wrapper refuses inside its (undeclared, so full) support."""
+    return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype,
+                            use_fast_accum=use_fast_accum)

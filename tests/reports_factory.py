@@ -42,13 +42,17 @@ def case(cid, outcome, signature=None, **params):
     return {"id": cid, "params": {**base, **params}, "outcome": outcome, "signature": signature, "layer": None, "detail": ""}
 
 
-def report(cases, matrix_hash="0123456789abcdef", **env):
-    return build_report(
+def report(cases, matrix_hash="0123456789abcdef", matrix_path="matrix.yaml", session=None, **env):
+    """A report of `cases`; `session` overrides keys of a complete session block."""
+    data = build_report(
         environment(**env),
-        {"path": "matrix.yaml", "hash": matrix_hash, "profile": "smoke", "seed": 1, "cases": len(cases)},
+        {"path": matrix_path, "hash": matrix_hash, "profile": "smoke", "seed": 1, "cases": len(cases)},
         cases,
-        {"started": 0.0, "wall_s": 1.0, "complete": True},
+        {"started": 0.0, "wall_s": 1.0, "complete": True, "incomplete_reasons": [],
+         "generated": len(cases), "recorded": len(cases), **(session or {})},
     )
+    # build_report sorts by id and keeps every record: a duplicate id stays a duplicate.
+    return data
 
 
 def write(path: Path, data) -> Path:

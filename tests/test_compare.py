@@ -135,7 +135,7 @@ def test_cli_compare_prints_table_and_writes_markdown_and_html(tmp_path, capsys)
     text = md.read_text()
     assert "| torch211 → torch213 | 2 | 0 |" in text  # regression column first
     assert "### regression: 2" in text
-    assert "w8a8-row_x_row-m33k64n32-fp16-inductor-5e0f55" in text
+    assert "w8a8-row\\_x\\_row-m33k64n32-fp16-inductor-5e0f55" in text  # `_` escaped: no emphasis
     assert "pytest --scaledmm-matrix matrix.yaml --scaledmm-case" in text
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<link" not in page and "src=" not in page  # one file

@@ -25,10 +25,17 @@ BUGS = [
     ("wrong_fake_shape", {"m": [4], "n": [16]}, oc.OPCHECK_FAILED, "opcheck", None),
     ("wrong_only_compiled", {"scale_b": ["tensor_1d", "rowwise"]}, oc.MISMATCH, "compiled", None),
     ("asserts_0d_x_1d_under_compile", {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["eager", "aot_eager"]}, oc.COMPILE_ONLY_ERROR, "dynamo", None),
-    ("refuses_m1", {"m": [1, 4]}, oc.UNSUPPORTED, "eager", lambda p: p["m"] == 1),
+    # Refuses M = 1 while declaring nothing, so M = 1 is inside its support (min_m: 2 would earn UNSUPPORTED).
+    ("refuses_m1", {"m": [1, 4]}, oc.REFUSED, "eager", lambda p: p["m"] == 1),
     ("flattens_without_reshape", {"activation_rank": [3], "m": [4, 5]}, oc.MISMATCH, "eager+compiled", None),
     ("reads_scale_from_storage_start", {"scale_a": ["rowwise"], "scale_layout": ["offset", "noncontiguous"]}, oc.MISMATCH, "eager+compiled", None),
     ("compiled_scales_after_matmul", {"special_scale": ["inf"], "scale_a": ["rowwise", "tensor_0d"]}, oc.MISMATCH, "compiled", None),
+    ("refuses_everything_runtime_error", {}, oc.REFUSED, "eager", None),
+    ("internal_assert", {}, oc.INTERNAL_ERROR, "eager", None),
+    ("exits", {}, oc.CRASH, "eager", None),
+    ("returns_none", {}, oc.MISMATCH, "eager+compiled", None),
+    ("returns_tuple", {}, oc.MISMATCH, "eager+compiled", None),
+    ("returns_meta", {"m": [4, 5]}, oc.MISMATCH, "eager+compiled", None),
 ]
 # The reference each bug is measured against: the same computation without the bug.
 REFERENCE = {"wrong_fake_shape": "correct_custom_op"}

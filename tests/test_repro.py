@@ -1,5 +1,5 @@
-"""Repro scripts run in a fresh process: exit 1 while the failure exists, 0 once fixed; they need
-nothing from this package."""
+"""Repro scripts run in a fresh process: exit 10 (repro.EXIT_REPRODUCED) while the failure exists,
+0 once fixed; they need nothing from this package."""
 
 import json
 import subprocess
@@ -76,12 +76,12 @@ def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_p
     assert "'m': 4," in text and "SEED = " in text and "COMPILE = {'backend': 'eager'" in text
     assert "float8_e4m3fn" in text  # the exact tensors: shapes, strides, dtypes, checksums
     code, out = _run_script(mine, cwd=pytester.path)
-    assert code == 1, out
+    assert code == repro.EXIT_REPRODUCED, out
     assert "REPRODUCED" in out and "COMPILE_ONLY_ERROR" in out
 
     mismatch = pytester.path / "repros" / by_kernel["forgets_scale"]
     code, out = _run_script(mismatch, cwd=pytester.path)
-    assert code == 1 and "MISMATCH (eager+compiled)" in out, out
+    assert code == repro.EXIT_REPRODUCED and "MISMATCH (eager+compiled)" in out, out
 
     kernel_file.write_text(FIXED)
     code, out = _run_script(mine, cwd=pytester.path)

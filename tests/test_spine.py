@@ -26,9 +26,21 @@ EXPECTED_CLASS = {
     "ignores_scale_b": "MISMATCH",
     "asserts_rank_under_compile": "COMPILE_ONLY_ERROR",
     "refuses_only_in_eager": "ERROR_PARITY",
-    "refuses_everywhere": "UNSUPPORTED",
+    "refuses_everywhere": "REFUSED",  # a user kernel refusing what it declares to support
+    "declares_m_at_least_8": "UNSUPPORTED",  # the same kernel declaring min_m: 8, at M = 4
     "forces_eager": "FALLBACK",
 }
+# Kernels of EXPECTED_CLASS that run another planted function, with their declarations.
+DECLARED = {"declares_m_at_least_8": ("refuses_everywhere", "min_m: 8")}
+
+
+def spine_matrix() -> str:
+    text = planted_matrix(list(EXPECTED_CLASS))
+    for name, (function, declaration) in DECLARED.items():
+        line = f"{{name: {name}, impl: 'planted_kernels:{name}'}}"
+        assert line in text
+        text = text.replace(line, f"{{name: {name}, impl: 'planted_kernels:{function}', {declaration}}}")
+    return text
 
 
 def _ids(result) -> list[str]:
@@ -51,10 +63,10 @@ def test_plugin_import_does_not_import_torch():
 
 
 def test_each_outcome_class_from_a_planted_kernel(matrix_project):
-    matrix_project.write_matrix(planted_matrix(list(EXPECTED_CLASS)))
+    matrix_project.write_matrix(spine_matrix())
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
-    # UNSUPPORTED is a skip; PASS a pass; the four others fail.
-    result.assert_outcomes(passed=1, skipped=1, failed=4)
+    # UNSUPPORTED is a skip; PASS a pass; the five others fail.
+    result.assert_outcomes(passed=1, skipped=1, failed=5)
     report = matrix_project.report()
     found = {case["params"]["kernel"]: case["outcome"] for case in report["cases"]}
     assert found == EXPECTED_CLASS
@@ -64,7 +76,8 @@ def test_each_outcome_class_from_a_planted_kernel(matrix_project):
     assert by_kernel["correct"]["extra"]["compiled_graph_calls"] >= 1
     assert by_kernel["refuses_only_in_eager"]["eager_error"]["type"] == "builtins.ValueError"
     summary = result.stdout.str()
-    assert "PASS 1, UNSUPPORTED 1, MISMATCH 1, COMPILE_ONLY_ERROR 1, ERROR_PARITY 1, FALLBACK 1" in summary
+    assert "PASS 1, UNSUPPORTED 1, MISMATCH 1, COMPILE_ONLY_ERROR 1, ERROR_PARITY 1, FALLBACK 1, REFUSED 1" in summary
+    assert "min_m: 8" in by_kernel["declares_m_at_least_8"]["detail"]
 
 
 def test_mismatch_names_the_side_off_the_reference(matrix_project):

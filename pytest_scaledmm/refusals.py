@@ -1,0 +1,245 @@
+"""When a refusal is earned: the documented refusals of the built-in ops, a kernel's declared
+support, and the errors that are bugs whoever raises them.
+
+A case whose eager and compiled calls raise alike is judged here (run.classify), in this order:
+
+1. INTERNAL_ERROR: either side raised an internal assert ("INTERNAL ASSERT FAILED", "please
+   report a bug to PyTorch", a bare ``torch._check(cond)`` without a message) or a CUDA / HIP /
+   cuBLAS error other than a documented not-supported status. A bug is not a capability, so it
+   fails even when both sides agree; filed as UNSUPPORTED it would read as "capability gained"
+   once fixed. A class of its own, so that a gate or a reader tells it from a refusal.
+2. UNSUPPORTED, earned one of two ways:
+   - the case lies outside the kernel's declared support (its ``scale_forms``, ``dtypes`` and
+     shape limits ``min_m``, ``max_m``, ``m_multiple``, ``k_multiple``, ``n_multiple``), for
+     any kernel; or
+   - the kernel is a built-in and its eager error is a documented refusal of the op it calls
+     (REFUSALS: a regex on the exception type and message, one entry per documented constraint).
+3. REFUSED otherwise, a failure: a user kernel refusing a case inside its declared support (a
+   user kernel that declares nothing supports every case the matrix gives it), or a built-in
+   raising something its op does not document. When the error is a documented refusal of an op
+   the kernel may wrap, the detail names the declaration that would make the case unsupported.
+
+A kernel that raises SystemExit, KeyboardInterrupt or another BaseException that is not an
+Exception is a CRASH before any of this (run.py): it tried to end the process.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Mapping, Optional
+
+from . import outcome as oc
+from .outcome import ErrorInfo, Outcome, signature_of
+
+FP8_BUILTINS = ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift")
+INT8_BUILTINS = ("int8_w8a8",)
+RAW_OPS = ("aten_scaled_mm", "scaled_mm_v2", "int8_w8a8")  # no token flattening: 2-D operands only
+
+
+@dataclass(frozen=True)
+class Refusal:
+    kernels: tuple  # built-in kernels whose op documents it
+    types: tuple  # exception class names (the root cause's, or Dynamo's wrapper's)
+    pattern: re.Pattern
+    constraint: str  # what the op does not support, in a reader's words
+    declare: str = ""  # what a user kernel wrapping the op would declare to make it UNSUPPORTED
+
+
+def _entry(kernels, types, pattern, constraint, declare=""):
+    return Refusal(tuple(kernels), tuple(types), re.compile(pattern, re.S), constraint, declare)
+
+
+_RT, _VAL, _NI = "RuntimeError", "ValueError", "NotImplementedError"
+
+REFUSALS = (
+    # No recipe for this pair of scale forms or layouts (tensorwise with rowwise, blockwise where
+    # the build lacks it): Blas.cpp / ScaledBlas.cpp get_joint_scaling (RuntimeError, ValueError
+    # since 2.8), the CPU implementation of 2.13 (ValueError), the meta function (RuntimeError).
+    _entry(FP8_BUILTINS, (_RT, _VAL), r"Invalid (blockwise )?scaling configuration",
+           "no recipe for this pair of scale forms", "scale_forms"),
+    # Releases up to 2.6 on CUDA: a non-tensorwise scale must be 2-D.
+    _entry(FP8_BUILTINS, (_RT,), r"For non-TensorWise scaling, scale tensors must be 2-dimensional",
+           "non-tensorwise scales must be 2-D", "scale_forms"),
+    # Rowwise scales must be contiguous (CUDA), with unit stride along dim 1 (CPU 2.13, ValueError).
+    _entry(FP8_BUILTINS, (_RT, _VAL),
+           r"must be contiguous for row-?wise scaling|expected scale_[ab]\.stride\(1\) to be 1|scale_[ab] must be contiguous",
+           "rowwise scales must be contiguous", "scale_forms"),
+    # scaled_mm_v2's per-recipe checks of scale shape and strides (CPU, CUDA and meta, ValueError;
+    # on the H200, torch 2.11: "scale_a must have strides (1, 127); got [0, 0]").
+    _entry(("scaled_mm_v2",), (_VAL, _RT), r"scale_[ab] must have (shape|strides|\d+ Float element)|scale [ab] must have shape",
+           "the scale's shape or strides do not fit its recipe", "scale_forms"),
+    # Blockwise recipes without fast accumulation (cuBLASLt, sm90).
+    _entry(FP8_BUILTINS, (_RT, _VAL), r"scaled_gemm doesn't support fast accum with \w+ blockwise scaling",
+           "fast accumulation with blockwise scales"),
+    # cuBLASLt fp8 GEMMs: K and N multiples of 16 (Blas.cpp, RuntimeError; ScaledBlas.cpp's v2
+    # op, ValueError; the meta function on a GPU).
+    _entry(FP8_BUILTINS, (_RT, _VAL),
+           r"trailing dimension of mat1 to be divisible by 16|mat2 shape \(\d+x\d+\) must be divisible by 16|"
+           r"self\.size\(1\) to be divisible by 16|both dimensions of mat2 to be divisible by 16",
+           "K and N must be multiples of 16", "k_multiple: 16, n_multiple: 16"),
+    # cuBLASLt has no e5m2 x e5m2 kernel (ValueError since 2.6, RuntimeError before).
+    _entry(FP8_BUILTINS, (_VAL, _RT), r"Multiplication of two Float8_e5m2 matrices is not supported",
+           "e5m2 x e5m2", "dtypes without e5m2 on both sides"),
+    # Bias: none with fp32 output, bf16 / fp16 bias matching the output (Blas.cpp; ValueError
+    # from the v2 op).
+    _entry(FP8_BUILTINS, (_RT, _VAL),
+           r"Bias is not supported when out_dtype is set to Float32|"
+           r"Bias must be (either Half or BFloat16|BFloat16 or Half|BFloat16 to compute|Float16 to compute)",
+           "bias with fp32 output, or a bias dtype other than the output's"),
+    # Rowwise scaling computes bf16 (and fp16 since 2.7) output only (CUTLASS kernel; hipBLASLt).
+    _entry(FP8_BUILTINS, (_VAL, _RT),
+           r"Only bf16( and fp16)? high precsi?ion output types are supported for row-?wise scaling|"
+           r"rowwise _scaled_mm only supports BFloat16 output",
+           "rowwise scaling with this output dtype"),
+    # Device support: sm89+ / MI300+; ROCm releases without a dtype or recipe.
+    _entry(FP8_BUILTINS, (_RT,), r"torch\._scaled_mm is only supported on CUDA devices with compute capability",
+           "this GPU (fp8 GEMMs need sm89 or newer, or MI300)", "archs"),
+    _entry(FP8_BUILTINS, (_RT, _VAL, _NI),
+           r"is only supported for ROCm \d|Block-wise scaling for Float8_e8m0fnu (is only supported|requires ROCm)|"
+           r"Per-row scaling is not supported for this platform",
+           "this ROCm release or platform", "archs"),
+    # No kernel for this backend in this torch: CPU fp8 _scaled_mm before 2.8 (NotImplementedError).
+    _entry(FP8_BUILTINS + INT8_BUILTINS, (_NI, _RT),
+           r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm)' with arguments from the '\w+' backend",
+           "this device in this torch release (no kernel for the backend)", "archs, min_torch"),
+    # A library status saying "not supported", and builds without this GPU's code.
+    _entry(FP8_BUILTINS + INT8_BUILTINS, (_RT,),
+           r"CUBLAS_STATUS_NOT_SUPPORTED|HIPBLAS_STATUS_NOT_SUPPORTED|CUBLAS_STATUS_ARCH_MISMATCH|"
+           r"no kernel image is available for execution on the device",
+           "this configuration on this GPU (the library reports it not supported)", "archs"),
+    # The raw ops take 2-D operands (fp8_linear flattens tokens first).
+    _entry(RAW_OPS, (_RT, _VAL),
+           r"mat[12] must be a matrix|Inputs must be 2D|Expected (self|mat2) to be of dimension 2|[ab] must be a 2D tensor",
+           "operands other than 2-D"),
+    # torch._int_mm on CUDA: M > 16, K and N multiples of 8 (Blas.cpp _int_mm_out_cuda).
+    _entry(INT8_BUILTINS, (_RT,), r"self\.size\(0\) needs to be greater than 16", "M <= 16", "min_m: 17"),
+    _entry(INT8_BUILTINS, (_RT,),
+           r"(self|mat2)\.size\(1\) needs to be greater than (0|16) and a multiple of 8",
+           "K or N not a multiple of 8", "k_multiple: 8, n_multiple: 8"),
+    _entry(INT8_BUILTINS, (_RT,), r"_int_mm_out_cuda not compiled for", "this CUDA build (_int_mm needs CUDA 11.7+)", "archs"),
+)
+
+# TORCH_INTERNAL_ASSERT, and a bare torch._check(cond) (torch's own invariants carry no message;
+# a kernel's refusal should say what it refuses).
+_INTERNAL = re.compile(r"INTERNAL ASSERT FAILED|please report a bug to PyTorch|Expected cond to be True, but got False", re.I)
+_DEVICE_ERROR = re.compile(
+    r"CUDA error|CUDA driver error|CUBLAS_STATUS_\w+|cuBLAS error|HIP error|HIPBLAS_STATUS_\w+|hipblaslt error|"
+    r"device-side assert|illegal memory access|cudaError\w+|unspecified launch failure",
+    re.I,
+)
+_NOT_SUPPORTED_STATUS = re.compile(
+    r"CUBLAS_STATUS_NOT_SUPPORTED|HIPBLAS_STATUS_NOT_SUPPORTED|CUBLAS_STATUS_ARCH_MISMATCH|"
+    r"no kernel image is available for execution on the device"
+)
+
+
+def _names(error: ErrorInfo) -> set:
+    """Short class names of an error: its own, its root cause's, without Dynamo's Observed prefix."""
+    names = set()
+    for qualified in (error.type, error.root_type):
+        name = qualified.rsplit(".", 1)[-1]
+        if name.startswith("Observed"):
+            name = name[len("Observed"):]
+            names.add(name[: -len("Error")] if name.endswith("ErrorError") else name)
+        names.add(name)
+    return names
+
+
+def _text(error: ErrorInfo) -> str:
+    return f"{error.message}\n{error.root_message}"
+
+
+def matching_refusal(error: ErrorInfo, kernel: Optional[str] = None) -> Optional[Refusal]:
+    """The documented refusal this error is (of `kernel`'s op, or of any built-in op)."""
+    names, text = _names(error), _text(error)
+    for refusal in REFUSALS:
+        if kernel is not None and kernel not in refusal.kernels:
+            continue
+        if names & set(refusal.types) and refusal.pattern.search(text):
+            return refusal
+    return None
+
+
+def documented_refusal(kernel: str, eager: ErrorInfo) -> Optional[Refusal]:
+    """The built-in kernel's documented refusal that its eager error is, or None."""
+    return matching_refusal(eager, kernel)
+
+
+def internal_error(eager: ErrorInfo, compiled: ErrorInfo) -> Optional[str]:
+    """What makes this pair of errors a bug on its face, or None."""
+    for side, error in (("eager", eager), ("compiled", compiled)):
+        text = _text(error)
+        found = _INTERNAL.search(text)
+        if found:
+            return f"{side} raised an internal assert ({found.group(0)})"
+        device = _DEVICE_ERROR.search(text)
+        if device and not _NOT_SUPPORTED_STATUS.search(text):
+            return f"{side} raised a device error that is not a documented not-supported status ({device.group(0)})"
+    return None
+
+
+def _tokens(params: Mapping[str, Any]) -> int:
+    return params["m"]  # a 3-D activation has M = B*T tokens in total
+
+
+def outside_declared_support(kernel, params: Mapping[str, Any]) -> Optional[str]:
+    """The first declaration of `kernel` (a KernelSpec) that the case lies outside, or None."""
+    if kernel is None:
+        return None
+    for side in ("scale_a", "scale_b"):
+        if kernel.scale_forms and params.get(side) not in kernel.scale_forms:
+            return f"{side} {params.get(side)} is not in its scale_forms {list(kernel.scale_forms)}"
+    for side in ("dtype_a", "dtype_b"):
+        if kernel.dtypes and params.get(side) not in kernel.dtypes:
+            return f"{side} {params.get(side)} is not in its dtypes {list(kernel.dtypes)}"
+    m, k, n = _tokens(params), params["k"], params["n"]
+    limits = [
+        ("min_m", lambda v: m < v, f"M = {m}"),
+        ("max_m", lambda v: m > v, f"M = {m}"),
+        ("m_multiple", lambda v: m % v, f"M = {m}"),
+        ("k_multiple", lambda v: k % v, f"K = {k}"),
+        ("n_multiple", lambda v: n % v, f"N = {n}"),
+    ]
+    for key, outside, what in limits:
+        value = getattr(kernel, key, None)
+        if value is not None and outside(value):
+            return f"{what} is outside its {key}: {value}"
+    return None
+
+
+def judge(kernel, params: Optional[Mapping[str, Any]], eager: ErrorInfo, compiled: ErrorInfo) -> Outcome:
+    """The outcome of a case that eager and compiled refuse alike; see the module docstring.
+    `kernel` is the case's KernelSpec; None for a harness rung (a plain matmul), whose alike
+    refusals stay UNSUPPORTED unless they are internal errors."""
+    signature = signature_of(eager)
+    bug = internal_error(eager, compiled)
+    if bug:
+        return Outcome(oc.INTERNAL_ERROR, signature, "eager", f"eager and compiled raise alike, and {bug}: a bug, not a refusal")
+    if kernel is None or params is None:
+        return Outcome(oc.UNSUPPORTED, signature, "eager", "eager and compiled refuse alike")
+    outside = outside_declared_support(kernel, params)
+    if outside:
+        return Outcome(
+            oc.UNSUPPORTED, signature, "eager", f"eager and compiled refuse alike, outside the declared support: {outside}"
+        )
+    builtin = kernel.impl is None and getattr(kernel, "fn", None) is None
+    if builtin:
+        refusal = documented_refusal(kernel.name, eager)
+        if refusal is not None:
+            return Outcome(
+                oc.UNSUPPORTED, signature, "eager", f"eager and compiled refuse alike; a documented refusal: {refusal.constraint}"
+            )
+        return Outcome(
+            oc.REFUSED, signature, "eager",
+            f"eager and compiled refuse alike, but built-in kernel {kernel.name} does not document this refusal",
+        )
+    detail = (
+        "eager and compiled refuse alike, inside the kernel's declared support; declare what it does not support "
+        "(scale_forms, dtypes, min_m, max_m, m_multiple, k_multiple, n_multiple) to make such a case UNSUPPORTED"
+    )
+    refusal = matching_refusal(eager)
+    if refusal is not None:
+        hint = f": declare {refusal.declare}" if refusal.declare else ""
+        detail += f". The error is a documented refusal of a built-in op ({refusal.constraint}){hint}"
+    return Outcome(oc.REFUSED, signature, "eager", detail)

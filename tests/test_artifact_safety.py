@@ -1,0 +1,312 @@
+"""What the tool writes from a report is safe against that report: a repro script holds report
+values as data (never code, never comments), the HTML links only http(s), and the Markdown turns
+no report text into a link, an image or markup."""
+
+import ast
+import atexit
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import tokenize
+import types
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from reports_factory import case, report, write
+
+from pytest_scaledmm import render, repro
+from pytest_scaledmm.cli import main
+from pytest_scaledmm.compare import compare_reports
+from pytest_scaledmm.render import render_html, render_markdown
+
+# A payload that, if it ever ran, would create MARKER; MARK is a name it binds, so it shows up as
+# a NAME token wherever it escapes a string literal.
+MARK = "SCALEDMM_PWNED"
+MARKER_DIR = Path(tempfile.mkdtemp(prefix="scaledmm-marker-"))
+atexit.register(shutil.rmtree, MARKER_DIR, True)
+MARKER = MARKER_DIR / "payload-ran"
+PAYLOAD = f"{MARK} = __import__('pathlib').Path({str(MARKER)!r}).touch()"
+FRAGMENTS = [
+    '"', "'", '"""', "'''", '"""""', "\\", "\\'", '\\"', "\n", "\r", "\r\n", "#", "{", "}", "{name}", "%s",
+    "\u2028", "\x0c", "\t", "é", "\U0001d518", "\u200d", "\ufeff",
+]
+# Ways out of a string, a comment or a docstring, each followed by the payload.
+INJECTIONS = [
+    f"\n{PAYLOAD}\n", f"'''\n{PAYLOAD}\n'''", f'"""\n{PAYLOAD}\n"""', f'"""""\n{PAYLOAD}\n#', f"')\n{PAYLOAD}\n#",
+    f"\\\n{PAYLOAD}", f"{{{PAYLOAD}}}", f"\r{PAYLOAD}\r", f"\r\n{PAYLOAD}\r\n", f"'\n{PAYLOAD}\n'",
+]
+PLAIN = st.lists(
+    st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=6)),
+    max_size=4,
+).map("".join)
+# Every value carries an injection, between arbitrary text: each example tries every field.
+TEXT = st.builds(lambda a, injection, b: a + injection + b, PLAIN, st.sampled_from(INJECTIONS), PLAIN)
+ENV_KEYS = ("torch", "cuda", "hip", "triton", "python", "platform", "plugin", "hypothesis", "device_name", "arch",
+            "capability", "sm_count")
+BASE_PARAMS = {
+    "kernel": "aten_scaled_mm", "scale_a": "tensor_0d", "scale_b": "tensor_0d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn",
+    "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "mode": "eager", "scale_layout": "contiguous",
+    "activation_rank": 2, "special_scale": "none", "m": 4, "k": 32, "n": 16,
+}
+
+
+RARELY = st.sampled_from([False, False, False, False, True])
+
+
+def error_info():
+    return st.none() | st.fixed_dictionaries({"type": TEXT, "message": TEXT, "root_type": TEXT})
+
+
+@st.composite
+def crafted_reports(draw):
+    params = dict(BASE_PARAMS)
+    params["kernel"] = draw(st.sampled_from(["aten_scaled_mm"]) | TEXT.map(lambda t: "k" + t))
+    if draw(RARELY):  # a crafted value of another parameter: refused, never run
+        params[draw(st.sampled_from(sorted(BASE_PARAMS)))] = draw(TEXT)
+    record = {
+        "id": draw(TEXT),
+        "params": params,
+        "outcome": draw(st.sampled_from(["MISMATCH", "COMPILE_ONLY_ERROR", "ERROR_PARITY", "XFAIL", "TIMEOUT"])),
+        "signature": draw(TEXT),
+        "layer": draw(st.none() | TEXT),
+        "detail": draw(TEXT),
+        "eager_error": draw(error_info()),
+        "compiled_error": draw(error_info()),
+        "known_failure": {"original_outcome": draw(TEXT), "link": draw(TEXT)},
+        "triage": {"layer": draw(TEXT), "quantized_path": True, "workarounds": [{"knob": draw(TEXT), "rung": draw(TEXT)}]},
+    }
+    environment = {key: draw(TEXT) for key in ENV_KEYS}
+    environment["device"] = draw(st.just("cpu") | TEXT)
+    seed = draw(TEXT) if draw(RARELY) else draw(st.integers(0, 2**64))
+    data = report([record])
+    data["environment"] = environment
+    data["matrix"] = {"path": draw(TEXT), "seed": seed, "hash": draw(TEXT)}
+    return data
+
+
+def assert_data_only(text: str, record: dict) -> dict:
+    """The script parses; MARK occurs in string literals only (not in code, not in comments);
+    running its module-level code (everything but the case itself) runs no payload and yields
+    the report's values unchanged."""
+    code = compile(text, "repro.py", "exec")
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        assert token.type == tokenize.STRING or MARK not in token.string, (token, text[:3000])
+    # As a module of its own (dataclasses look their module up), not as __main__: the case
+    # itself does not run.
+    module = types.ModuleType("scaledmm_repro_data_check")
+    sys.modules[module.__name__] = module
+    try:
+        exec(code, module.__dict__)
+    finally:
+        del sys.modules[module.__name__]
+    namespace = module.__dict__
+    assert not MARKER.exists(), "a payload ran"
+    assert namespace["CASE_ID"] == record["id"]
+    assert namespace["EXPECTED"]["signature"] == (record["signature"] or record["outcome"])
+    return namespace
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(data=crafted_reports())
+def test_repro_scripts_hold_report_values_as_data(tmp_path, data):
+    path = write(tmp_path / "crafted.json", data)
+    record = data["cases"][0]
+    for wanted in ([record["id"]], []):
+        out = tmp_path / f"out-{len(wanted)}"
+        try:
+            scripts = repro.scripts_from_report(path, out, wanted)
+        except repro.ReproError as exc:  # a value it cannot use: refused in one line
+            assert "\n" not in str(exc) and "\r" not in str(exc)
+            assert not MARKER.exists()
+            event("refused")
+            continue
+        event(f"{len(scripts)} script(s)")
+        for script in scripts:
+            namespace = assert_data_only(script.read_text(encoding="utf-8"), record)
+            assert namespace["FOUND"]["environment"]["plugin"] == data["environment"]["plugin"]
+            assert namespace["FOUND"]["detail"] == record["detail"]
+    assert not MARKER.exists()
+
+
+def _record(signature='a """"" b', **extra):
+    return {"id": "fp8-case-1", "params": dict(BASE_PARAMS), "outcome": "MISMATCH", "signature": signature,
+            "layer": "compiled", **extra}
+
+
+def _builtin_code():
+    from pytest_scaledmm.kernels import BUILTIN_IMPLS
+
+    return repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
+
+
+def test_a_signature_with_five_quotes_gives_a_script_that_parses(tmp_path):
+    path = repro.write_script(tmp_path, _record(), {}, 1, _builtin_code(), 10.0)
+    assert_data_only(path.read_text(), _record())
+
+
+def test_a_crafted_plugin_version_or_seed_runs_nothing(tmp_path):
+    record = _record("RuntimeError: x")
+    environment = {"plugin": f"0.1\n{PAYLOAD}\n", "torch": f"2.13'''\n{PAYLOAD}", "device": "cpu"}
+    path = repro.write_script(tmp_path, record, environment, f"7\n{PAYLOAD}\n", _builtin_code(), 10.0)
+    assert_data_only(path.read_text(), record)
+
+
+@pytest.mark.parametrize(
+    "reference",
+    ["os:system\nprint(1)", "os;import sys:x", "my mod:f", "mod:<locals>.f", "import:f", "1mod:f", "mod:f()", "mod:", ":f", "mod"],
+)
+def test_a_kernel_reference_must_be_dotted_identifiers(reference):
+    with pytest.raises(repro.ReproError, match="module:qualname"):
+        repro.kernel_code("k", None, reference)
+
+
+def test_a_valid_kernel_reference_becomes_data_for_importlib():
+    code = repro.kernel_code("k", None, "pkg_that_is_not_there.sub:Holder.fn")
+    assert "KERNEL_REF = 'pkg_that_is_not_there.sub:Holder.fn'" in code
+    ast.parse(code)
+
+
+def _run(script: Path, *args):
+    done = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True, timeout=180)
+    return done.returncode, done.stdout + done.stderr
+
+
+def test_exit_codes_tell_a_crash_of_the_script_from_a_verdict(tmp_path):
+    codes = {repro.EXIT_NOT_REPRODUCED, repro.EXIT_REPRODUCED, repro.EXIT_DIFFERENT, repro.EXIT_CANNOT_RUN}
+    assert len(codes) == 4 and not codes & {1, 2}  # Python's own status for an uncaught error / bad usage
+    (tmp_path / "gone_kernel.py").write_text("def kernel(*args, **kwargs):\n    raise RuntimeError('x')\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        code = repro.kernel_code("gone", None, "gone_kernel:kernel")
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("gone_kernel", None)
+    script = repro.write_script(tmp_path / "out", _record("RuntimeError: x"), {"device": "cpu"}, 1, code, 30.0)
+    doc = ast.get_docstring(ast.parse(script.read_text()))
+    for status in codes:
+        assert f"  {status} " in doc, doc
+    (tmp_path / "gone_kernel.py").unlink()  # the kernel's module is gone: an ImportError
+    status, out = _run(script)
+    assert status == 1 and "ModuleNotFoundError" in out and "REPRODUCED" not in out, out
+    truncated = tmp_path / "truncated.py"
+    text = script.read_text()
+    truncated.write_text(text[: text.index("def repro_main")] + "def repro_main(argv:\n")
+    status, out = _run(truncated)
+    assert status == 1 and "SyntaxError" in out and status not in codes
+
+
+# -- HTML ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "link",
+    ["javascript:alert(1)", "JaVaScRiPt:alert(1)", " javascript:alert(1)", "java\tscript:alert(1)",
+     "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==", "vbscript:msgbox", "//evil.example/x", "https:alert(1)",
+     "https://ok.example/a b"],
+)
+def test_html_links_only_http_and_https(tmp_path, link):
+    failing = case("a", "XFAIL", "RuntimeError: x")
+    failing["known_failure"] = {"link": link, "signature": "RuntimeError"}
+    page = render_html(compare_reports([(tmp_path / "a.json", report([case("a", "PASS")], torch="2.11.0")),
+                                        (tmp_path / "b.json", report([failing], torch="2.13.0"))]))
+    hrefs = re.findall(r'href="([^"]*)"', page)
+    assert hrefs == [], hrefs
+    assert "known failure:" in page  # shown as text
+
+
+def test_html_keeps_an_https_link_and_escapes_everything(tmp_path):
+    failing = case("a<b", "XFAIL", "<img src=x onerror=alert(1)>")
+    failing["known_failure"] = {"link": "https://github.com/pytorch/pytorch/issues/1?a=1&b=2", "signature": "x"}
+    page = render_html(compare_reports([(tmp_path / "b.json", report([failing], torch="2.13.0"))]))
+    assert re.findall(r'href="([^"]*)"', page) == ["https://github.com/pytorch/pytorch/issues/1?a=1&amp;b=2"]
+    assert "<img src=x" not in page and "a&lt;b" in page
+
+
+def test_safe_url():
+    safe_url = render.safe_url
+    assert safe_url("https://example.com/x") == "https://example.com/x"
+    assert safe_url("HTTP://example.com") == "HTTP://example.com"
+    for bad in ("javascript:alert(1)", "https://", "ftp://example.com", "https://a\nb", "", None, 5):
+        assert safe_url(bad) is None, bad
+
+
+# -- Markdown --------------------------------------------------------------------------------
+
+EVIL = ("![x](https://evil.example/x.png) [click](javascript:alert(1)) <https://evil.example/y> https://evil.example/z.png "
+        "www.evil.example user@evil.example @someone **bold** _it_ `code` | col <img src=x> \\[escaped\\] ~~s~~ # h")
+SPECIAL = set("\\`*_[]()!|~#$")
+
+
+def _unescaped(text: str) -> list[str]:
+    """Markdown-special characters not preceded by a backslash escape."""
+    found, i = [], 0
+    while i < len(text):
+        if text[i] == "\\" and i + 1 < len(text) and text[i + 1] in SPECIAL:
+            i += 2
+            continue
+        if text[i] in SPECIAL or text[i] in "<>":
+            found.append(text[i])
+        i += 1
+    return found
+
+
+def _assert_inert(text: str):
+    assert "\n" not in text and not _unescaped(text), (text, _unescaped(text))
+    assert not re.search(r"(?i)(https?|ftp|mailto|xmpp)\:|www\.|@[^\u200d]", text), text
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text() | st.sampled_from([EVIL]))
+def test_md_escape_leaves_no_markup_no_link_no_autolink(text):
+    _assert_inert(render.md_escape(text))
+
+
+def test_markdown_summary_has_no_link_or_image_from_report_text(tmp_path):
+    reports = [(tmp_path / "a.json", report([case(EVIL, "PASS")], torch="2.11.0")),
+               (tmp_path / "b.json", report([case(EVIL, "MISMATCH", EVIL)], torch="2.13.0"))]
+    text = render_markdown(compare_reports(reports))
+    row = next(line for line in text.splitlines() if line.startswith("| \\!\\[x\\]"))
+    cells = row.split(" | ")
+    assert len(cells) == 4, row  # case, from -> to, outcome, signature: no extra column
+    for cell in (cells[0][2:], cells[3][:-2]):
+        _assert_inert(cell)
+    # The replay command is one code span (literal in Markdown): the rest has no live URL.
+    replay = next(line for line in text.splitlines() if line.startswith("Replay one case:"))
+    fence = re.match(r"Replay one case: (`+) ", replay).group(1)
+    assert replay.endswith(" " + fence) and fence not in replay[len("Replay one case: ") + len(fence):-len(fence)]
+    rest = text.replace(replay, "")
+    assert "https://evil" not in rest and "![" not in rest and "](" not in rest
+
+
+def test_a_code_span_outlasts_backticks_in_its_content(tmp_path):
+    cid = "a``b`c"
+    reports = [(tmp_path / "a.json", report([case(cid, "PASS")], torch="2.11.0")),
+               (tmp_path / "b.json", report([case(cid, "MISMATCH", "x")], torch="2.13.0"))]
+    replay = next(line for line in render_markdown(compare_reports(reports)).splitlines() if line.startswith("Replay one case:"))
+    assert replay.startswith("Replay one case: ``` ") and replay.endswith(" ```"), replay
+    assert "a``b`c" in replay
+
+
+def test_gate_markdown_escapes_report_text(tmp_path):
+    baseline = write(tmp_path / "base.json", report([case("a", "PASS")], torch="2.11.0"))
+    candidate = write(tmp_path / "cand.json", report([case("a", "MISMATCH", EVIL)], torch="2.13.0"))
+    summary = tmp_path / "summary.md"
+    assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate), "--markdown", str(summary)]) == 1
+    text = summary.read_text()
+    assert EVIL[:20] not in text and "![" not in text and "](" not in text
+    assert not re.search(r"(?i)https?:|www\.", text), text
+
+
+def test_terminal_table_shows_control_characters_as_escapes(tmp_path):
+    sneaky = "RuntimeError: x\x1b[2J\x1b]8;;https://evil.example\x07link\rPASS\nforged line"
+    reports = [(tmp_path / "a.json", report([case("a", "PASS")], torch="2.11.0")),
+               (tmp_path / "b.json", report([case("a", "MISMATCH", sneaky)], torch="2.13.0"))]
+    text = render.render_text(compare_reports(reports), width=400)
+    assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text)
+    assert "\\x1b[2J" in text and "\\rPASS\\nforged line" in text

@@ -1,0 +1,341 @@
+"""The report says whether the run was complete, and why not; every case that ran has a record;
+bad settings and an unusable report path stop the run before any case.
+
+Runs are real small matrices of planted kernels, in-process (no isolation, no triage) unless
+isolation or a separate process is what is being tested.
+"""
+
+import json
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from conftest import planted_matrix
+from reports_factory import warm_compile  # noqa: F401  (fixture)
+
+from pytest_scaledmm import isolate, plugin
+from pytest_scaledmm.session import MatrixSession
+
+IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
+TWO_CASES = planted_matrix(["correct"], scale_b=("tensor_0d", "tensor_1d"), cases=2)
+
+
+def _run(matrix_project, *args, matrix=TWO_CASES):
+    matrix_project.write_matrix(matrix)
+    return matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", *args)
+
+
+def _run_interrupted(matrix_project, pytester, *args, matrix=TWO_CASES):
+    """_run for a run that ends in KeyboardInterrupt, which pytester would otherwise re-raise here."""
+    matrix_project.write_matrix(matrix)
+    return pytester.runpytest(
+        "-p", "no:cacheprovider", "-W", "ignore", *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json",
+        *args, no_reraise_ctrlc=True,
+    )
+
+
+def _ids(matrix_project):
+    result = matrix_project.run("--scaledmm-matrix", "--collect-only", "-q")
+    return [line.split("::", 1)[1] for line in result.outlines if "::" in line]
+
+
+def _session(matrix_project):
+    return matrix_project.report()["session"]
+
+
+def test_a_full_run_is_complete_and_counts_its_cases(matrix_project, warm_compile):
+    _run(matrix_project).assert_outcomes(passed=2)
+    session = _session(matrix_project)
+    assert session["complete"] is True and session["incomplete_reasons"] == []
+    assert session["generated"] == session["recorded"] == 2
+
+
+# -- stopped, deselected, interrupted -------------------------------------------------------------
+
+
+def test_ctrl_c_makes_the_report_incomplete(matrix_project, pytester, warm_compile):
+    # Ctrl-C after the first case: it used to write complete: true.
+    pytester.makeconftest(
+        """
+        def pytest_runtest_teardown(item, nextitem):
+            if nextitem is not None:
+                raise KeyboardInterrupt
+        """
+    )
+    result = _run_interrupted(matrix_project, pytester)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    session = _session(matrix_project)
+    assert session["complete"] is False
+    assert (session["generated"], session["recorded"]) == (2, 1)
+    assert "interrupted (KeyboardInterrupt)" in session["incomplete_reasons"]
+    assert "1 of 2 generated case(s) have no record" in session["incomplete_reasons"][0]
+
+
+def test_sigterm_ends_the_run_with_an_incomplete_report(matrix_project, pytester):
+    # A CI time limit sends SIGTERM: the run used to die without a report. A subprocess, since
+    # before the handler existed SIGTERM ended the whole process.
+    pytester.makeconftest(
+        """
+        import os, signal
+        def pytest_runtest_teardown(item, nextitem):
+            if nextitem is not None:
+                os.kill(os.getpid(), signal.SIGTERM)
+        """
+    )
+    matrix_project.write_matrix(TWO_CASES)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", timeout=300
+    )
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    session = _session(matrix_project)
+    assert session["complete"] is False
+    assert "terminated (SIGTERM)" in session["incomplete_reasons"]
+
+
+def test_signal_handlers_are_restored_after_the_run(matrix_project, warm_compile):
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    _run(matrix_project).assert_outcomes(passed=2)
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+SWALLOWING_KERNEL = '''
+import os, signal, time
+from planted_kernels import correct
+
+def swallows_ctrl_c(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C while the kernel runs ...
+        time.sleep(1)
+    except KeyboardInterrupt:
+        pass  # ... and a kernel (or a runner) that catches everything
+    return correct(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)
+'''
+
+
+def test_ctrl_c_swallowed_by_a_kernel_still_ends_the_run(matrix_project, pytester, warm_compile):
+    pytester.makepyfile(swallowing_kernels=SWALLOWING_KERNEL)
+    pytester.syspathinsert()
+    matrix = TWO_CASES.replace("planted_kernels:correct", "swallowing_kernels:swallows_ctrl_c")
+    result = _run_interrupted(matrix_project, pytester, matrix=matrix)
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    session = _session(matrix_project)
+    assert session["complete"] is False and session["recorded"] == 0
+    assert "interrupted (KeyboardInterrupt)" in session["incomplete_reasons"]
+
+
+def test_keyword_subset_is_incomplete(matrix_project, warm_compile):
+    matrix_project.write_matrix(TWO_CASES)
+    first = _ids(matrix_project)[0]
+    _run(matrix_project, "-k", first).assert_outcomes(passed=1)
+    session = _session(matrix_project)
+    assert session["complete"] is False
+    assert (session["generated"], session["recorded"]) == (2, 1)
+    assert any("-k" in reason for reason in session["incomplete_reasons"])
+
+
+def test_case_subset_is_incomplete(matrix_project, warm_compile):
+    matrix_project.write_matrix(TWO_CASES)
+    first = _ids(matrix_project)[0]
+    _run(matrix_project, "--scaledmm-case", first).assert_outcomes(passed=1)
+    session = _session(matrix_project)
+    assert session["complete"] is False
+    assert any("--scaledmm-case" in reason for reason in session["incomplete_reasons"])
+
+
+def test_keyword_subset_under_xdist_is_incomplete(matrix_project, pytester):
+    # Built-in kernels: nothing to import in the workers. The controller never collects: it
+    # counts the generated cases itself.
+    matrix_project.write_matrix(
+        """
+        version: 1
+        kernels: [aten_scaled_mm]
+        axes: {scale_a: [tensor_0d], scale_b: [tensor_0d, tensor_1d], mode: [eager], m: [16], k: [32], n: [16]}
+        profiles: {default: {cases: 2}}
+        """
+    )
+    first = _ids(matrix_project)[0]
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "-n", "2", "-k", first)
+    result.assert_outcomes(passed=1)
+    session = _session(matrix_project)
+    assert session["complete"] is False
+    assert (session["generated"], session["recorded"]) == (2, 1)
+    assert any("-k" in reason for reason in session["incomplete_reasons"])
+
+
+MISMATCH_TWICE = planted_matrix(["ignores_scale_b"], scale_b=("tensor_0d", "tensor_1d"), cases=2)
+
+
+def test_stop_after_first_failure_fails_the_baseline_gate(matrix_project, warm_compile):
+    # Both cases failed in the baseline. -x stops after the first: the old failure alone used to
+    # make the gate pass and the session exit 0, though half the cases never ran.
+    baseline = _run(matrix_project, matrix=MISMATCH_TWICE)
+    baseline.assert_outcomes(failed=2)
+    (matrix_project.path / "report.json").rename(matrix_project.path / "baseline.json")
+    result = _run(matrix_project, "-x", "--scaledmm-baseline", "baseline.json", matrix=MISMATCH_TWICE)
+    result.assert_outcomes(failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["gate FAILED*", "*the candidate run is incomplete: 1 of 2 generated case(s) have no record*"])
+    session = _session(matrix_project)
+    assert session["complete"] is False
+    assert any(reason.startswith("stopped early") for reason in session["incomplete_reasons"])
+
+
+def test_pytest_internal_error_makes_the_report_incomplete(matrix_project, pytester, warm_compile):
+    pytester.makeconftest(
+        """
+        def pytest_runtest_logfinish(nodeid, location):
+            raise RuntimeError("a plugin broke")
+        """
+    )
+    result = _run(matrix_project)
+    assert result.ret == pytest.ExitCode.INTERNAL_ERROR
+    session = _session(matrix_project)
+    assert session["complete"] is False
+    assert any("pytest internal error: RuntimeError: a plugin broke" in reason for reason in session["incomplete_reasons"])
+
+
+def test_partial_report_stays_incomplete(matrix_project, pytester, monkeypatch, warm_compile):
+    monkeypatch.setattr(plugin, "PARTIAL_REPORT_EVERY_S", -1.0)  # a partial report after every case
+    pytester.makeconftest(
+        """
+        import shutil
+        def pytest_runtest_teardown(item, nextitem):
+            if nextitem is None:
+                shutil.copy("report.json", "partial.json")
+        """
+    )
+    _run(matrix_project).assert_outcomes(passed=2)
+    partial = matrix_project.report("partial.json")["session"]
+    assert partial["complete"] is False and partial["incomplete_reasons"]
+    assert _session(matrix_project)["complete"] is True
+
+
+# -- every case ends as one record ---------------------------------------------------------------
+
+
+def test_harness_error_still_records_the_case(matrix_project, monkeypatch, warm_compile):
+    real_run = MatrixSession.run
+
+    def failing_run(self, case, triage=True):
+        if case.params["scale_b"] == "tensor_0d":
+            raise isolate.HarnessError("the harness failed in the isolated child:\nboom")
+        return real_run(self, case, triage)
+
+    monkeypatch.setattr(MatrixSession, "run", failing_run)
+    result = _run(matrix_project)
+    result.assert_outcomes(passed=1, failed=1)
+    cases = {c["params"]["scale_b"]: c for c in matrix_project.report()["cases"]}
+    assert cases["tensor_0d"]["outcome"] == "HARNESS_ERROR"
+    assert "HarnessError" in cases["tensor_0d"]["signature"] and "boom" in cases["tensor_0d"]["detail"]
+    assert cases["tensor_1d"]["outcome"] == "PASS"
+    assert _session(matrix_project)["complete"] is True
+
+
+def test_setup_error_and_setup_skip_still_record_the_case(matrix_project, pytester, warm_compile):
+    pytester.makeconftest(
+        """
+        import pytest
+        def pytest_runtest_setup(item):
+            if "tensor_0d" in str(item.case.params.get("scale_b")):
+                raise RuntimeError("fixture broke")
+            pytest.skip("not on this runner")
+        """
+    )
+    result = _run(matrix_project)
+    result.assert_outcomes(errors=1, skipped=1)
+    cases = {c["params"]["scale_b"]: c for c in matrix_project.report()["cases"]}
+    assert cases["tensor_0d"]["outcome"] == "HARNESS_ERROR" and "fixture broke" in cases["tensor_0d"]["detail"]
+    assert cases["tensor_1d"]["outcome"] == "SKIPPED" and "not on this runner" in cases["tensor_1d"]["detail"]
+    assert _session(matrix_project)["complete"] is True
+
+
+EXITING_KERNELS = '''
+import sys
+from planted_kernels import correct
+
+def exits(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    sys.exit(3)
+
+def interrupts(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    raise KeyboardInterrupt
+'''
+
+
+@pytest.mark.parametrize("kernel", ["exits", "interrupts"])
+def test_kernel_ending_the_process_leaves_no_case_unrecorded(matrix_project, pytester, warm_compile, kernel):
+    # Whatever the runner makes of it (an outcome of the case, or an interrupted session), the
+    # report never says complete while a generated case has no record.
+    pytester.makepyfile(exiting_kernels=EXITING_KERNELS)
+    pytester.syspathinsert()
+    matrix = textwrap.dedent(f"""\
+        version: 1
+        kernels:
+          - {{name: bad, impl: 'exiting_kernels:{kernel}'}}
+          - {{name: good, impl: 'exiting_kernels:correct'}}
+        axes: {{scale_a: [tensor_0d], scale_b: [tensor_1d], mode: [aot_eager], m: [4], k: [32], n: [16]}}
+        profiles: {{default: {{cases: 2}}}}
+        """)
+    _run_interrupted(matrix_project, pytester, matrix=matrix)
+    report = matrix_project.report()
+    session = report["session"]
+    recorded = {c["params"]["kernel"] for c in report["cases"]}
+    assert session["recorded"] == len(report["cases"])
+    assert session["complete"] is False or recorded == {"bad", "good"}
+    if kernel == "exits":  # nothing interrupts the session: the case must have its record
+        assert session["complete"] is True and recorded == {"bad", "good"}
+
+
+# -- bounded settings -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("option", ["--scaledmm-timeout", "--scaledmm-triage-budget"])
+@pytest.mark.parametrize("value", ["nan", "inf", "0", "-1"])
+def test_seconds_must_be_finite_and_positive(matrix_project, option, value):
+    matrix_project.write_matrix(TWO_CASES)
+    result = matrix_project.run("--scaledmm-matrix", f"{option}={value}")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and option in errors[0] and "finite" in errors[0]
+    assert "Traceback" not in result.stderr.str() + result.stdout.str()
+
+
+def test_unwritable_report_path_stops_the_run_before_any_case(matrix_project, pytester):
+    (pytester.path / "blocker").write_text("a file, not a directory")
+    matrix_project.write_matrix(TWO_CASES)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "blocker/report.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["ERROR: --scaledmm-report: cannot write *blocker/report.json*"])
+    assert "passed" not in result.stdout.str() and "Traceback" not in result.stderr.str()
+
+
+def _exited_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
+
+
+def test_second_run_on_the_same_report_is_refused(matrix_project, pytester, warm_compile):
+    report = pytester.path / "report.json"
+    report.write_text('{"kept": true}')
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        Path(f"{report}.lock").write_text(f"{holder.pid}\n")
+        result = _run(matrix_project)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: --scaledmm-report: *report.json is being written by another run (pid {holder.pid})*"])
+        assert json.loads(report.read_text()) == {"kept": True}  # nothing the user had is lost
+        assert Path(f"{report}.lock").read_text().strip() == str(holder.pid)  # not ours to remove
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_stale_lock_of_a_dead_run_is_taken_over_and_released(matrix_project, pytester, warm_compile):
+    lock = pytester.path / "report.json.lock"
+    lock.write_text(f"{_exited_pid()}\n")
+    _run(matrix_project).assert_outcomes(passed=2)
+    assert matrix_project.report()["session"]["complete"] is True
+    assert not lock.exists()
