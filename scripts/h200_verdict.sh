@@ -40,7 +40,7 @@ PYEOF
 $PY -m pytest_scaledmm gate --baseline "$OUT/default.json" --candidate "$OUT/default.json" >"$OUT/gate_self.txt" 2>&1
 echo "exit $?" >>"$OUT/gate_self.txt"
 timeout -s INT 120 $PY -m pytest -p no:cacheprovider -q -W ignore --tb=no --scaledmm-matrix -n "$WORKERS" \
-  -k "int8" --scaledmm-baseline "$OUT/default.json" --scaledmm-report /tmp/subset.json >"$OUT/gate_subset.txt" 2>&1
+  -k "w8a8" --scaledmm-baseline "$OUT/default.json" --scaledmm-report /tmp/subset.json >"$OUT/gate_subset.txt" 2>&1
 echo "pytest exit $?" >>"$OUT/gate_subset.txt"
 $PY -m pytest_scaledmm gate --baseline "$OUT/default.json" --candidate /tmp/subset.json >>"$OUT/gate_subset.txt" 2>&1
 echo "gate exit $?" >>"$OUT/gate_subset.txt"
