@@ -58,12 +58,12 @@ def bare_loop(args, configs: int) -> dict:
     """The same torch calls without pytest, classification, isolation or reports."""
     code = f"""
 import json, sys, time, torch
-from pytest_scaledmm.spec import load_spec
-from pytest_scaledmm.cases import generate_cases, input_seed
-from pytest_scaledmm.kernels import resolve_kernels
-from pytest_scaledmm.inputs import make_inputs, reference
-from pytest_scaledmm.compile_modes import MODE_SETTINGS, autotune_limit
-from pytest_scaledmm.device import resolve_device
+from pytest_scaledmm.matrix.spec import load_spec
+from pytest_scaledmm.matrix.cases import generate_cases, input_seed
+from pytest_scaledmm.matrix.kernels import resolve_kernels
+from pytest_scaledmm.verdict.inputs import make_inputs, reference
+from pytest_scaledmm.matrix.compile_modes import MODE_SETTINGS, autotune_limit
+from pytest_scaledmm.execution.device import resolve_device
 spec = load_spec({str(args.matrix)!r}); cases, _ = generate_cases(spec, spec.profile({args.profile!r}))
 kernels = resolve_kernels(spec.path, spec.kernels); device = resolve_device({args.device!r})
 start = time.perf_counter()

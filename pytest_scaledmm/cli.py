@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence, Union
 
 from . import __version__
-from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
+from .plugin.options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -87,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _usage_errors() -> tuple:
-    from .report import ReportError
-    from .spec import MatrixError
+    from .reports.report import ReportError
+    from .matrix.spec import MatrixError
 
     return (ReportError, MatrixError)
 
@@ -140,8 +140,8 @@ COMPARE_MATRIX = shared(MATRIX, "matrix file named in replay commands (default: 
     ],
 )
 def compare_command(args) -> int:
-    from .compare import compare_reports, load_reports
-    from .render import render_html, render_markdown, render_text
+    from .reports.compare import compare_reports, load_reports
+    from .reports.render import render_html, render_markdown, render_text
 
     comparison = compare_reports(load_reports(args.reports))
     written = []
@@ -179,8 +179,8 @@ def compare_command(args) -> int:
     ],
 )
 def gate_command(args) -> int:
-    from .gate import GateFailure, run_gate
-    from .report import load_report
+    from .reports.gate import GateFailure, run_gate
+    from .reports.report import load_report
 
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
     candidate = (args.candidate, load_report(args.candidate))
@@ -194,7 +194,7 @@ def gate_command(args) -> int:
     lines = result.lines()
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as handle:
-            from .render import _md_escape
+            from .reports.render import _md_escape
 
             handle.write("\n".join(["", f"**{_md_escape(lines[0])}**", ""] + [f"- {_md_escape(line.strip())}" for line in lines[1:]]) + "\n")
     try:
@@ -217,11 +217,11 @@ def gate_command(args) -> int:
 )
 def doctor_command(args) -> int:
     from .doctor import run
-    from .options import validate_device
+    from .plugin.options import validate_device
 
     problem = validate_device(args.device)
     if problem is None and args.device.startswith("cuda"):
-        from .device import resolve_device
+        from .execution.device import resolve_device
 
         try:
             resolve_device(args.device)
@@ -245,7 +245,7 @@ def doctor_command(args) -> int:
     ],
 )
 def repro_command(args) -> int:
-    from .repro import ReproError, scripts_from_report
+    from .reports.repro import ReproError, scripts_from_report
 
     try:
         written = scripts_from_report(args.report, args.out, args.case, args.scaledmm_matrix, args.timeout)

@@ -65,7 +65,7 @@ def versions() -> dict:
     import torch
 
     from . import __version__
-    from .device import _package_version
+    from .execution.device import _package_version
 
     cudnn = None
     try:
@@ -87,7 +87,7 @@ def versions() -> dict:
 def device_block(requested: str) -> dict:
     import torch
 
-    from .device import device_info, resolve_device
+    from .execution.device import device_info, resolve_device
 
     device = resolve_device(requested)
     info = device_info(device)

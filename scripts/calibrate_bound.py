@@ -15,7 +15,7 @@ elements in units of each term of the bound:
 Ops: torch._scaled_mm (fp8; tensorwise, rowwise, and blockwise on a GPU), torch._int_mm + the
 scale epilogue (as kernels.int8_w8a8), and on the CPU the fp32 matmul the planted kernels compute.
 Sides: eager, inductor (default mode), and on a GPU triton-gemm (Inductor's Triton templates)
-for a subset, as the time budget allows. Imports only torch and pytest_scaledmm.inputs.
+for a subset, as the time budget allows. Imports only torch and pytest_scaledmm.verdict.inputs.
 
 derive: from such files, the constant each accumulator family needs for each promotion length
 L, the margin the constants in inputs.py keep over every record, and the smallest uniform error
@@ -39,7 +39,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pytest_scaledmm import inputs as I  # noqa: E402
+from pytest_scaledmm.verdict import inputs as I  # noqa: E402
 
 KS = [16, 32, 48, 64, 80, 96, 112, 128, 256, 1024, 4096, 16384]
 SHAPES = {"cuda": [(17, 32), (64, 64), (256, 128)], "cpu": [(17, 32), (64, 48)]}

@@ -2,7 +2,7 @@
 is it the scale (rank, layout) or the fp8 matmul itself? Prints the miss for each scale variant
 and for an fp32 matmul of the same dequantised data. Run on a GPU: python scripts/h200_fp8_accumulation.py"""
 import torch
-from pytest_scaledmm.inputs import make_inputs, reference
+from pytest_scaledmm.verdict.inputs import make_inputs, reference
 
 CASE_ID = "fp8e4m3xe5m2-s0d_x_blk-m33k32n128-fp32-dynamic-nc-9b046d"
 params = {'kernel': 'aten_scaled_mm', 'special_scale': 'none', 'dtype_a': 'e4m3fn', 'dtype_b': 'e5m2',

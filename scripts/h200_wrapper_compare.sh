@@ -14,7 +14,7 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT"
 
 # Load the plugin from this checkout unless it is installed (then its entry point loads it).
-PLUGIN=(-p pytest_scaledmm.plugin)
+PLUGIN=(-p pytest_scaledmm.plugin.entry)
 if $PY -c "import importlib.metadata as m, sys; sys.exit(0 if any(e.name == 'scaledmm' for e in m.entry_points(group='pytest11')) else 1)"; then
   PLUGIN=()
 fi

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scaledmm.report import build_report
+from pytest_scaledmm.reports.report import build_report
 
 DATA = Path(__file__).parent / "data"
 

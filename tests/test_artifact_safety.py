@@ -20,10 +20,11 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reports_factory import case, report, write
 
-from pytest_scaledmm import render, repro
+from pytest_scaledmm.reports import render
+from pytest_scaledmm.reports import repro
 from pytest_scaledmm.cli import main
-from pytest_scaledmm.compare import compare_reports
-from pytest_scaledmm.render import render_html, render_markdown
+from pytest_scaledmm.reports.compare import compare_reports
+from pytest_scaledmm.reports.render import render_html, render_markdown
 
 # A payload that, if it ever ran, would create MARKER; MARK is a name it binds, so it shows up as
 # a NAME token wherever it escapes a string literal.
@@ -140,7 +141,7 @@ def _record(signature='a """"" b', **extra):
 
 
 def _builtin_code():
-    from pytest_scaledmm.kernels import BUILTIN_IMPLS
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 
     return repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from reports_factory import DATA, case, report, write
 
-from pytest_scaledmm import bounded_yaml
+from pytest_scaledmm.matrix import bounded_yaml
 from pytest_scaledmm.cli import main
-from pytest_scaledmm.spec import MatrixError, load_spec, parse_spec
+from pytest_scaledmm.matrix.spec import MatrixError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 

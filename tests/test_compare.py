@@ -8,10 +8,10 @@ import sys
 import pytest
 from reports_factory import DATA, case, report, write
 
-from pytest_scaledmm import compare as cmp
+from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.cli import main
-from pytest_scaledmm.compare import classify, compare_reports, load_reports
-from pytest_scaledmm.render import render_html, render_markdown
+from pytest_scaledmm.reports.compare import classify, compare_reports, load_reports
+from pytest_scaledmm.reports.render import render_html, render_markdown
 
 LOWERING = "InductorError <- AssertionError: LoweringException"
 

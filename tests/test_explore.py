@@ -4,8 +4,8 @@ that includes the corpus replays it. Include errors name the file and the key.""
 import pytest
 import yaml
 
-from pytest_scaledmm.corpus import load_corpus, save_corpus
-from pytest_scaledmm.spec import MatrixError, load_spec
+from pytest_scaledmm.matrix.corpus import load_corpus, save_corpus
+from pytest_scaledmm.matrix.spec import MatrixError, load_spec
 
 EXPLORE_MATRIX = """\
 version: 1

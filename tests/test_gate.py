@@ -13,8 +13,8 @@ from reports_factory import warm_compile  # noqa: F401  (fixture)
 IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
 
 from pytest_scaledmm.cli import main
-from pytest_scaledmm.gate import GateFailure, check
-from pytest_scaledmm.report import load_report
+from pytest_scaledmm.reports.gate import GateFailure, check
+from pytest_scaledmm.reports.report import load_report
 
 GATE = DATA / "gate"
 BASELINE = GATE / "baseline-torch211.json"

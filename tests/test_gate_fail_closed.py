@@ -9,9 +9,9 @@ import textwrap
 from reports_factory import case, report, write
 
 from pytest_scaledmm.cli import main
-from pytest_scaledmm.gate import check
-from pytest_scaledmm.report import load_report
-from pytest_scaledmm.spec import load_spec
+from pytest_scaledmm.reports.gate import check
+from pytest_scaledmm.reports.report import load_report
+from pytest_scaledmm.matrix.spec import load_spec
 
 
 def _gate(tmp_path, baseline, candidate, *extra):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scaledmm import isolate
-from pytest_scaledmm.outcome import ErrorInfo, Outcome
+from pytest_scaledmm.execution import isolate
+from pytest_scaledmm.verdict.outcome import ErrorInfo, Outcome
 
 CRASH_MATRIX = """\
 version: 1
@@ -113,7 +113,7 @@ def test_collect_only_starts_no_child(matrix_project, monkeypatch, tmp_path):
 def test_hook_callables_that_cannot_be_imported_stay_in_process():
     import planted_kernels
 
-    from pytest_scaledmm.kernels import BUILTIN_IMPLS
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 
     def local(a, b, scale_a, scale_b, **kw):
         return None
@@ -262,8 +262,8 @@ class _ExitedChild:
 def test_a_child_that_failed_to_warm_up_is_one_clear_harness_error():
     import multiprocessing
 
-    from pytest_scaledmm.kernels import BUILTIN_IMPLS
-    from pytest_scaledmm.run import RunContext
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
+    from pytest_scaledmm.execution.run import RunContext
 
     parent, child = multiprocessing.Pipe()
     child.send(("error", "Traceback (most recent call last):\nImportError: libcudart.so.13: cannot open shared object"))
@@ -274,7 +274,7 @@ def test_a_child_that_failed_to_warm_up_is_one_clear_harness_error():
     spare.proc, spare.conn = _ExitedChild(), parent
     ctx = RunContext("cpu", 1, {}, {"aten_scaled_mm": BUILTIN_IMPLS["aten_scaled_mm"]})
     runner = isolate.ChildRunner(ctx, timeout=5, spare=spare)
-    from pytest_scaledmm.cases import Case
+    from pytest_scaledmm.matrix.cases import Case
 
     case = Case("aten_scaled_mm-s0d_x_s0d", {"kernel": "aten_scaled_mm"})
     with pytest.raises(isolate.HarnessError, match=r"could not start:\n(?s:.*)ImportError: libcudart"):

@@ -11,9 +11,9 @@ import torch
 import yaml
 from direct_run import run_matrix, warm_torch
 
-from pytest_scaledmm import outcome as oc
-from pytest_scaledmm.cases import make_case
-from pytest_scaledmm.outcome import ErrorInfo
+from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.matrix.cases import make_case
+from pytest_scaledmm.verdict.outcome import ErrorInfo
 
 FAST = ["--scaledmm-isolate=no", "--no-scaledmm-triage"]
 BASE_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
@@ -104,8 +104,8 @@ def test_each_declared_limit_earns_unsupported_outside_and_only_there(declared, 
 
 
 def test_case_outside_declared_scale_forms_is_unsupported():
-    from pytest_scaledmm.refusals import outside_declared_support
-    from pytest_scaledmm.spec import KernelSpec
+    from pytest_scaledmm.verdict.refusals import outside_declared_support
+    from pytest_scaledmm.matrix.spec import KernelSpec
 
     kernel = KernelSpec("k", "fp8", scale_forms=("tensor_0d",), min_m=2, k_multiple=16)
     params = {"scale_a": "rowwise", "scale_b": "tensor_0d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn", "m": 4, "k": 32, "n": 16}
@@ -123,8 +123,8 @@ def test_internal_assert_alike_on_both_sides_is_internal_error():
 def test_hook_kernel_declares_limits_like_a_matrix_entry():
     import planted_kernels
 
-    from pytest_scaledmm.kernels import Kernel
-    from pytest_scaledmm.spec import kernel_from_declaration
+    from pytest_scaledmm.matrix.kernels import Kernel
+    from pytest_scaledmm.matrix.spec import kernel_from_declaration
 
     declared = Kernel("hooked", planted_kernels.refuses_m1, min_m=2)
     entry = {k: getattr(declared, k) for k in ("name", "min_m")}
@@ -145,7 +145,7 @@ def test_hook_kernel_declares_limits_like_a_matrix_entry():
     ],
 )
 def test_bad_limit_declarations_are_matrix_errors(declared, key, message):
-    from pytest_scaledmm.spec import MatrixError, parse_spec
+    from pytest_scaledmm.matrix.spec import MatrixError, parse_spec
 
     with pytest.raises(MatrixError) as info:
         parse_spec(Path("m.yaml"), matrix([planted("correct", **declared)]))
@@ -185,7 +185,7 @@ GPU_REFUSALS = [
 
 @pytest.mark.parametrize("kernel,type_,message", GPU_REFUSALS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(GPU_REFUSALS)])
 def test_documented_refusals_of_the_builtin_ops(kernel, type_, message):
-    from pytest_scaledmm.refusals import documented_refusal, internal_error
+    from pytest_scaledmm.verdict.refusals import documented_refusal, internal_error
 
     error = _error(type_, message)
     assert documented_refusal(kernel, error) is not None
@@ -193,7 +193,7 @@ def test_documented_refusals_of_the_builtin_ops(kernel, type_, message):
 
 
 def test_refusals_that_are_not_documented():
-    from pytest_scaledmm.refusals import documented_refusal, internal_error
+    from pytest_scaledmm.verdict.refusals import documented_refusal, internal_error
 
     # The int8 op's constraint does not document a refusal of the fp8 op, nor the other way round.
     assert documented_refusal("aten_scaled_mm", _error("builtins.RuntimeError", "self.size(0) needs to be greater than 16")) is None
@@ -215,7 +215,7 @@ def test_recorded_refusals_of_builtins_are_documented():
     kernel for _scaled_mm or _int_mm) is in the table."""
     import json
 
-    from pytest_scaledmm.refusals import documented_refusal
+    from pytest_scaledmm.verdict.refusals import documented_refusal
 
     data = json.loads((Path(__file__).parent / "data" / "cpu-torch23.json").read_text())
     recorded = [c for c in data["cases"] if c["outcome"] == oc.UNSUPPORTED]
@@ -264,9 +264,9 @@ def test_kernel_without_use_fast_accum_gets_no_fast_cases_and_passes():
 
 def test_fast_accum_case_for_a_kernel_without_the_parameter_is_skipped():
     """A case from a corpus file or a replay can still ask for it: the keyword is not passed."""
-    from pytest_scaledmm.kernels import resolve_kernels
-    from pytest_scaledmm.run import RunContext, run_case
-    from pytest_scaledmm.spec import parse_spec
+    from pytest_scaledmm.matrix.kernels import resolve_kernels
+    from pytest_scaledmm.execution.run import RunContext, run_case
+    from pytest_scaledmm.matrix.spec import parse_spec
 
     spec = parse_spec(Path("m.yaml"), matrix([planted("no_fast_accum")]))
     ctx = RunContext("cpu", spec.seed, {k.name: k for k in spec.kernels}, resolve_kernels(spec.path, spec.kernels))
@@ -276,7 +276,7 @@ def test_fast_accum_case_for_a_kernel_without_the_parameter_is_skipped():
 
 HOOK_MISSING_OUT_DTYPE = """
 import planted_kernels
-from pytest_scaledmm.kernels import Kernel
+from pytest_scaledmm.matrix.kernels import Kernel
 
 
 def pytest_scaledmm_kernels(config):
@@ -311,7 +311,7 @@ def test_kernel_missing_out_dtype_is_one_usage_error(matrix_project, where):
     ],
 )
 def test_signature_problems_name_the_parameter(source, parameter):
-    from pytest_scaledmm.kernels import signature_problem
+    from pytest_scaledmm.matrix.kernels import signature_problem
 
     namespace: dict = {}
     exec(source, namespace)
@@ -340,7 +340,7 @@ def test_keyboard_interrupt_in_process_is_the_users(monkeypatch):
 
 
 def test_an_oracle_that_raises_is_a_failed_check(monkeypatch):
-    from pytest_scaledmm import oracle
+    from pytest_scaledmm.verdict import oracle
 
     def broken(*args, **kwargs):
         raise NotImplementedError("Cannot copy out of meta tensor; no data!")
@@ -352,7 +352,8 @@ def test_an_oracle_that_raises_is_a_failed_check(monkeypatch):
 
 
 def test_serve_answers_a_harness_failure_with_an_outcome(monkeypatch):
-    from pytest_scaledmm import isolate, run
+    from pytest_scaledmm.execution import isolate
+    from pytest_scaledmm.execution import run
 
     def broken(case, ctx):
         raise ZeroDivisionError("harness bug")

@@ -10,11 +10,11 @@ import torch
 import yaml
 from direct_run import run_matrix, warm_torch
 
-from pytest_scaledmm import kernels as K
-from pytest_scaledmm import options
-from pytest_scaledmm import outcome as oc
-from pytest_scaledmm.inputs import expected_shape, lay_out, make_inputs, parity
-from pytest_scaledmm.spec import KernelSpec
+from pytest_scaledmm.matrix import kernels as K
+from pytest_scaledmm.plugin import options
+from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.verdict.inputs import expected_shape, lay_out, make_inputs, parity
+from pytest_scaledmm.matrix.spec import KernelSpec
 
 FAST = (["--scaledmm-isolate=no"] if hasattr(options, "ISOLATE") else []) + (
     ["--no-scaledmm-triage"] if hasattr(options, "TRIAGE") else []
@@ -217,7 +217,7 @@ import sys
 sys.path.insert(0, TESTS_DIR)  # xdist workers do not inherit pytester's sys.path
 
 import planted_kernels
-from pytest_scaledmm.kernels import Kernel
+from pytest_scaledmm.matrix.kernels import Kernel
 
 
 def pytest_scaledmm_kernels(config):

@@ -10,7 +10,7 @@ from reports_factory import warm_compile  # noqa: F401  (fixture)
 # warm_compile) without triage, which keeps each run to a few seconds.
 IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
 
-from pytest_scaledmm.known_failures import Catalogue, KnownFailure
+from pytest_scaledmm.matrix.known_failures import Catalogue, KnownFailure
 
 RANK = "COMPILE_ONLY_ERROR"
 

@@ -12,8 +12,8 @@ import torch
 import yaml
 from direct_run import run_matrix, warm_torch
 
-from pytest_scaledmm import inputs as I
-from pytest_scaledmm import outcome as oc
+from pytest_scaledmm.verdict import inputs as I
+from pytest_scaledmm.verdict import outcome as oc
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "calibration"
 BASE_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16],

@@ -5,8 +5,8 @@ import pytest
 import yaml
 from direct_run import run_matrix, warm_torch
 
-from pytest_scaledmm import options
-from pytest_scaledmm import outcome as oc
+from pytest_scaledmm.plugin import options
+from pytest_scaledmm.verdict import outcome as oc
 
 # In-process, no triage: the plugin run here checks reporting, not isolation.
 FAST = (["--scaledmm-isolate=no"] if hasattr(options, "ISOLATE") else []) + (

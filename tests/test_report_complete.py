@@ -16,8 +16,9 @@ import pytest
 from conftest import planted_matrix
 from reports_factory import warm_compile  # noqa: F401  (fixture)
 
-from pytest_scaledmm import isolate, plugin
-from pytest_scaledmm.session import MatrixSession
+from pytest_scaledmm.execution import isolate
+from pytest_scaledmm.plugin import entry as plugin
+from pytest_scaledmm.plugin.session import MatrixSession
 
 IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
 TWO_CASES = planted_matrix(["correct"], scale_b=("tensor_0d", "tensor_1d"), cases=2)

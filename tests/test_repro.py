@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_scaledmm import cli, repro
-from pytest_scaledmm.cases import make_case
+from pytest_scaledmm import cli
+from pytest_scaledmm.reports import repro
+from pytest_scaledmm.matrix.cases import make_case
 
 # Runs a script with the plugin made unimportable: a repro needs torch only.
 WITHOUT_PLUGIN = (
@@ -104,8 +105,8 @@ def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_p
     ids=["fp8_linear", "int8_w8a8"],
 )
 def test_builtin_kernels_are_embedded_and_inputs_regenerate_exactly(tmp_path, params):
-    from pytest_scaledmm.kernels import BUILTIN_IMPLS
-    from pytest_scaledmm.spec import AXIS_DEFAULTS
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
+    from pytest_scaledmm.matrix.spec import AXIS_DEFAULTS
 
     full = {axis: values[0] for axis, values in AXIS_DEFAULTS.items()}
     full.update(params)
@@ -133,7 +134,7 @@ def test_repro_header_has_no_docstring_breakers(tmp_path):
                       "dtype_b": "e4m3fn", "out_dtype": "bf16", "bias": False, "use_fast_accum": False,
                       "mode": "eager", "m": 16, "k": 32, "n": 16})
     record = {"id": case.id, "params": case.params, "outcome": "MISMATCH", "signature": 'a """ b \\ c', "layer": "compiled"}
-    from pytest_scaledmm.kernels import BUILTIN_IMPLS
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 
     code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
     path = repro.write_script(tmp_path, record, {}, 1, code, 10.0)
@@ -157,8 +158,8 @@ def _template_functions(*names: str) -> dict:
 @pytest.mark.parametrize("graphs", [0, 1])
 def test_a_script_classifies_as_the_run_does(eager, compiled, graphs):
     """The script's own verdict must match the run's, or a reproduced failure reads as different."""
-    from pytest_scaledmm.outcome import ErrorInfo
-    from pytest_scaledmm.run import classify
+    from pytest_scaledmm.verdict.outcome import ErrorInfo
+    from pytest_scaledmm.execution.run import classify
 
     script_classify = _template_functions("repro_classify", "_names")["repro_classify"]
 

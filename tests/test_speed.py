@@ -4,7 +4,7 @@ xdist workers, CPU threads shared out between them."""
 import pytest
 from conftest import planted_matrix
 
-from pytest_scaledmm import device
+from pytest_scaledmm.execution import device
 
 ORDER_MATRIX = planted_matrix(
     ["correct", "ignores_scale_b"],

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from conftest import planted_matrix
 
-from pytest_scaledmm.cases import generate_cases
-from pytest_scaledmm.outcome import ErrorInfo, normalise_message, signature_of
-from pytest_scaledmm.spec import load_spec
+from pytest_scaledmm.matrix.cases import generate_cases
+from pytest_scaledmm.verdict.outcome import ErrorInfo, normalise_message, signature_of
+from pytest_scaledmm.matrix.spec import load_spec
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -57,7 +57,7 @@ def test_inert_without_the_flag(matrix_project, pytester):
 
 
 def test_plugin_import_does_not_import_torch():
-    code = "import sys, pytest_scaledmm.plugin; print('torch' in sys.modules)"
+    code = "import sys, pytest_scaledmm.plugin.entry; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -131,7 +131,7 @@ def test_ids_identical_over_two_runs_and_under_xdist(matrix_project):
 
 def test_generation_is_independent_of_the_hash_seed(tmp_path):
     code = (
-        "from pytest_scaledmm.spec import load_spec; from pytest_scaledmm.cases import generate_cases;"
+        "from pytest_scaledmm.matrix.spec import load_spec; from pytest_scaledmm.matrix.cases import generate_cases;"
         f"s = load_spec({str(REPO / 'matrix.yaml')!r}); print('\\n'.join(c.id for c in generate_cases(s, s.profile('default'))[0]))"
     )
     runs = []
@@ -212,7 +212,7 @@ def test_report_contents_and_default_location(matrix_project):
 
 
 def test_earlier_report_is_kept_and_writes_are_atomic(tmp_path, monkeypatch):
-    from pytest_scaledmm import report as report_module
+    from pytest_scaledmm.reports import report as report_module
 
     target = tmp_path / "r.json"
     report_module.write_atomic(target, {"old": True})
@@ -260,8 +260,8 @@ def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project):
 
 
 def test_wrong_eager_result_outranks_a_compile_error():
-    from pytest_scaledmm.outcome import ErrorInfo
-    from pytest_scaledmm.run import classify
+    from pytest_scaledmm.verdict.outcome import ErrorInfo
+    from pytest_scaledmm.execution.run import classify
 
     compiled = ErrorInfo("torch._inductor.exc.InductorError", "LoweringException: AssertionError:", "torch._inductor.exc.LoweringException", "inductor")
     wrong = {"ok": False, "ratio": 9.0, "max_abs": 3.0}
@@ -281,7 +281,7 @@ def test_case_ids_do_not_depend_on_loaded_modules(tmp_path):
         "profiles: {default: {cases: 30}}\n"
     )
     code = (
-        "{extra}from pytest_scaledmm.spec import load_spec; from pytest_scaledmm.cases import generate_cases;"
+        "{extra}from pytest_scaledmm.matrix.spec import load_spec; from pytest_scaledmm.matrix.cases import generate_cases;"
         "s = load_spec('m.yaml'); print(' '.join(c.id for c in generate_cases(s, s.profile('default'))[0]))"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}

@@ -1,9 +1,9 @@
 """The triage ladder: for one failing case per signature, which layer breaks, whether the
 quantized path is at fault, and which knobs make it pass."""
 
-from pytest_scaledmm import triage
-from pytest_scaledmm.cases import Case
-from pytest_scaledmm.outcome import Outcome
+from pytest_scaledmm.execution import triage
+from pytest_scaledmm.matrix.cases import Case
+from pytest_scaledmm.verdict.outcome import Outcome
 
 TRIAGE_MATRIX = """\
 version: 1

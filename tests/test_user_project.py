@@ -33,7 +33,7 @@ def rowwise_only(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum
 
 CONFTEST = '''
 import mykernels
-from pytest_scaledmm.kernels import Kernel
+from pytest_scaledmm.matrix.kernels import Kernel
 
 
 def pytest_scaledmm_kernels(config):
@@ -61,7 +61,7 @@ profiles:
 
 
 def _installed_entry_point():
-    return [ep for ep in metadata.entry_points(group="pytest11") if ep.value == "pytest_scaledmm.plugin"]
+    return [ep for ep in metadata.entry_points(group="pytest11") if ep.value == "pytest_scaledmm.plugin.entry"]
 
 
 @pytest.mark.skipif(not _installed_entry_point(), reason="pytest-scaledmm is not installed in this interpreter")

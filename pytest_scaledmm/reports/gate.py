@@ -42,7 +42,7 @@ from .compare import (
     category,
     compare_reports,
 )
-from .known_failures import restore_original_outcomes
+from ..matrix.known_failures import restore_original_outcomes
 from .report import duplicate_ids
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
@@ -228,8 +228,8 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None)
     else of the matrix the candidate names when that file's digest equals the hash the candidate
     recorded; else none, and the note says why. A matrix given that cannot be read raises
     MatrixError."""
-    from .known_failures import Catalogue
-    from .spec import MatrixError, load_spec
+    from ..matrix.known_failures import Catalogue
+    from ..matrix.spec import MatrixError, load_spec
 
     if spec is not None:
         return Catalogue.from_spec(spec), None

@@ -17,8 +17,8 @@ from typing import Optional
 
 import pytest
 
-from .cases import _kernel_axes, make_case, matches
-from .schema import SHAPE_AXES
+from ..matrix.cases import _kernel_axes, make_case, matches
+from ..matrix.schema import SHAPE_AXES
 
 
 @dataclass(frozen=True)
@@ -125,7 +125,7 @@ class ExploreItem(pytest.Item):
         self.kernel = kernel
 
     def runtest(self):
-        from .plugin import _plain, _state
+        from .entry import _plain, _state
 
         state = _state(self.config)
         state.attach_environment(self)

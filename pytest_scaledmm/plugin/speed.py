@@ -8,8 +8,8 @@ import shlex
 import time
 from pathlib import Path
 
-from . import outcome as oc
-from .schema import SCALE_RANK
+from ..verdict import outcome as oc
+from ..matrix.schema import SCALE_RANK
 
 INDUCTOR_MODES = {"inductor", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead", "dynamic", "triton-gemm"}
 
@@ -23,7 +23,7 @@ def likelihood(params: dict) -> int:
 
 def last_failures(report_dir: Path) -> set[str]:
     """Ids that failed in the newest readable report of this rootdir, like pytest's --ff."""
-    from .report import ReportError, load_report
+    from ..reports.report import ReportError, load_report
 
     reports = sorted(report_dir.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in reports:
@@ -98,7 +98,7 @@ def configure_speed(config, state, is_worker: bool) -> None:
         # Under xdist the workers collect, so they order; they read the same file, so they agree.
         config.pluginmanager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")
     if is_worker:
-        from .device import threads_per_worker
+        from ..execution.device import threads_per_worker
 
         # Read by torch at start-up, here and in any child process that runs cases.
         os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_worker()))

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from . import outcome as oc
+from ..verdict import outcome as oc
 from .options import TIMEOUT, TRIAGE_BUDGET, add_pytest_options, check_seconds, validate_device
 
 STATE_KEY = pytest.StashKey["MatrixSession"]()
@@ -32,9 +32,9 @@ class Terminated(KeyboardInterrupt):
 
 
 def pytest_addhooks(pluginmanager):
-    from . import hooks
+    from . import hookspecs
 
-    pluginmanager.add_hookspecs(hooks)
+    pluginmanager.add_hookspecs(hookspecs)
 
 
 def pytest_addoption(parser):
@@ -62,7 +62,7 @@ def pytest_configure(config):
     if matrix is None:
         return
     from .session import MatrixSession
-    from .spec import MatrixError
+    from ..matrix.spec import MatrixError
 
     config.addinivalue_line("markers", "scaledmm: a case of the scaled-mm compatibility matrix")
     problem = validate_device(config.getoption("scaledmm_device"))
@@ -71,7 +71,7 @@ def pytest_configure(config):
     if problem:
         raise pytest.UsageError(problem)
     if config.getoption("scaledmm_device").startswith("cuda"):
-        from .device import resolve_device
+        from ..execution.device import resolve_device
 
         try:  # an explicit GPU that is not there: one usage error now, not one per case
             resolve_device(config.getoption("scaledmm_device"))
@@ -82,8 +82,8 @@ def pytest_configure(config):
         invocation = Path(config.invocation_params.dir)
         path = invocation / path if (invocation / path).exists() else Path(config.rootpath) / path
     try:
-        from .hooks import declared_kernels
-        from .spec import load_spec
+        from .hookspecs import declared_kernels
+        from ..matrix.spec import load_spec
 
         spec = load_spec(path.resolve(), declared_kernels=declared_kernels(config))
         report = config.getoption("scaledmm_report")
@@ -120,7 +120,7 @@ def _writes_report(config) -> bool:
 
 def _claim_report_path(config, path: Path) -> None:
     """Before any case runs: the report can be written there, and no other live run writes it."""
-    from .report import ReportLock, ReportLocked, check_writable
+    from ..reports.report import ReportLock, ReportLocked, check_writable
 
     try:
         check_writable(path)
@@ -340,7 +340,7 @@ class MatrixReporter:
 
     def _write(self) -> None:
         # A partial report now and then: a run killed by a CI time limit still leaves its results.
-        from .report import write_atomic
+        from ..reports.report import write_atomic
 
         write_atomic(self.state.report_path, self.state.build_report())
         self._last_write = time.monotonic()
@@ -418,8 +418,8 @@ class MatrixReporter:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if not _writes_report(config) or not self.state.finished:
             return
-        from .report import signature_groups
-        from .summary import summary_lines
+        from ..reports.report import signature_groups
+        from ..reports.summary import summary_lines
 
         terminalreporter.section("scaled-mm matrix")
         for line in summary_lines(self.state, signature_groups(self.state.records.values())):
@@ -459,7 +459,7 @@ def _configure_baseline_gate(config, state) -> None:
     path = config.getoption("scaledmm_baseline")
     if not path or _is_worker(config):
         return
-    from .report import ReportError, load_report
+    from ..reports.report import ReportError, load_report
 
     try:
         baseline = load_report(path)
@@ -489,7 +489,7 @@ class BaselineGate:
         # Other exit statuses fail the session already; --collect-only runs nothing to gate.
         if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or self.config.option.collectonly:
             return
-        from .gate import run_gate
+        from ..reports.gate import run_gate
         from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING
 
         # The same gate as `scaledmm gate`, with the catalogue of the matrix this session ran.

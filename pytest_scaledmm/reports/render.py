@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 
 import jinja2
 
-from . import outcome as oc
+from ..verdict import outcome as oc
 from .compare import (
     DEFAULT_GROUP_BY,
     TRANSITION_KINDS,

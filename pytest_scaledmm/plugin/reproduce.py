@@ -25,7 +25,7 @@ def configure_reproduce(config, state) -> None:
     if option("scaledmm_explore"):
         if wanted:
             raise pytest.UsageError("--scaledmm-explore searches the axes; it does not take --scaledmm-case")
-        from .corpus import DEFAULT_NAME
+        from ..matrix.corpus import DEFAULT_NAME
         from .explore import ExploreSettings
 
         corpus = option("scaledmm_corpus")
@@ -40,7 +40,7 @@ def configure_reproduce(config, state) -> None:
 def check_case_ids(state, wanted) -> None:
     """Every requested id must be a case of this matrix and profile; otherwise one usage error
     naming the profile that has it, or the closest ids."""
-    from .cases import generate_cases
+    from ..matrix.cases import generate_cases
 
     ids = [case.id for case in state.cases()]
     known = set(ids)
@@ -73,7 +73,7 @@ class ReproducePlugin:
         self.corpus_entries: list[dict] = []
         self.corpus_added = None
         if repro_dir and not hasattr(config, "workerinput"):
-            from .repro import ReproWriter
+            from ..reports.repro import ReproWriter
 
             self.writer = ReproWriter(Path(repro_dir).resolve(), state.spec, state.kernels(), state.timeout,
                                       getattr(state, "max_autotune_configs", 0))
@@ -117,7 +117,7 @@ class ReproducePlugin:
 
     def pytest_sessionfinish(self, session, exitstatus):
         if self._controller() and self.corpus_entries and getattr(self.state, "explore", None):
-            from .corpus import save_corpus
+            from ..matrix.corpus import save_corpus
 
             self.corpus_added = save_corpus(self.state.explore.corpus, self.corpus_entries)
 
@@ -128,7 +128,7 @@ class ReproducePlugin:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if not self._controller():
             return
-        from .triage import summary_lines
+        from ..execution.triage import summary_lines
 
         lines = summary_lines(self.state.records.values())
         if self.writer is not None:

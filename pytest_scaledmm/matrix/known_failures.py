@@ -27,9 +27,9 @@ from typing import Iterable, Mapping, Optional
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from . import outcome as oc
+from ..verdict import outcome as oc
 from .cases import matches
-from .outcome import normalise_message
+from ..verdict.outcome import normalise_message
 
 
 def _normalised(signature: str) -> str:

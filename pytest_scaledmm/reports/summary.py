@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import outcome as oc
+from ..verdict import outcome as oc
 
 ORDER = [oc.PASS, oc.UNSUPPORTED, oc.SKIPPED, oc.XFAIL, oc.FIXED_UPSTREAM, *oc.FAILURES]
 

@@ -10,9 +10,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
-from . import outcome as oc
-from .cases import Case, generate_cases
-from .spec import Spec
+from ..verdict import outcome as oc
+from ..matrix.cases import Case, generate_cases
+from ..matrix.spec import Spec
 
 CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 OWNED_CACHE_ENV = "PYTEST_SCALEDMM_RUN_CACHE"
@@ -62,7 +62,7 @@ class MatrixSession:
     # -- running ------------------------------------------------------------------------------
     def load_kernels(self) -> None:
         """Import every kernel now, so a bad `impl` is one usage error before any case runs."""
-        from .kernels import resolve_kernels
+        from ..matrix.kernels import resolve_kernels
 
         self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
 
@@ -73,8 +73,8 @@ class MatrixSession:
             # torch's structured-trace logger emits DEBUG records meant for tlparse; keep them out
             # of pytest's captured-log sections.
             logging.getLogger("torch.__trace").propagate = False
-            from .device import resolve_device
-            from .run import RunContext
+            from ..execution.device import resolve_device
+            from ..execution.run import RunContext
 
             self._context = RunContext(
                 device=resolve_device(self.requested_device),
@@ -88,7 +88,7 @@ class MatrixSession:
         return self._context
 
     def local_environment(self) -> dict:
-        from .device import environment
+        from ..execution.device import environment
 
         return environment(self.context().device)
 
@@ -111,7 +111,7 @@ class MatrixSession:
     def prestart_child(self) -> None:
         """Spawn the isolated child now, so that its start-up overlaps collection; see isolate.py.
         Only when some kernel can run there (a kernel defined in a conftest runs in-process)."""
-        from .isolate import SpareChild, kernel_refs
+        from ..execution.isolate import SpareChild, kernel_refs
 
         if not self.isolate or self._spare_child is not None or self._runner is not None:
             return
@@ -130,12 +130,12 @@ class MatrixSession:
     def runner(self):
         """The child process that runs cases (or the in-process runner); started on first use."""
         if self._runner is None:
-            from .isolate import make_runner
+            from ..execution.isolate import make_runner
 
             spare, self._spare_child = self._spare_child, None
             self._runner = make_runner(self.context(), self.isolate, self.timeout, spare, self.compiles_with_inductor())
             if not self.isolate and self.context().device == "cpu" and self.compiles_with_inductor():
-                from .device import probe_cpu_vector_isa_in_background
+                from ..execution.device import probe_cpu_vector_isa_in_background
 
                 probe_cpu_vector_isa_in_background()
         return self._runner
@@ -150,7 +150,7 @@ class MatrixSession:
 
     def triage(self, case: Case, result: oc.Outcome) -> Optional[dict]:
         if self._triage is None:
-            from .triage import Triage
+            from ..execution.triage import Triage
 
             self._triage = Triage(self.runner(), self.context().device, self.triage_budget)
         return self._triage(case, result)
@@ -198,7 +198,7 @@ class MatrixSession:
         if not self.spec.known_failures:
             return record
         if self._catalogue is None:
-            from .known_failures import Catalogue
+            from ..matrix.known_failures import Catalogue
 
             self._catalogue = Catalogue.from_spec(self.spec)
         env = self.environment or {}
@@ -265,7 +265,7 @@ class MatrixSession:
 
     def build_report(self) -> dict:
         """The report as it stands: partial (complete: false) until the session has finished."""
-        from .report import build_report
+        from ..reports.report import build_report
 
         reasons = self.incomplete_reasons()
         session = {

@@ -76,7 +76,7 @@ def environment(device: str) -> dict:
     """The environment block of a report."""
     import torch
 
-    from . import __version__
+    from .. import __version__
 
     info = device_info(device)
     return {

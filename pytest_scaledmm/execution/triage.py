@@ -20,10 +20,10 @@ import contextlib
 import time
 from typing import Optional
 
-from . import outcome as oc
-from .cases import Case
-from .compile_modes import MODE_SETTINGS
-from .schema import SCALE_RANK
+from ..verdict import outcome as oc
+from ..matrix.cases import Case
+from ..matrix.compile_modes import MODE_SETTINGS
+from ..matrix.schema import SCALE_RANK
 
 BACKEND_LADDER = [("eager", "dynamo"), ("aot_eager", "aot_autograd"), ("inductor", "inductor")]
 TENSORWISE_BY_RANK = {0: "tensor_0d", 1: "tensor_1d", 2: "tensor_1x1"}
@@ -126,10 +126,10 @@ def _bf16_matmul(case: Case, ctx):
 
     import torch
 
-    from .cases import input_seed
-    from .compile_modes import compile_case
-    from .inputs import Reference, compare
-    from .outcome import describe_exception
+    from ..matrix.cases import input_seed
+    from ..matrix.compile_modes import compile_case
+    from ..verdict.inputs import Reference, compare
+    from ..verdict.outcome import describe_exception
     from .run import _sync, classify
 
     m, k, n = case["m"], case["k"], case["n"]

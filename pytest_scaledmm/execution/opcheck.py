@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, MutableMapping, Optional
 
-from .outcome import ErrorInfo, describe_exception, signature_of
+from ..verdict.outcome import ErrorInfo, describe_exception, signature_of
 
 # Cases that differ only in shapes, compile mode or special scale values share one opcheck:
 # opcheck itself varies the shapes (test_aot_dispatch_dynamic), and modes do not reach the op.

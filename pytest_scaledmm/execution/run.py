@@ -15,12 +15,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Mapping, Optional
 
-from . import outcome as oc
-from .cases import Case, input_seed
-from .compile_modes import GPU_ONLY_MODES, compile_case
-from .kernels import call_keywords
-from .outcome import ErrorInfo, Outcome, describe_exception, signature_of
-from .spec import KernelSpec
+from ..verdict import outcome as oc
+from ..matrix.cases import Case, input_seed
+from ..matrix.compile_modes import GPU_ONLY_MODES, compile_case
+from ..matrix.kernels import call_keywords
+from ..verdict.outcome import ErrorInfo, Outcome, describe_exception, signature_of
+from ..matrix.spec import KernelSpec
 
 
 @dataclass
@@ -49,8 +49,8 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
     from packaging.version import Version
 
     from .device import device_info
-    from .inputs import torch_dtype
-    from .kernels import accepts_keyword, unavailable_reason
+    from ..verdict.inputs import torch_dtype
+    from ..matrix.kernels import accepts_keyword, unavailable_reason
 
     arch = device_info(ctx.device).arch
     kernel = ctx.kernel_specs[case["kernel"]]
@@ -110,7 +110,7 @@ def classify(
     matmul rung of triage) it stays UNSUPPORTED unless it is an internal error."""
     if eager_error and compiled_error:
         if _same_refusal(eager_error, compiled_error):
-            from .refusals import judge
+            from ..verdict.refusals import judge
 
             return judge(kernel, params, eager_error, compiled_error)
         sig = f"eager {signature_of(eager_error)} <> compiled {signature_of(compiled_error)}"
@@ -216,7 +216,7 @@ def _unchecked(exc: Exception) -> dict:
 def check_outputs(params, inputs, eager_ran: bool, eager_out, compiled_outs, device: str, slack: float):
     """oracle.check_sides, guarded: an output on the wrong device, or an exception while
     checking, is a failed check of that side that says so."""
-    from . import oracle
+    from ..verdict import oracle
 
     eager_bad = _device_problem(eager_out, device) if eager_ran else None
     compiled_bad = None
@@ -274,7 +274,7 @@ def _restore_stance(saved) -> None:
 def run_case(case: Case, ctx: RunContext) -> Outcome:
     import torch
 
-    from .inputs import make_inputs
+    from ..verdict.inputs import make_inputs
 
     reason = not_applicable(case, ctx)
     if reason:
@@ -354,7 +354,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
 def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) -> Outcome:
     """For a custom-op kernel, torch.library.opcheck once per case family; its failure outranks
     the case's own outcome (a wrong fake impl is the cause of what compile then does)."""
-    from .kernels import custom_op
+    from ..matrix.kernels import custom_op
     from .opcheck import check_custom_op
 
     op = custom_op(kernel)
@@ -362,7 +362,7 @@ def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) 
         return result
     import torch
 
-    from .inputs import make_inputs
+    from ..verdict.inputs import make_inputs
 
     if case.params.get("special_scale", "none") != "none":
         # opcheck compares outputs exactly: NaN from a special scale would fail it on its own.

@@ -4,7 +4,7 @@ A conftest.py (at the rootdir, so that it is loaded before the matrix is read) o
 plugin implements::
 
     def pytest_scaledmm_kernels(config):
-        from pytest_scaledmm.kernels import Kernel
+        from pytest_scaledmm.matrix.kernels import Kernel
         return [Kernel("my_fp8_linear", my_fp8_linear, scale_forms=["tensor_0d", "tensor_1d"])]
 
 Declared kernels join every matrix run of that session: a matrix may name them (and narrow
@@ -23,7 +23,7 @@ hookspec = pytest.hookspec
 @hookspec
 def pytest_scaledmm_kernels(config: pytest.Config) -> Any:
     """Return kernels to put through the matrix: a list of
-    :class:`pytest_scaledmm.kernels.Kernel` or of dicts with the same keys (``name``, ``fn``,
+    :class:`pytest_scaledmm.matrix.kernels.Kernel` or of dicts with the same keys (``name``, ``fn``,
     and optionally ``family``, ``scale_forms``, ``dtypes``, ``archs``, ``min_torch`` and the
     shape limits ``min_m``, ``max_m``, ``m_multiple``, ``k_multiple``, ``n_multiple``).
 
@@ -38,7 +38,7 @@ def declared_kernels(config) -> list:
     declaration is a MatrixError naming the plugin that made it."""
     from dataclasses import fields, is_dataclass
 
-    from .spec import MatrixError, kernel_from_declaration
+    from ..matrix.spec import MatrixError, kernel_from_declaration
 
     found = []
     seen: dict[str, str] = {}

@@ -30,9 +30,9 @@ import types
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import outcome as oc
-from .session import CACHE_ENV as RUN_CACHE_ENV
-from .session import OWNED_CACHE_ENV
+from ..verdict import outcome as oc
+from ..plugin.session import CACHE_ENV as RUN_CACHE_ENV
+from ..plugin.session import OWNED_CACHE_ENV
 
 REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL}
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
@@ -221,7 +221,7 @@ def check_reference(reference: str) -> tuple[str, list[str]]:
 
 def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str]) -> str:
     """Code that defines `kernel` in the script. `name` appears in no code or comment."""
-    from .kernels import BUILTIN_IMPLS, load_impl
+    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
     if fn is not None and BUILTIN_IMPLS.get(name) is fn:
         return f"# A built-in kernel of pytest-scaledmm, embedded.\n{function_source(fn)}\n\n\nkernel = {fn.__name__}"
@@ -272,7 +272,7 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str]) -> str:
 def tensor_facts(params: dict, seed: int) -> dict:
     """Shape, strides, storage offset, dtype and a checksum of every input, generated on the CPU
     exactly as the run did."""
-    from .inputs import make_inputs
+    from ..verdict.inputs import make_inputs
 
     inputs = make_inputs(params, seed, "cpu")
     names = ("a", "b", "scale_a", "scale_b", "bias")
@@ -333,7 +333,7 @@ def _found(record: dict, environment: dict) -> dict:
     summary = None
     if triage:
         try:
-            from .triage import one_line
+            from ..execution.triage import one_line
 
             summary = one_line(triage)
         except Exception:  # a triage block this version cannot read: shown as it is
@@ -363,7 +363,7 @@ def _found(record: dict, environment: dict) -> dict:
 
 def _compile_settings(mode: str, max_autotune_configs: int = 0) -> dict:
     """What compile_case passes to torch.compile, including the run's autotune cap."""
-    from . import compile_modes
+    from ..matrix import compile_modes
 
     backend, torch_mode, options, dynamic = compile_modes.MODE_SETTINGS[mode]
     limit_of = getattr(compile_modes, "autotune_limit", None)
@@ -374,8 +374,8 @@ def _compile_settings(mode: str, max_autotune_configs: int = 0) -> dict:
 
 
 def _oracle_code() -> str:
-    from . import inputs as inputs_module
-    from . import oracle
+    from ..verdict import inputs as inputs_module
+    from ..verdict import oracle
 
     return _with_sibling_imports_dropped(oracle.check_sides, inputs_module)
 
@@ -392,9 +392,9 @@ def render_script(
 ) -> str:
     """The script's text. Every value from `record` and `environment` goes in through `literal`;
     the result is compiled here, so a script that would not parse is never written."""
-    from . import __version__
-    from . import inputs as inputs_module
-    from .cases import input_seed
+    from .. import __version__
+    from ..verdict import inputs as inputs_module
+    from ..matrix.cases import input_seed
 
     if type(timeout_s) not in (int, float) or not math.isfinite(timeout_s) or timeout_s <= 0:
         raise ReproError(f"timeout must be a finite number of seconds greater than 0, not {timeout_s!r}")
@@ -510,8 +510,8 @@ def _record_problem(record, limits) -> Optional[str]:
     within the matrix's tensor-element limits."""
     import jsonschema
 
-    from .corpus import CORPUS_SCHEMA
-    from .spec import size_problem
+    from ..matrix.corpus import CORPUS_SCHEMA
+    from ..matrix.spec import size_problem
 
     if not isinstance(record, dict):
         return "the record is not an object"
@@ -546,10 +546,10 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     for the given case ids), after the fact. Kernels are found through the matrix the report
     names (or `matrix`); the tensors are regenerated from the recorded seed. A report is data
     from elsewhere: a record whose values are not a case of this plugin is refused, by id."""
-    from .kernels import BUILTIN_IMPLS
+    from ..matrix.kernels import BUILTIN_IMPLS
     from .report import load_report
-    from .schema import DEFAULT_LIMITS
-    from .spec import load_spec
+    from ..matrix.schema import DEFAULT_LIMITS
+    from ..matrix.spec import load_spec
 
     report = load_report(report_path)
     matrix_block = _mapping(report.get("matrix"))

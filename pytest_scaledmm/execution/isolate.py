@@ -24,9 +24,9 @@ import time
 import traceback
 from typing import Callable, Optional
 
-from . import outcome as oc
-from .cases import Case
-from .outcome import Outcome
+from ..verdict import outcome as oc
+from ..matrix.cases import Case
+from ..verdict.outcome import Outcome
 
 STARTUP_TIMEOUT_S = 120.0
 # Errors after which a CUDA/HIP context cannot be used again: every later case would fail.
@@ -43,7 +43,7 @@ POISONED = re.compile(
 def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, Optional[str]]:
     """How the child finds each kernel: 'builtin:NAME', 'impl:module:qualname', or None when the
     callable cannot be imported by name (a lambda, a closure from a hook): run it in-process."""
-    from .kernels import BUILTIN_IMPLS, load_impl
+    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
     refs: dict[str, Optional[str]] = {}
     for name, fn in kernels.items():
@@ -71,7 +71,7 @@ def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, O
 
 
 def _load_kernel(ref: str) -> Callable:
-    from .kernels import BUILTIN_IMPLS, load_impl
+    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
     kind, _, rest = ref.partition(":")
     return BUILTIN_IMPLS[rest] if kind == "builtin" else load_impl(rest)

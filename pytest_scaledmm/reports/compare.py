@@ -24,8 +24,8 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from . import outcome as oc
-from .cases import KERNEL_SHORT, SCALE_SHORT
+from ..verdict import outcome as oc
+from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
 from .report import ReportError, duplicate_ids, load_report
 
 # Outcome categories.
