@@ -5,8 +5,9 @@
 
 Prints, per run: cases, wall, cases/s, share of case time spent compiling, median case time per
 compile mode, time from start to the first failure signature, and the harness overhead against
-a bare loop making the same torch calls (same cases, same inputs, same compile modes) in the same
-process, measured side by side. Ratios only: these machines are noisy.
+a bare loop running the same cases through the same eager -> compile -> check pipeline
+(verdict/pipeline.py: same inputs, compile settings and checks) without pytest, isolation or
+reports, measured side by side. Ratios only: these machines are noisy.
 """
 
 from __future__ import annotations
@@ -55,14 +56,16 @@ def case_seconds(case: dict) -> float:
 
 
 def bare_loop(args, configs: int) -> dict:
-    """The same torch calls without pytest, classification, isolation or reports."""
+    """The cases through the run's pipeline, without pytest, isolation, opcheck or reports."""
     code = f"""
 import json, sys, time, torch
 from pytest_scaledmm.matrix.spec import load_spec
 from pytest_scaledmm.matrix.cases import generate_cases, input_seed
 from pytest_scaledmm.matrix.kernels import resolve_kernels
-from pytest_scaledmm.verdict.inputs import make_inputs, reference
-from pytest_scaledmm.matrix.compile_modes import MODE_SETTINGS, autotune_limit
+from pytest_scaledmm.matrix.compile_modes import compile_settings
+from pytest_scaledmm.verdict.inputs import make_inputs
+from pytest_scaledmm.verdict.oracle import case_checker
+from pytest_scaledmm.verdict.pipeline import eager_compile_check
 from pytest_scaledmm.execution.device import resolve_device
 spec = load_spec({str(args.matrix)!r}); cases, _ = generate_cases(spec, spec.profile({args.profile!r}))
 kernels = resolve_kernels(spec.path, spec.kernels); device = resolve_device({args.device!r})
@@ -76,25 +79,7 @@ for case in cases:
     k = kernels[p["kernel"]]
     def fn(a, b, sa, sb, bias, k=k, od=x.out_dtype, fa=x.use_fast_accum):
         return k(a, b, sa, sb, bias=bias, out_dtype=od, use_fast_accum=fa)
-    try:
-        fn(*x.args())
-    except Exception:
-        pass
-    torch._dynamo.reset()
-    backend, mode, options, dynamic = MODE_SETTINGS[p["mode"]]
-    limit = autotune_limit(p["mode"], {configs})
-    if limit:
-        options = {{**(options or {{}}), **limit}}
-    if backend == "inductor":
-        compiled = torch.compile(fn, backend=torch._TorchCompileInductorWrapper(mode, options, dynamic), fullgraph=True, dynamic=dynamic)
-    else:
-        compiled = torch.compile(fn, backend=backend, fullgraph=True)
-    try:
-        compiled(*x.args()); compiled(*x.args())
-        if device.startswith("cuda"): torch.cuda.synchronize()
-    except Exception:
-        pass
-    reference(p, x)
+    eager_compile_check(fn, x.args(), compile_settings(p["mode"], {configs}), device, case_checker(p, x, spec.slack))
 print(json.dumps({{"wall": time.perf_counter() - start, "cases": len(cases)}}))
 """
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="bench-bare-"))

@@ -7,7 +7,7 @@ Subcommands live in SUBCOMMANDS. Adding one is adding one function::
         from .doctor import run_doctor   # import heavy modules inside: `--help` stays fast
         return run_doctor(args)
 
-Arguments are `Arg(...)` (argparse's own signature) or an `Option` from options.py when the
+Arguments are `Arg(...)` (argparse's own signature) or an `Option` from plugin/options.py when the
 pytest plugin has the same option (its flag loses the "scaledmm-" prefix here).
 
 Exit codes: 0 success, 1 the gate failed, 2 usage error or an unusable report or matrix (one line
@@ -87,8 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _usage_errors() -> tuple:
+    from .matrix.errors import MatrixError
     from .reports.report import ReportError
-    from .matrix.spec import MatrixError
 
     return (ReportError, MatrixError)
 
@@ -194,9 +194,9 @@ def gate_command(args) -> int:
     lines = result.lines()
     if args.markdown:
         with open(args.markdown, "a", encoding="utf-8") as handle:
-            from .reports.render import _md_escape
+            from .reports.render import md_escape
 
-            handle.write("\n".join(["", f"**{_md_escape(lines[0])}**", ""] + [f"- {_md_escape(line.strip())}" for line in lines[1:]]) + "\n")
+            handle.write("\n".join(["", f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]]) + "\n")
     try:
         result.raise_for_failure()
     except GateFailure:

@@ -65,7 +65,7 @@ def versions() -> dict:
     import torch
 
     from . import __version__
-    from .execution.device import _package_version
+    from .execution.device import package_version
 
     cudnn = None
     try:
@@ -76,10 +76,10 @@ def versions() -> dict:
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "torch": str(torch.__version__),
-        "cuda": getattr(torch.version, "cuda", None),
-        "hip": getattr(torch.version, "hip", None),
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
         "cudnn": cudnn,
-        "triton": _package_version("triton") or _package_version("pytorch-triton"),
+        "triton": package_version("triton") or package_version("pytorch-triton"),
         "plugin": __version__,
     }
 

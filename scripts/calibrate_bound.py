@@ -40,6 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_scaledmm.verdict import inputs as I  # noqa: E402
+from pytest_scaledmm.verdict.scale_forms import scale_form  # noqa: E402
 
 KS = [16, 32, 48, 64, 80, 96, 112, 128, 256, 1024, 4096, 16384]
 SHAPES = {"cuda": [(17, 32), (64, 64), (256, 128)], "cpu": [(17, 32), (64, 48)]}
@@ -105,7 +106,7 @@ def params_of(config, m, k, n) -> dict:
 
 
 def applicable(config, k) -> bool:
-    return SCALES[config[3]][0] != "blockwise" or k % I.BLOCK == 0
+    return SCALES[config[3]][0] != "blockwise" or k % scale_form("blockwise").block_b[0] == 0
 
 
 # -- one measurement -----------------------------------------------------------------------------

@@ -21,6 +21,7 @@ PRELOADED = (
     "torch._dynamo.repro.after_dynamo",
     "torch._dynamo.repro.after_aot",
 )
+TESTS_DIR = Path(__file__).parent
 
 
 def pytest_configure(config):
@@ -35,21 +36,34 @@ def pytest_configure(config):
     import torch
 
     torch._dynamo.list_backends(exclude_tags=())  # imports every registered backend's module
-    torch.compile(lambda x: x * 2, backend="aot_eager", fullgraph=True)(torch.ones(2))
+    _warm_torch(torch)
+
+
+def _warm_torch(torch):
+    """Compile and opcheck a custom op once, as the cases will: what torch imports lazily on the
+    way (torch._inductor.test_operators registers an op library on import) stays loaded."""
+    import planted_kernels  # defines the planted:: custom ops, which cannot be defined twice
+
+    a = torch.randn(4, 32).to(torch.float8_e4m3fn)
+    b = torch.randn(16, 32).to(torch.float8_e4m3fn).t()
+    scale = torch.ones(())
+    for backend in ("eager", "aot_eager"):
+        torch._dynamo.reset()
+        fn = torch.compile(planted_kernels.correct_custom_op, backend=backend, fullgraph=True)
+        fn(a, b, scale, scale, None, torch.bfloat16, False)
     torch._dynamo.reset()
-
-
-TESTS_DIR = Path(__file__).parent
+    # float32 operands: test_schema cannot compare fp8 tensors on the CPU.
+    args = (a.float(), b.float(), scale, scale)
+    torch.library.opcheck(planted_kernels.correct_custom_op, args, {"out_dtype": torch.float32})
 
 
 @pytest.fixture
 def matrix_project(pytester, monkeypatch):
-    """A pytester directory that can import the planted kernels, with helpers to write a matrix
-    and read the report back."""
+    """A pytester directory that can import the planted kernels: write a matrix, run pytest on
+    it, list the case ids it collects, read the report back."""
     pytester.syspathinsert(TESTS_DIR)
     # xdist workers are fresh processes: they find the planted kernels through PYTHONPATH.
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(TESTS_DIR), os.environ.get("PYTHONPATH")])))
-    import planted_kernels  # noqa: F401  kept loaded across in-process runs, like torch
 
     class Project:
         path = pytester.path
@@ -63,26 +77,27 @@ def matrix_project(pytester, monkeypatch):
             return pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore", *args)
 
         @staticmethod
+        def collect(*args) -> list[str]:
+            """The case ids `pytest --scaledmm-matrix --collect-only` lists, in its order."""
+            result = Project.run("--scaledmm-matrix", "--collect-only", "-q", *args)
+            return [line.split("::", 1)[1].strip() for line in result.outlines if "::" in line]
+
+        @staticmethod
         def report(path="report.json") -> dict:
             return json.loads((pytester.path / path).read_text())
 
     return Project()
 
 
-def planted_matrix(kernels, *, modes=("aot_eager",), scale_a=("tensor_0d",), scale_b=("tensor_1d",), cases=None, extra=""):
-    """matrix.yaml text for planted kernels (names of functions in planted_kernels.py)."""
-    kernel_lines = "\n".join(f"  - {{name: {k}, impl: 'planted_kernels:{k}'}}" for k in kernels)
-    return f"""\
-version: 1
-kernels:
-{kernel_lines}
-axes:
-  scale_a: [{', '.join(scale_a)}]
-  scale_b: [{', '.join(scale_b)}]
-  mode: [{', '.join(modes)}]
-  m: [4]
-  k: [32]
-  n: [16]
-profiles:
-  default: {{cases: {cases or len(kernels)}}}
-{extra}"""
+@pytest.fixture
+def cpu_fp8_mm():
+    """Skips the test where this torch has no fp8 torch._scaled_mm on the CPU, as older releases have not."""
+    import torch
+
+    if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
+        pytest.skip("this torch has no torch._scaled_mm or no float8_e4m3fn")
+    fp8 = torch.zeros(16, 16, dtype=torch.float8_e4m3fn)
+    try:
+        torch._scaled_mm(fp8, fp8.t(), scale_a=torch.ones(()), scale_b=torch.ones(()), out_dtype=torch.bfloat16)
+    except (NotImplementedError, RuntimeError) as exc:
+        pytest.skip(f"torch {torch.__version__} has no CPU fp8 _scaled_mm: {type(exc).__name__}")

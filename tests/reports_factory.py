@@ -3,8 +3,6 @@
 import json
 from pathlib import Path
 
-import pytest
-
 from pytest_scaledmm.reports.report import build_report
 
 DATA = Path(__file__).parent / "data"
@@ -58,14 +56,3 @@ def report(cases, matrix_hash="0123456789abcdef", matrix_path="matrix.yaml", ses
 def write(path: Path, data) -> Path:
     path.write_text(json.dumps(data, indent=1))
     return path
-
-
-@pytest.fixture(scope="module")
-def warm_compile():
-    """Import torch.compile's machinery once, before pytester snapshots sys.modules: its in-process
-    runs drop every module imported during a run, so each run would import Dynamo and AOT
-    autograd again (seconds each)."""
-    import torch
-
-    torch.compile(lambda x: x * 2, backend="aot_eager", fullgraph=True)(torch.ones(2))
-    torch._dynamo.reset()

@@ -5,7 +5,6 @@ no report text into a link, an image or markup."""
 import ast
 import atexit
 import io
-import json
 import re
 import shutil
 import subprocess

@@ -2,7 +2,6 @@
 elements per operand and per case, a finite positive tolerance. Each violation is one error line
 naming the file and the key: exit 4 through pytest, exit 2 through the `scaledmm` command."""
 
-import json
 import textwrap
 import time
 import tracemalloc

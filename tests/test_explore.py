@@ -4,8 +4,10 @@ that includes the corpus replays it. Include errors name the file and the key.""
 import pytest
 import yaml
 
-from pytest_scaledmm.matrix.corpus import load_corpus, save_corpus
-from pytest_scaledmm.matrix.spec import MatrixError, load_spec
+from pytest_scaledmm.matrix.corpus import load_corpus
+from pytest_scaledmm.matrix.errors import MatrixError
+from pytest_scaledmm.matrix.spec import load_spec
+from pytest_scaledmm.plugin.explore import save_corpus
 
 EXPLORE_MATRIX = """\
 version: 1

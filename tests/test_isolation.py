@@ -152,10 +152,6 @@ Current thread 0x00007f01 (most recent call first):
     assert isolate._layer_from_stack("Killed") is None
 
 
-def _ids(result):
-    return [line.split("::", 1)[1].strip() for line in result.outlines if "::" in line]
-
-
 REPLAY_MATRIX = """\
 version: 1
 kernels:
@@ -175,8 +171,7 @@ profiles:
 
 def test_replay_by_id_runs_exactly_that_case(matrix_project):
     matrix_project.write_matrix(REPLAY_MATRIX)
-    listed = matrix_project.run("--scaledmm-matrix", "--collect-only", "-q")
-    ids = _ids(listed)
+    ids = matrix_project.collect()
     assert len(ids) == 4
     wanted = ids[2]
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", wanted, "--scaledmm-report", "report.json", "-v")
@@ -188,7 +183,7 @@ def test_replay_by_id_runs_exactly_that_case(matrix_project):
 
 def test_unknown_case_id_is_a_usage_error_with_close_matches(matrix_project):
     matrix_project.write_matrix(REPLAY_MATRIX)
-    ids = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q"))
+    ids = matrix_project.collect()
     typo = ids[1][:-1] + ("0" if ids[1][-1] != "0" else "1")
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", typo)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
@@ -199,8 +194,8 @@ def test_unknown_case_id_is_a_usage_error_with_close_matches(matrix_project):
 
 def test_case_id_of_another_profile_names_that_profile(matrix_project):
     matrix_project.write_matrix(REPLAY_MATRIX)
-    wide = _ids(matrix_project.run("--scaledmm-matrix", "--scaledmm-profile", "wide", "--collect-only", "-q"))
-    default = set(_ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q")))
+    wide = matrix_project.collect("--scaledmm-profile", "wide")
+    default = set(matrix_project.collect())
     only_wide = next(cid for cid in wide if cid not in default)
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", only_wide)
     assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -8,37 +8,15 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from direct_run import run_matrix, warm_torch
+from direct_run import run_matrix
+from matrices import IN_PROCESS, matrix_text, planted
 
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.matrix.cases import make_case
 from pytest_scaledmm.verdict.outcome import ErrorInfo
 
-FAST = ["--scaledmm-isolate=no", "--no-scaledmm-triage"]
-BASE_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
 PARAMS = {"kernel": "correct", "scale_a": "tensor_0d", "scale_b": "tensor_1d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn",
           "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "mode": "aot_eager", "m": 4, "k": 32, "n": 16}
-
-
-@pytest.fixture(autouse=True)
-def _torch_imported_once():
-    warm_torch()
-
-
-def planted(name, function=None, **declared):
-    return {"name": name, "impl": f"planted_kernels:{function or name}", **declared}
-
-
-def matrix(kernels, axes=None, cases=None) -> str:
-    axes = {**BASE_AXES, **(axes or {})}
-    count = 1
-    for values in axes.values():
-        count *= len(values)
-    return yaml.safe_dump(
-        {"version": 1, "kernels": kernels, "axes": axes, "profiles": {"default": {"cases": cases or count * len(kernels)}}},
-        sort_keys=False,
-    )
 
 
 def by_kernel(results) -> dict:
@@ -53,8 +31,8 @@ def by_kernel(results) -> dict:
 
 def test_kernel_refusing_every_call_is_refused_and_fails_the_run(matrix_project):
     kernels = [planted("refuses_everything_type_error"), planted("refuses_everything_runtime_error"), planted("correct")]
-    matrix_project.write_matrix(matrix(kernels))
-    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *FAST)
+    matrix_project.write_matrix(matrix_text(kernels))
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *IN_PROCESS)
     result.assert_outcomes(failed=2, passed=1)
     assert result.ret == 1
     outcomes = {c["params"]["kernel"]: c["outcome"] for c in matrix_project.report()["cases"]}
@@ -66,7 +44,7 @@ def test_kernel_refusing_every_call_is_refused_and_fails_the_run(matrix_project)
 
 
 def test_refusing_m1_fails_unless_declared():
-    text = matrix([planted("refuses_m1"), planted("refuses_m1_declared", "refuses_m1", min_m=2)], {"m": [1, 4]})
+    text = matrix_text([planted("refuses_m1"), planted("refuses_m1_declared", "refuses_m1", min_m=2)], {"m": [1, 4]})
     found = by_kernel(run_matrix(text))
     outcomes = {(k, c["m"]): r.outcome for k, results in found.items() for c, r in results}
     assert outcomes == {
@@ -93,7 +71,7 @@ def test_refusing_m1_fails_unless_declared():
     ids=["max_m", "m_multiple", "k_multiple", "n_multiple", "scale_forms"],
 )
 def test_each_declared_limit_earns_unsupported_outside_and_only_there(declared, axes, outside):
-    text = matrix([planted("refuses_everything_runtime_error", **declared)], axes)
+    text = matrix_text([planted("refuses_everything_runtime_error", **declared)], axes)
     results = run_matrix(text)
     assert results
     for case, result in results:
@@ -115,7 +93,7 @@ def test_case_outside_declared_scale_forms_is_unsupported():
 
 
 def test_internal_assert_alike_on_both_sides_is_internal_error():
-    ((case, result),) = run_matrix(matrix([planted("internal_assert")]))
+    ((case, result),) = run_matrix(matrix_text([planted("internal_assert")]))
     assert result.outcome == oc.INTERNAL_ERROR
     assert result.failed and "INTERNAL ASSERT FAILED" in result.signature
 
@@ -130,7 +108,7 @@ def test_hook_kernel_declares_limits_like_a_matrix_entry():
     entry = {k: getattr(declared, k) for k in ("name", "min_m")}
     kernel = kernel_from_declaration("pytest_scaledmm_kernels in conftest.py", 0, entry, declared.fn)
     assert kernel.min_m == 2
-    text = matrix(["hooked"], {"m": [1, 4]})
+    text = matrix_text(["hooked"], {"m": [1, 4]})
     outcomes = {c["m"]: r.outcome for c, r in run_matrix(text, declared_kernels=[kernel])}
     assert outcomes == {1: oc.UNSUPPORTED, 4: oc.PASS}
 
@@ -148,7 +126,7 @@ def test_bad_limit_declarations_are_matrix_errors(declared, key, message):
     from pytest_scaledmm.matrix.spec import MatrixError, parse_spec
 
     with pytest.raises(MatrixError) as info:
-        parse_spec(Path("m.yaml"), matrix([planted("correct", **declared)]))
+        parse_spec(Path("m.yaml"), matrix_text([planted("correct", **declared)]))
     assert info.value.key == key and message in info.value.message
 
 
@@ -229,7 +207,7 @@ def test_builtin_refusal_is_unsupported_and_a_user_wrapper_of_it_is_refused():
     """On this CPU a rowwise scale with a [1,1] one is refused alike, eager and compiled. The
     built-in earns UNSUPPORTED (a documented refusal); a user wrapper of the same op is REFUSED
     and told which declaration would make the case unsupported."""
-    text = matrix(["aten_scaled_mm", planted("wraps_scaled_mm")], {"scale_a": ["rowwise"], "scale_b": ["tensor_1x1"], "m": [17]})
+    text = matrix_text(["aten_scaled_mm", planted("wraps_scaled_mm")], {"scale_a": ["rowwise"], "scale_b": ["tensor_1x1"], "m": [17]})
     (builtin, builtin_result), (wrapper, wrapper_result) = run_matrix(text)
     if builtin_result.outcome == oc.PASS:
         pytest.skip("this torch accepts the pair")
@@ -246,7 +224,7 @@ def test_user_wrapper_of_a_documented_refusal_is_refused_with_a_hint(monkeypatch
         raise RuntimeError("mat2 shape (32x16) must be divisible by 16")
 
     monkeypatch.setattr(planted_kernels, "refuses_like_cublas", refuses_like_cublas, raising=False)
-    ((case, result),) = run_matrix(matrix([planted("refuses_like_cublas")]))
+    ((case, result),) = run_matrix(matrix_text([planted("refuses_like_cublas")]))
     assert result.outcome == oc.REFUSED
     assert "k_multiple: 16" in result.detail and "n_multiple: 16" in result.detail
 
@@ -255,7 +233,7 @@ def test_user_wrapper_of_a_documented_refusal_is_refused_with_a_hint(monkeypatch
 
 
 def test_kernel_without_use_fast_accum_gets_no_fast_cases_and_passes():
-    text = matrix([planted("no_fast_accum"), planted("correct")], {"use_fast_accum": [False, True], "m": [4, 5]}, cases=8)
+    text = matrix_text([planted("no_fast_accum"), planted("correct")], {"use_fast_accum": [False, True], "m": [4, 5]}, cases=8)
     found = by_kernel(run_matrix(text))
     assert {c["use_fast_accum"] for c, _ in found["no_fast_accum"]} == {False}
     assert {c["use_fast_accum"] for c, _ in found["correct"]} == {False, True}
@@ -268,7 +246,7 @@ def test_fast_accum_case_for_a_kernel_without_the_parameter_is_skipped():
     from pytest_scaledmm.execution.run import RunContext, run_case
     from pytest_scaledmm.matrix.spec import parse_spec
 
-    spec = parse_spec(Path("m.yaml"), matrix([planted("no_fast_accum")]))
+    spec = parse_spec(Path("m.yaml"), matrix_text([planted("no_fast_accum")]))
     ctx = RunContext("cpu", spec.seed, {k.name: k for k in spec.kernels}, resolve_kernels(spec.path, spec.kernels))
     result = run_case(make_case({**PARAMS, "kernel": "no_fast_accum", "use_fast_accum": True}), ctx)
     assert result.outcome == oc.SKIPPED and "use_fast_accum" in result.detail
@@ -287,13 +265,13 @@ def pytest_scaledmm_kernels(config):
 @pytest.mark.parametrize("where", ["matrix", "hook"])
 def test_kernel_missing_out_dtype_is_one_usage_error(matrix_project, where):
     if where == "matrix":
-        matrix_project.write_matrix(matrix([planted("correct"), planted("no_out_dtype")]))
+        matrix_project.write_matrix(matrix_text([planted("correct"), planted("no_out_dtype")]))
         expected = "ERROR: *matrix.yaml: key 'kernels[[]1[]].impl': kernel 'no_out_dtype'*'out_dtype'*"
     else:
-        matrix_project.write_matrix(matrix([planted("correct")]))
+        matrix_project.write_matrix(matrix_text([planted("correct")]))
         (matrix_project.path / "conftest.py").write_text(textwrap.dedent(HOOK_MISSING_OUT_DTYPE))
         expected = "ERROR: *key 'hooked_no_out_dtype': kernel 'hooked_no_out_dtype'*'out_dtype'*"
-    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", *FAST)
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", *IN_PROCESS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([expected])
     assert "Traceback" not in result.stderr.str()
@@ -327,7 +305,7 @@ def test_signature_problems_name_the_parameter(source, parameter):
 
 def test_what_a_kernel_returns_or_raises_in_process_is_an_outcome():
     kernels = [planted(k) for k in ("exits", "returns_none", "returns_tuple", "returns_meta")]
-    outcomes = {c["kernel"]: (r.outcome, r.signature) for c, r in run_matrix(matrix(kernels))}
+    outcomes = {c["kernel"]: (r.outcome, r.signature) for c, r in run_matrix(matrix_text(kernels))}
     assert outcomes["exits"][0] == oc.CRASH and "SystemExit" in outcomes["exits"][1]
     assert outcomes["returns_none"] == (oc.MISMATCH, "MISMATCH: eager+compiled returned NoneType, not a Tensor")
     assert outcomes["returns_tuple"] == (oc.MISMATCH, "MISMATCH: eager+compiled returned tuple, not a Tensor")
@@ -336,7 +314,7 @@ def test_what_a_kernel_returns_or_raises_in_process_is_an_outcome():
 
 def test_keyboard_interrupt_in_process_is_the_users(monkeypatch):
     with pytest.raises(KeyboardInterrupt):
-        run_matrix(matrix([planted("raises_keyboard_interrupt")]))
+        run_matrix(matrix_text([planted("raises_keyboard_interrupt")]))
 
 
 def test_an_oracle_that_raises_is_a_failed_check(monkeypatch):
@@ -346,7 +324,7 @@ def test_an_oracle_that_raises_is_a_failed_check(monkeypatch):
         raise NotImplementedError("Cannot copy out of meta tensor; no data!")
 
     monkeypatch.setattr(oracle, "check_sides", broken)
-    ((case, result),) = run_matrix(matrix([planted("correct")]))
+    ((case, result),) = run_matrix(matrix_text([planted("correct")]))
     assert result.outcome == oc.MISMATCH
     assert "could not be checked" in result.signature and "NotImplementedError" in result.detail
 
@@ -371,7 +349,7 @@ def test_isolated_child_records_every_case(matrix_project):
     that returns None and one that returns a meta tensor each give one failing record; the run
     goes on and the report lists every case."""
     kernels = [planted(k) for k in ("exits", "raises_keyboard_interrupt", "returns_none", "returns_meta", "correct")]
-    matrix_project.write_matrix(matrix(kernels))
+    matrix_project.write_matrix(matrix_text(kernels))
     result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", "--no-scaledmm-triage")
     result.assert_outcomes(failed=4, passed=1)
     report = matrix_project.report()

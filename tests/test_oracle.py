@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import yaml
-from direct_run import run_matrix, warm_torch
+from direct_run import run_matrix
+from matrices import matrix_text, planted
 
 from pytest_scaledmm.verdict import inputs as I
 from pytest_scaledmm.verdict import outcome as oc
@@ -35,24 +35,8 @@ ORACLE_BUGS = [
 ]
 
 
-@pytest.fixture(autouse=True)
-def _torch_imported_once():
-    warm_torch()
-
-
 def oracle_matrix(kernel, axes) -> str:
-    axes = {**BASE_AXES, **axes}
-    cases = 2 * math.prod(len(v) for v in axes.values())
-    return yaml.safe_dump(
-        {
-            "version": 1,
-            "kernels": [{"name": kernel, "impl": f"planted_oracle_kernels:{kernel}"},
-                        {"name": "correct", "impl": "planted_kernels:correct"}],
-            "axes": axes,
-            "profiles": {"default": {"cases": cases}},
-        },
-        sort_keys=False,
-    )
+    return matrix_text([planted(kernel, module="planted_oracle_kernels"), planted("correct")], axes, base=BASE_AXES)
 
 
 @pytest.mark.parametrize("kernel,axes", ORACLE_BUGS, ids=[b[0] for b in ORACLE_BUGS])

@@ -1,17 +1,14 @@
 """Each planted bug (tests/planted_kernels.py) is caught with its outcome class, and the correct
 kernel run over the very same cases produces no failure at all."""
 
+import ast
+from pathlib import Path
+
 import pytest
-import yaml
-from direct_run import run_matrix, warm_torch
+from direct_run import run_matrix
+from matrices import IN_PROCESS, matrix_text, planted
 
-from pytest_scaledmm.plugin import options
 from pytest_scaledmm.verdict import outcome as oc
-
-# In-process, no triage: the plugin run here checks reporting, not isolation.
-FAST = (["--scaledmm-isolate=no"] if hasattr(options, "ISOLATE") else []) + (
-    ["--no-scaledmm-triage"] if hasattr(options, "TRIAGE") else []
-)
 
 ROWWISE_SQUARE = {"scale_a": ["rowwise"], "scale_b": ["rowwise", "tensor_1d"], "m": [16], "n": [16]}
 
@@ -39,34 +36,12 @@ BUGS = [
 ]
 # The reference each bug is measured against: the same computation without the bug.
 REFERENCE = {"wrong_fake_shape": "correct_custom_op"}
-BASE_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
-
-
-@pytest.fixture(autouse=True)
-def _torch_imported_once():
-    warm_torch()
-
-
-def bug_matrix(kernels, axes) -> str:
-    axes = {**BASE_AXES, **axes}
-    cases = 1
-    for values in axes.values():
-        cases *= len(values)
-    return yaml.safe_dump(
-        {
-            "version": 1,
-            "kernels": [{"name": k, "impl": f"planted_kernels:{k}"} for k in kernels],
-            "axes": axes,
-            "profiles": {"default": {"cases": cases * len(kernels)}},
-        },
-        sort_keys=False,
-    )
 
 
 def run_bug(kernel, axes):
     """(buggy kernel's results, reference kernel's results) over the same cases."""
     reference = REFERENCE.get(kernel, "correct")
-    results = run_matrix(bug_matrix([kernel, reference], axes))
+    results = run_matrix(matrix_text([planted(kernel), planted(reference)], axes))
     return [r for r in results if r[0]["kernel"] == kernel], [r for r in results if r[0]["kernel"] == reference]
 
 
@@ -82,8 +57,15 @@ def test_planted_bug_is_caught_and_reference_passes(kernel, axes, expected, laye
     assert [r.outcome for _, r in reference] == [oc.PASS] * len(reference), [(c.id, r.signature) for c, r in reference]
 
 
-def test_at_least_eight_distinct_planted_bugs():
-    assert len({kernel for kernel, *_ in BUGS}) >= 8
+def test_every_planted_bug_of_a_real_kernel_is_in_the_table():
+    """A bug planted in planted_kernels.py's section of real kernels' bugs and left out of BUGS
+    would be checked by nothing."""
+    source = (Path(__file__).parent / "planted_kernels.py").read_text()
+    start = source[: source.index("# -- planted bugs of real kernels")].count("\n")
+    end = source[: source.index("# -- custom ops")].count("\n")
+    section = {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and start < node.lineno <= end}
+    assert len(section) >= 8
+    assert section <= {kernel for kernel, *_ in BUGS}
 
 
 def test_opcheck_runs_once_per_family():
@@ -103,8 +85,8 @@ def test_opcheck_runs_once_per_family():
 def test_plugin_reports_planted_bugs(matrix_project):
     """Through pytest: failing cases fail their items with the outcome class, the summary
     groups them by signature, and the session fails."""
-    matrix_project.write_matrix(bug_matrix(["drops_bias", "wrong_fake_shape", "correct"], {"bias": [True]}))
-    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *FAST)
+    matrix_project.write_matrix(matrix_text([planted("drops_bias"), planted("wrong_fake_shape"), planted("correct")], {"bias": [True]}))
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *IN_PROCESS)
     result.assert_outcomes(failed=2, passed=1)
     result.stdout.fnmatch_lines(["*1 x MISMATCH*", "*1 x OPCHECK_FAILED [[]opcheck[]] opcheck test_faketensor*"])
     outcomes = {c["params"]["kernel"]: c["outcome"] for c in matrix_project.report()["cases"]}

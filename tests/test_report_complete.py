@@ -9,19 +9,16 @@ import json
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import planted_matrix
-from reports_factory import warm_compile  # noqa: F401  (fixture)
+from matrices import IN_PROCESS, matrix_text, planted
 
 from pytest_scaledmm.execution import isolate
 from pytest_scaledmm.plugin import entry as plugin
 from pytest_scaledmm.plugin.session import MatrixSession
 
-IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
-TWO_CASES = planted_matrix(["correct"], scale_b=("tensor_0d", "tensor_1d"), cases=2)
+TWO_CASES = matrix_text([planted("correct")], {"scale_b": ["tensor_0d", "tensor_1d"]})
 
 
 def _run(matrix_project, *args, matrix=TWO_CASES):
@@ -38,16 +35,11 @@ def _run_interrupted(matrix_project, pytester, *args, matrix=TWO_CASES):
     )
 
 
-def _ids(matrix_project):
-    result = matrix_project.run("--scaledmm-matrix", "--collect-only", "-q")
-    return [line.split("::", 1)[1] for line in result.outlines if "::" in line]
-
-
 def _session(matrix_project):
     return matrix_project.report()["session"]
 
 
-def test_a_full_run_is_complete_and_counts_its_cases(matrix_project, warm_compile):
+def test_a_full_run_is_complete_and_counts_its_cases(matrix_project):
     _run(matrix_project).assert_outcomes(passed=2)
     session = _session(matrix_project)
     assert session["complete"] is True and session["incomplete_reasons"] == []
@@ -57,7 +49,7 @@ def test_a_full_run_is_complete_and_counts_its_cases(matrix_project, warm_compil
 # -- stopped, deselected, interrupted -------------------------------------------------------------
 
 
-def test_ctrl_c_makes_the_report_incomplete(matrix_project, pytester, warm_compile):
+def test_ctrl_c_makes_the_report_incomplete(matrix_project, pytester):
     # Ctrl-C after the first case: it used to write complete: true.
     pytester.makeconftest(
         """
@@ -96,7 +88,7 @@ def test_sigterm_ends_the_run_with_an_incomplete_report(matrix_project, pytester
     assert "terminated (SIGTERM)" in session["incomplete_reasons"]
 
 
-def test_signal_handlers_are_restored_after_the_run(matrix_project, warm_compile):
+def test_signal_handlers_are_restored_after_the_run(matrix_project):
     before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     _run(matrix_project).assert_outcomes(passed=2)
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
@@ -116,7 +108,7 @@ def swallows_ctrl_c(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_ac
 '''
 
 
-def test_ctrl_c_swallowed_by_a_kernel_still_ends_the_run(matrix_project, pytester, warm_compile):
+def test_ctrl_c_swallowed_by_a_kernel_still_ends_the_run(matrix_project, pytester):
     pytester.makepyfile(swallowing_kernels=SWALLOWING_KERNEL)
     pytester.syspathinsert()
     matrix = TWO_CASES.replace("planted_kernels:correct", "swallowing_kernels:swallows_ctrl_c")
@@ -127,23 +119,15 @@ def test_ctrl_c_swallowed_by_a_kernel_still_ends_the_run(matrix_project, pyteste
     assert "interrupted (KeyboardInterrupt)" in session["incomplete_reasons"]
 
 
-def test_keyword_subset_is_incomplete(matrix_project, warm_compile):
+@pytest.mark.parametrize("option", ["-k", "--scaledmm-case"])
+def test_a_subset_of_the_cases_is_incomplete(matrix_project, option):
     matrix_project.write_matrix(TWO_CASES)
-    first = _ids(matrix_project)[0]
-    _run(matrix_project, "-k", first).assert_outcomes(passed=1)
+    first = matrix_project.collect()[0]
+    _run(matrix_project, option, first).assert_outcomes(passed=1)
     session = _session(matrix_project)
     assert session["complete"] is False
     assert (session["generated"], session["recorded"]) == (2, 1)
-    assert any("-k" in reason for reason in session["incomplete_reasons"])
-
-
-def test_case_subset_is_incomplete(matrix_project, warm_compile):
-    matrix_project.write_matrix(TWO_CASES)
-    first = _ids(matrix_project)[0]
-    _run(matrix_project, "--scaledmm-case", first).assert_outcomes(passed=1)
-    session = _session(matrix_project)
-    assert session["complete"] is False
-    assert any("--scaledmm-case" in reason for reason in session["incomplete_reasons"])
+    assert any(option in reason for reason in session["incomplete_reasons"])
 
 
 def test_keyword_subset_under_xdist_is_incomplete(matrix_project, pytester):
@@ -157,7 +141,7 @@ def test_keyword_subset_under_xdist_is_incomplete(matrix_project, pytester):
         profiles: {default: {cases: 2}}
         """
     )
-    first = _ids(matrix_project)[0]
+    first = matrix_project.collect()[0]
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "-n", "2", "-k", first)
     result.assert_outcomes(passed=1)
     session = _session(matrix_project)
@@ -166,10 +150,10 @@ def test_keyword_subset_under_xdist_is_incomplete(matrix_project, pytester):
     assert any("-k" in reason for reason in session["incomplete_reasons"])
 
 
-MISMATCH_TWICE = planted_matrix(["ignores_scale_b"], scale_b=("tensor_0d", "tensor_1d"), cases=2)
+MISMATCH_TWICE = matrix_text([planted("ignores_scale_b")], {"scale_b": ["tensor_0d", "tensor_1d"]})
 
 
-def test_stop_after_first_failure_fails_the_baseline_gate(matrix_project, warm_compile):
+def test_stop_after_first_failure_fails_the_baseline_gate(matrix_project):
     # Both cases failed in the baseline. -x stops after the first: the old failure alone used to
     # make the gate pass and the session exit 0, though half the cases never ran.
     baseline = _run(matrix_project, matrix=MISMATCH_TWICE)
@@ -184,7 +168,7 @@ def test_stop_after_first_failure_fails_the_baseline_gate(matrix_project, warm_c
     assert any(reason.startswith("stopped early") for reason in session["incomplete_reasons"])
 
 
-def test_pytest_internal_error_makes_the_report_incomplete(matrix_project, pytester, warm_compile):
+def test_pytest_internal_error_makes_the_report_incomplete(matrix_project, pytester):
     pytester.makeconftest(
         """
         def pytest_runtest_logfinish(nodeid, location):
@@ -198,7 +182,7 @@ def test_pytest_internal_error_makes_the_report_incomplete(matrix_project, pytes
     assert any("pytest internal error: RuntimeError: a plugin broke" in reason for reason in session["incomplete_reasons"])
 
 
-def test_partial_report_stays_incomplete(matrix_project, pytester, monkeypatch, warm_compile):
+def test_partial_report_stays_incomplete(matrix_project, pytester, monkeypatch):
     monkeypatch.setattr(plugin, "PARTIAL_REPORT_EVERY_S", -1.0)  # a partial report after every case
     pytester.makeconftest(
         """
@@ -217,7 +201,7 @@ def test_partial_report_stays_incomplete(matrix_project, pytester, monkeypatch, 
 # -- every case ends as one record ---------------------------------------------------------------
 
 
-def test_harness_error_still_records_the_case(matrix_project, monkeypatch, warm_compile):
+def test_harness_error_still_records_the_case(matrix_project, monkeypatch):
     real_run = MatrixSession.run
 
     def failing_run(self, case, triage=True):
@@ -235,7 +219,7 @@ def test_harness_error_still_records_the_case(matrix_project, monkeypatch, warm_
     assert _session(matrix_project)["complete"] is True
 
 
-def test_setup_error_and_setup_skip_still_record_the_case(matrix_project, pytester, warm_compile):
+def test_setup_error_and_setup_skip_still_record_the_case(matrix_project, pytester):
     pytester.makeconftest(
         """
         import pytest
@@ -253,40 +237,27 @@ def test_setup_error_and_setup_skip_still_record_the_case(matrix_project, pytest
     assert _session(matrix_project)["complete"] is True
 
 
-EXITING_KERNELS = '''
-import sys
-from planted_kernels import correct
-
-def exits(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    sys.exit(3)
-
-def interrupts(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    raise KeyboardInterrupt
-'''
-
-
-@pytest.mark.parametrize("kernel", ["exits", "interrupts"])
-def test_kernel_ending_the_process_leaves_no_case_unrecorded(matrix_project, pytester, warm_compile, kernel):
-    # Whatever the runner makes of it (an outcome of the case, or an interrupted session), the
-    # report never says complete while a generated case has no record.
-    pytester.makepyfile(exiting_kernels=EXITING_KERNELS)
-    pytester.syspathinsert()
-    matrix = textwrap.dedent(f"""\
-        version: 1
-        kernels:
-          - {{name: bad, impl: 'exiting_kernels:{kernel}'}}
-          - {{name: good, impl: 'exiting_kernels:correct'}}
-        axes: {{scale_a: [tensor_0d], scale_b: [tensor_1d], mode: [aot_eager], m: [4], k: [32], n: [16]}}
-        profiles: {{default: {{cases: 2}}}}
-        """)
+@pytest.mark.parametrize(
+    "kernel, outcomes, incomplete_reason",
+    [
+        # A SystemExit is the kernel's: its case is a CRASH and the run goes on to the next.
+        ("exits", {"bad": "CRASH", "good": "PASS"}, None),
+        # In the pytest process a KeyboardInterrupt may be the user's Ctrl-C: the run stops at
+        # the first case, and the report says that neither case has a record.
+        ("raises_keyboard_interrupt", {}, "2 of 2 generated case(s) have no record"),
+    ],
+)
+def test_kernel_ending_the_process_leaves_no_case_unrecorded(matrix_project, pytester, kernel, outcomes, incomplete_reason):
+    matrix = matrix_text([planted("bad", kernel), planted("good", "correct")])
     _run_interrupted(matrix_project, pytester, matrix=matrix)
     report = matrix_project.report()
     session = report["session"]
-    recorded = {c["params"]["kernel"] for c in report["cases"]}
-    assert session["recorded"] == len(report["cases"])
-    assert session["complete"] is False or recorded == {"bad", "good"}
-    if kernel == "exits":  # nothing interrupts the session: the case must have its record
-        assert session["complete"] is True and recorded == {"bad", "good"}
+    assert {c["params"]["kernel"]: c["outcome"] for c in report["cases"]} == outcomes
+    assert (session["generated"], session["recorded"]) == (2, len(outcomes))
+    assert session["complete"] is (incomplete_reason is None)
+    if incomplete_reason:
+        assert incomplete_reason in session["incomplete_reasons"][0]
+        assert "interrupted (KeyboardInterrupt)" in session["incomplete_reasons"]
 
 
 # -- bounded settings -----------------------------------------------------------------------------
@@ -318,7 +289,7 @@ def _exited_pid() -> int:
     return proc.pid
 
 
-def test_second_run_on_the_same_report_is_refused(matrix_project, pytester, warm_compile):
+def test_second_run_on_the_same_report_is_refused(matrix_project, pytester):
     report = pytester.path / "report.json"
     report.write_text('{"kept": true}')
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -334,7 +305,7 @@ def test_second_run_on_the_same_report_is_refused(matrix_project, pytester, warm
         holder.wait()
 
 
-def test_stale_lock_of_a_dead_run_is_taken_over_and_released(matrix_project, pytester, warm_compile):
+def test_stale_lock_of_a_dead_run_is_taken_over_and_released(matrix_project, pytester):
     lock = pytester.path / "report.json.lock"
     lock.write_text(f"{_exited_pid()}\n")
     _run(matrix_project).assert_outcomes(passed=2)

@@ -1,10 +1,10 @@
 """Repro scripts run in a fresh process: exit 10 (repro.EXIT_REPRODUCED) while the failure exists,
 0 once fixed; they need nothing from this package."""
 
+import ast
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -138,46 +138,105 @@ def test_repro_header_has_no_docstring_breakers(tmp_path):
 
     code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
     path = repro.write_script(tmp_path, record, {}, 1, code, 10.0)
-    compile(path.read_text(), str(path), "exec")
-    assert textwrap.dedent(path.read_text()).startswith("#!/usr/bin/env python3")
+    tree = ast.parse(path.read_text())
+    # The signature stays out of the header docstring it could end, and is whole in the data.
+    assert record["signature"] not in ast.get_docstring(tree)
+    (expected,) = [ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "EXPECTED"]
+    assert expected["signature"] == record["signature"]
 
 
-def _template_functions(*names: str) -> dict:
-    """Functions of the repro template, compiled on their own (they use no template fields)."""
+# Raises a ValueError on both sides; compiled, Dynamo wraps it as Unsupported <- ObservedValueErrorError
+# (torch 2.13), which only the run's refusal matching recognises as the same error.
+REFUSING = '''\
+def kernel(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    raise ValueError("Invalid scaling configuration: this kernel takes M >= 8 only")
+'''
+
+REFUSING_MATRIX = """\
+version: 1
+kernels:
+  - {name: declares_min_m, impl: 'refusing:kernel', min_m: 8}
+  - {name: declares_nothing, impl: 'refusing:kernel'}
+axes:
+  scale_a: [tensor_0d]
+  scale_b: [tensor_1d]
+  mode: [aot_eager]
+  m: [4]
+  k: [32]
+  n: [16]
+profiles:
+  default: {cases: 2}
+"""
+
+
+def test_a_script_judges_an_alike_refusal_as_the_run_did(matrix_project, pytester):
+    """One code for both verdicts: a refusal raised alike but wrapped differently is UNSUPPORTED
+    outside the kernel's declared support and REFUSED inside it, in the run and in its script
+    (a fresh process without the plugin), with the same signature."""
+    (pytester.path / "refusing.py").write_text(REFUSING)
+    pytester.syspathinsert()
+    matrix_project.write_matrix(REFUSING_MATRIX)
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", "--no-scaledmm-triage")
+    result.assert_outcomes(failed=1, skipped=1)
+    cases = {c["params"]["kernel"]: c for c in json.loads((pytester.path / "report.json").read_text())["cases"]}
+    assert {k: c["outcome"] for k, c in cases.items()} == {"declares_min_m": "UNSUPPORTED", "declares_nothing": "REFUSED"}
+    wrapped = cases["declares_nothing"]["compiled_error"]
+    assert cases["declares_nothing"]["eager_error"]["type"] != wrapped["type"], wrapped  # differently wrapped
+    for kernel, case in cases.items():
+        out_dir = pytester.path / kernel
+        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"]]) == 0
+        (script,) = out_dir.glob("repro_*.py")
+        code, out = _run_script(script, cwd=pytester.path)
+        assert f"observed: {case['outcome']}: {case['signature']}\n" in out, out
+        assert code == repro.EXIT_REPRODUCED and "REPRODUCED" in out, out
+
+
+def _verdict_bodies() -> dict:
+    return {module.__name__: repro._module_body(module) for module in repro.verdict_modules()}
+
+
+def test_a_script_embeds_the_verdict_modules_verbatim_and_no_verdict_of_its_own(tmp_path):
+    """Every verdict module the pipeline and the template need is in the script as it is in the
+    package; the template itself defines no function of a verdict module."""
     import ast
 
-    text = (Path(repro.__file__).parent / "templates" / "repro_script.py.tmpl").read_text()
-    nodes = [n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name in names]
-    namespace: dict = {}
-    exec(compile(ast.Module(nodes, []), "repro_script.py.tmpl", "exec"), namespace)
-    return namespace
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
+
+    case = make_case({"kernel": "aten_scaled_mm", "scale_a": "tensor_0d", "scale_b": "tensor_0d", "dtype_a": "e4m3fn",
+                      "dtype_b": "e4m3fn", "out_dtype": "bf16", "bias": False, "use_fast_accum": False,
+                      "mode": "eager", "m": 16, "k": 32, "n": 16})
+    record = {"id": case.id, "params": case.params, "outcome": "MISMATCH", "signature": "x", "layer": "compiled"}
+    code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
+    text = repro.write_script(tmp_path, record, {}, 1, code, 10.0).read_text()
+    bodies = _verdict_bodies()
+    needed = {f"pytest_scaledmm.verdict.{name}" for name in ("pipeline", "classify", "refusals", "oracle", "inputs", "outcome")}
+    assert needed <= set(bodies)
+    for name, body in bodies.items():
+        assert body in text, name
+    template = (Path(repro.__file__).parent / "templates" / "repro_script.py.tmpl").read_text()
+    own = {n.name for n in ast.parse(template.replace("{{", "{").replace("}}", "}")).body if isinstance(n, ast.FunctionDef)}
+    verdict_names = {n.name for body in bodies.values() for n in ast.parse(body).body if isinstance(n, ast.FunctionDef)}
+    assert own and not own & verdict_names
 
 
-@pytest.mark.parametrize("eager", ["returns", "off", "raises"])
-@pytest.mark.parametrize("compiled", ["returns", "off", "raises alike", "raises otherwise"])
-@pytest.mark.parametrize("graphs", [0, 1])
-def test_a_script_classifies_as_the_run_does(eager, compiled, graphs):
-    """The script's own verdict must match the run's, or a reproduced failure reads as different."""
-    from pytest_scaledmm.verdict.outcome import ErrorInfo
-    from pytest_scaledmm.execution.run import classify
+def test_an_embedded_module_may_import_only_its_siblings_by_name(tmp_path):
+    import importlib.util
 
-    script_classify = _template_functions("repro_classify", "_names")["repro_classify"]
+    def module_from(source):
+        path = tmp_path / f"m{len(list(tmp_path.iterdir()))}.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        return module
 
-    def check(ok):
-        return {"ok": ok, "ratio": 0.0 if ok else 9.0, "max_abs": 1.0}
+    for source in ("from . import outcome as oc\n", "from ..matrix.spec import KernelSpec\n",
+                   "from pytest_scaledmm.verdict.outcome import PASS\n", "from .outcome import PASS as OK\n"):
+        with pytest.raises(repro.ReproError, match="cannot be embedded"):
+            repro._sibling_imports(module_from(source))
+    assert repro._sibling_imports(module_from("def f():\n    from .outcome import PASS, FAILURES\n")) == {
+        "outcome": {"PASS", "FAILURES"}}
 
-    eager_exc = ValueError("scale_b must be 2-D") if eager == "raises" else None
-    compiled_exc = {
-        "raises alike": ValueError("scale_b must be 2-D"),
-        "raises otherwise": AssertionError("lowering failed"),
-    }.get(compiled)
-    eager_error = ErrorInfo("builtins.ValueError", str(eager_exc), "builtins.ValueError") if eager_exc else None
-    compiled_error = None
-    if compiled_exc is not None:
-        name = f"builtins.{type(compiled_exc).__name__}"
-        compiled_error = ErrorInfo(name, str(compiled_exc), name, "inductor")
-    eager_check = None if eager_exc else check(eager == "returns")
-    compiled_check = None if compiled_exc else check(compiled == "returns")
-    expected = classify(eager_error, compiled_error, graphs, eager_check, compiled_check).outcome
-    observed = script_classify(eager_exc, compiled_exc, graphs, eager_check, compiled_check)
-    assert observed == expected
+
+def test_a_name_bound_twice_in_a_script_is_refused():
+    assert repro._rebound("A = 1\ndef f(): pass\nB, A = 2, 3\nimport os\nimport os\n") == ["A"]
+    assert repro._rebound(repro.verdict_code()) == []

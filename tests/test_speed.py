@@ -2,21 +2,14 @@
 xdist workers, CPU threads shared out between them."""
 
 import pytest
-from conftest import planted_matrix
+from matrices import matrix_text, planted
 
 from pytest_scaledmm.execution import device
 
-ORDER_MATRIX = planted_matrix(
-    ["correct", "ignores_scale_b"],
-    modes=("eager", "inductor"),
-    scale_a=("tensor_0d", "tensor_1d"),
-    scale_b=("tensor_0d", "tensor_1d"),
-    cases=16,
+ORDER_MATRIX = matrix_text(
+    [planted("correct"), planted("ignores_scale_b")],
+    {"mode": ["eager", "inductor"], "scale_a": ["tensor_0d", "tensor_1d"], "scale_b": ["tensor_0d", "tensor_1d"]},
 )
-
-
-def _ids(result) -> list[str]:
-    return [line.split("::", 1)[1] for line in result.outlines if "::" in line]
 
 
 def _rank_pair(case_id: str) -> tuple[str, str]:
@@ -27,8 +20,8 @@ def _rank_pair(case_id: str) -> tuple[str, str]:
 
 def test_first_failure_puts_last_failures_then_mixed_ranks_under_inductor_first(matrix_project):
     matrix_project.write_matrix(ORDER_MATRIX)
-    plain = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q"))
-    ordered = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q", "--scaledmm-first-failure"))
+    plain = matrix_project.collect()
+    ordered = matrix_project.collect("--scaledmm-first-failure")
     assert sorted(plain) == sorted(ordered) and len(ordered) == 16  # the same cases, reordered
 
     def prior(case_id):
@@ -46,7 +39,7 @@ def test_first_failure_puts_last_failures_then_mixed_ranks_under_inductor_first(
     assert failed and all("-eager-" in i for i in failed)
     assert sum("new signature" in line for line in result.outlines) == 1  # one signature, printed once
     assert any(line.startswith("[scaledmm +") and "new signature: MISMATCH" in line for line in result.outlines)
-    again = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q", "--scaledmm-first-failure"))
+    again = matrix_project.collect("--scaledmm-first-failure")
     assert sorted(again[: len(failed)]) == failed
 
 

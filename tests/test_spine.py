@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import planted_matrix
+from matrices import matrix_text, planted
 
 from pytest_scaledmm.matrix.cases import generate_cases
 from pytest_scaledmm.verdict.outcome import ErrorInfo, normalise_message, signature_of
@@ -31,24 +31,12 @@ EXPECTED_CLASS = {
     "forces_eager": "FALLBACK",
 }
 # Kernels of EXPECTED_CLASS that run another planted function, with their declarations.
-DECLARED = {"declares_m_at_least_8": ("refuses_everywhere", "min_m: 8")}
-
-
-def spine_matrix() -> str:
-    text = planted_matrix(list(EXPECTED_CLASS))
-    for name, (function, declaration) in DECLARED.items():
-        line = f"{{name: {name}, impl: 'planted_kernels:{name}'}}"
-        assert line in text
-        text = text.replace(line, f"{{name: {name}, impl: 'planted_kernels:{function}', {declaration}}}")
-    return text
-
-
-def _ids(result) -> list[str]:
-    return [line.split("::", 1)[1] for line in result.outlines if "::" in line]
+DECLARED = {"declares_m_at_least_8": planted("declares_m_at_least_8", "refuses_everywhere", min_m=8)}
+SPINE_MATRIX = matrix_text([DECLARED.get(name) or planted(name) for name in EXPECTED_CLASS])
 
 
 def test_inert_without_the_flag(matrix_project, pytester):
-    matrix_project.write_matrix(planted_matrix(["correct"]))
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
     pytester.makepyfile(test_plain="def test_one():\n    assert 1 + 1 == 2\n")
     result = matrix_project.run()
     result.assert_outcomes(passed=1)
@@ -63,7 +51,7 @@ def test_plugin_import_does_not_import_torch():
 
 
 def test_each_outcome_class_from_a_planted_kernel(matrix_project):
-    matrix_project.write_matrix(spine_matrix())
+    matrix_project.write_matrix(SPINE_MATRIX)
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
     # UNSUPPORTED is a skip; PASS a pass; the five others fail.
     result.assert_outcomes(passed=1, skipped=1, failed=5)
@@ -81,7 +69,7 @@ def test_each_outcome_class_from_a_planted_kernel(matrix_project):
 
 
 def test_mismatch_names_the_side_off_the_reference(matrix_project):
-    matrix_project.write_matrix(planted_matrix(["wrong_only_compiled"]))
+    matrix_project.write_matrix(matrix_text([planted("wrong_only_compiled")]))
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
     result.assert_outcomes(failed=1)
     (case,) = matrix_project.report()["cases"]
@@ -92,8 +80,8 @@ def test_mismatch_names_the_side_off_the_reference(matrix_project):
 
 
 def test_failures_grouped_by_signature(matrix_project):
-    text = planted_matrix(["asserts_rank_under_compile"], scale_a=("tensor_0d", "tensor_1d"), scale_b=("tensor_1x1", "rowwise"), cases=4)
-    matrix_project.write_matrix(text)
+    axes = {"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": ["tensor_1x1", "rowwise"]}
+    matrix_project.write_matrix(matrix_text([planted("asserts_rank_under_compile")], axes))
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
     result.assert_outcomes(failed=4)
     report = matrix_project.report()
@@ -115,8 +103,8 @@ def test_ids_identical_over_two_runs_and_under_xdist(matrix_project):
         profiles: {default: {cases: 8}}
         """
     )
-    first = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q"))
-    second = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q"))
+    first = matrix_project.collect()
+    second = matrix_project.collect()
     assert len(first) == 8 and first == second
     result = matrix_project.run("--scaledmm-matrix", "-n", "2", "--scaledmm-report", "report.json")
     result.stdout.fnmatch_lines(["*2 workers*"])
@@ -155,10 +143,10 @@ def test_default_profile_covers_every_scale_pairing_in_every_mode():
 
 
 def test_profile_bounds_the_number_of_cases(matrix_project):
-    spec_text = planted_matrix(["correct"], scale_a=("tensor_0d", "tensor_1d"), scale_b=("tensor_0d", "tensor_1d"), cases=3)
-    matrix_project.write_matrix(spec_text + "  small: {cases: 2}\n")
-    ids = _ids(matrix_project.run("--scaledmm-matrix", "--collect-only", "-q", "--scaledmm-profile", "small"))
-    assert len(ids) == 2
+    axes = {"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": ["tensor_0d", "tensor_1d"]}
+    matrix_project.write_matrix(matrix_text([planted("correct")], axes, profiles={"default": {"cases": 3}, "small": {"cases": 2}}))
+    assert len(matrix_project.collect()) == 3
+    assert len(matrix_project.collect("--scaledmm-profile", "small")) == 2
 
 
 @pytest.mark.parametrize(
@@ -182,7 +170,7 @@ def test_malformed_matrix_is_one_clear_usage_error(matrix_project, text, key):
 
 
 def test_unknown_profile_and_device_are_usage_errors(matrix_project):
-    matrix_project.write_matrix(planted_matrix(["correct"]))
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-profile", "huge")
     assert result.ret == 4 and "key 'profiles.huge'" in result.stderr.str()
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-device", "tpu")
@@ -194,7 +182,7 @@ def test_unknown_profile_and_device_are_usage_errors(matrix_project):
 
 
 def test_report_contents_and_default_location(matrix_project):
-    matrix_project.write_matrix(planted_matrix(["correct", "ignores_scale_b"]))
+    matrix_project.write_matrix(matrix_text([planted("correct"), planted("ignores_scale_b")]))
     matrix_project.run("--scaledmm-matrix").assert_outcomes(passed=1, failed=1)
     matrix_project.run("--scaledmm-matrix").assert_outcomes(passed=1, failed=1)
     reports = sorted((matrix_project.path / ".scaledmm" / "reports").glob("*.json"))
@@ -235,14 +223,7 @@ def test_signature_strips_sizes_addresses_and_paths():
     assert signature_of(error) == "TorchRuntimeError <- RuntimeError: size s? vs s?"
 
 
-def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project):
-    torch = pytest.importorskip("torch")
-    a = torch.ones(16, 32).to(torch.float8_e4m3fn)
-    b = torch.ones(16, 32).to(torch.float8_e4m3fn).t()
-    try:
-        torch._scaled_mm(a, b, scale_a=torch.tensor(1.0), scale_b=torch.tensor(1.0), out_dtype=torch.bfloat16)
-    except (NotImplementedError, RuntimeError) as exc:
-        pytest.skip(f"torch {torch.__version__} has no CPU fp8 _scaled_mm: {type(exc).__name__}")
+def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project, cpu_fp8_mm):
     matrix_project.write_matrix(
         """
         version: 1
@@ -261,7 +242,7 @@ def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project):
 
 def test_wrong_eager_result_outranks_a_compile_error():
     from pytest_scaledmm.verdict.outcome import ErrorInfo
-    from pytest_scaledmm.execution.run import classify
+    from pytest_scaledmm.verdict.classify import classify
 
     compiled = ErrorInfo("torch._inductor.exc.InductorError", "LoweringException: AssertionError:", "torch._inductor.exc.LoweringException", "inductor")
     wrong = {"ok": False, "ratio": 9.0, "max_abs": 3.0}

@@ -19,7 +19,8 @@ class DeviceInfo:
     sm_count: Optional[int]
 
 
-def _package_version(name: str) -> Optional[str]:
+def package_version(name: str) -> Optional[str]:
+    """The installed version of a distribution, None when it is not installed."""
     from importlib import metadata
 
     try:
@@ -65,7 +66,7 @@ def device_info(device: str) -> DeviceInfo:
     if device == "cpu":
         return DeviceInfo("cpu", "cpu", platform.processor() or platform.machine(), None, None)
     props = torch.cuda.get_device_properties(torch.device(device))
-    if getattr(torch.version, "hip", None):
+    if torch.version.hip:
         arch = getattr(props, "gcnArchName", "gfx").split(":")[0]
     else:
         arch = f"sm{props.major}{props.minor}"
@@ -81,9 +82,9 @@ def environment(device: str) -> dict:
     info = device_info(device)
     return {
         "torch": torch.__version__,
-        "cuda": getattr(torch.version, "cuda", None),
-        "hip": getattr(torch.version, "hip", None),
-        "triton": _package_version("triton") or _package_version("pytorch-triton"),
+        "cuda": torch.version.cuda,
+        "hip": torch.version.hip,
+        "triton": package_version("triton") or package_version("pytorch-triton"),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "device": info.device,
@@ -92,7 +93,7 @@ def environment(device: str) -> dict:
         "capability": info.capability,
         "sm_count": info.sm_count,
         "tox_env": os.environ.get("TOX_ENV_NAME"),
-        "hypothesis": _package_version("hypothesis"),
+        "hypothesis": package_version("hypothesis"),
         "plugin": __version__,
     }
 

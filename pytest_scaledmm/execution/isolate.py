@@ -344,12 +344,12 @@ class ChildRunner:
         """Send the child (just spawned, or the spare) its settings and wait until it is ready."""
         # Callables stay behind (a hook's may not pickle); the child loads them by reference.
         specs = {
-            name: dataclasses.replace(spec, fn=None) if getattr(spec, "fn", None) is not None else spec
+            name: dataclasses.replace(spec, fn=None) if spec.fn is not None else spec
             for name, spec in self.ctx.kernel_specs.items()
         }
         blob = dataclasses.replace(self.ctx, kernels={}, kernel_specs=specs)
         refs = {name: ref for name, ref in self.refs.items() if ref is not None}
-        hooked = {name for name, spec in self.ctx.kernel_specs.items() if getattr(spec, "fn", None) is not None}
+        hooked = {name for name, spec in self.ctx.kernel_specs.items() if spec.fn is not None}
         start = time.monotonic()
         try:
             self._conn.send(("setup", blob, refs, hooked))

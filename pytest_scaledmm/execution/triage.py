@@ -22,16 +22,12 @@ from typing import Optional
 
 from ..verdict import outcome as oc
 from ..matrix.cases import Case
-from ..matrix.compile_modes import MODE_SETTINGS
+from ..matrix.compile_modes import compile_mode
 from ..matrix.schema import SCALE_RANK
+from ..verdict.scale_forms import per_tensor_of_rank, scale_form
 
 BACKEND_LADDER = [("eager", "dynamo"), ("aot_eager", "aot_autograd"), ("inductor", "inductor")]
-TENSORWISE_BY_RANK = {0: "tensor_0d", 1: "tensor_1d", 2: "tensor_1x1"}
 VIEW_BY_RANK = {0: ".reshape(())", 1: ".view(1)", 2: ".view(1, 1)"}
-
-
-def _uses_inductor(mode: str) -> bool:
-    return MODE_SETTINGS[mode][0] == "inductor"
 
 
 def _one_rank(params) -> Optional[tuple[dict, str]]:
@@ -42,11 +38,12 @@ def _one_rank(params) -> Optional[tuple[dict, str]]:
         return None
     target = max(ranks.values())
     changed = {}
+    replacement = per_tensor_of_rank(target)
     for side, form in forms.items():
         if ranks[side] != target:
-            if not form.startswith("tensor"):
+            if not scale_form(form).per_tensor or replacement is None:
                 return None
-            changed[side] = TENSORWISE_BY_RANK[target]
+            changed[side] = replacement
     knob = ", ".join(f"{side}{VIEW_BY_RANK[target]}" for side in changed)
     return changed, f"give both scales rank {target}: {knob}"
 
@@ -63,11 +60,11 @@ def rungs_for(case: Case, device: str) -> list[dict]:
     ]
     rungs.append({"name": "bf16 unquantized", "kind": "bf16", "purpose": "quantized",
                   "knob": "same shapes as a plain bf16 matmul"})
-    if _uses_inductor(mode):
+    if compile_mode(mode).uses_inductor:
         rungs.append({"name": "fresh inductor cache", "kind": "case", "fresh_cache": True, "purpose": "knob",
                       "knob": "an empty Inductor cache (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 or a new TORCHINDUCTOR_CACHE_DIR)"})
-        # triton-gemm passes its own GEMM backends as options, which would override the patch.
-        gemm_mode = "inductor" if mode == "triton-gemm" else mode
+        # A mode passing its own GEMM backends as options would override the patch.
+        gemm_mode = "inductor" if compile_mode(mode).sets_gemm_backends else mode
         backends = ["ATEN"] if device == "cpu" else ["ATEN", "TRITON"]
         for backend in backends:
             rungs.append({
@@ -121,16 +118,17 @@ def execute_rung(case: Case, rung: dict, ctx) -> dict:
 
 
 def _bf16_matmul(case: Case, ctx):
-    """The case's shapes, bias and compile mode as a plain bf16 matmul (no scales, no fp8)."""
+    """The case's shapes, bias and compile mode as a plain bf16 matmul (no scales, no fp8),
+    through the case's own pipeline."""
     import math
 
     import torch
 
     from ..matrix.cases import input_seed
-    from ..matrix.compile_modes import compile_case
-    from ..verdict.inputs import Reference, compare
-    from ..verdict.outcome import describe_exception
-    from .run import _sync, classify
+    from ..matrix.compile_modes import compile_settings
+    from ..verdict.inputs import Reference
+    from ..verdict.oracle import reference_checker
+    from ..verdict.pipeline import eager_compile_check
 
     m, k, n = case["m"], case["k"], case["n"]
     generator = torch.Generator().manual_seed(input_seed(ctx.run_seed, case.id))
@@ -154,24 +152,10 @@ def _bf16_matmul(case: Case, ctx):
     # bf16 GEMMs may reduce in bf16 (cuBLAS's reduced-precision reductions): a loose bound; this
     # rung asks whether the plain path breaks, not whether it is accurate to the last bit.
     tolerance = (2 + math.sqrt(k)) * 2.0**-8 * magnitude + torch.finfo(torch.bfloat16).tiny
-    ref = Reference(value, tolerance)
-    eager_error = compiled_error = None
-    eager_check = compiled_check = None
-    try:
-        out = matmul(*args)
-        _sync(ctx.device)
-        eager_check = compare(out, ref, (m, n), torch.bfloat16)
-    except Exception as exc:
-        eager_error = describe_exception(exc, "eager")
-    torch._dynamo.reset()
-    compiled = compile_case(matmul, case["mode"])
-    try:
-        out = compiled.fn(*args)
-        _sync(ctx.device)
-        compiled_check = compare(out, ref, (m, n), torch.bfloat16)
-    except Exception as exc:
-        compiled_error = describe_exception(exc, compiled.backend.stage)
-    return classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check)
+    check = reference_checker(Reference(value, tolerance), (m, n), torch.bfloat16)
+    sides = eager_compile_check(matmul, args, compile_settings(case["mode"]), ctx.device, check,
+                                interrupts=not ctx.in_child)
+    return sides.outcome
 
 
 # -- the ladder, on the parent side ------------------------------------------------------------

@@ -14,14 +14,14 @@ import re
 from pathlib import Path
 from typing import Any
 
+from .errors import MatrixError
+
 MAX_BYTES = 1 << 20  # a matrix of every axis and profile is a few KiB; a large corpus ~100 KiB
 MAX_DEPTH = 100  # nodes nested in nodes; a matrix needs about 6
 MAX_NODES = 250_000  # scalars, lists and mappings, an alias counting as the node it repeats
 
 
-def _error(path, message: str):
-    from .spec import MatrixError
-
+def _error(path, message: str) -> MatrixError:
     return MatrixError(path, "", message)
 
 
@@ -86,6 +86,23 @@ def _loader_class():
             self.bound_sizes[id(node)] = (node, self.bound_nodes - before)
             self.bound_depth -= 1
             return node
+
+        def construct_mapping(self, node, deep=False):
+            # YAML lets the last of two equal keys win silently; in a matrix that hides an edit
+            # (a second `tolerance:` below the first). Keys brought in by a `<<` merge may be
+            # overridden, as YAML intends.
+            seen = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue
+                key = (key_node.tag, key_node.value)
+                if key in seen:
+                    raise _LimitExceeded(
+                        f"duplicate key {key_node.value!r} (first at line {seen[key].line + 1})",
+                        key_node.start_mark,
+                    )
+                seen[key] = key_node.start_mark
+            return super().construct_mapping(node, deep=deep)
 
     # A date-like scalar stays a string: matrix files hold no dates, and a date key would not
     # survive the JSON the matrix is hashed through.

@@ -16,10 +16,11 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from ..verdict.scale_forms import FORMS
 from .schema import CATEGORICAL_AXES, SHAPE_AXES
 from .spec import KernelSpec, Profile, Spec
 
-SCALE_SHORT = {"tensor_0d": "s0d", "tensor_1d": "s1d", "tensor_1x1": "s11", "rowwise": "row", "blockwise": "blk"}
+SCALE_SHORT = {form.id: form.short for form in FORMS}
 LAYOUT_SHORT = {"noncontiguous": "nc", "offset": "off", "expanded": "exp"}
 KERNEL_SHORT = {"aten_scaled_mm": "fp8", "int8_w8a8": "w8a8"}
 
@@ -92,7 +93,7 @@ def matches(rule: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
     return True
 
 
-def _kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any]) -> dict[str, list]:
+def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any]) -> dict[str, list]:
     """Categorical values a kernel can be given; static kernel facts only (its declaration and
     its signature), never hardware."""
     from .kernels import kernel_accepts_fast_accum
@@ -248,7 +249,7 @@ def generate_cases(spec: Spec, profile: Profile) -> tuple[list[Case], dict]:
 
     per_kernel = []
     for kernel in kernels:
-        values = _kernel_axes(kernel, axes)
+        values = kernel_axes(kernel, axes)
         rows = _covering_rows(values, profile.strength, lambda p, k=kernel.name: excluded({**p, "kernel": k}))
         per_kernel.append((kernel, values, rows))
     total_rows = sum(len(rows) for _, _, rows in per_kernel)

@@ -1,82 +1,80 @@
-"""Compile modes and a backend wrapper that proves compiled code ran."""
+"""The compile modes a case can run under, one row each, and the torch.compile settings of each.
+
+A new mode is one row in MODES (plus its name in a profile of matrix.yaml): the schema's enum,
+the first-failure ordering, triage, the run's GPU check and repro scripts all read this table,
+and the run, triage, repro scripts and the benchmark all compile with compile_settings().
+No torch import here but for the autotune knob's check.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from types import MappingProxyType
+from typing import Any, Mapping, Optional
 
-# mode name -> (backend, torch.compile mode, inductor options, dynamic)
-MODE_SETTINGS: dict[str, tuple[str, Optional[str], Optional[dict], Optional[bool]]] = {
-    "eager": ("eager", None, None, None),
-    "aot_eager": ("aot_eager", None, None, None),
-    "inductor": ("inductor", None, None, None),
-    "max-autotune-no-cudagraphs": ("inductor", "max-autotune-no-cudagraphs", None, None),
-    "max-autotune": ("inductor", "max-autotune", None, None),
-    "reduce-overhead": ("inductor", "reduce-overhead", None, None),
-    "dynamic": ("inductor", None, None, True),
-    # Forces the Triton GEMM templates whatever the card's heuristics would pick.
-    "triton-gemm": (
+
+@dataclass(frozen=True)
+class CompileMode:
+    """One way of compiling a case: what torch.compile(fullgraph=True) is given, and the facts
+    the rest of the plugin reads from it."""
+
+    name: str  # the value of the `mode` axis in matrix.yaml and in case ids
+    backend: str  # Dynamo backend: "eager" (tracing only), "aot_eager" or "inductor"
+    mode: Optional[str] = None  # torch.compile's mode=
+    options: Optional[Mapping[str, Any]] = None  # Inductor options (torch.compile's options=)
+    dynamic: Optional[bool] = None  # torch.compile's dynamic=
+    # What needs a GPU, for a mode that cannot run on a CPU (its cases are SKIPPED there).
+    gpu_only: Optional[str] = None
+    doc: str = ""
+
+    def __post_init__(self):
+        if self.options is not None:
+            object.__setattr__(self, "options", MappingProxyType(dict(self.options)))
+
+    @property
+    def uses_inductor(self) -> bool:
+        return self.backend == "inductor"
+
+    @property
+    def autotunes(self) -> bool:
+        """Benchmarks GEMM configs while compiling (the slow modes; --scaledmm-max-autotune-configs caps them)."""
+        return self.mode in ("max-autotune", "max-autotune-no-cudagraphs") or bool((self.options or {}).get("max_autotune"))
+
+    @property
+    def sets_gemm_backends(self) -> bool:
+        """Passes its own Inductor GEMM backends, which a config patch of them would not override."""
+        return "max_autotune_gemm_backends" in (self.options or {})
+
+
+MODES: tuple[CompileMode, ...] = (
+    CompileMode("eager", "eager", doc="Dynamo tracing only"),
+    CompileMode("aot_eager", "aot_eager", doc="Dynamo and AOT autograd, no Inductor"),
+    CompileMode("inductor", "inductor", doc="default Inductor"),
+    CompileMode("max-autotune-no-cudagraphs", "inductor", mode="max-autotune-no-cudagraphs"),
+    CompileMode("max-autotune", "inductor", mode="max-autotune"),
+    CompileMode("reduce-overhead", "inductor", mode="reduce-overhead"),
+    CompileMode("dynamic", "inductor", dynamic=True, doc="default Inductor with dynamic shapes"),
+    CompileMode(
+        "triton-gemm",
         "inductor",
-        None,
-        {"max_autotune": True, "max_autotune_gemm_backends": "TRITON", "triton.cudagraphs": False},
-        None,
+        options={"max_autotune": True, "max_autotune_gemm_backends": "TRITON", "triton.cudagraphs": False},
+        gpu_only="Triton GEMM templates",
+        doc="Inductor forced onto its Triton GEMM templates whatever the card's heuristics would pick",
     ),
-}
-
-GPU_ONLY_MODES = {"triton-gemm"}
-
-
-class CountingBackend:
-    """Wraps a Dynamo backend; counts graphs compiled and compiled-graph calls, and records the
-    layer that was active when something raised."""
-
-    def __init__(self, inner: Callable, inner_name: str):
-        self.inner = inner
-        self.inner_name = inner_name
-        self.graphs = 0
-        self.calls = 0
-        self.stage = "dynamo"
-
-    def __call__(self, gm, example_inputs):
-        self.stage = self.inner_name
-        compiled = self.inner(gm, example_inputs)
-        self.graphs += 1
-        self.stage = "dynamo"
-        backend = self
-
-        def run(*args):
-            backend.calls += 1
-            backend.stage = "runtime"
-            result = compiled(*args)
-            backend.stage = "dynamo"
-            return result
-
-        run._boxed_call = getattr(compiled, "_boxed_call", False)
-        return run
-
-    def get_compiler_config(self):
-        getter = getattr(self.inner, "get_compiler_config", None)
-        return getter() if getter else None
-
-    def reset(self):
-        if hasattr(self.inner, "reset"):
-            self.inner.reset()
+)
+_MODE_BY_NAME = {m.name: m for m in MODES}
 
 
-@dataclass
-class CompiledCall:
-    fn: Callable
-    backend: CountingBackend
-
-
-AUTOTUNES = {"max-autotune-no-cudagraphs", "max-autotune", "triton-gemm"}
+def compile_mode(name: str) -> CompileMode:
+    """The row of a mode name; KeyError for a name the table does not have."""
+    return _MODE_BY_NAME[name]
 
 
 def autotune_limit(mode: str, max_configs: int) -> Optional[dict]:
     """Inductor options capping the GEMM configs an autotuning mode benchmarks. The Triton
     template path is still generated, compiled and benchmarked; only the search is shorter.
     None when there is no cap or this torch has no such knob."""
-    if not max_configs or mode not in AUTOTUNES:
+    if not max_configs or not compile_mode(mode).autotunes:
         return None
     import torch._inductor.config as inductor_config
 
@@ -85,20 +83,13 @@ def autotune_limit(mode: str, max_configs: int) -> Optional[dict]:
     return {"test_configs.max_mm_configs": max_configs}
 
 
-def compile_case(fn: Callable, mode: str, max_autotune_configs: int = 0) -> CompiledCall:
-    """torch.compile(fn, fullgraph=True) in the given mode, through a counting backend."""
-    import torch
-
-    backend_name, torch_mode, options, dynamic = MODE_SETTINGS[mode]
-    if backend_name == "inductor":
-        limit = autotune_limit(mode, max_autotune_configs)
-        if limit:
-            options = {**(options or {}), **limit}
-        # The wrapper takes a mode and options together (torch.compile refuses both at once).
-        inner: Any = torch._TorchCompileInductorWrapper(torch_mode, options, dynamic)
-        layer = "inductor"
-    else:
-        inner = torch._dynamo.lookup_backend(backend_name)
-        layer = "aot_autograd" if backend_name == "aot_eager" else "dynamo"
-    backend = CountingBackend(inner, layer)
-    return CompiledCall(torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic), backend)
+def compile_settings(mode: str, max_autotune_configs: int = 0) -> dict:
+    """{"backend", "mode", "options", "dynamic"}: what torch.compile(fullgraph=True) is given for
+    this mode (verdict/pipeline.compile_counted), the autotune cap included; plain values, so that
+    a repro script can carry them as a literal."""
+    row = compile_mode(mode)
+    options = dict(row.options) if row.options is not None else None
+    limit = autotune_limit(mode, max_autotune_configs) if row.uses_inductor else None
+    if limit:
+        options = {**(options or {}), **limit}
+    return {"backend": row.backend, "mode": row.mode, "options": options, "dynamic": row.dynamic}

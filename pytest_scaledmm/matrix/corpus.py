@@ -11,7 +11,8 @@ lists under `include:` so that every run (every tox env) replays them.
         params: {kernel: aten_scaled_mm, scale_a: tensor_0d, ..., m: 1, k: 16, n: 16}
 
 Only `params` decides the case (its id is recomputed from them); a missing categorical axis takes
-the matrix default. No torch import here.
+the matrix default. This module reads and writes the file; which entries to add is explore mode's
+(plugin/explore.py). Below spec.py, which reads a matrix's includes through it. No torch import here.
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from .schema import CATEGORICAL_AXES, SHAPE_AXES
-from .spec import AXIS_DEFAULTS, MatrixError
+from . import bounded_yaml
+from .errors import MatrixError
+from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, SHAPE_AXES, size_problem
 
 CORPUS_VERSION = 1
 DEFAULT_NAME = "scaledmm-corpus.yaml"
@@ -73,7 +75,8 @@ class IncludedCase:
     params: Mapping[str, Any]
 
 
-def _complete(params: Mapping[str, Any]) -> dict:
+def complete_params(params: Mapping[str, Any]) -> dict:
+    """An entry's params with every categorical axis it leaves out at the matrix default."""
     full = {"kernel": params["kernel"]}
     for name in CATEGORICAL_AXES:
         full[name] = params.get(name, AXIS_DEFAULTS[name][0])
@@ -82,17 +85,12 @@ def _complete(params: Mapping[str, Any]) -> dict:
     return full
 
 
-def _load(path: Path):
-    """The corpus file's data, read within the bounds every matrix file has (bounded_yaml)."""
-    from . import bounded_yaml
-
-    return bounded_yaml.load(path, bounded_yaml.read_text(path, "included file"))
-
-
-def load_corpus(path: Path) -> list[IncludedCase]:
+def read_entries(path: Path) -> list[dict]:
+    """The file's entries as written, read within the bounds of every matrix file (bounded_yaml)
+    and validated against CORPUS_SCHEMA; a problem is a MatrixError naming the key."""
     import jsonschema
 
-    data = _load(path)
+    data = bounded_yaml.load(path, bounded_yaml.read_text(path, "included file"))
     validator = jsonschema.Draft202012Validator(CORPUS_SCHEMA)
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
     if error is not None:
@@ -100,15 +98,17 @@ def load_corpus(path: Path) -> list[IncludedCase]:
         for part in error.absolute_path:
             key += f"[{part}]" if isinstance(part, int) else (f".{part}" if key else str(part))
         raise MatrixError(path, key or "(top level)", error.message)
-    return [IncludedCase(path, i, _complete(entry["params"])) for i, entry in enumerate(data["cases"])]
+    return list(data["cases"])
+
+
+def load_corpus(path: Path) -> list[IncludedCase]:
+    return [IncludedCase(path, i, complete_params(entry["params"])) for i, entry in enumerate(read_entries(path))]
 
 
 def included_cases(matrix_path: Path, text: str) -> list[IncludedCase]:
     """The cases of every file under the matrix's `include:`, paths relative to the matrix file.
     A matrix whose `include` key is malformed yields nothing here: parse_spec reports it; YAML
     that cannot be read within bounds is a MatrixError here already."""
-    from . import bounded_yaml
-
     data = bounded_yaml.load(matrix_path, text)
     includes = data.get("include") if isinstance(data, dict) else None
     if not isinstance(includes, list) or not all(isinstance(p, str) for p in includes):
@@ -133,38 +133,19 @@ def check_kernels(included: Iterable[IncludedCase], kernel_names: Iterable[str])
 
 
 def check_sizes(included: Iterable[IncludedCase], limits: Mapping[str, int]) -> None:
-    """Every included case within the matrix's tensor-element limits (spec.size_problem)."""
-    from .spec import size_problem
-
+    """Every included case within the matrix's tensor-element limits (schema.size_problem)."""
     for case in included:
         problem = size_problem(case.params["m"], case.params["k"], case.params["n"], limits)
         if problem is not None:
             raise MatrixError(case.source, f"cases[{case.index}].params", f"{problem[1]} (the including matrix's limits)")
 
 
-def save_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> int:
-    """Add entries (dicts with id, outcome, signature, found, params) to the corpus, keeping those
-    already there; returns how many were new. Written atomically."""
+def write_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
+    """Write the whole corpus (entries with id, outcome, signature, found, params), atomically."""
     import yaml
 
     path = Path(path)
-    existing: list[dict] = []
-    if path.exists():
-        load_corpus(path)  # validates what is there before anything is added to it
-        for entry in _load(path)["cases"]:
-            params = _complete(entry["params"])
-            existing.append({"id": _id(params), **_meta(entry), "params": params})
-    known = {e["id"] for e in existing}
-    added = 0
-    for entry in entries:
-        params = _complete(entry["params"])
-        cid = _id(params)
-        if cid in known:
-            continue
-        known.add(cid)
-        existing.append({"id": cid, **_meta(entry), "params": params})
-        added += 1
-    body = yaml.safe_dump({"version": CORPUS_VERSION, "cases": existing}, sort_keys=False, width=120)
+    body = yaml.safe_dump({"version": CORPUS_VERSION, "cases": [dict(e) for e in entries]}, sort_keys=False, width=120)
     header = (
         "# Minimal failing cases found by `pytest --scaledmm-matrix --scaledmm-explore`.\n"
         "# List this file under `include:` in matrix.yaml to replay them in every run.\n"
@@ -174,14 +155,3 @@ def save_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> int:
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
         handle.write(header + body)
     os.replace(tmp, path)
-    return added
-
-
-def _id(params) -> str:
-    from .cases import case_id
-
-    return case_id(params)
-
-
-def _meta(entry: Mapping[str, Any]) -> dict:
-    return {k: entry[k] for k in ("outcome", "signature", "found") if k in entry}

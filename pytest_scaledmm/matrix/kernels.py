@@ -22,6 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
+from ..verdict.scale_forms import recipe_pairs, recipes_of_shape
 from .spec import BUILTIN_KERNELS, KernelSpec, MatrixError
 
 KernelFn = Callable[..., "object"]
@@ -85,40 +86,16 @@ def _scaling_type():
     return getattr(functional, "ScalingType", None) or getattr(torch._C, "_ScalingType", None)
 
 
-def _recipe_candidates(scale, side: str, rows: int, inner: int, cols: int) -> list:
-    recipes = _scaling_type()
-    shape = tuple(scale.shape)
-    found = []
-    if scale.numel() == 1:
-        found.append(recipes.TensorWise)
-    if shape == ((rows, 1) if side == "a" else (1, cols)):
-        found.append(recipes.RowWise)
-    blocks = -(-inner // 128)
-    if side == "a" and shape == (rows, blocks):
-        found.append(recipes.BlockWise1x128)
-    if side == "b" and shape == (blocks, -(-cols // 128)):
-        found.append(recipes.BlockWise128x128)
-    return found
-
-
 def scale_recipes(scale_a, scale_b, rows: int, inner: int, cols: int) -> tuple:
-    """The scaled_mm_v2 recipes the scale shapes stand for (the shapes inputs.py makes): one
-    element is TensorWise, (M,1) / (1,N) RowWise, (M,K/128) BlockWise1x128 for a and
-    (K/128,N/128) BlockWise128x128 for b. A shape can fit several (M = 1 makes a rowwise scale_a
-    one element), so the pair is chosen jointly; a pair the op does not support is left to the
-    op to refuse."""
+    """The scaled_mm_v2 recipes the scale shapes stand for: those of the scale forms
+    (scale_forms.py) whose shapes they have, TensorWise where none fits. A shape can fit several
+    (M = 1 makes a rowwise scale_a one element), so the pair is chosen jointly among the forms'
+    pairs; a pair the op does not support is left to the op to refuse."""
     recipes = _scaling_type()
-    side_a = _recipe_candidates(scale_a, "a", rows, inner, cols) or [recipes.TensorWise]
-    side_b = _recipe_candidates(scale_b, "b", rows, inner, cols) or [recipes.TensorWise]
-    pairs = [
-        (recipes.TensorWise, recipes.TensorWise),
-        (recipes.RowWise, recipes.RowWise),
-        (recipes.BlockWise1x128, recipes.BlockWise128x128),
-    ]
-    for pair in pairs:
-        if pair[0] in side_a and pair[1] in side_b:
-            return pair
-    return side_a[0], side_b[0]
+    side_a = recipes_of_shape(scale_a.shape, "a", rows, inner, cols) or ["TensorWise"]
+    side_b = recipes_of_shape(scale_b.shape, "b", rows, inner, cols) or ["TensorWise"]
+    pair = next(((a, b) for a, b in recipe_pairs() if a in side_a and b in side_b), (side_a[0], side_b[0]))
+    return getattr(recipes, pair[0]), getattr(recipes, pair[1])
 
 
 def scaled_mm_v2(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
@@ -326,6 +303,13 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
     kernel, the hook and the kernel)."""
     resolved = {}
     for index, kernel in enumerate(kernels):
+        user_code = kernel.fn is not None or kernel.impl is not None
+        if user_code and kernel.name in BUILTIN_IMPLS:
+            # Case ids, baselines and the documented refusals all go by the name: user code
+            # under a built-in's name would be compared and judged as the built-in.
+            where = "pytest_scaledmm_kernels" if kernel.fn is not None else spec_path
+            key = kernel.name if kernel.fn is not None else f"kernels[{index}].name"
+            raise MatrixError(where, key, f"{kernel.name!r} is a built-in kernel's name; give your kernel a name of its own")
         if kernel.fn is not None:  # declared through the pytest_scaledmm_kernels hook
             where, key = "pytest_scaledmm_kernels", kernel.name
             resolved[kernel.name] = kernel.fn

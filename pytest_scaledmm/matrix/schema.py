@@ -1,26 +1,23 @@
 """JSON schema of matrix.yaml and the vocabulary of its axes.
 
-Kept free of torch so that reading and validating a matrix costs milliseconds.
+Kept free of torch so that reading and validating a matrix costs milliseconds. Scale forms and
+compile modes come from their tables (verdict/scale_forms.py, compile_modes.py).
 """
 
-SCALE_FORMS = ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"]
+from typing import Mapping, Optional
+
+from ..verdict.scale_forms import FORMS
+from .compile_modes import MODES
+
+SCALE_FORMS = [form.id for form in FORMS]
 FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
 OUT_DTYPES = ["bf16", "fp16", "fp32"]
-COMPILE_MODES = [
-    "eager",  # backend="eager": Dynamo tracing only
-    "aot_eager",  # Dynamo + AOT autograd, no Inductor
-    "inductor",  # default Inductor
-    "max-autotune-no-cudagraphs",
-    "max-autotune",
-    "reduce-overhead",
-    "dynamic",  # default Inductor with dynamic=True
-    "triton-gemm",  # Inductor forced onto its Triton GEMM templates
-]
+COMPILE_MODES = [mode.name for mode in MODES]
 SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
 SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
 FAMILIES = ["fp8", "int8"]
 # Rank of each scale form's tensor: mixed ranks are what Inductor's scaled-mm lowering trips on.
-SCALE_RANK = {"tensor_0d": 0, "tensor_1d": 1, "tensor_1x1": 2, "rowwise": 2, "blockwise": 2}
+SCALE_RANK = {form.id: form.rank for form in FORMS}
 ARCHS = ["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx90a", "gfx942", "gfx950"]
 
 # Categorical axes, in the order they are covered and printed.
@@ -41,6 +38,24 @@ SHAPE_AXES = ["m", "k", "n"]
 # What a kernel may declare about the shapes it supports (M counts tokens: B*T for 3-D a).
 SHAPE_LIMITS = ["min_m", "max_m", "m_multiple", "k_multiple", "n_multiple"]
 ALL_AXES = list(CATEGORICAL_AXES) + SHAPE_AXES + ["kernel"]
+
+# What a matrix that leaves an axis out gets.
+AXIS_DEFAULTS: dict[str, list] = {
+    "scale_a": ["tensor_0d"],
+    "scale_b": ["tensor_0d"],
+    "dtype_a": ["e4m3fn"],
+    "dtype_b": ["e4m3fn"],
+    "out_dtype": ["bf16"],
+    "bias": [False],
+    "use_fast_accum": [False],
+    "mode": ["inductor"],
+    "scale_layout": ["contiguous"],
+    "activation_rank": [2],
+    "special_scale": ["none"],
+    "m": [16],
+    "k": [32],
+    "n": [32],
+}
 
 
 def _enum_list(values):
@@ -72,6 +87,32 @@ _LIMITS = {
     "additionalProperties": False,
     "properties": {name: {"type": "integer", "minimum": 1} for name in DEFAULT_LIMITS},
 }
+
+
+def case_elements(m: int, k: int, n: int) -> dict[str, int]:
+    """Tensor elements of a case's operands a (M x K), b (K x N) and output (M x N)."""
+    return {"a (M x K)": m * k, "b (K x N)": k * n, "output (M x N)": m * n}
+
+
+def size_problem(m: int, k: int, n: int, limits: Mapping[str, int]) -> Optional[tuple[str, str]]:
+    """(the limit exceeded, a message) when a case of these dims would allocate more elements
+    than `limits` allow, else None."""
+    sizes = case_elements(m, k, n)
+    shape = f"m={m}, k={k}, n={n}"
+    for operand, count in sizes.items():
+        if count > limits["max_operand_elements"]:
+            return "max_operand_elements", (
+                f"{shape} makes operand {operand} {count} elements, more than"
+                f" limits.max_operand_elements = {limits['max_operand_elements']}"
+            )
+    total = sum(sizes.values())
+    if total > limits["max_case_elements"]:
+        return "max_case_elements", (
+            f"{shape} makes {total} elements in a, b and the output, more than"
+            f" limits.max_case_elements = {limits['max_case_elements']}"
+        )
+    return None
+
 
 _AXES = {
     "type": "object",

@@ -8,48 +8,26 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .schema import CATEGORICAL_AXES, DEFAULT_LIMITS, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA, SHAPE_LIMITS
+from ..verdict.scale_forms import FORMS
+from .errors import MatrixError
+from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, DEFAULT_LIMITS, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA, SHAPE_LIMITS
+from .schema import size_problem
 
 DEFAULT_SEED = 20240501
 
 # Built-in kernels and their static declarations; implementations live in kernels.py.
-_TENSORWISE_AND_ROWWISE = ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise"]
+_PER_TENSOR = [form.id for form in FORMS if form.per_tensor]
+# int8_w8a8 scales the int32 product in an epilogue: only scales constant along K.
+_EPILOGUE = [form.id for form in FORMS if form.constant_along_k]
 BUILTIN_KERNELS: dict[str, dict] = {
     "aten_scaled_mm": {"family": "fp8"},
     # torch.nn.functional.scaled_mm landed after the 2.9 branch cut (pytorch#164142); run.py
-    # also checks that it exists.
+    # also checks that it exists (kernels.unavailable_reason).
     "scaled_mm_v2": {"family": "fp8", "min_torch": "2.10"},
-    "fp8_linear": {"family": "fp8", "scale_forms": ["tensor_0d", "tensor_1d", "tensor_1x1"]},
-    "fp8_linear_no_lift": {"family": "fp8", "scale_forms": ["tensor_0d", "tensor_1d", "tensor_1x1"]},
-    "int8_w8a8": {"family": "int8", "scale_forms": _TENSORWISE_AND_ROWWISE},
+    "fp8_linear": {"family": "fp8", "scale_forms": _PER_TENSOR},
+    "fp8_linear_no_lift": {"family": "fp8", "scale_forms": _PER_TENSOR},
+    "int8_w8a8": {"family": "int8", "scale_forms": _EPILOGUE},
 }
-
-# What a matrix that leaves an axis out gets.
-AXIS_DEFAULTS: dict[str, list] = {
-    "scale_a": ["tensor_0d"],
-    "scale_b": ["tensor_0d"],
-    "dtype_a": ["e4m3fn"],
-    "dtype_b": ["e4m3fn"],
-    "out_dtype": ["bf16"],
-    "bias": [False],
-    "use_fast_accum": [False],
-    "mode": ["inductor"],
-    "scale_layout": ["contiguous"],
-    "activation_rank": [2],
-    "special_scale": ["none"],
-    "m": [16],
-    "k": [32],
-    "n": [32],
-}
-
-
-class MatrixError(Exception):
-    """A matrix file that cannot be used; the message names the file and the key."""
-
-    def __init__(self, path: Path | str, key: str, message: str):
-        self.path, self.key, self.message = str(path), key, message
-        where = f"{self.path}: key '{key}'" if key else self.path
-        super().__init__(f"{where}: {message}")
 
 
 @dataclass(frozen=True)
@@ -220,31 +198,6 @@ def _check_dims(path: Path, where: str, axes: Mapping[str, Any]) -> None:
             raise MatrixError(path, f"{where}.{dim}", "min is greater than max")
 
 
-def case_elements(m: int, k: int, n: int) -> dict[str, int]:
-    """Tensor elements of a case's operands a (M x K), b (K x N) and output (M x N)."""
-    return {"a (M x K)": m * k, "b (K x N)": k * n, "output (M x N)": m * n}
-
-
-def size_problem(m: int, k: int, n: int, limits: Mapping[str, int]) -> Optional[tuple[str, str]]:
-    """(the limit exceeded, a message) when a case of these dims would allocate more elements
-    than `limits` allow, else None."""
-    sizes = case_elements(m, k, n)
-    shape = f"m={m}, k={k}, n={n}"
-    for operand, count in sizes.items():
-        if count > limits["max_operand_elements"]:
-            return "max_operand_elements", (
-                f"{shape} makes operand {operand} {count} elements, more than"
-                f" limits.max_operand_elements = {limits['max_operand_elements']}"
-            )
-    total = sum(sizes.values())
-    if total > limits["max_case_elements"]:
-        return "max_case_elements", (
-            f"{shape} makes {total} elements in a, b and the output, more than"
-            f" limits.max_case_elements = {limits['max_case_elements']}"
-        )
-    return None
-
-
 def _check_sizes(path: Path, data: Mapping[str, Any], limits: Mapping[str, int]) -> None:
     """Every profile's largest case (each dim at its largest value) within `limits`."""
     for name, body in data["profiles"].items():
@@ -270,6 +223,9 @@ def _limits(data: Mapping[str, Any]) -> dict[str, int]:
     return {**DEFAULT_LIMITS, **{k: int(v) for k, v in (data.get("limits") or {}).items()}}
 
 
+MAX_SLACK = 16.0
+
+
 def _check_tolerance(path: Path, data: Mapping[str, Any]) -> None:
     import math
 
@@ -278,6 +234,10 @@ def _check_tolerance(path: Path, data: Mapping[str, Any]) -> None:
     # passes every output, as a zero slack fails every one.
     if not math.isfinite(slack) or slack <= 0:
         raise MatrixError(path, "tolerance.slack", f"must be a finite number greater than 0, not {slack!r}")
+    # Past this a wrong answer passes: 16x the calibrated bound lets a kernel that is off by a
+    # whole bf16 step, or an fp8 one by several percent, through.
+    if slack > MAX_SLACK:
+        raise MatrixError(path, "tolerance.slack", f"must be at most {MAX_SLACK}, not {slack!r}: a larger slack lets wrong results pass")
 
 
 def _check_known_failures(path: Path, entries) -> None:

@@ -1,5 +1,6 @@
 """Explore mode: hypothesis searches the matrix's axes for failures and shrinks each one to its
-smallest shapes and simplest configuration; the minimal cases go to the corpus (corpus.py).
+smallest shapes and simplest configuration; save_corpus adds the minimal cases to the corpus file
+(matrix/corpus.py), which matrix.yaml can include to replay them.
 
 Shrinking moves every axis towards its first listed value (shape lists are sorted, so towards the
 smallest size; a {min, max} range towards min), so list the plainest value of an axis first.
@@ -11,20 +12,13 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Any, Iterable, Mapping, Optional
 
 import pytest
 
-from ..matrix.cases import _kernel_axes, make_case, matches
+from ..matrix.cases import case_id, kernel_axes, make_case, matches
 from ..matrix.schema import SHAPE_AXES
-
-
-@dataclass(frozen=True)
-class ExploreSettings:
-    examples: int
-    corpus: Path
 
 
 class ExploreFailure(AssertionError):
@@ -56,7 +50,7 @@ def explore_kernel(state, kernel, examples: int) -> list[tuple]:
     from hypothesis import strategies as st
 
     axes = state.spec.axes_for(state.profile)
-    values = _kernel_axes(kernel, axes)
+    values = kernel_axes(kernel, axes)
     strategy = st.fixed_dictionaries(
         {
             "kernel": st.just(kernel.name),
@@ -108,7 +102,7 @@ def _only_findings(exc: BaseException) -> bool:
 
 def explore_items(parent, state):
     for kernel in state.spec.kernels_for(state.profile):
-        yield ExploreItem.from_parent(parent, name=f"explore[{kernel.name}]", kernel=kernel)
+        yield ExploreItem.from_parent(parent, name=f"explore[{kernel.name}]", kernel=kernel, state=state)
 
 
 class ExploreFound(Exception):
@@ -120,24 +114,24 @@ class ExploreFound(Exception):
 class ExploreItem(pytest.Item):
     """Hypothesis search over one kernel's axes; fails listing the minimal cases it found."""
 
-    def __init__(self, *, kernel, **kwargs):
+    def __init__(self, *, kernel, state, **kwargs):
         super().__init__(**kwargs)
         self.kernel = kernel
+        self.state = state
 
     def runtest(self):
-        from .entry import _plain, _state
-
-        state = _state(self.config)
-        state.attach_environment(self)
+        state = self.state
+        environment = state.environment_to_send()
+        if environment is not None:
+            self.user_properties.append(("scaledmm_env", environment))
         start = time.monotonic()
-        found = explore_kernel(state, self.kernel, state.explore.examples)
+        found = explore_kernel(state, self.kernel, state.settings.explore.examples)
         records = []
         for case, result in found:
-            if state.triage_enabled:
-                triage = state.triage(case, result)
-                if triage:
-                    result.extra["triage"] = triage
-            record = _plain(state.record(case, result))
+            triage = state.triage(case, result)
+            if triage:
+                result.extra["triage"] = triage
+            record = state.record(case, result)
             record["explore"] = {"kernel": self.kernel.name, "seconds": round(time.monotonic() - start, 3)}
             records.append(record)
         self.user_properties.append(("scaledmm_explore", records))
@@ -172,3 +166,31 @@ def corpus_entry(record: dict, environment: Optional[dict]) -> dict:
         },
         "params": dict(record["params"]),
     }
+
+
+def save_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> int:
+    """Add entries (dicts with outcome, signature, found, params) to the corpus file, keeping those
+    already there (validated first); returns how many were new. Each entry's id is recomputed
+    from its completed params, so an entry is added once however its params were spelled."""
+    from ..matrix.corpus import read_entries, write_corpus
+
+    path = Path(path)
+    rows = [_corpus_row(entry) for entry in read_entries(path)] if path.exists() else []
+    known = {row["id"] for row in rows}
+    added = 0
+    for entry in entries:
+        row = _corpus_row(entry)
+        if row["id"] not in known:
+            known.add(row["id"])
+            rows.append(row)
+            added += 1
+    write_corpus(path, rows)
+    return added
+
+
+def _corpus_row(entry: Mapping[str, Any]) -> dict:
+    from ..matrix.corpus import complete_params
+
+    params = complete_params(entry["params"])
+    meta = {k: entry[k] for k in ("outcome", "signature", "found") if k in entry}
+    return {"id": case_id(params), **meta, "params": params}

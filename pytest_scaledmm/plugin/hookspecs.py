@@ -38,7 +38,8 @@ def declared_kernels(config) -> list:
     declaration is a MatrixError naming the plugin that made it."""
     from dataclasses import fields, is_dataclass
 
-    from ..matrix.spec import MatrixError, kernel_from_declaration
+    from ..matrix.errors import MatrixError
+    from ..matrix.spec import kernel_from_declaration
 
     found = []
     seen: dict[str, str] = {}

@@ -1,10 +1,10 @@
-"""Command-line options, declared once for the pytest plugin and the `scaledmm` console script."""
+"""Command-line options, declared once for the pytest plugin and the `scaledmm` console script.
+The plugin reads their values through settings.py only."""
 
 from __future__ import annotations
 
 import argparse
 from dataclasses import dataclass, field
-from typing import Any
 
 DEVICE_CHOICES_HELP = "auto (cuda when torch sees a GPU, else cpu), cpu, cuda (xdist worker gwN takes GPU N mod GPUs) or cuda:N"
 
@@ -149,12 +149,6 @@ PLUGIN_OPTIONS = [
 def add_pytest_options(group) -> None:
     for option in PLUGIN_OPTIONS:
         group.addoption(option.flag, dest=option.dest, help=option.help, **option.kwargs)
-
-
-def add_cli_options(parser, options: list[Option]) -> None:
-    for option in options:
-        kwargs: dict[str, Any] = dict(option.kwargs)
-        parser.add_argument(option.cli_flag(), dest=option.dest, help=option.help, **kwargs)
 
 
 def check_seconds(option: Option, value: float) -> str | None:

@@ -1,40 +1,11 @@
-"""pytest side of reproducing failures: isolation and triage settings, replay by case id,
-repro scripts written as failures arrive, explore mode's corpus, and their summary lines."""
+"""pytest side of reproducing failures: replay by case id, repro scripts written as failures
+arrive, explore mode's findings added to the corpus, and their summary lines."""
 
 from __future__ import annotations
 
 import difflib
-from pathlib import Path
 
 import pytest
-
-
-def configure_reproduce(config, state) -> None:
-    """Called from the plugin's pytest_configure once the session state exists."""
-    option = config.getoption
-    timeout = option("scaledmm_timeout")
-    if timeout <= 0:
-        raise pytest.UsageError(f"--scaledmm-timeout must be positive, got {timeout:g}")
-    state.configure_runner(
-        isolate=option("scaledmm_isolate") == "yes",
-        timeout=timeout,
-        triage=option("scaledmm_triage"),
-        triage_budget=option("scaledmm_triage_budget"),
-    )
-    wanted = option("scaledmm_case") or []
-    if option("scaledmm_explore"):
-        if wanted:
-            raise pytest.UsageError("--scaledmm-explore searches the axes; it does not take --scaledmm-case")
-        from ..matrix.corpus import DEFAULT_NAME
-        from .explore import ExploreSettings
-
-        corpus = option("scaledmm_corpus")
-        corpus_path = Path(corpus).resolve() if corpus else state.spec.path.parent / DEFAULT_NAME
-        state.explore = ExploreSettings(max(1, option("scaledmm_explore_examples")), corpus_path)
-    if wanted:
-        check_case_ids(state, wanted)
-    repro_dir = option("scaledmm_repro_dir")
-    config.pluginmanager.register(ReproducePlugin(config, state, set(wanted), repro_dir), "scaledmm-reproduce")
 
 
 def check_case_ids(state, wanted) -> None:
@@ -65,21 +36,24 @@ def check_case_ids(state, wanted) -> None:
 
 
 class ReproducePlugin:
-    def __init__(self, config, state, wanted: set, repro_dir):
-        self.config = config
+    """--scaledmm-case selection where cases are collected; repro scripts and the corpus on the
+    controller, as records come in."""
+
+    def __init__(self, state):
         self.state = state
-        self.wanted = wanted
+        settings = state.settings
+        self.wanted = set(settings.cases)
         self.writer = None
         self.corpus_entries: list[dict] = []
         self.corpus_added = None
-        if repro_dir and not hasattr(config, "workerinput"):
+        if settings.repro_dir and not settings.worker:
             from ..reports.repro import ReproWriter
 
-            self.writer = ReproWriter(Path(repro_dir).resolve(), state.spec, state.kernels(), state.timeout,
-                                      getattr(state, "max_autotune_configs", 0))
+            self.writer = ReproWriter(settings.repro_dir, state.spec, state.kernels(), settings.timeout,
+                                      settings.max_autotune_configs)
 
     def _controller(self) -> bool:
-        return not hasattr(self.config, "workerinput")
+        return not self.state.settings.worker
 
     def pytest_collection_modifyitems(self, session, config, items):
         """--scaledmm-case: keep exactly those cases. Ids are those of the full collection, since
@@ -107,7 +81,7 @@ class ReproducePlugin:
             from .explore import corpus_entry
 
             for record in properties["scaledmm_explore"]:
-                self.state.records[record["id"]] = record
+                self.state.add_record(record)
                 self.corpus_entries.append(corpus_entry(record, env))
                 records.append(record)
         if self.writer is not None:
@@ -116,13 +90,11 @@ class ReproducePlugin:
                 self.writer.add(record, env, self.state.seed)
 
     def pytest_sessionfinish(self, session, exitstatus):
-        if self._controller() and self.corpus_entries and getattr(self.state, "explore", None):
-            from ..matrix.corpus import save_corpus
+        explore = self.state.settings.explore
+        if self._controller() and self.corpus_entries and explore is not None:
+            from .explore import save_corpus
 
-            self.corpus_added = save_corpus(self.state.explore.corpus, self.corpus_entries)
-
-    def pytest_unconfigure(self, config):
-        self.state.close()
+            self.corpus_added = save_corpus(explore.corpus, self.corpus_entries)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
@@ -135,7 +107,7 @@ class ReproducePlugin:
             lines += self.writer.summary_lines()
         if self.corpus_added is not None:
             lines.append(
-                f"corpus: {self.corpus_added} new minimal case(s) in {self.state.explore.corpus}"
+                f"corpus: {self.corpus_added} new minimal case(s) in {self.state.settings.explore.corpus}"
                 " (list it under `include:` in matrix.yaml to replay them)"
             )
         if lines:

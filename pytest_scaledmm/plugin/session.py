@@ -1,71 +1,90 @@
-"""State of one matrix run: the spec, its cases, how to run them, and what came back."""
+"""State of one matrix run: the spec, its cases, how to run them, and what came back.
+
+The session is built complete from the spec and the Settings and owns everything that changes
+while the run goes on (the runner, triage, the cache directory, the records); the plugin's hooks
+change it only through its methods.
+"""
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
+import json
 import time
 from collections import Counter
-from pathlib import Path
-from typing import Optional
+from dataclasses import replace
+from types import MappingProxyType
+from typing import Mapping, Optional
 
-from ..verdict import outcome as oc
+from ..execution.cache import FreshCache
 from ..matrix.cases import Case, generate_cases
 from ..matrix.spec import Spec
+from ..verdict import outcome as oc
+from .settings import Settings
 
-CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
-OWNED_CACHE_ENV = "PYTEST_SCALEDMM_RUN_CACHE"
+
+def plain_json(data):
+    """JSON-plain copy: xdist ships user_properties through execnet, which refuses str
+    subclasses such as torch's TorchVersion."""
+    return json.loads(json.dumps(data, default=str))
 
 
 class MatrixSession:
-    def __init__(self, spec: Spec, profile_name: str, seed: Optional[int], device: str, report_path: Path):
-        self.spec = spec
-        self.profile = spec.profile(profile_name)
-        self.seed = spec.seed if seed is None else seed
-        if self.seed != spec.seed:
-            from dataclasses import replace
+    def __init__(self, spec: Spec, settings: Settings):
+        """Raises MatrixError for an unknown profile or a kernel that cannot be imported, so that
+        either is one usage error before any case runs."""
+        from ..matrix.kernels import resolve_kernels
 
-            self.spec = replace(spec, seed=self.seed)
-        self.requested_device = device
-        self.report_path = report_path
-        self.records: dict[str, dict] = {}
-        self.environment: Optional[dict] = None
-        self.generation_notes: dict = {}
+        self.settings = settings
+        self.profile = spec.profile(settings.profile)
+        self.seed = spec.seed if settings.seed is None else settings.seed
+        self.spec = spec if self.seed == spec.seed else replace(spec, seed=self.seed)
+        self.report_path = settings.report
         self.started = time.time()
+        self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
         self._cases: Optional[list[Case]] = None
+        self._generation_notes: dict = {}
         self._context = None
-        self._kernels: dict = {}
-        self.max_autotune_configs = 0
-        self.owned_cache: Optional[str] = None
-        # How cases run (isolate.py) and whether failures are triaged (triage.py).
-        self.isolate, self.timeout = True, 300.0
-        self.triage_enabled, self.triage_budget = True, 600.0
-        self._runner = None
         self._spare_child = None
+        self._runner = None
         self._triage = None
-        self.explore = None  # explore.ExploreSettings in explore mode
         self._catalogue = None
+        self._cache = FreshCache()
+        self._records: dict[str, dict] = {}
+        self._environment: Optional[dict] = None
         # Why the report may not cover the run (see incomplete_reasons): what ended the session
         # early (interrupts, internal errors), and what explains cases without a record.
-        self.interruptions: list[str] = []
-        self.subset_causes: list[str] = []
-        self.finished = False  # the final report: until then every report is partial
-        self.signalled: Optional[str] = None  # "SIGINT" / "SIGTERM" received while cases ran
+        self._interruptions: list[str] = []
+        self._subset_causes: list[str] = []
+        self._finished = False  # the final report: until then every report is partial
+        self._signalled: Optional[str] = None  # "SIGINT" / "SIGTERM" received while cases ran
+
+    # -- what came back, read-only outside ------------------------------------------------------
+    @property
+    def records(self) -> Mapping[str, dict]:
+        return MappingProxyType(self._records)
+
+    @property
+    def environment(self) -> Optional[dict]:
+        return self._environment
+
+    @property
+    def finished(self) -> bool:
+        return self._finished
+
+    @property
+    def signalled(self) -> Optional[str]:
+        return self._signalled
+
+    @property
+    def interruptions(self) -> tuple[str, ...]:
+        return tuple(self._interruptions)
 
     # -- collection ---------------------------------------------------------------------------
     def cases(self) -> list[Case]:
         if self._cases is None:
-            self._cases, self.generation_notes = generate_cases(self.spec, self.profile)
+            self._cases, self._generation_notes = generate_cases(self.spec, self.profile)
         return self._cases
 
     # -- running ------------------------------------------------------------------------------
-    def load_kernels(self) -> None:
-        """Import every kernel now, so a bad `impl` is one usage error before any case runs."""
-        from ..matrix.kernels import resolve_kernels
-
-        self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
-
     def context(self):
         if self._context is None:
             import logging
@@ -77,33 +96,25 @@ class MatrixSession:
             from ..execution.run import RunContext
 
             self._context = RunContext(
-                device=resolve_device(self.requested_device),
+                device=resolve_device(self.settings.device),
                 run_seed=self.seed,
                 kernel_specs={k.name: k for k in self.spec.kernels},
                 kernels=self._kernels,
                 archs=self.spec.archs,
                 slack=self.spec.slack,
-                max_autotune_configs=self.max_autotune_configs,
+                max_autotune_configs=self.settings.max_autotune_configs,
             )
         return self._context
 
-    def local_environment(self) -> dict:
+    def environment_to_send(self) -> Optional[dict]:
+        """This process's environment the first time it is asked, else None: the first item a
+        process runs carries it to the controller."""
+        if self._environment is not None:
+            return None
         from ..execution.device import environment
 
-        return environment(self.context().device)
-
-    def attach_environment(self, item) -> None:
-        """The first item a process runs carries its environment to the controller."""
-        if self.environment is None:
-            import json
-
-            # Plain JSON: xdist ships user_properties through execnet, which refuses TorchVersion.
-            self.environment = json.loads(json.dumps(self.local_environment(), default=str))
-            item.user_properties.append(("scaledmm_env", self.environment))
-
-    def configure_runner(self, isolate: bool, timeout: float, triage: bool, triage_budget: float) -> None:
-        self.isolate, self.timeout = isolate, timeout
-        self.triage_enabled, self.triage_budget = triage, triage_budget
+        self._environment = plain_json(environment(self.context().device))
+        return self._environment
 
     def kernels(self) -> dict:
         return dict(self._kernels)
@@ -113,12 +124,12 @@ class MatrixSession:
         Only when some kernel can run there (a kernel defined in a conftest runs in-process)."""
         from ..execution.isolate import SpareChild, kernel_refs
 
-        if not self.isolate or self._spare_child is not None or self._runner is not None:
+        if not self.settings.isolate or self._spare_child is not None or self._runner is not None:
             return
         specs = {k.name: k for k in self.spec.kernels}
         if any(ref is not None for ref in kernel_refs(self._kernels, specs).values()):
             try:
-                self._spare_child = SpareChild(self.requested_device, self.compiles_with_inductor())
+                self._spare_child = SpareChild(self.settings.device, self.compiles_with_inductor())
             except Exception:  # e.g. out of processes or files: the first case starts one, or says why
                 self._spare_child = None
 
@@ -132,9 +143,10 @@ class MatrixSession:
         if self._runner is None:
             from ..execution.isolate import make_runner
 
+            isolate = self.settings.isolate
             spare, self._spare_child = self._spare_child, None
-            self._runner = make_runner(self.context(), self.isolate, self.timeout, spare, self.compiles_with_inductor())
-            if not self.isolate and self.context().device == "cpu" and self.compiles_with_inductor():
+            self._runner = make_runner(self.context(), isolate, self.settings.timeout, spare, self.compiles_with_inductor())
+            if not isolate and self.context().device == "cpu" and self.compiles_with_inductor():
                 from ..execution.device import probe_cpu_vector_isa_in_background
 
                 probe_cpu_vector_isa_in_background()
@@ -142,17 +154,20 @@ class MatrixSession:
 
     def run(self, case: Case, triage: bool = True) -> oc.Outcome:
         result = self.runner().run(case)
-        if triage and self.triage_enabled and result.failed:
+        if triage and result.failed:
             found = self.triage(case, result)
             if found:
                 result.extra["triage"] = found
         return result
 
     def triage(self, case: Case, result: oc.Outcome) -> Optional[dict]:
+        """The triage ladder for a failing case (None when --no-scaledmm-triage or nothing found)."""
+        if not self.settings.triage:
+            return None
         if self._triage is None:
             from ..execution.triage import Triage
 
-            self._triage = Triage(self.runner(), self.context().device, self.triage_budget)
+            self._triage = Triage(self.runner(), self.context().device, self.settings.triage_budget)
         return self._triage(case, result)
 
     def close(self) -> None:
@@ -163,6 +178,7 @@ class MatrixSession:
             self._runner.close()
             self._runner = None
 
+    # -- records ------------------------------------------------------------------------------
     def harness_error_record(self, case: Case, error: BaseException | str, when: str = "call") -> dict:
         """The record of a case the harness could not run or check: the case is never dropped."""
         import traceback
@@ -179,9 +195,10 @@ class MatrixSession:
 
     @staticmethod
     def record(case: Case, result: oc.Outcome) -> dict:
+        """The report's record of one case, JSON-plain."""
         data = result.to_json()
         triage = data["extra"].pop("triage", None)
-        return {
+        return plain_json({
             "id": case.id,
             "params": case.to_json(),
             "outcome": data.pop("outcome"),
@@ -189,9 +206,8 @@ class MatrixSession:
             "layer": data.pop("layer"),
             **data,
             **({"triage": triage} if triage else {}),
-        }
+        })
 
-    # -- known failures -----------------------------------------------------------------------
     def apply_known_failures(self, record: dict) -> dict:
         """matrix.yaml's known_failures on one record: an expected failure becomes XFAIL, a listed
         case that passes becomes FIXED_UPSTREAM (see known_failures.py)."""
@@ -201,67 +217,69 @@ class MatrixSession:
             from ..matrix.known_failures import Catalogue
 
             self._catalogue = Catalogue.from_spec(self.spec)
-        env = self.environment or {}
+        env = self._environment or {}
         return self._catalogue.apply(record, str(env.get("torch") or ""), env.get("arch"))
+
+    def add_record(self, record: dict, environment: Optional[dict] = None) -> None:
+        """A case's record as it reached this process, and the environment of the process that
+        ran it (the first one given is kept)."""
+        self._records[record["id"]] = record
+        if self._environment is None and environment is not None:
+            self._environment = environment
 
     # -- caches -------------------------------------------------------------------------------
     def use_fresh_cache(self) -> None:
-        """Give this run its own Inductor/Triton cache; workers inherit it through the environment.
-        Only a directory made here is ever deleted."""
-        if os.environ.get(OWNED_CACHE_ENV):
-            return
-        self.owned_cache = tempfile.mkdtemp(prefix="scaledmm-cache-")
-        self._saved_cache_env = {name: os.environ.get(name) for name in CACHE_ENV}
-        os.environ[OWNED_CACHE_ENV] = self.owned_cache
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(self.owned_cache, "inductor")
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(self.owned_cache, "triton")
+        """Give this run its own Inductor/Triton cache (execution/cache.py)."""
+        self._cache.claim()
 
     def drop_owned_cache(self) -> None:
-        if self.owned_cache:
-            shutil.rmtree(self.owned_cache, ignore_errors=True)
-            if os.environ.get(OWNED_CACHE_ENV) == self.owned_cache:
-                del os.environ[OWNED_CACHE_ENV]
-                # Give the process back the caches it had (the user's, or none).
-                for name, value in self._saved_cache_env.items():
-                    if value is None:
-                        os.environ.pop(name, None)
-                    else:
-                        os.environ[name] = value
-            self.owned_cache = None
+        self._cache.release()
+
+    # -- how the session ends -----------------------------------------------------------------
+    def note_signal(self, name: str) -> None:
+        """SIGTERM or SIGINT arrived while cases ran; a SIGTERM is never hidden by a SIGINT."""
+        if name == "SIGTERM" or self._signalled is None:
+            self._signalled = name
+
+    def interrupted(self, reason: str) -> None:
+        if reason not in self._interruptions:
+            self._interruptions.append(reason)
+
+    def finish(self, subset_causes: list[str]) -> None:
+        """The session is over; `subset_causes` say why some cases may not have run."""
+        self._finished = True
+        self._subset_causes = list(subset_causes)
 
     # -- reporting ----------------------------------------------------------------------------
     def matrix_block(self) -> dict:
+        cases = self.cases()  # the xdist controller has not collected: generate here
         return {
             "path": str(self.spec.path),
             "hash": self.spec.digest,
             "profile": self.profile.name,
             "seed": self.seed,
-            "cases": len(self.cases()),  # the xdist controller has not collected: generate here
-            "generation": self.generation_notes,
+            "cases": len(cases),
+            "generation": self._generation_notes,
         }
 
     def counts(self) -> Counter:
-        return Counter(r["outcome"] for r in self.records.values())
-
-    def interrupted(self, reason: str) -> None:
-        if reason not in self.interruptions:
-            self.interruptions.append(reason)
+        return Counter(r["outcome"] for r in self._records.values())
 
     def missing_ids(self) -> list[str]:
-        return [case.id for case in self.cases() if case.id not in self.records]
+        return [case.id for case in self.cases() if case.id not in self._records]
 
     def incomplete_reasons(self) -> list[str]:
         """Empty when every generated case has a record and nothing cut the session short."""
         reasons = []
-        if not self.finished:
+        if not self._finished:
             reasons.append("written while the run was in progress")
         missing = self.missing_ids()
         if missing:
             reasons.append(f"{len(missing)} of {len(self.cases())} generated case(s) have no record (e.g. {missing[0]})")
-            reasons += self.subset_causes
-        if self.explore is not None:
+            reasons += self._subset_causes
+        if self.settings.explore is not None:
             reasons.append("explore mode: hypothesis searched the axes instead of running the profile's cases")
-        return reasons + [r for r in self.interruptions if r not in reasons]
+        return reasons + [r for r in self._interruptions if r not in reasons]
 
     def build_report(self) -> dict:
         """The report as it stands: partial (complete: false) until the session has finished."""
@@ -274,6 +292,6 @@ class MatrixSession:
             "complete": not reasons,
             "incomplete_reasons": reasons,
             "generated": len(self.cases()),
-            "recorded": len(self.records),
+            "recorded": len(self._records),
         }
-        return build_report(self.environment or {}, self.matrix_block(), self.records.values(), session)
+        return build_report(self._environment or {}, self.matrix_block(), self._records.values(), session)

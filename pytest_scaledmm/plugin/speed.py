@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 from ..verdict import outcome as oc
+from ..matrix.compile_modes import MODES
 from ..matrix.schema import SCALE_RANK
 
-INDUCTOR_MODES = {"inductor", "max-autotune-no-cudagraphs", "max-autotune", "reduce-overhead", "dynamic", "triton-gemm"}
+INDUCTOR_MODES = {m.name for m in MODES if m.uses_inductor}
 
 
 def likelihood(params: dict) -> int:
@@ -42,7 +43,7 @@ class FirstFailureOrder:
     def pytest_collection_modifyitems(self, items):
         # Same inputs in every xdist worker (the same report file), so the same order everywhere.
         failed = last_failures(self.report_dir)
-        keyed = [(item, getattr(item, "case", None)) for item in items]
+        keyed = [(item, getattr(item, "case", None)) for item in items]  # other tests have no case
         keyed.sort(key=lambda pair: (pair[1] is None or pair[1].id not in failed, -likelihood(pair[1].params) if pair[1] else 0))
         items[:] = [item for item, _ in keyed]
 
@@ -92,16 +93,9 @@ def prefer_work_stealing(config) -> None:
     config.option.dist = "worksteal"
 
 
-def configure_speed(config, state, is_worker: bool) -> None:
-    state.max_autotune_configs = config.getoption("scaledmm_max_autotune_configs")
-    if config.getoption("scaledmm_first_failure"):
-        # Under xdist the workers collect, so they order; they read the same file, so they agree.
-        config.pluginmanager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")
-    if is_worker:
-        from ..execution.device import threads_per_worker
+def share_cpu_threads() -> None:
+    """On an xdist worker: its share of the CPU threads, read by torch at start-up, here and in any
+    child process that runs cases."""
+    from ..execution.device import threads_per_worker
 
-        # Read by torch at start-up, here and in any child process that runs cases.
-        os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_worker()))
-        return
-    prefer_work_stealing(config)
-    config.pluginmanager.register(SignatureTicker(config), "scaledmm-ticker")
+    os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_worker()))

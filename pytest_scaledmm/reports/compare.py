@@ -51,35 +51,23 @@ TRANSITION_KINDS = (
     CASE_REMOVED,
 )
 
-# Worst first: a heatmap cell takes the colour of its worst outcome. Failure classes added to
-# outcome.FAILURES later slot in after the listed ones.
-SEVERITY = tuple(
-    dict.fromkeys(
-        (oc.CRASH, oc.COMPILE_ONLY_ERROR, oc.MISMATCH, oc.ERROR_PARITY, oc.FALLBACK)
-        + tuple(oc.FAILURES)
-        + (oc.XFAIL, oc.FIXED_UPSTREAM, oc.PASS, oc.UNSUPPORTED, oc.SKIPPED)
-    )
-)
-
 
 def severity(outcome: str) -> int:
-    """Rank in SEVERITY; an outcome class this version does not know ranks worst."""
-    return SEVERITY.index(outcome) if outcome in SEVERITY else -1
+    """The class's severity rank, 0 the worst (outcome.CLASSES); a class this version does not
+    know ranks worse still."""
+    known = oc.outcome_class(outcome)
+    return known.severity if known else -1
 
 
 DEFAULT_GROUP_BY = ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b")
 
 
 def category(outcome: Optional[str]) -> Optional[str]:
+    """OK, KNOWN, ABSENT or FAILING (outcome.OutcomeClass.category); None for no record."""
     if outcome is None:
         return None
-    if outcome in (oc.PASS, oc.FIXED_UPSTREAM):
-        return OK
-    if outcome == oc.XFAIL:
-        return KNOWN
-    if outcome in (oc.UNSUPPORTED, oc.SKIPPED):
-        return ABSENT
-    return FAILING  # the failure classes, and any class a newer plugin adds
+    known = oc.outcome_class(outcome)
+    return known.category if known else FAILING  # a class a newer plugin adds counts as failing
 
 
 def _failure_key(record: Mapping) -> tuple:

@@ -33,22 +33,19 @@ from .compare import (
 
 TEMPLATES = Path(__file__).parent / "templates"
 
-COLOURS = {
-    oc.PASS: "#2f9e44",
-    oc.FIXED_UPSTREAM: "#1c7ed6",
-    oc.XFAIL: "#e8b923",
-    oc.UNSUPPORTED: "#adb5bd",
-    oc.SKIPPED: "#dee2e6",
-    oc.MISMATCH: "#e03131",
-    oc.COMPILE_ONLY_ERROR: "#f76707",
-    oc.ERROR_PARITY: "#9c36b5",
-    oc.FALLBACK: "#d6336c",
-    oc.CRASH: "#5c0a0a",
-    oc.TIMEOUT: "#845ef7",
-    getattr(oc, "OPCHECK_FAILED", "OPCHECK_FAILED"): "#a61e4d",
-}
 OTHER_COLOUR = "#343a40"  # an outcome class this version does not know
-COUNT_ORDER = [oc.PASS, oc.FIXED_UPSTREAM, oc.XFAIL, oc.UNSUPPORTED, oc.SKIPPED, *oc.FAILURES]
+COUNT_ORDER = [c.name for c in oc.CLASSES]
+
+
+def colour(outcome: str) -> str:
+    known = oc.outcome_class(outcome)
+    return known.colour if known else OTHER_COLOUR
+
+
+def light(outcome: str) -> bool:
+    """Whether the class's colour is light enough to need dark text on it."""
+    red, green, blue = (int(colour(outcome)[i : i + 2], 16) for i in (1, 3, 5))
+    return 0.299 * red + 0.587 * green + 0.114 * blue > 0.6 * 255
 
 
 def replay_command(matrix_path: Optional[str], case_id: str) -> str:
@@ -88,9 +85,6 @@ def md_escape(value) -> str:
     text = _one_line(value)
     text = _AUTOLINK.sub(lambda m: m.group(0) + ZWJ, text)
     return "".join(_MD_ENTITIES.get(ch) or ("\\" + ch if ch in _MD_PUNCTUATION else ch) for ch in text)
-
-
-_md_escape = md_escape  # the name cli.py's gate summary imports
 
 
 def _one_line(value) -> str:
@@ -141,14 +135,10 @@ def _environment(kind: str) -> jinja2.Environment:
             trim_blocks=True,
             lstrip_blocks=True,
         )
-    env.filters["colour"] = lambda outcome: COLOURS.get(outcome, OTHER_COLOUR)
+    env.filters["colour"] = colour
+    env.tests["light"] = light
     env.filters["code"] = md_code
     return env
-
-
-def _counts_row(column) -> list[int]:
-    counts = Counter(column.summary)
-    return [counts.get(name, 0) for name in COUNT_ORDER]
 
 
 def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) -> dict:
@@ -249,7 +239,7 @@ def render_html(
     title: str = "scaled-mm compatibility matrix",
 ) -> str:
     context = _context(comparison, matrix_path, max_rows)
-    legend = [(o, COLOURS.get(o, OTHER_COLOUR)) for o in COUNT_ORDER]
+    legend = [(o, colour(o)) for o in COUNT_ORDER]
     return (
         _environment("html")
         .get_template("matrix.html.j2")
@@ -306,21 +296,6 @@ def _printable(line: str) -> str:
     return _CONTROL.sub(lambda m: ascii(m.group(0))[1:-1], line)
 
 
-_ABBREV = {
-    oc.PASS: "PASS",
-    oc.FIXED_UPSTREAM: "FIXED",
-    oc.XFAIL: "XFAIL",
-    oc.UNSUPPORTED: "UNSUP",
-    oc.SKIPPED: "SKIP",
-    oc.MISMATCH: "MISM",
-    oc.COMPILE_ONLY_ERROR: "COMPL",
-    oc.ERROR_PARITY: "PARITY",
-    oc.FALLBACK: "FALLBK",
-    oc.CRASH: "CRASH",
-    getattr(oc, "OPCHECK_FAILED", "OPCHECK_FAILED"): "OPCHK",
-    oc.TIMEOUT: "TMOUT",
-}
-
-
 def _abbrev(name: str) -> str:
-    return _ABBREV.get(name, name[:6])
+    known = oc.outcome_class(name)
+    return known.abbrev if known else name[:6]

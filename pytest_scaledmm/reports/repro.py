@@ -3,10 +3,10 @@
 A script carries the case's parameters, input seed, compile settings and the environment that
 found it as data: every value that comes from a report (or a live record) is written as a Python
 literal of plain data by `literal`, never pasted into code, a comment or a docstring, so no report
-can put code into a script. It regenerates the run's very tensors by embedding the plugin's input
-module verbatim (stdlib and torch only), checks them against the shapes, strides, dtypes and
-checksums the run saw, runs eager and compiled, checks each side as the run does
-(oracle.check_sides, embedded), and exits with a code of its own per verdict (EXIT_*; the
+can put code into a script. It embeds the verdict modules verbatim (pytest_scaledmm/verdict/:
+stdlib and torch only), so it regenerates the run's very tensors, checks them against the shapes,
+strides, dtypes and checksums the run saw, and runs the run's own eager -> compile -> check
+pipeline and classification; then it exits with a code of its own per verdict (EXIT_*; the
 template's docstring lists them) so that a crash of the script (exit 1) never reads as one.
 A built-in kernel is embedded as source; a user kernel is imported from its module, named by a
 reference checked to be `module:qualname` of dotted identifiers.
@@ -30,18 +30,16 @@ import types
 from pathlib import Path
 from typing import Callable, Optional
 
+from .. import verdict
 from ..verdict import outcome as oc
-from ..plugin.session import CACHE_ENV as RUN_CACHE_ENV
-from ..plugin.session import OWNED_CACHE_ENV
+from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
+from ..execution.cache import OWNED_CACHE_ENV
 
 REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL}
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
 EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
-# Names the template defines; the embedded modules must not redefine them.
-RESERVED = {"CASE", "CASE_ID", "SEED", "RUN_SEED", "DEVICE", "COMPILE", "EXPECTED", "TENSORS", "TIMEOUT_S", "SLACK",
-            "ENV", "FOUND", "WRITTEN_BY", "KERNEL_REF", "RAISES_ALIKE", "EXIT_NOT_REPRODUCED", "EXIT_REPRODUCED",
-            "EXIT_DIFFERENT", "EXIT_CANNOT_RUN", "kernel", "repro_main", "repro_setup", "repro_classify",
-            "repro_case_fn", "repro_tensor_facts", "repro_watchdog", "check_sides"}
+# The verdict modules the template calls; the script embeds them and every sibling they import.
+VERDICT_MODULES = ("inputs", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay")
 # Variables that change how torch compiles; recorded in the header and set again by the script.
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
@@ -128,48 +126,88 @@ def _mapping(value) -> dict:
 # -- embedded sources ------------------------------------------------------------------------
 
 
+def _top_level_names(tree: ast.Module) -> list:
+    """Names a module binds at its top level by def, class or assignment (imports aside), with
+    repeats: an embedded module must not rebind another's name."""
+    names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            elements = target.elts if isinstance(target, ast.Tuple) else [target]
+            names += [e.id for e in elements if isinstance(e, ast.Name)]
+    return names
+
+
+def _verdict_module(name: str) -> types.ModuleType:
+    return importlib.import_module(f"{verdict.__name__}.{name}")
+
+
+def _sibling_imports(module: types.ModuleType) -> dict:
+    """{sibling: names imported} of a verdict module's `from .<sibling> import a, b` lines,
+    wherever they are. Any other import from this package could not work inside a script."""
+    siblings: dict = {}
+    for node in ast.walk(ast.parse(inspect.getsource(module))):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level == 0 and not (node.module or "").startswith("pytest_scaledmm"):
+            continue
+        renamed = [alias.name for alias in node.names if alias.asname not in (None, alias.name)]
+        if node.level != 1 or not node.module or renamed:
+            raise ReproError(f"{module.__name__} imports from the plugin other than by `from .<sibling> import name`; "
+                             "it cannot be embedded in a repro script")
+        siblings.setdefault(node.module, set()).update(alias.name for alias in node.names)
+    return siblings
+
+
+def verdict_modules(roots=VERDICT_MODULES) -> list:
+    """The verdict modules `roots` need, each after the siblings it imports."""
+    ordered: list = []
+
+    def visit(name: str, path: tuple):
+        module = _verdict_module(name)
+        if module in ordered or name in path:  # a cycle can only go through imports inside functions
+            return
+        for sibling in sorted(_sibling_imports(module)):
+            visit(sibling, path + (name,))
+        ordered.append(module)
+
+    for root in roots:
+        visit(root, ())
+    return ordered
+
+
 def _module_body(module: types.ModuleType) -> str:
-    """A module's source without its docstring and `from __future__` line; it must import nothing
-    from this package (checked), so that it can live inside a standalone script."""
+    """A verdict module's source without its docstring, its `from __future__` line and its
+    `from .<sibling> import` lines: the script holds the siblings beside it, and each must
+    define what is imported from it."""
     source = inspect.getsource(module)
     tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("pytest_scaledmm")):
-            raise ReproError(f"{module.__name__} imports from the plugin; it cannot be embedded in a repro script")
-    clash = _defined(tree) & RESERVED
-    if clash:
-        raise ReproError(f"{module.__name__} defines {sorted(clash)}, which the repro template uses")
-    lines = source.splitlines()
+    for sibling, names in _sibling_imports(module).items():
+        missing = names - set(_top_level_names(ast.parse(inspect.getsource(_verdict_module(sibling)))))
+        if missing:
+            raise ReproError(f"{module.__name__} imports {sorted(missing)}, which {sibling} does not define")
     skip = set()
-    for node in tree.body:
-        if isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant) and node is tree.body[0]:
-            skip.update(range(node.lineno - 1, node.end_lineno))
-        if isinstance(node, ast.ImportFrom) and node.module == "__future__":
-            skip.update(range(node.lineno - 1, node.end_lineno))
-    return "\n".join(line for i, line in enumerate(lines) if i not in skip).strip("\n")
-
-
-def _defined(tree: ast.Module) -> set:
-    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-    names |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    return names | {n.target.id for n in tree.body if isinstance(n, ast.AnnAssign) and isinstance(n.target, ast.Name)}
-
-
-def _with_sibling_imports_dropped(fn: Callable, sibling: types.ModuleType) -> str:
-    """Source of a module-level function whose `from .<sibling> import ...` lines are dropped:
-    the script embeds that sibling whole. Any other import from the package is refused."""
-    source = textwrap.dedent(inspect.getsource(fn))
-    tree = ast.parse(source)
-    provided = _defined(ast.parse(inspect.getsource(sibling)))
-    short = sibling.__name__.rsplit(".", 1)[-1]
-    drop = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("pytest_scaledmm")):
-            names = {alias.name for alias in node.names}
-            if node.module not in (short, sibling.__name__) or not names <= provided:
-                raise ReproError(f"{fn.__module__}.{fn.__name__} imports {node.module} {sorted(names)}; it cannot be embedded")
-            drop.update(range(node.lineno - 1, node.end_lineno))
-    return "\n".join(line for i, line in enumerate(source.splitlines()) if i not in drop)
+        docstring = node is tree.body[0] and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+        if docstring or (isinstance(node, ast.ImportFrom) and (node.level or node.module == "__future__")):
+            skip.update(range(node.lineno - 1, node.end_lineno))
+    return "\n".join(line for i, line in enumerate(source.splitlines()) if i not in skip).strip("\n")
+
+
+def verdict_code() -> str:
+    """The verdict modules a script needs, verbatim but for those import lines, in order."""
+    parts = []
+    for module in verdict_modules():
+        where = module.__name__.replace(".", "/") + ".py"
+        parts.append(f"# -- {where} " + "-" * max(3, 90 - len(where)) + "\n" + _module_body(module))
+    return "\n\n\n".join(parts)
+
+
+def _rebound(text: str) -> list:
+    """Names the script binds twice at its top level (an embedded module clashing with another,
+    the kernel or the template)."""
+    names = _top_level_names(ast.parse(text))
+    return sorted({name for name in names if names.count(name) > 1})
 
 
 def _global_names(code) -> set:
@@ -272,30 +310,25 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str]) -> str:
 def tensor_facts(params: dict, seed: int) -> dict:
     """Shape, strides, storage offset, dtype and a checksum of every input, generated on the CPU
     exactly as the run did."""
+    from ..verdict.facts import input_facts
     from ..verdict.inputs import make_inputs
 
-    inputs = make_inputs(params, seed, "cpu")
-    names = ("a", "b", "scale_a", "scale_b", "bias")
-    return {name: _facts(tensor) for name, tensor in zip(names, inputs.args())}
+    return input_facts(make_inputs(params, seed, "cpu"))
 
 
-def _facts(t) -> Optional[dict]:
-    if t is None:
-        return None
-    import zlib
+def kernel_support(spec) -> Optional[dict]:
+    """What the kernel declares it supports (refusals.Support), as plain data, from its KernelSpec;
+    None without one (the script then judges alike refusals as triage does: UNSUPPORTED)."""
+    from ..verdict.refusals import Support
 
-    import torch
+    return Support.of(spec).to_json() if spec is not None else None
 
-    # A fresh dense copy: contiguous() keeps a stride on size-1 dims, which view() refuses.
-    flat = t.detach().cpu().clone(memory_format=torch.contiguous_format).reshape(-1)
-    raw = bytes(flat.view(torch.uint8).tolist())
-    return {
-        "shape": list(t.shape),
-        "stride": list(t.stride()),
-        "offset": int(t.storage_offset()),
-        "dtype": str(t.dtype).replace("torch.", ""),
-        "crc32": zlib.crc32(raw),
-    }
+
+def takes_fast_accum(fn: Optional[Callable]) -> bool:
+    """Whether the run passes use_fast_accum to this kernel (only where its signature takes it)."""
+    from ..matrix.kernels import accepts_keyword
+
+    return fn is None or accepts_keyword(fn, "use_fast_accum")
 
 
 # -- the script ------------------------------------------------------------------------------
@@ -361,25 +394,6 @@ def _found(record: dict, environment: dict) -> dict:
     }
 
 
-def _compile_settings(mode: str, max_autotune_configs: int = 0) -> dict:
-    """What compile_case passes to torch.compile, including the run's autotune cap."""
-    from ..matrix import compile_modes
-
-    backend, torch_mode, options, dynamic = compile_modes.MODE_SETTINGS[mode]
-    limit_of = getattr(compile_modes, "autotune_limit", None)
-    limit = limit_of(mode, max_autotune_configs) if limit_of and backend == "inductor" else None
-    if limit:
-        options = {**(options or {}), **limit}
-    return {"backend": backend, "mode": torch_mode, "options": options, "dynamic": dynamic}
-
-
-def _oracle_code() -> str:
-    from ..verdict import inputs as inputs_module
-    from ..verdict import oracle
-
-    return _with_sibling_imports_dropped(oracle.check_sides, inputs_module)
-
-
 def render_script(
     record: dict,
     environment: dict,
@@ -389,12 +403,15 @@ def render_script(
     slack: float = 1.0,
     env_vars: Optional[dict] = None,
     max_autotune_configs: int = 0,
+    support: Optional[dict] = None,
+    fast_accum_keyword: bool = True,
 ) -> str:
     """The script's text. Every value from `record` and `environment` goes in through `literal`;
-    the result is compiled here, so a script that would not parse is never written."""
+    the result is compiled here, so a script that would not parse is never written. `support`:
+    kernel_support of the case's kernel; `fast_accum_keyword`: takes_fast_accum of it."""
     from .. import __version__
-    from ..verdict import inputs as inputs_module
     from ..matrix.cases import input_seed
+    from ..matrix.compile_modes import compile_settings
 
     if type(timeout_s) not in (int, float) or not math.isfinite(timeout_s) or timeout_s <= 0:
         raise ReproError(f"timeout must be a finite number of seconds greater than 0, not {timeout_s!r}")
@@ -415,7 +432,9 @@ def render_script(
             f"RUN_SEED = {literal(_plain(run_seed))}",
             "SEED = " + literal(seed) + "  # zlib.crc32(f'{RUN_SEED}::{CASE_ID}'.encode()): the run's input seed",
             f"DEVICE = {literal(device if isinstance(device, str) and device else 'cpu')}",
-            f"COMPILE = {literal(_compile_settings(params['mode'], max_autotune_configs))}  # torch.compile(fullgraph=True, **COMPILE)",
+            f"COMPILE = {literal(compile_settings(params['mode'], max_autotune_configs))}  # torch.compile(fullgraph=True, **COMPILE)",
+            f"KERNEL_SUPPORT = {literal(_plain(support))}  # what the kernel declares: how alike refusals are judged",
+            f"FAST_ACCUM_KEYWORD = {literal(bool(fast_accum_keyword))}  # whether the kernel is passed use_fast_accum",
             f"SLACK = {literal(float(slack))}",
             f"TIMEOUT_S = {literal(float(timeout_s))}  # a hang past this: the stacks, then a verdict",
             f"ENV = {literal(dict(sorted(env_vars.items())))}  # compile-related variables set in the run",
@@ -429,26 +448,31 @@ def render_script(
         name=name,
         constants=constants,
         kernel=kernel_text,
-        inputs=_module_body(inputs_module),
-        oracle=_oracle_code(),
+        verdict=verdict_code(),
     )
     try:
         compile(text, name, "exec")
     except (SyntaxError, ValueError) as exc:  # a defect of this module, never of the report
         raise ReproError(f"the script for {record['id']!r} does not compile: {exc}") from None
+    clash = _rebound(text)
+    if clash:
+        raise ReproError(f"the script for {record['id']!r} binds {clash} twice: an embedded module clashes")
     return text
 
 
 def write_script(directory, record: dict, environment: dict, run_seed: int, kernel_text: str, timeout_s: float,
-                 slack: float = 1.0, max_autotune_configs: int = 0) -> Path:
-    """Write (or replace) the script of this record's signature and update index.json."""
+                 slack: float = 1.0, max_autotune_configs: int = 0, support: Optional[dict] = None,
+                 fast_accum_keyword: bool = True) -> Path:
+    """Write (or replace) the script of this record's signature and update index.json
+    (render_script says what `support` and `fast_accum_keyword` are)."""
     from .report import write_atomic
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / script_name(record["outcome"], record["signature"])
     text = render_script(record, environment, run_seed, kernel_text, timeout_s, slack,
-                         max_autotune_configs=max_autotune_configs)
+                         max_autotune_configs=max_autotune_configs, support=support,
+                         fast_accum_keyword=fast_accum_keyword)
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(text, encoding="utf-8")
     os.chmod(tmp, 0o755)
@@ -484,9 +508,10 @@ class ReproWriter:
         name = record["params"]["kernel"]
         spec = next((k for k in self.spec.kernels if k.name == name), None)
         try:
-            text = kernel_code(name, self.kernels.get(name), spec.impl if spec else None)
+            fn = self.kernels.get(name)
+            text = kernel_code(name, fn, spec.impl if spec else None)
             path = write_script(self.directory, record, environment, run_seed, text, self.timeout_s, self.spec.slack,
-                                self.max_autotune_configs)
+                                self.max_autotune_configs, kernel_support(spec), takes_fast_accum(fn))
         except Exception as exc:  # a repro that cannot be written must not stop the run
             self.errors[key] = f"{record['id']}: {type(exc).__name__}: {exc}"
             return None
@@ -546,7 +571,7 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     for the given case ids), after the fact. Kernels are found through the matrix the report
     names (or `matrix`); the tensors are regenerated from the recorded seed. A report is data
     from elsewhere: a record whose values are not a case of this plugin is refused, by id."""
-    from ..matrix.kernels import BUILTIN_IMPLS
+    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
     from .report import load_report
     from ..matrix.schema import DEFAULT_LIMITS
     from ..matrix.spec import load_spec
@@ -554,10 +579,11 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     report = load_report(report_path)
     matrix_block = _mapping(report.get("matrix"))
     matrix_path = Path(matrix) if matrix else _report_matrix(matrix_block.get("path"))
-    impls, slack, limits = {}, 1.0, dict(DEFAULT_LIMITS)
+    impls, specs, slack, limits = {}, {}, 1.0, dict(DEFAULT_LIMITS)
     if matrix_path is not None:
         spec = load_spec(matrix_path)
         impls = {k.name: k.impl for k in spec.kernels}
+        specs = {k.name: k for k in spec.kernels}
         slack, limits = spec.slack, dict(spec.limits)
     seed = matrix_block.get("seed")
     if type(seed) is not int:
@@ -582,9 +608,19 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
             continue
         seen.add(key)
         name = record["params"]["kernel"]
-        text = kernel_code(name, BUILTIN_IMPLS.get(name) if impls.get(name) is None else None, impls.get(name))
+        fn = BUILTIN_IMPLS.get(name) if impls.get(name) is None else None
+        text = kernel_code(name, fn, impls.get(name))
+        if impls.get(name) is not None:
+            try:
+                fn = load_impl(impls[name])
+            except Exception:  # the script imports it itself, and says so when it cannot
+                fn = None
+        support = kernel_support(specs.get(name))
+        if support is None and name in BUILTIN_IMPLS:
+            support = {"name": name, "builtin": True}  # a built-in whose declarations are not at hand
         record = {**record, "signature": record.get("signature") or record["outcome"]}
-        written.append(write_script(directory, record, _mapping(report.get("environment")), seed, text, timeout_s, slack))
+        written.append(write_script(directory, record, _mapping(report.get("environment")), seed, text, timeout_s, slack,
+                                    support=support, fast_accum_keyword=takes_fast_accum(fn)))
     missing = wanted - ids
     if missing:
         raise ReproError(f"{report_path}: no case {', '.join(repr(m) for m in sorted(missing))}")

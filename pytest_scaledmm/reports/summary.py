@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from ..verdict import outcome as oc
 
-ORDER = [oc.PASS, oc.UNSUPPORTED, oc.SKIPPED, oc.XFAIL, oc.FIXED_UPSTREAM, *oc.FAILURES]
-
 
 def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
     counts = state.counts()
     total = sum(counts.values())
-    dist = ", ".join(f"{name} {counts[name]}" for name in ORDER if counts.get(name))
+    dist = ", ".join(f"{c.name} {counts[c.name]}" for c in oc.CLASSES if counts.get(c.name))
     env = state.environment or {}
     lines = [
         f"{total} cases ({state.profile.name} profile, seed {state.seed}) on {env.get('device_name', '?')} "
         f"[{env.get('arch', '?')}], torch {env.get('torch', '?')}: {dist}",
     ]
-    failing = [g for g in groups if g["outcome"] not in (oc.UNSUPPORTED, oc.XFAIL)]
+    failing = [g for g in groups if g["outcome"] in oc.FAILURES]
     if failing:
         lines.append(f"{len(failing)} failure signature(s):")
         for group in failing[:max_groups]:

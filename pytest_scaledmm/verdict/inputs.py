@@ -14,6 +14,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
+from .scale_forms import WHOLE, scale_form
+
 FP8_TORCH_NAMES = {
     "e4m3fn": "float8_e4m3fn",
     "e5m2": "float8_e5m2",
@@ -49,7 +51,6 @@ ACCUMULATORS = {
 C_EP = 8.0  # fp32 roundings of the scale and bias epilogue: 4 counted, a margin of 2
 C_OUT = 1.0  # the output dtype's one rounding to nearest
 BOUND_MODEL = "sqrt(min(K,L))-energy"
-BLOCK = 128
 SPECIAL_VALUES = {"zero": 0.0, "inf": math.inf, "nan": math.nan}  # "negative" negates the element
 
 
@@ -92,7 +93,13 @@ class CaseInputs:
         return (self.a, self.b, self.scale_a, self.scale_b, self.bias)
 
 
-def _scale_tensor(form: str, side: str, m: int, k: int, n: int, generator):
+def _operand(side: str, m: int, k: int, n: int) -> tuple[int, int]:
+    """(rows, cols) of the operand a scale dequantises: a is M x K, b is K x N."""
+    return (m, k) if side == "a" else (k, n)
+
+
+def _scale_tensor(form_id: str, side: str, m: int, k: int, n: int, generator):
+    """One element per block of the operand (scale_forms.py), in the form's memory order."""
     import torch
 
     def draw(*shape):
@@ -100,19 +107,11 @@ def _scale_tensor(form: str, side: str, m: int, k: int, n: int, generator):
         exponents = torch.randint(-2, 3, shape, generator=generator)
         return torch.pow(2.0, exponents.float()) * (1 + torch.rand(shape, generator=generator) * 0.5)
 
-    kb, nb, mb = math.ceil(k / BLOCK), math.ceil(n / BLOCK), m
-    if form == "tensor_0d":
-        return draw(1).reshape(())
-    if form == "tensor_1d":
-        return draw(1)
-    if form == "tensor_1x1":
-        return draw(1, 1)
-    if form == "rowwise":
-        return draw(m, 1) if side == "a" else draw(1, n)
-    if form == "blockwise":
-        # 1x128 for a: (M, K/128) outer-dim-major; 128x128 for b: (K/128, N/128) with strides (1, K/128).
-        return draw(kb, mb).t() if side == "a" else draw(nb, kb).t()
-    raise ValueError(form)
+    form = scale_form(form_id)
+    operand = _operand(side, m, k, n)
+    rows, cols = form.grid(side, *operand)
+    scale = draw(cols, rows).t() if form.column_major else draw(rows, cols)
+    return scale if form.rank == 2 else scale.reshape(form.shape(side, *operand))
 
 
 def _with_special(scale, special: str):
@@ -214,20 +213,16 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     )
 
 
-def _expand_scale(scale, form: str, side: str, rows: int, cols: int):
-    """The scale as a float64 (rows x cols) multiplier of the operand it dequantises."""
+def _expand_scale(scale, form_id: str, side: str, rows: int, cols: int):
+    """The scale as a float64 (rows x cols) multiplier of the operand it dequantises: each
+    element repeated over its block."""
     import torch
 
-    s = scale.detach().to("cpu", torch.float64)
-    if form.startswith("tensor"):
-        return s.reshape(()).expand(rows, cols)
-    if form == "rowwise":
-        return s.reshape(rows, 1).expand(rows, cols) if side == "a" else s.reshape(1, cols).expand(rows, cols)
-    if form == "blockwise":
-        if side == "a":  # rows=M, cols=K, one scale per 1x128
-            return s.repeat_interleave(BLOCK, dim=1)[:, :cols]
-        return s.repeat_interleave(BLOCK, dim=0).repeat_interleave(BLOCK, dim=1)[:rows, :cols]
-    raise ValueError(form)
+    form = scale_form(form_id)
+    row_block, col_block = form.block(side)
+    s = scale.detach().to("cpu", torch.float64).reshape(form.grid(side, rows, cols))
+    s = s.expand(rows, -1) if row_block is WHOLE else s.repeat_interleave(row_block, dim=0)[:rows]
+    return s.expand(-1, cols) if col_block is WHOLE else s.repeat_interleave(col_block, dim=1)[:, :cols]
 
 
 def accumulator(params: Mapping[str, Any], device_type: str) -> str:

@@ -1,6 +1,20 @@
-"""The oracle: each side's output of one case checked against the float64 reference."""
+"""The oracle: each side's output of one case checked against the float64 reference.
+
+A side-checker is `check(eager_ran, eager_out, compiled_outs) -> (eager_check, compiled_check)`;
+`guarded` runs one so that whatever the kernel returned ends as a check of that side: an output
+on the wrong device, or one the checker cannot read, is a failed check that names the problem.
+"""
 
 from __future__ import annotations
+
+import math
+from typing import Callable, Optional
+
+
+def worst(checks: list) -> dict:
+    """The first failing check (reference before parity), else the closest one."""
+    failing = [c for c in checks if not c["ok"]]
+    return failing[0] if failing else max(checks, key=lambda c: c["ratio"])
 
 
 def check_sides(params, inputs, eager_ran, eager_out, compiled_outs, slack):
@@ -21,7 +35,79 @@ def check_sides(params, inputs, eager_ran, eager_out, compiled_outs, slack):
         if special and eager_ran and check_metadata(eager_out, shape, dtype) is None:
             bound = {**ref.bound, "model": "twice the reference tolerance, against eager"}
             checks += [parity(eager_out, out, ref.tolerance, shape, dtype, bound) for out in compiled_outs]
-        # The first failing check (reference before parity), else the closest call.
-        failing = [c for c in checks if not c["ok"]]
-        compiled_check = failing[0] if failing else max(checks, key=lambda c: c["ratio"])
+        compiled_check = worst(checks)
     return eager_check, compiled_check
+
+
+def case_checker(params, inputs, slack: float) -> Callable:
+    """The side-checker of a case: check_sides with its parameters, inputs and slack."""
+
+    def check(eager_ran, eager_out, compiled_outs):
+        return check_sides(params, inputs, eager_ran, eager_out, compiled_outs, slack)
+
+    return check
+
+
+def reference_checker(ref, shape, dtype) -> Callable:
+    """A side-checker against a given inputs.Reference, without parity (triage's plain matmul)."""
+    from .inputs import compare
+
+    def check(eager_ran, eager_out, compiled_outs):
+        eager_check = compare(eager_out, ref, shape, dtype) if eager_ran else None
+        compiled_check = None
+        if compiled_outs is not None:
+            compiled_check = worst([compare(out, ref, shape, dtype) for out in compiled_outs])
+        return eager_check, compiled_check
+
+    return check
+
+
+def device_problem(out, device: str) -> Optional[dict]:
+    """A failed check when `out` is a tensor on another device than the case's (a meta tensor,
+    a GPU tensor from a CPU run); the oracle cannot read such an output."""
+    import torch
+
+    if not isinstance(out, torch.Tensor):
+        return None  # the oracle names what was returned instead
+    want, got = torch.device(device), out.device
+    if got.type == want.type and (want.index is None or got.index is None or got.index == want.index):
+        return None
+    return {"ok": False, "problem": f"device {got}, expected {device}", "ratio": math.inf}
+
+
+def unchecked(exc: Exception) -> dict:
+    """The failed check of a side whose output the checker raised on."""
+    first = (str(exc).splitlines() or [""])[0][:200]
+    return {
+        "ok": False,
+        "problem": f"the output could not be checked ({type(exc).__name__})",
+        "ratio": math.inf,
+        "error": f"{type(exc).__name__}: {first}",
+    }
+
+
+def guarded(check: Callable, eager_ran: bool, eager_out, compiled_outs, device: str):
+    """(eager_check, compiled_check) from a side-checker, guarded: an output on the wrong
+    device, or an exception while checking, is a failed check of that side that says so."""
+    eager_bad = device_problem(eager_out, device) if eager_ran else None
+    compiled_bad = None
+    if compiled_outs is not None:
+        compiled_bad = next(filter(None, (device_problem(out, device) for out in compiled_outs)), None)
+    eager_ran = eager_ran and eager_bad is None
+    compiled_outs = None if compiled_bad else compiled_outs
+    try:
+        eager_check, compiled_check = check(eager_ran, eager_out, compiled_outs)
+    except Exception:
+        # One side's output may be what the oracle cannot read: check each side alone.
+        eager_check = compiled_check = None
+        if eager_ran:
+            try:
+                eager_check = check(True, eager_out, None)[0]
+            except Exception as exc:
+                eager_check = unchecked(exc)
+        if compiled_outs is not None:
+            try:
+                compiled_check = check(False, None, compiled_outs)[1]
+            except Exception as exc:
+                compiled_check = unchecked(exc)
+    return eager_bad or eager_check, compiled_bad or compiled_check

@@ -1,4 +1,10 @@
-"""Outcome classes of one case and the normalised signature of a failure."""
+"""Outcome classes of one case, one row each in CLASSES, and the normalised signature of a
+failure.
+
+A new class is a name and a row here (plus the code that produces it): pytest's verdict on the
+case item, the failure set, the comparison of reports, the terminal summary, the rendered
+tables and the heatmap all read the table.
+"""
 
 from __future__ import annotations
 
@@ -28,19 +34,57 @@ INTERNAL_ERROR = "INTERNAL_ERROR"
 # The harness could not run or check the case; the record exists so that nothing goes missing.
 HARNESS_ERROR = "HARNESS_ERROR"
 
-FAILURES = (
-    MISMATCH,
-    COMPILE_ONLY_ERROR,
-    ERROR_PARITY,
-    FALLBACK,
-    OPCHECK_FAILED,
-    CRASH,
-    TIMEOUT,
-    REFUSED,
-    INTERNAL_ERROR,
-    HARNESS_ERROR,
+# How a case item ends in pytest, and what that makes of the case when reports are compared.
+PYTEST_STATUSES = {"passed": "ok", "xfailed": "known", "skipped": "absent", "failed": "failing"}
+
+
+@dataclass(frozen=True)
+class OutcomeClass:
+    """One outcome class: how pytest reports it and how reports and renderings show it."""
+
+    name: str
+    pytest_status: str  # a key of PYTEST_STATUSES; "failed" fails the run and the gate
+    severity: int  # 0 is the worst; a heatmap cell takes its worst class's colour
+    colour: str  # of its heatmap segments, chips and legend (text turns dark on light colours)
+    abbrev: str  # its column heading in the terminal table, 6 characters at most
+
+    @property
+    def fails(self) -> bool:
+        return self.pytest_status == "failed"
+
+    @property
+    def category(self) -> str:
+        """ok, known (an expected failure), absent (not run here) or failing: what a change
+        between two reports is judged on (reports/compare.py)."""
+        return PYTEST_STATUSES[self.pytest_status]
+
+
+# In display order: the outcomes that do not fail, then the failures.
+CLASSES: tuple[OutcomeClass, ...] = (
+    OutcomeClass(PASS, "passed", 12, "#2f9e44", "PASS"),
+    OutcomeClass(FIXED_UPSTREAM, "passed", 11, "#1c7ed6", "FIXED"),
+    OutcomeClass(XFAIL, "xfailed", 10, "#e8b923", "XFAIL"),
+    OutcomeClass(UNSUPPORTED, "skipped", 13, "#adb5bd", "UNSUP"),
+    OutcomeClass(SKIPPED, "skipped", 14, "#dee2e6", "SKIP"),
+    OutcomeClass(MISMATCH, "failed", 2, "#e03131", "MISM"),
+    OutcomeClass(COMPILE_ONLY_ERROR, "failed", 1, "#f76707", "COMPL"),
+    OutcomeClass(ERROR_PARITY, "failed", 3, "#9c36b5", "PARITY"),
+    OutcomeClass(FALLBACK, "failed", 4, "#d6336c", "FALLBK"),
+    OutcomeClass(OPCHECK_FAILED, "failed", 5, "#a61e4d", "OPCHK"),
+    OutcomeClass(CRASH, "failed", 0, "#5c0a0a", "CRASH"),
+    OutcomeClass(TIMEOUT, "failed", 6, "#845ef7", "TMOUT"),
+    OutcomeClass(REFUSED, "failed", 7, "#e67700", "REFUSE"),
+    OutcomeClass(INTERNAL_ERROR, "failed", 8, "#364fc7", "INTERN"),
+    OutcomeClass(HARNESS_ERROR, "failed", 9, "#0b7285", "HARNES"),
 )
-ALL_OUTCOMES = (PASS, UNSUPPORTED, SKIPPED, XFAIL, FIXED_UPSTREAM) + FAILURES
+_CLASS_BY_NAME = {c.name: c for c in CLASSES}
+FAILURES = tuple(c.name for c in CLASSES if c.fails)
+
+
+def outcome_class(name: Optional[str]) -> Optional[OutcomeClass]:
+    """The row of a class name; None for a class this version does not know (a newer
+    plugin's report), which readers treat as a failure."""
+    return _CLASS_BY_NAME.get(name)
 
 
 @dataclass

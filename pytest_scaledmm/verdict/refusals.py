@@ -1,7 +1,7 @@
 """When a refusal is earned: the documented refusals of the built-in ops, a kernel's declared
 support, and the errors that are bugs whoever raises them.
 
-A case whose eager and compiled calls raise alike is judged here (run.classify), in this order:
+A case whose eager and compiled calls raise alike is judged here (classify.classify), in this order:
 
 1. INTERNAL_ERROR: either side raised an internal assert ("INTERNAL ASSERT FAILED", "please
    report a bug to PyTorch", a bare ``torch._check(cond)`` without a message) or a CUDA / HIP /
@@ -20,17 +20,19 @@ A case whose eager and compiled calls raise alike is judged here (run.classify),
    the kernel may wrap, the detail names the declaration that would make the case unsupported.
 
 A kernel that raises SystemExit, KeyboardInterrupt or another BaseException that is not an
-Exception is a CRASH before any of this (run.py): it tried to end the process.
+Exception is a CRASH before any of this (pipeline.py): it tried to end the process.
+
+What is read of a kernel is its Support: plain data, so that a repro script carries it and judges
+as the run did.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Mapping, Optional
 
-from . import outcome as oc
-from .outcome import ErrorInfo, Outcome, signature_of
+from .outcome import INTERNAL_ERROR, REFUSED, UNSUPPORTED, ErrorInfo, Outcome, signature_of
 
 FP8_BUILTINS = ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift")
 INT8_BUILTINS = ("int8_w8a8",)
@@ -179,12 +181,41 @@ def internal_error(eager: ErrorInfo, compiled: ErrorInfo) -> Optional[str]:
     return None
 
 
+@dataclass(frozen=True)
+class Support:
+    """What a kernel declares it supports, and whether it is a built-in: all that judge reads of
+    a kernel. `Support.of` takes a KernelSpec (or a Support); None stays None."""
+
+    name: str
+    builtin: bool
+    scale_forms: Optional[tuple] = None
+    dtypes: Optional[tuple] = None
+    min_m: Optional[int] = None
+    max_m: Optional[int] = None
+    m_multiple: Optional[int] = None
+    k_multiple: Optional[int] = None
+    n_multiple: Optional[int] = None
+
+    @classmethod
+    def of(cls, kernel) -> Optional["Support"]:
+        if kernel is None or isinstance(kernel, cls):
+            return kernel
+        # A built-in has neither an impl reference nor a hook-declared callable.
+        builtin = kernel.impl is None and kernel.fn is None
+        declared = {f.name: getattr(kernel, f.name) for f in fields(cls) if f.name not in ("name", "builtin")}
+        return cls(kernel.name, builtin, **declared)
+
+    def to_json(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
 def _tokens(params: Mapping[str, Any]) -> int:
     return params["m"]  # a 3-D activation has M = B*T tokens in total
 
 
 def outside_declared_support(kernel, params: Mapping[str, Any]) -> Optional[str]:
-    """The first declaration of `kernel` (a KernelSpec) that the case lies outside, or None."""
+    """The first declaration of `kernel` (a KernelSpec or Support) that the case lies outside, or None."""
+    kernel = Support.of(kernel)
     if kernel is None:
         return None
     for side in ("scale_a", "scale_b"):
@@ -202,7 +233,7 @@ def outside_declared_support(kernel, params: Mapping[str, Any]) -> Optional[str]
         ("n_multiple", lambda v: n % v, f"N = {n}"),
     ]
     for key, outside, what in limits:
-        value = getattr(kernel, key, None)
+        value = getattr(kernel, key)
         if value is not None and outside(value):
             return f"{what} is outside its {key}: {value}"
     return None
@@ -210,28 +241,28 @@ def outside_declared_support(kernel, params: Mapping[str, Any]) -> Optional[str]
 
 def judge(kernel, params: Optional[Mapping[str, Any]], eager: ErrorInfo, compiled: ErrorInfo) -> Outcome:
     """The outcome of a case that eager and compiled refuse alike; see the module docstring.
-    `kernel` is the case's KernelSpec; None for a harness rung (a plain matmul), whose alike
-    refusals stay UNSUPPORTED unless they are internal errors."""
+    `kernel` is the case's KernelSpec or Support; None for a harness rung (a plain matmul), whose
+    alike refusals stay UNSUPPORTED unless they are internal errors."""
+    kernel = Support.of(kernel)
     signature = signature_of(eager)
     bug = internal_error(eager, compiled)
     if bug:
-        return Outcome(oc.INTERNAL_ERROR, signature, "eager", f"eager and compiled raise alike, and {bug}: a bug, not a refusal")
+        return Outcome(INTERNAL_ERROR, signature, "eager", f"eager and compiled raise alike, and {bug}: a bug, not a refusal")
     if kernel is None or params is None:
-        return Outcome(oc.UNSUPPORTED, signature, "eager", "eager and compiled refuse alike")
+        return Outcome(UNSUPPORTED, signature, "eager", "eager and compiled refuse alike")
     outside = outside_declared_support(kernel, params)
     if outside:
         return Outcome(
-            oc.UNSUPPORTED, signature, "eager", f"eager and compiled refuse alike, outside the declared support: {outside}"
+            UNSUPPORTED, signature, "eager", f"eager and compiled refuse alike, outside the declared support: {outside}"
         )
-    builtin = kernel.impl is None and getattr(kernel, "fn", None) is None
-    if builtin:
+    if kernel.builtin:
         refusal = documented_refusal(kernel.name, eager)
         if refusal is not None:
             return Outcome(
-                oc.UNSUPPORTED, signature, "eager", f"eager and compiled refuse alike; a documented refusal: {refusal.constraint}"
+                UNSUPPORTED, signature, "eager", f"eager and compiled refuse alike; a documented refusal: {refusal.constraint}"
             )
         return Outcome(
-            oc.REFUSED, signature, "eager",
+            REFUSED, signature, "eager",
             f"eager and compiled refuse alike, but built-in kernel {kernel.name} does not document this refusal",
         )
     detail = (
@@ -242,4 +273,4 @@ def judge(kernel, params: Optional[Mapping[str, Any]], eager: ErrorInfo, compile
     if refusal is not None:
         hint = f": declare {refusal.declare}" if refusal.declare else ""
         detail += f". The error is a documented refusal of a built-in op ({refusal.constraint}){hint}"
-    return Outcome(oc.REFUSED, signature, "eager", detail)
+    return Outcome(REFUSED, signature, "eager", detail)

@@ -1,0 +1,127 @@
+"""What a matrix run was asked to do: every --scaledmm-* option, checked and resolved once in
+pytest_configure into one frozen Settings. The rest of the plugin reads the Settings, never
+config.getoption; a bad value is one usage error before anything runs."""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from . import options as opt
+
+
+@dataclass(frozen=True)
+class ExploreSettings:
+    examples: int  # hypothesis examples per kernel
+    corpus: Path  # where minimal failures are added
+
+
+@dataclass(frozen=True)
+class Settings:
+    matrix: Path  # the matrix file, resolved
+    profile: str
+    seed: Optional[int]  # None: the matrix's own seed
+    device: str  # as requested: auto, cpu, cuda, cuda:N
+    report: Path  # where the controller writes the report
+    worker: bool  # an xdist worker: it runs cases, the controller gathers and writes
+    reuse_cache: bool
+    isolate: bool
+    timeout: float
+    triage: bool
+    triage_budget: float
+    max_autotune_configs: int
+    cases: tuple[str, ...]  # --scaledmm-case ids; empty: every case
+    explore: Optional[ExploreSettings]
+    repro_dir: Optional[Path]
+    first_failure: bool
+    baseline: Optional[str]
+    allow_missing: bool
+    allow_capability_loss: bool
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> Optional["Settings"]:
+        """None unless --scaledmm-matrix was given; pytest.UsageError for a bad value."""
+        get = config.getoption
+        matrix = get(opt.MATRIX.dest)
+        if matrix is None:
+            return None
+        device = get(opt.DEVICE.dest)
+        problem = opt.validate_device(device)
+        for option in (opt.TIMEOUT, opt.TRIAGE_BUDGET):
+            problem = problem or opt.check_seconds(option, get(option.dest))
+        if problem:
+            raise pytest.UsageError(problem)
+        if device.startswith("cuda"):
+            from ..execution.device import resolve_device
+
+            try:  # an explicit GPU that is not there: one usage error now, not one per case
+                resolve_device(device)
+            except RuntimeError as exc:
+                raise pytest.UsageError(str(exc)) from None
+        cases = tuple(get(opt.CASE.dest) or ())
+        matrix_path = _matrix_path(config, matrix)
+        explore = None
+        if get(opt.EXPLORE.dest):
+            if cases:
+                raise pytest.UsageError("--scaledmm-explore searches the axes; it does not take --scaledmm-case")
+            from ..matrix.corpus import DEFAULT_NAME
+
+            corpus = get(opt.CORPUS.dest)
+            explore = ExploreSettings(
+                max(1, get(opt.EXPLORE_EXAMPLES.dest)),
+                Path(corpus).resolve() if corpus else matrix_path.parent / DEFAULT_NAME,
+            )
+        report = get(opt.REPORT.dest)
+        repro_dir = get(opt.REPRO_DIR.dest)
+        return cls(
+            matrix=matrix_path,
+            profile=get(opt.PROFILE.dest),
+            seed=get(opt.SEED.dest),
+            device=device,
+            report=Path(report).resolve() if report else _default_report_path(config),
+            worker=is_worker(config),
+            reuse_cache=get(opt.REUSE_CACHE.dest),
+            isolate=get(opt.ISOLATE.dest) == "yes",
+            timeout=get(opt.TIMEOUT.dest),
+            triage=get(opt.TRIAGE.dest),
+            triage_budget=get(opt.TRIAGE_BUDGET.dest),
+            max_autotune_configs=get(opt.MAX_AUTOTUNE_CONFIGS.dest),
+            cases=cases,
+            explore=explore,
+            repro_dir=Path(repro_dir).resolve() if repro_dir else None,
+            first_failure=get(opt.FIRST_FAILURE.dest),
+            baseline=get(opt.BASELINE.dest),
+            allow_missing=get(opt.ALLOW_MISSING.dest),
+            allow_capability_loss=get(opt.ALLOW_CAPABILITY_LOSS.dest),
+        )
+
+
+def is_worker(config: pytest.Config) -> bool:
+    """An xdist worker: it runs cases; the controller gathers their records and writes the report."""
+    return hasattr(config, "workerinput")
+
+
+def requested_report(config: pytest.Config) -> Optional[str]:
+    """--scaledmm-report as given: for a run refused before its Settings exist."""
+    return config.getoption(opt.REPORT.dest, None)
+
+
+def _matrix_path(config: pytest.Config, matrix: str) -> Path:
+    # Relative to where pytest was invoked when the file is there, else to the rootdir.
+    path = Path(matrix)
+    if not path.is_absolute():
+        invocation = Path(config.invocation_params.dir)
+        path = invocation / path if (invocation / path).exists() else Path(config.rootpath) / path
+    return path.resolve()
+
+
+def _default_report_path(config: pytest.Config) -> Path:
+    # Second, microsecond and pid: two runs never share a name, so no earlier report is replaced.
+    now = time.time()
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f"-{int(now % 1 * 1e6):06d}-{os.getpid()}"
+    return Path(config.rootpath) / ".scaledmm" / "reports" / f"report-{stamp}.json"

@@ -1,0 +1,325 @@
+"""One case, eager then compiled then checked: the flow the run, triage's plain matmul rung, repro
+scripts (which embed this module) and the benchmark's bare loop all go through.
+
+Whatever the callable does is an outcome, never a lost record: an exception (any BaseException:
+SystemExit, KeyboardInterrupt and the like end as CRASH, the kernel tried to end the process), a
+result that is not a tensor, or one of the wrong shape, dtype or device. The one exception that
+escapes is a KeyboardInterrupt when `interrupts` says it is the user's Ctrl-C.
+
+The callable never sees the caller's tensors: each call (eager, and each compiled call) gets a
+copy of its own, same layout and same bytes, and is compared with the caller's afterwards. So the
+reference, built from the caller's tensors, stays pristine; no side hands a changed input to the
+next; and a kernel that changed an input in place (values, layout or storage) fails the case as
+a MISMATCH that names the tensor: whatever it returned cannot be trusted.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping, Optional
+
+from .outcome import MISMATCH, Outcome
+
+# Dynamo backend -> the layer a failure inside it is attributed to (ErrorInfo.layer).
+BACKEND_LAYERS = {"inductor": "inductor", "aot_eager": "aot_autograd"}
+
+
+class CountingBackend:
+    """Wraps a Dynamo backend; counts graphs compiled and compiled-graph calls, and records the
+    layer that was active when something raised."""
+
+    def __init__(self, inner: Callable, inner_name: str):
+        self.inner = inner
+        self.inner_name = inner_name
+        self.graphs = 0
+        self.calls = 0
+        self.stage = "dynamo"
+
+    def __call__(self, gm, example_inputs):
+        self.stage = self.inner_name
+        compiled = self.inner(gm, example_inputs)
+        self.graphs += 1
+        self.stage = "dynamo"
+        backend = self
+
+        def run(*args):
+            backend.calls += 1
+            backend.stage = "runtime"
+            result = compiled(*args)
+            backend.stage = "dynamo"
+            return result
+
+        run._boxed_call = getattr(compiled, "_boxed_call", False)
+        return run
+
+    def get_compiler_config(self):
+        getter = getattr(self.inner, "get_compiler_config", None)
+        return getter() if getter else None
+
+    def reset(self):
+        if hasattr(self.inner, "reset"):
+            self.inner.reset()
+
+
+@dataclass
+class CompiledCall:
+    fn: Callable
+    backend: CountingBackend
+
+
+def compile_counted(fn: Callable, settings: Mapping[str, Any]) -> CompiledCall:
+    """torch.compile(fn, fullgraph=True) with `settings` (compile_modes.compile_settings: backend,
+    mode, options, dynamic), through a counting backend."""
+    import torch
+
+    backend_name, dynamic = settings["backend"], settings.get("dynamic")
+    if backend_name == "inductor":
+        # The wrapper takes a mode and options together (torch.compile refuses both at once).
+        inner: Any = torch._TorchCompileInductorWrapper(settings.get("mode"), settings.get("options"), dynamic)
+    else:
+        inner = torch._dynamo.lookup_backend(backend_name)
+    backend = CountingBackend(inner, BACKEND_LAYERS.get(backend_name, "dynamo"))
+    return CompiledCall(torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic), backend)
+
+
+def sync(device: str) -> None:
+    """Wait for the device, so that a kernel's asynchronous error belongs to its own call."""
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _clone(out):
+    import torch
+
+    return out.clone() if isinstance(out, torch.Tensor) else out
+
+
+# Signed integer dtypes by element size: a tensor viewed as one compares bit for bit (NaN == NaN).
+_BITS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
+
+
+def _storage_bytes(storage):
+    import torch
+
+    return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
+
+
+def _bits(t):
+    import torch
+
+    return t.view(getattr(torch, _BITS[t.element_size()])) if t.element_size() in _BITS else t
+
+
+def argument_names(fn: Callable, count: int) -> list:
+    """The names `fn` gives its first `count` positional parameters (what a detail calls them)."""
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"argument {i}" for i in range(count)]
+
+
+class PristineInputs:
+    """The caller's arguments, never handed to the callable: `fresh()` gives each call copies of
+    its own tensors (same dtype, shape, strides, storage offset, view-ness, and the whole storage
+    copied, padding included; arguments that share a storage still share one), and
+    `changes(given)` says, per argument name, what a call changed in its copies. The copies live
+    on the tensors' own device and are compared there; one call's copies at a time."""
+
+    def __init__(self, args: tuple, names: list):
+        self.args = args
+        self.names = names
+        self.given_storages: list = [None] * len(args)  # the storages of the latest copies
+
+    def fresh(self) -> tuple:
+        import torch
+
+        storages: dict = {}
+        copies, self.given_storages = [], []
+        for arg in self.args:
+            if not isinstance(arg, torch.Tensor):
+                copies.append(arg)
+                self.given_storages.append(None)
+                continue
+            source = arg.untyped_storage()
+            key = (str(source.device), source.data_ptr()) if source.data_ptr() else id(arg)
+            if key not in storages:
+                storages[key] = source.clone()
+            storage = storages[key]
+            if arg._is_view():  # a view stays a view: compiled code may treat views differently
+                base = torch.empty(0, dtype=arg.dtype, device=arg.device).set_(storage)
+                copy = base.as_strided(arg.size(), arg.stride(), arg.storage_offset())
+            else:
+                copy = torch.empty(0, dtype=arg.dtype, device=arg.device).set_(
+                    storage, arg.storage_offset(), arg.size(), arg.stride())
+            copies.append(copy)
+            self.given_storages.append(storage)  # tells a storage swapped for another
+        return tuple(copies)
+
+    def changes(self, given: tuple) -> dict:
+        """{name: what changed} for each argument that a call changed in `given`, the latest
+        copies `fresh()` made; empty when it changed none."""
+        found = {}
+        for name, original, copy, storage in zip(self.names, self.args, given, self.given_storages):
+            what = _change(original, copy, storage)
+            if what:
+                found[name] = what
+        return found
+
+
+def _change(original, copy, given) -> Optional[str]:
+    """What differs between a caller's tensor and the copy a call was given (on the storage
+    `given`), or None."""
+    import torch
+
+    if not isinstance(original, torch.Tensor):
+        return None
+    layout = [
+        label
+        for label, before, after in (
+            ("dtype", original.dtype, copy.dtype),
+            ("device", original.device, copy.device),
+            ("shape", tuple(original.shape), tuple(copy.shape)),
+            ("strides", original.stride(), copy.stride()),
+            ("storage offset", original.storage_offset(), copy.storage_offset()),
+        )
+        if before != after
+    ]
+    if layout:
+        return ", ".join(layout)
+    now = copy.untyped_storage()
+    if now.data_ptr() != given.data_ptr() or now.nbytes() != given.nbytes():
+        return "storage"
+    if torch.equal(_storage_bytes(original.untyped_storage()), _storage_bytes(now)):
+        return None
+    return "values" if not torch.equal(_bits(original), _bits(copy)) else "storage outside its view"
+
+
+def changed_inputs_outcome(changed: Mapping[str, Mapping[str, str]], checked: Outcome) -> Outcome:
+    """The verdict on a case whose callable changed its inputs in place (`changed`: side ->
+    {argument name: what changed}): a MISMATCH of those sides naming the arguments, whatever
+    `checked` (the classification of its results against pristine inputs) said."""
+    sides = "+".join(side for side in ("eager", "compiled") if changed.get(side))
+    names = list(dict.fromkeys(name for side in ("eager", "compiled") for name in changed.get(side, {})))
+    how = "; ".join(f"{side}: " + ", ".join(f"{name} ({what})" for name, what in changed[side].items())
+                    for side in ("eager", "compiled") if changed.get(side))
+    said = f"{checked.outcome}" + (f" ({checked.detail})" if checked.detail else "")
+    return Outcome(
+        MISMATCH,
+        f"MISMATCH: {sides} changed {', '.join(names)} in place",
+        sides,
+        f"the kernel changed {', '.join(names)} in place ({how}): its results cannot be trusted; "
+        f"checked against the inputs as drawn they gave {said}",
+        extra={"changed_inputs": {side: dict(found) for side, found in changed.items() if found}},
+    )
+
+
+@dataclass
+class Sides:
+    """What one eager -> compile -> check run produced; `outcome` is the case's verdict."""
+
+    outcome: Outcome
+    eager_out: Any = None
+    compiled_outs: Optional[tuple] = None
+    timing: dict = field(default_factory=dict)
+
+
+def eager_compile_check(
+    fn: Callable,
+    args: tuple,
+    settings: Mapping[str, Any],
+    device: str,
+    check: Callable,
+    kernel=None,
+    params: Optional[Mapping] = None,
+    interrupts: bool = True,
+) -> Sides:
+    """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
+    the second runs the cached code), check each side with the side-checker `check`
+    (oracle.case_checker, or oracle.reference_checker) guarded by oracle.guarded, and classify
+    (classify.classify, with `kernel` and `params` for refusals). `interrupts`: a
+    KeyboardInterrupt is the user's and is raised again (in an isolated child it can only come
+    from the kernel, and is a CRASH). Each call gets copies of the tensors in `args`
+    (PristineInputs); a call that changed one makes the case a MISMATCH (changed_inputs_outcome)."""
+    import torch
+
+    from .classify import classify, crash_outcome
+    from .oracle import guarded
+    from .outcome import describe_exception
+
+    timing: dict = {}
+    eager_error = compiled_error = None
+    eager_out = compiled_outs = None
+    exits: dict = {}  # side -> the BaseException with which the kernel tried to end the process
+    pristine = PristineInputs(args, argument_names(fn, len(args)))
+    changed: dict = {}  # side -> {argument name: what the call changed}
+
+    def caught(exc: BaseException, side: str, layer: str):
+        if interrupts and isinstance(exc, KeyboardInterrupt):
+            raise exc
+        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt, GeneratorExit ...
+            exits[side] = exc
+        return describe_exception(exc, layer)
+
+    unreadable: list = []  # a call that ran, yet whose inputs cannot be read back: the harness's problem
+
+    def compare(given: tuple, side: str, raised: bool) -> None:
+        try:
+            changed.setdefault(side, {}).update(pristine.changes(given))
+        except Exception as exc:
+            # A call that raised may have left the device unreadable (a sticky CUDA error): its
+            # error is the outcome.
+            if not raised:
+                unreadable.append(exc)
+
+    given = pristine.fresh()
+    start = time.perf_counter()
+    try:
+        eager_out = _clone(fn(*given))
+        sync(device)
+    except BaseException as exc:
+        eager_error = caught(exc, "eager", "eager")
+    timing["eager_s"] = time.perf_counter() - start
+    compare(given, "eager", eager_error is not None)
+    del given
+
+    # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
+    torch._dynamo.reset()
+    compiled = compile_counted(fn, settings)
+    given = pristine.fresh()
+    try:
+        start = time.perf_counter()
+        first = _clone(compiled.fn(*given))
+        sync(device)
+        timing["compile_s"] = time.perf_counter() - start
+        compare(given, "compiled", False)
+        given = pristine.fresh()
+        start = time.perf_counter()
+        second = _clone(compiled.fn(*given))
+        sync(device)
+        timing["run_s"] = time.perf_counter() - start
+        compiled_outs = (first, second)
+    except BaseException as exc:
+        compiled_error = caught(exc, "compiled", compiled.backend.stage)
+    compare(given, "compiled", compiled_error is not None)
+    del given
+
+    if exits:
+        return Sides(crash_outcome(exits, eager_error, compiled_error, timing), eager_out, compiled_outs, timing)
+    if unreadable:
+        raise unreadable[0]
+    eager_check, compiled_check = guarded(check, eager_error is None, eager_out, compiled_outs, device)
+    result = classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check, kernel, params)
+    if any(changed.values()):
+        result = changed_inputs_outcome(changed, result)
+    result.timing = {k: round(v, 6) for k, v in timing.items()}
+    result.eager_error, result.compiled_error = eager_error, compiled_error
+    result.errors = {"eager": eager_check, "compiled": compiled_check}
+    result.extra["compiled_graphs"] = compiled.backend.graphs
+    result.extra["compiled_graph_calls"] = compiled.backend.calls
+    return Sides(result, eager_out, compiled_outs, timing)

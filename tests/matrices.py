@@ -1,0 +1,33 @@
+"""Small matrix files for the tests, written from Python values.
+
+`matrix_text([planted("correct"), "aten_scaled_mm"], {"m": [1, 4]})` is a matrix of one planted
+kernel and one built-in over BASE_AXES with m overridden; its default profile holds every
+combination of the axes for every kernel, unless `cases` says otherwise.
+"""
+
+import math
+
+import yaml
+
+# One case per kernel: a 0-D scale against a [1] one, compiled with aot_eager, the smallest shape.
+BASE_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
+
+# Cases in the pytest process without triage: for tests of reporting, not of isolation.
+IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
+
+
+def planted(name: str, function: str | None = None, module: str = "planted_kernels", **declared) -> dict:
+    """A kernel entry named `name` that runs `module:function` (default: the function `name`),
+    with declarations such as min_m=2 or scale_forms=[...]."""
+    return {"name": name, "impl": f"{module}:{function or name}", **declared}
+
+
+def matrix_text(kernels, axes=None, *, cases=None, base=BASE_AXES, **top) -> str:
+    """matrix.yaml text. `kernels`: entries from `planted` or names (built-in or hook kernels);
+    `axes` override `base`; `top` adds or replaces top-level keys (known_failures, exclude,
+    profiles...)."""
+    axes = {**base, **(axes or {})}
+    if cases is None:
+        cases = math.prod(len(values) for values in axes.values()) * len(kernels)
+    document = {"version": 1, "kernels": list(kernels), "axes": axes, "profiles": {"default": {"cases": cases}}, **top}
+    return yaml.safe_dump(document, sort_keys=False)
