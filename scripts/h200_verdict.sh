@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The default profile on one H200 after the verdict changes: outcome counts, MISMATCH cases per
 # kernel (the calibrated bound must raise no false alarm on aten ops), the bound each record was
-# held to, and the gate against itself and against a -k subset of itself (which must fail).
+# held to, and the gate against itself and against a -k subset of itself (both must fail: a
+# report gated against itself proves nothing, and a subset is incomplete).
 # The caller puts jsonschema / allpairspy on PYTHONPATH where they are not installed.
 set -u
 : "${OUT:?set OUT to the output directory}"
@@ -37,8 +38,15 @@ print("largest error/bound among PASS cases:")
 for key in sorted(worst):
     print("  ", key, round(worst[key], 4))
 PYEOF
+# The gate refuses a report gated against itself ("baseline and candidate are the same report"):
+# exit 1 with that reason is the expected result here, exit 0 would be a false pass.
 $PY -m pytest_scaledmm gate --baseline "$OUT/default.json" --candidate "$OUT/default.json" >"$OUT/gate_self.txt" 2>&1
-echo "exit $?" >>"$OUT/gate_self.txt"
+rc=$?
+if [ "$rc" -eq 1 ] && grep -q "baseline and candidate are the same report" "$OUT/gate_self.txt"; then
+  echo "exit $rc (expected: the same report twice is refused)" >>"$OUT/gate_self.txt"
+else
+  echo "exit $rc UNEXPECTED: the gate should refuse the same report twice" >>"$OUT/gate_self.txt"
+fi
 timeout -s INT 120 $PY -m pytest -p no:cacheprovider -q -W ignore --tb=no --scaledmm-matrix -n "$WORKERS" \
   -k "w8a8" --scaledmm-baseline "$OUT/default.json" --scaledmm-report /tmp/subset.json >"$OUT/gate_subset.txt" 2>&1
 echo "pytest exit $?" >>"$OUT/gate_subset.txt"

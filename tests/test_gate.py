@@ -4,13 +4,8 @@
 import textwrap
 
 import pytest
-from conftest import planted_matrix
+from matrices import IN_PROCESS, matrix_text, planted
 from reports_factory import DATA, case, report, write
-from reports_factory import warm_compile  # noqa: F401  (fixture)
-
-# These tests are about the catalogue and the gate: cases run in the pytest process (warmed by
-# warm_compile) without triage, which keeps each run to a few seconds.
-IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
 
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.reports.gate import GateFailure, check
@@ -76,15 +71,17 @@ def test_gate_honours_the_known_failure_catalogue(tmp_path, capsys):
             profiles: {default: {cases: 4}}
             known_failures:
               - match: {kernel: int8_w8a8, scale_a: rowwise}
-                torch: ">=2.12,<2.14"
+                torch: ">=2.11,<2.14"
                 signature: "MISMATCH: compiled values off the reference"
                 link: https://example.invalid/issue/1
               - match: {kernel: aten_scaled_mm, mode: max-autotune-no-cudagraphs}
-                torch: ">=2.13"
+                torch: ">=2.11"
                 signature: "must both be 2D"
             """
         )
     )
+    # Both entries cover the baseline's torch 2.11 too, where the cases passed ("fixed upstream"):
+    # their failures on 2.13 are the known failures the entries describe.
     args = ["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-regression.json")]
     assert main(args + ["--matrix", str(matrix)]) == 0
     out = capsys.readouterr().out
@@ -95,6 +92,13 @@ def test_gate_honours_the_known_failure_catalogue(tmp_path, capsys):
     assert main(args + ["--matrix", str(matrix)]) == 1
     err = capsys.readouterr().err
     assert "gate FAILED: 1 case(s)" in err and "4d0e44" in err
+
+    # An entry whose range leaves the baseline's torch out: the case passed there and nothing
+    # said it might not, so failing now as predicted is still a regression.
+    matrix.write_text(matrix.read_text().replace('">=2.11,<2.14"', '">=2.12,<2.14"'))
+    assert main(args + ["--matrix", str(matrix)]) == 1
+    err = capsys.readouterr().err
+    assert "regression: 1 case PASS -> XFAIL: MISMATCH: compiled values off the reference (e.g. w8a8-" in err
 
 
 def test_reports_without_a_common_case_fail_the_gate(tmp_path):
@@ -115,20 +119,22 @@ def test_gate_markdown_is_appended(tmp_path):
 
 # -- the same gate inside pytest ----------------------------------------------------------------
 
-BASELINE_MATRIX = planted_matrix(["k"], modes=("aot_eager",)).replace("planted_kernels:k", "planted_kernels:correct")
+# The gate is about the catalogue and the reports: cases run in the pytest process without
+# triage, which keeps each run to a few seconds. One kernel name, so one case id, whatever it runs.
+def _one_case(impl="correct") -> str:
+    return matrix_text([planted("k", impl)])
 
 
 def _baseline_run(matrix_project, impl):
-    matrix_project.write_matrix(BASELINE_MATRIX.replace("planted_kernels:correct", f"planted_kernels:{impl}"))
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "baseline.json")
-    return result
+    matrix_project.write_matrix(_one_case(impl))
+    return matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "baseline.json")
 
 
-def test_baseline_option_fails_the_session_on_a_new_failure(matrix_project, warm_compile):
+def test_baseline_option_fails_the_session_on_a_new_failure(matrix_project):
     """Same kernel name (so the same case id), other implementation: it passed in the baseline and
     fails now. The session fails and the summary says why."""
     _baseline_run(matrix_project, "correct").assert_outcomes(passed=1)
-    matrix_project.write_matrix(BASELINE_MATRIX.replace("planted_kernels:correct", "planted_kernels:asserts_rank_under_compile"))
+    matrix_project.write_matrix(_one_case("asserts_rank_under_compile"))
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
     result.assert_outcomes(failed=1)
     assert result.ret == 1
@@ -142,7 +148,7 @@ def test_baseline_option_fails_the_session_on_a_new_failure(matrix_project, warm
     assert matrix_project.report("now.json")["cases"][0]["outcome"] == "COMPILE_ONLY_ERROR"
 
 
-def test_baseline_option_passes_when_the_failure_is_old(matrix_project, warm_compile):
+def test_baseline_option_passes_when_the_failure_is_old(matrix_project):
     """The case failed the same way in the baseline: no new failure, the session exits 0."""
     _baseline_run(matrix_project, "asserts_rank_under_compile").assert_outcomes(failed=1)
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
@@ -151,8 +157,8 @@ def test_baseline_option_passes_when_the_failure_is_old(matrix_project, warm_com
     result.stdout.fnmatch_lines(["gate passed: no new failure*", "*exit status 0: every failing case failed the same way*"])
 
 
-def test_unusable_baseline_is_a_usage_error_naming_the_file(matrix_project, warm_compile):
-    matrix_project.write_matrix(BASELINE_MATRIX)
+def test_unusable_baseline_is_a_usage_error_naming_the_file(matrix_project):
+    matrix_project.write_matrix(_one_case())
     (matrix_project.path / "old.json").write_text("[1, 2")
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-baseline", "old.json")
     assert result.ret == 4

@@ -132,7 +132,7 @@ CATALOGUE_MATRIX = """\
     profiles: {default: {cases: 2}}
     known_failures:
       - match: {kernel: aten_scaled_mm}
-        torch: ">=2.13"
+        torch: ">=2.11"
         signature: "compiled values off the reference"
     """
 

@@ -2,13 +2,8 @@
 when the signature differs; version ranges through packaging's specifiers."""
 
 import pytest
-from conftest import planted_matrix
+from matrices import IN_PROCESS, matrix_text, planted
 from reports_factory import case
-from reports_factory import warm_compile  # noqa: F401  (fixture)
-
-# These tests are about the catalogue and the gate: cases run in the pytest process (warmed by
-# warm_compile) without triage, which keeps each run to a few seconds.
-IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")
 
 from pytest_scaledmm.matrix.known_failures import Catalogue, KnownFailure
 
@@ -75,16 +70,15 @@ def test_apply_rewrites_records():
 # -- inside pytest --------------------------------------------------------------------------------
 
 
-def known(signature, torch=None):
-    lines = ["known_failures:", "  - match: {scale_a: tensor_0d, scale_b: tensor_1d}", f"    signature: {signature!r}"]
-    if torch:
-        lines.append(f"    torch: {torch!r}")
-    lines.append("    link: https://example.invalid/issue/42")
-    return "\n".join(lines) + "\n"
+def known_matrix(kernel, signature, torch=None) -> str:
+    """One case of a planted kernel, and a catalogue entry that expects `signature` of it."""
+    entry = {"match": {"scale_a": "tensor_0d", "scale_b": "tensor_1d"}, "signature": signature,
+             **({"torch": torch} if torch else {}), "link": "https://example.invalid/issue/42"}
+    return matrix_text([planted(kernel)], known_failures=[entry])
 
 
-def test_known_failure_is_xfail(matrix_project, warm_compile):
-    matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("scale ranks differ")))
+def test_known_failure_is_xfail(matrix_project):
+    matrix_project.write_matrix(known_matrix("asserts_rank_under_compile", "scale ranks differ"))
     # Default options (case in a child process, triage on): the catalogue applies all the same.
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", "-rx")
     result.assert_outcomes(xfailed=1)
@@ -96,8 +90,8 @@ def test_known_failure_is_xfail(matrix_project, warm_compile):
     assert matrix_project.report()["summary"] == {"XFAIL": 1}
 
 
-def test_known_failure_that_passes_is_fixed_upstream(matrix_project, warm_compile):
-    matrix_project.write_matrix(planted_matrix(["correct"], extra=known("scale ranks differ")))
+def test_known_failure_that_passes_is_fixed_upstream(matrix_project):
+    matrix_project.write_matrix(known_matrix("correct", "scale ranks differ"))
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json")
     assert result.ret == 0
     result.stdout.fnmatch_lines(
@@ -110,8 +104,8 @@ def test_known_failure_that_passes_is_fixed_upstream(matrix_project, warm_compil
     assert matrix_project.report()["cases"][0]["outcome"] == "FIXED_UPSTREAM"
 
 
-def test_known_failure_with_another_signature_still_fails(matrix_project, warm_compile):
-    matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("LoweringException")))
+def test_known_failure_with_another_signature_still_fails(matrix_project):
+    matrix_project.write_matrix(known_matrix("asserts_rank_under_compile", "LoweringException"))
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json")
     result.assert_outcomes(failed=1)
     record = matrix_project.report()["cases"][0]
@@ -119,7 +113,7 @@ def test_known_failure_with_another_signature_still_fails(matrix_project, warm_c
     assert "expects another signature" in record["detail"]
 
 
-def test_known_failure_outside_its_torch_range_still_fails(matrix_project, warm_compile):
-    matrix_project.write_matrix(planted_matrix(["asserts_rank_under_compile"], extra=known("scale ranks differ", torch="<2.3")))
+def test_known_failure_outside_its_torch_range_still_fails(matrix_project):
+    matrix_project.write_matrix(known_matrix("asserts_rank_under_compile", "scale ranks differ", torch="<2.3"))
     matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json").assert_outcomes(failed=1)
     assert matrix_project.report()["cases"][0]["outcome"] == "COMPILE_ONLY_ERROR"

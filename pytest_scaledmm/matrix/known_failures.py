@@ -15,6 +15,10 @@ Applied to a record:
 - a pass that an entry covers becomes FIXED_UPSTREAM (retire the entry);
 - a failure with another signature stays a failure; the record notes which entry it missed.
 
+A signature must say something: one that normalises to fewer than MIN_SIGNATURE_CHARS characters
+(" ", "M") would be a substring of every failure of its kind, and is a MatrixError naming the
+file and the key.
+
 No torch import here: the gate applies the catalogue to reports on machines without torch.
 """
 
@@ -29,13 +33,35 @@ from packaging.version import InvalidVersion, Version
 
 from ..verdict import outcome as oc
 from .cases import matches
+from .errors import MatrixError
 from ..verdict.outcome import normalise_message
+
+# Non-space characters a normalised signature needs: "MISMATCH" is the shortest that names
+# something; shorter ones match nearly every failure.
+MIN_SIGNATURE_CHARS = 8
 
 
 def _normalised(signature: str) -> str:
     # Signatures are normalised already; an entry written by hand ("dim()=2") is brought to the
     # same form ("dim()=N") so that it can be pasted from an error message.
     return normalise_message(signature, max_lines=1)
+
+
+def check_entries(path, entries: Iterable[Mapping]) -> None:
+    """MatrixError (naming `path` and the key) for an entry whose signature would match nearly
+    any failure."""
+    for i, entry in enumerate(entries):
+        signature = entry.get("signature") if isinstance(entry, Mapping) else None
+        if not isinstance(signature, str):
+            raise MatrixError(path, f"known_failures[{i}].signature", "must be text")
+        meaningful = "".join(_normalised(signature).split())
+        if len(meaningful) < MIN_SIGNATURE_CHARS:
+            raise MatrixError(
+                path,
+                f"known_failures[{i}].signature",
+                f"{signature!r} is {len(meaningful)} character(s) once normalised ({meaningful!r}): it would match"
+                f" nearly every failure; give at least {MIN_SIGNATURE_CHARS} characters of the expected signature",
+            )
 
 
 def torch_release(version: str) -> Optional[Version]:
@@ -92,12 +118,15 @@ class Catalogue:
         self.entries = list(entries)
 
     @classmethod
-    def from_entries(cls, entries: Iterable[Mapping]) -> "Catalogue":
+    def from_entries(cls, entries: Iterable[Mapping], path="known_failures") -> "Catalogue":
+        """Raises MatrixError (naming `path`) for a catch-all signature; see check_entries."""
+        entries = list(entries)
+        check_entries(path, entries)
         return cls(KnownFailure.from_entry(i, e) for i, e in enumerate(entries))
 
     @classmethod
     def from_spec(cls, spec) -> "Catalogue":
-        return cls.from_entries(spec.known_failures)
+        return cls.from_entries(spec.known_failures, spec.path)
 
     def __bool__(self) -> bool:
         return bool(self.entries)
@@ -146,13 +175,15 @@ class Catalogue:
 
 # What an XFAIL record may have been before the catalogue: a failure (a class this version does
 # not know counts as one).
-_NOT_FAILURES = (oc.PASS, oc.UNSUPPORTED, oc.SKIPPED, oc.XFAIL, oc.FIXED_UPSTREAM)
+_NOT_FAILURES = tuple(c.name for c in oc.CLASSES if not c.fails)
 
 
 def restore_original_outcomes(report: dict) -> tuple[dict, list[str]]:
     """A copy of `report` with every XFAIL / FIXED_UPSTREAM record back to the outcome it had
-    before a catalogue was applied, and the ids of XFAIL records that do not say what failed.
-    Whether a failure is expected is recomputed from a catalogue, never read from a record."""
+    before a catalogue was applied, and the ids of the records that do not say what it was (an
+    XFAIL without the failure, a FIXED_UPSTREAM without its known failure): those stay as they
+    are and the gate fails on them by name. Whether a failure is expected is recomputed from a
+    catalogue, never read from a record."""
     report = copy.deepcopy(report)
     unexplained = []
     for record in report["cases"]:
@@ -161,12 +192,13 @@ def restore_original_outcomes(report: dict) -> tuple[dict, list[str]]:
             continue
         known = record.get("known_failure")
         original = known.get("original_outcome") if isinstance(known, dict) else None
-        valid = isinstance(original, str) and original not in _NOT_FAILURES
-        if outcome == oc.XFAIL and not valid:
+        failure = isinstance(original, str) and original not in _NOT_FAILURES
+        # A FIXED_UPSTREAM was a pass; one that names a failure is taken at its word.
+        valid = failure or (outcome == oc.FIXED_UPSTREAM and original == oc.PASS)
+        if not valid:
             unexplained.append(record["id"])
-            continue  # stays XFAIL; the gate fails on it by name
-        # A FIXED_UPSTREAM claims a pass; one that names a failure is taken at its word.
-        record["outcome"] = original if valid else oc.PASS
+            continue
+        record["outcome"] = original
         record.pop("known_failure", None)
         record.pop("known_failure_missed", None)
     return report, unexplained

@@ -1,30 +1,39 @@
 """The upgrade gate: a candidate report against a baseline -> pass, or fail with the reasons.
 
 It fails closed: what it cannot back is a failure. One reason line each when
-- a case newly fails: it passed in the baseline and fails now (regression), or fails in both
-  with another outcome class or signature (a new failure hiding behind an old one);
-- a run is incomplete (`session.complete` false, or fewer records than generated cases), or
-  cases of the baseline are missing from the candidate;
-- either report records a case id more than once, the candidate has no cases, or the reports
-  have no case in common;
-- a case that ran in the baseline is UNSUPPORTED or SKIPPED in the candidate (capability lost);
-- a record says XFAIL without saying what failed.
+- a case newly fails: it passed in the baseline and fails now (regression), also when the
+  catalogue expects the failure but its entry did not cover the baseline's run; it fails in both
+  with another outcome class or signature (a new failure hiding behind an old one); it fails and
+  the baseline has no record of it, or did not run it (UNSUPPORTED, SKIPPED);
+- a run is incomplete (`session.complete` false, or its counts of generated and recorded cases
+  disagree with its records), or cases of the baseline are missing from the candidate;
+- a report contradicts itself: its summary is not the count of its records' outcomes, a passing
+  record carries a failure's signature or error, an XFAIL or FIXED_UPSTREAM does not say what
+  it was before the catalogue;
+- either report records a case id more than once, the candidate has no cases, the reports have
+  no case in common, or no case in common was run and checked in the candidate;
+- the two runs were held to different bounds (tolerance slack);
+- baseline and candidate are the same report;
+- a case that ran in the baseline is UNSUPPORTED or SKIPPED in the candidate (capability lost).
 
 Expected failures are recomputed, never read from the records: every XFAIL / FIXED_UPSTREAM is
 restored to its original outcome in both reports and the known-failure catalogue is applied
-again, from the matrix given, or from the matrix the candidate names when that file's digest is
-the hash the candidate recorded; otherwise from none (a note says why).
+again, from the matrix given, or from the matrix both reports name when that file's digest is the
+hash they recorded; otherwise from none (a note says why).
 
 `allow_missing` is the opt-in for a partial comparison: incomplete runs and missing cases become
 notes. `allow_capability_loss` does the same for capability lost. Fixes, capabilities gained and
-cases only in the candidate are notes.
+passing cases only in the candidate are notes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Mapping, Optional
+from typing import Iterable, Mapping, Optional
 
 from .compare import (
     CAPABILITY_GAINED,
@@ -37,12 +46,16 @@ from .compare import (
     OK,
     REGRESSION,
     SIGNATURE_CHANGED,
+    KNOWN,
+    ABSENT,
     Comparison,
     Transition,
     category,
+    classify,
     compare_reports,
 )
 from ..matrix.known_failures import restore_original_outcomes
+from ..verdict import outcome as oc
 from .report import duplicate_ids
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
@@ -79,6 +92,21 @@ class GateResult:
         if not self.passed:
             raise GateFailure(self.reasons)
 
+    def unexplained_failures(self, records: Iterable[Mapping]) -> list[str]:
+        """Ids of the candidate's failing records (a class that fails pytest) without a baseline
+        record that failed the same way: a session with any of them keeps exit status 1 whatever
+        the gate says."""
+        unexplained = []
+        for record in records:
+            if category(record["outcome"]) != FAILING:
+                continue
+            row = self.comparison.grid.get(record["id"]) or [None, None]
+            before, after = row[0], row[-1]
+            old = before is not None and category(before["outcome"]) in (FAILING, KNOWN)
+            if not (old and after is not None and classify(before, after) is None):
+                unexplained.append(record["id"])
+        return unexplained
+
     def lines(self) -> list[str]:
         baseline, candidate = (c.label for c in self.comparison.columns)
         if self.passed:
@@ -109,9 +137,14 @@ def _group_reasons(transitions: list[Transition], limit: int) -> list[str]:
     return reasons
 
 
+def _whole(value) -> bool:
+    return type(value) is int
+
+
 def incompleteness(report: Mapping) -> Optional[str]:
     """Why a report does not cover its run, or None. A report that does not say it completed did
-    not; one with fewer records than generated cases did not either, whatever it says."""
+    not; one that does not count its generated and recorded cases as whole numbers equal to its
+    number of records did not either, whatever it says."""
     session = report.get("session") or {}
     cases = report.get("cases") or []
     if session.get("complete") is not True:
@@ -119,10 +152,102 @@ def incompleteness(report: Mapping) -> Optional[str]:
         if isinstance(reasons, list) and reasons:
             return "; ".join(str(r) for r in reasons)
         return "it says it did not complete" if "complete" in session else "it does not say that it completed"
-    generated = session.get("generated", (report.get("matrix") or {}).get("cases"))
-    if isinstance(generated, int) and len(cases) < generated:
+    generated, recorded = session.get("generated"), session.get("recorded")
+    if not (_whole(generated) and _whole(recorded)):
+        return "it does not say how many cases it generated and recorded (session.generated, session.recorded)"
+    if len(cases) < generated and recorded == len(cases):
         return f"{len(cases)} of {generated} generated case(s) have a record"
+    if not generated == recorded == len(cases):
+        return f"the counts disagree: {generated} generated, {recorded} recorded, {len(cases)} record(s)"
     return None
+
+
+def contradictions(report: Mapping) -> list[str]:
+    """Where a report contradicts itself (an edited or corrupt report), one line each."""
+    lines = []
+    cases = report["cases"]
+    counts = Counter(c["outcome"] for c in cases)
+    summary = report.get("summary")
+    if not isinstance(summary, Mapping):
+        lines.append("it has no summary of its outcomes")
+    else:
+        differ = sorted(o for o in set(summary) | set(counts) if summary.get(o, 0) != counts.get(o, 0))
+        if differ:
+            o = differ[0]
+            lines.append(
+                f"its summary does not match its records ({len(differ)} outcome count(s) differ, e.g. {o}:"
+                f" {summary.get(o, 0)} in the summary, {counts.get(o, 0)} record(s))"
+            )
+    passing = [c for c in cases if c["outcome"] in (oc.PASS, oc.FIXED_UPSTREAM) and _carries_a_failure(c)]
+    if passing:
+        lines.append(
+            f"{len(passing)} passing record(s) carry a failure's signature or error, e.g. {passing[0]['id']}:"
+            " the record was edited or is corrupt"
+        )
+    return lines
+
+
+def _carries_a_failure(record: Mapping) -> bool:
+    if record.get("signature") or record.get("eager_error") or record.get("compiled_error"):
+        return True
+    checks = record.get("errors") or {}
+    return any(isinstance(checks.get(side), Mapping) and checks[side].get("ok") is False for side in ("eager", "compiled"))
+
+
+def _slacks(report: Mapping) -> tuple[Optional[float], dict[str, frozenset]]:
+    """The tolerance slack the matrix block names (or None) and, per case id, the slacks its
+    records say they were held to."""
+    matrix = report.get("matrix") or {}
+    tolerance = matrix.get("tolerance") or {}
+    block = tolerance.get("slack")
+    per_case = {}
+    for record in report["cases"]:
+        checks = record.get("errors") or {}
+        found = set()
+        for side in ("eager", "compiled"):
+            bound = (checks.get(side) or {}).get("bound") or {}
+            slack = bound.get("slack")
+            if type(slack) in (int, float):
+                found.add("nan" if math.isnan(slack) else float(slack))
+        if found:
+            per_case[record["id"]] = frozenset(found)
+    return block, per_case
+
+
+def _bound_difference(baseline: Mapping, candidate: Mapping) -> Optional[str]:
+    """A reason when the two runs were held to different bounds: the comparison would then
+    say nothing about the kernels."""
+    (b_block, b_cases), (c_block, c_cases) = _slacks(baseline), _slacks(candidate)
+    differ = sorted(cid for cid in set(b_cases) & set(c_cases) if b_cases[cid] != c_cases[cid])
+    head = "not proven: the two runs were held to different bounds"
+    if differ:
+        cid = differ[0]
+        shown = [", ".join(str(s) for s in sorted(slacks, key=str)) for slacks in (b_cases[cid], c_cases[cid])]
+        return f"{head} ({len(differ)} case(s) in common, e.g. {cid}: slack {shown[0]} in the baseline, {shown[1]} in the candidate)"
+    if b_block is not None and c_block is not None and not (b_block == c_block):
+        return f"{head} (tolerance slack {b_block} in the baseline's matrix, {c_block} in the candidate's)"
+    return None
+
+
+def _canonical(report: Mapping) -> str:
+    return json.dumps(report, sort_keys=True, default=str)
+
+
+def _same_report(baseline: Mapping, candidate: Mapping) -> bool:
+    """The same file twice, or two copies of one report: a gate of a report against itself passes
+    whatever the report holds. By content, not path: the plugin gates its run against a baseline
+    that it read, before the run, from the path its own report now has."""
+    return _canonical(baseline) == _canonical(candidate)
+
+
+def _covered_in_baseline(t: Transition, catalogue, environment: Mapping) -> bool:
+    """A pass that now fails as an entry predicts is no news only when that same entry covered
+    the case in the baseline's run too (its pass there read "fixed upstream")."""
+    index = (t.after.get("known_failure") or {}).get("entry")
+    if not catalogue or type(index) is not int or not 0 <= index < len(catalogue.entries):
+        return False
+    entry = catalogue.entries[index]
+    return entry.covers(t.before.get("params") or {}, environment.get("torch"), environment.get("arch"))
 
 
 def check(
@@ -151,6 +276,8 @@ def check(
             reasons.append(text)
 
     reports = {"baseline": baseline, "candidate": candidate}
+    if _same_report(baseline[1], candidate[1]):
+        reasons.append("baseline and candidate are the same report: a report gated against itself proves nothing")
     for role, (_, data) in reports.items():
         duplicates = duplicate_ids(data)
         if duplicates:
@@ -159,19 +286,27 @@ def check(
                 f"{role}: {len(duplicates)} case id(s) appear more than once, e.g. {cid} ({count} records):"
                 " which record counts is unknown"
             )
+        reasons += [f"{role}: {line}" for line in contradictions(data)]
     if not candidate[1]["cases"]:
         reasons.append("the candidate has no cases: nothing ran, so nothing passed")
     for role, (_, data) in reports.items():
         why = incompleteness(data)
         if why:
             unless(allow_missing, "allow_missing", f"the {role} run is incomplete: {why}", "skipped")
+    bounds = _bound_difference(baseline[1], candidate[1])
+    if bounds:
+        reasons.append(bounds)
 
     # Expected failures: restored in both reports, then recomputed from the catalogue.
     restored = []
     for role, (path, data) in reports.items():
+        outcomes = {c["id"]: c["outcome"] for c in data["cases"]}
         data, unexplained = restore_original_outcomes(data)
-        if unexplained:
-            reasons.append(f"{role}: {len(unexplained)} case(s) XFAIL without its original outcome, e.g. {unexplained[0]}")
+        by_outcome: dict[str, list[str]] = {}
+        for cid in unexplained:
+            by_outcome.setdefault(outcomes[cid], []).append(cid)
+        for outcome, ids in sorted(by_outcome.items()):
+            reasons.append(f"{role}: {len(ids)} case(s) {outcome} without its original outcome, e.g. {ids[0]}")
         if catalogue:
             data = catalogue.apply_report(data)
         restored.append((path, data))
@@ -181,11 +316,15 @@ def check(
     comparison = compare_reports(restored)
     by_kind = comparison.by_kind()
     removed = by_kind[CASE_REMOVED]
-    common = len(comparison.case_ids) - len(by_kind[CASE_ADDED]) - len(removed)
-    if common == 0 and candidate[1]["cases"]:
+    common = [row for row in comparison.grid.values() if row[0] is not None and row[1] is not None]
+    if not common and candidate[1]["cases"]:
         reasons.append(
             "no case in common between the reports: another matrix, profile, seed or hypothesis version? "
             "Nothing was compared, so nothing passed"
+        )
+    elif common and all(category(row[1]["outcome"]) == ABSENT for row in common):
+        reasons.append(
+            "not proven: no case in common was run and checked (every one is UNSUPPORTED or SKIPPED in the candidate)"
         )
     if removed:
         passed = sum(1 for t in removed if category(t.before_outcome) == OK)
@@ -196,8 +335,28 @@ def check(
             f"{len(removed)} case(s) of the baseline are missing from the candidate{of_them}, e.g. {removed[0].case_id}",
             "skipped",
         )
-    failures = [t for kind in FAILING_KINDS for t in by_kind[kind]]
+    # A pass that fails now as the catalogue predicts: known only when the entry covered the
+    # baseline's run too; otherwise it is the regression it is.
+    baseline_env = baseline[1].get("environment") or {}
+    known, newly_known = [], []
+    for t in by_kind[KNOWN_FAILURE]:
+        (known if _covered_in_baseline(t, catalogue, baseline_env) else newly_known).append(t)
+    failures = [t for kind in FAILING_KINDS for t in by_kind[kind]] + [replace(t, kind=REGRESSION) for t in newly_known]
     failure_reasons = _group_reasons(failures, limit)
+    # Failures the baseline cannot show to be old: no record there, or it did not run the case.
+    unbacked = [
+        (t, "fail in the candidate and have no record in the baseline")
+        for t in by_kind[CASE_ADDED]
+        if category(t.after_outcome) in (FAILING, KNOWN)
+    ] + [
+        (t, "ran for the first time and fail (UNSUPPORTED or SKIPPED in the baseline)")
+        for t in by_kind[CAPABILITY_GAINED]
+        if category(t.after_outcome) in (FAILING, KNOWN)
+    ]
+    for what in dict.fromkeys(w for _, w in unbacked):
+        members = [t for t, w in unbacked if w == what]
+        failure_reasons.append(f"{len(members)} case(s) {what}, e.g. {members[0].case_id} ({members[0].after_outcome})")
+    failures += [t for t, _ in unbacked]
     reasons += failure_reasons
     lost = by_kind[CAPABILITY_LOST]
     if lost:
@@ -210,24 +369,32 @@ def check(
             "accepted",
         )
     notes += [n for n in comparison.notes if n not in comparison.report_notes]
-    for kind in (KNOWN_FAILURE, FIX, CAPABILITY_GAINED):
-        if by_kind[kind]:
-            extra = ""
-            if kind == CAPABILITY_GAINED:
-                failing = sum(1 for t in by_kind[kind] if category(t.after_outcome) == FAILING)
-                extra = f" ({failing} of them fail now that they run)" if failing else ""
-            notes.append(f"{len(by_kind[kind])} case(s) {kind}{extra}")
-    added_failing = [t for t in by_kind[CASE_ADDED] if category(t.after_outcome) == FAILING]
-    if added_failing:
-        notes.append(f"{len(added_failing)} case(s) only in the candidate fail (not gated: no baseline)")
+    if newly_known:
+        notes.append(
+            f"{len(newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts;"
+            " the entry did not cover the baseline's run, so they count as regressions"
+        )
+    for kind, members in ((KNOWN_FAILURE, known), (FIX, by_kind[FIX]), (CAPABILITY_GAINED, by_kind[CAPABILITY_GAINED])):
+        if members:
+            notes.append(f"{len(members)} case(s) {kind}")
     return GateResult(comparison, failures, reasons, notes, waived, len(failure_reasons))
 
 
-def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None):
+def _same_path(a: str, b) -> bool:
+    if not isinstance(b, str) or not b:
+        return False
+    try:
+        return a == b or Path(a).resolve() == Path(b).resolve()
+    except (OSError, ValueError):
+        return False
+
+
+def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None, baseline: Optional[Mapping] = None):
     """(catalogue, note): the catalogue of the matrix given (`spec`, or the file `matrix_path`),
-    else of the matrix the candidate names when that file's digest equals the hash the candidate
-    recorded; else none, and the note says why. A matrix given that cannot be read raises
-    MatrixError."""
+    else of the matrix the candidate names when the baseline names the same file and recorded
+    the same hash, and that file's digest is still that hash (a candidate cannot pick its own
+    catalogue); else none, and the note says why. A matrix given that cannot be read, or whose
+    catalogue holds a catch-all signature, raises MatrixError."""
     from ..matrix.known_failures import Catalogue
     from ..matrix.spec import MatrixError, load_spec
 
@@ -237,6 +404,7 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None)
         return Catalogue.from_spec(load_spec(matrix_path)), None
     matrix = candidate.get("matrix") or {}
     path = matrix.get("path")
+    base = (baseline.get("matrix") or {}) if baseline is not None else matrix
     if not path:
         why = "the candidate names no matrix"
     elif not Path(path).is_file():
@@ -247,9 +415,17 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None)
         except MatrixError as exc:
             why = f"the candidate's matrix cannot be used ({exc})"
         else:
-            if named.digest == matrix.get("hash"):
-                return Catalogue.from_spec(named), None
-            why = f"{path} has changed since the candidate ran (hash {named.digest}, the report has {matrix.get('hash')})"
+            if named.digest != matrix.get("hash"):
+                why = f"{path} has changed since the candidate ran (hash {named.digest}, the report has {matrix.get('hash')})"
+            elif not _same_path(path, base.get("path")):
+                why = f"the baseline ran another matrix ({base.get('path')!r}; the candidate names {path!r})"
+            elif base.get("hash") != matrix.get("hash"):
+                why = f"the baseline ran {path} with other contents (hash {base.get('hash')}, the candidate's {matrix.get('hash')})"
+            else:
+                try:
+                    return Catalogue.from_spec(named), None
+                except MatrixError as exc:
+                    why = f"the candidate's matrix cannot be used ({exc})"
     return None, f"no known-failure catalogue: {why}; expected failures count as the failures they are (--matrix gives one)"
 
 
@@ -264,7 +440,7 @@ def run_gate(
     flags: Mapping[str, str] = CLI_FLAGS,
 ) -> GateResult:
     """The gate as `scaledmm gate` and `pytest --scaledmm-baseline` run it."""
-    catalogue, note = resolve_catalogue(matrix_path, candidate[1], spec)
+    catalogue, note = resolve_catalogue(matrix_path, candidate[1], spec, baseline[1])
     return check(
         baseline,
         candidate,

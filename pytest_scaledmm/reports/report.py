@@ -1,17 +1,34 @@
 """The versioned JSON report: build, write atomically, read back with one clear error; the
-report path checked writable and locked against a second run before any case runs."""
+report path checked writable and locked against a second run, and claimed, before any case runs.
+
+Claiming the path moves an earlier report aside (`<name>.previous.json`) and leaves an unfinished
+report in its place, so that a run killed or refused before it writes its own never leaves a
+complete-looking report from an earlier run where the user asked for this one.
+
+Reading a report checks its structure once (REPORT_SCHEMA, for the fields the readers use), caps
+its size and nesting, and refuses a key that appears twice in one object: every reader after
+`load_report` can index the report without guarding each field.
+"""
 
 from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 SCHEMA = "pytest-scaledmm/report"
 SCHEMA_VERSION = 1
+# Reports of the largest profiles are tens of MiB; beyond this, a file is not one of ours.
+MAX_REPORT_BYTES = 512 * 1024 * 1024
+# Records nest about six levels; deeper values would only exhaust the stack of the readers.
+MAX_REPORT_DEPTH = 64
+# What a claimed report path holds until the run writes its own report.
+IN_PROGRESS = "run in progress or killed before it wrote its report"
 
 
 class ReportError(Exception):
@@ -79,11 +96,19 @@ def duplicate_ids(report: dict) -> dict[str, int]:
 
 def check_writable(path: Path) -> None:
     """Create the report's directory and a temporary file beside the report, then remove it: an
-    unusable path is found before any case runs. The report itself is never touched. Raises
-    OSError."""
+    unusable path is found before any case runs. The report itself is never touched, and a path
+    that is there but is not a regular file (a directory, a FIFO, a device, a link to one) is
+    refused: a report never replaces it. Raises OSError."""
     path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(f"{path} is a directory")
+    if os.path.lexists(path):
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            raise OSError("it is a link to nothing, not a regular file: a report never replaces it") from None
+        if not stat.S_ISREG(mode):
+            raise OSError("it is there and is not a regular file (a FIFO, a device, a link to one): a report never replaces it")
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
     os.close(fd)
@@ -159,39 +184,274 @@ class ReportLock:
         raise ReportLocked(f"its lock file {self.path} keeps changing hands")
 
     def release(self) -> None:
+        """Quietly: a lock that cannot be removed (its directory became unwritable) is stale once
+        this process ends, and the next run takes it over."""
         if not self.held:
             return
         self.held = False
         if self._owner(self.path) == os.getpid():
             try:
                 self.path.unlink()
-            except FileNotFoundError:
+            except OSError:
                 pass
 
 
-def load_report(path) -> dict:
+def previous_path(path: Path) -> Path:
+    """Where claiming `path` moves an earlier report: report.json -> report.previous.json."""
+    path = Path(path)
+    stem = path.stem if path.suffix == ".json" else path.name
+    return path.with_name(f"{stem}.previous.json")
+
+
+def unfinished_report(reason: str = IN_PROGRESS) -> dict:
+    """A report that says only that its run did not finish: no record, complete false."""
+    session = {"started": time.time(), "complete": False, "incomplete_reasons": [reason]}
+    return build_report({}, {}, [], session)
+
+
+def _is_unfinished_stub(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(64 * 1024)
+        data = json.loads(raw)
+    except (OSError, ValueError, RecursionError):
+        return False
+    session = data.get("session") if isinstance(data, dict) else None
+    return (
+        isinstance(session, dict)
+        and data.get("schema") == SCHEMA
+        and data.get("cases") == []
+        and session.get("complete") is False
+        and "generated" not in session
+    )
+
+
+def start_report(path: Path, reason: str = IN_PROGRESS) -> Optional[Path]:
+    """Claim `path` for a run, under its lock: an earlier report there moves to
+    `<name>.previous.json` (an unfinished one is simply replaced, so that it never displaces
+    the last real report), and an unfinished report takes its place until the run writes its
+    own. Returns where the earlier report went, or None. Raises OSError."""
+    path = Path(path)
+    moved = None
+    if os.path.lexists(path):
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise OSError("it is there and is not a regular file (a FIFO, a device, a link to one): a report never replaces it")
+        if not _is_unfinished_stub(path):
+            moved = previous_path(path)
+            os.replace(path, moved)
+    write_atomic(path, unfinished_report(reason))
+    return moved
+
+
+def abandon_report(path, reason: str) -> None:
+    """A run that stops before it claimed its report path (a usage error in its options): an
+    earlier report there must not pass for this run. Best effort and quiet: a path that is not a
+    regular file, or that another live run holds, is left alone; nothing is created where no
+    report was."""
+    if not path:
+        return
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        if not path.is_file() or path.is_symlink():
+            return
+        lock = ReportLock(path)
+        lock.acquire()
+    except (OSError, ReportLocked):
+        return
+    try:
+        start_report(path, reason)
+    except OSError:
+        pass
+    finally:
+        lock.release()
+
+
+# The fields the readers use (gate, compare, render, repro, the plugin's baseline), by type:
+# everything else a report holds is free. "integer" and "number" exclude booleans, and
+# "integer" excludes 6.0 (see _validator).
+_TEXT = {"type": ["string", "null"]}
+_ERROR_INFO = {"type": ["object", "null"], "properties": {"type": _TEXT, "message": _TEXT, "root_type": _TEXT}}
+_CHECK = {
+    "type": ["object", "null"],
+    "properties": {"bound": {"type": ["object", "null"], "properties": {"slack": {"type": "number"}}}},
+}
+_RECORD = {
+    "type": "object",
+    "required": ["id", "outcome"],
+    "properties": {
+        "id": {"type": "string", "minLength": 1},
+        # A class name; one this version does not know (a newer plugin's) counts as a failure.
+        "outcome": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]*$"},
+        "params": {"type": "object"},
+        "signature": _TEXT,
+        "layer": _TEXT,
+        "detail": _TEXT,
+        "eager_error": _ERROR_INFO,
+        "compiled_error": _ERROR_INFO,
+        "known_failure": {
+            "type": ["object", "null"],
+            "properties": {"entry": {"type": ["integer", "null"]}, "original_outcome": _TEXT, "signature": _TEXT, "link": _TEXT},
+        },
+        "known_failure_missed": {"type": "array"},
+        "errors": {"type": ["object", "null"], "properties": {"eager": _CHECK, "compiled": _CHECK}},
+    },
+}
+REPORT_SCHEMA = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "required": ["schema", "schema_version", "environment", "cases"],
+    "properties": {
+        "environment": {
+            "type": "object",
+            "properties": {key: _TEXT for key in ("torch", "arch", "tox_env", "hypothesis")},
+        },
+        "matrix": {
+            "type": "object",
+            "properties": {
+                "path": _TEXT,
+                "hash": _TEXT,
+                "profile": _TEXT,
+                "cases": {"type": ["integer", "null"]},
+                "tolerance": {"type": ["object", "null"], "properties": {"slack": {"type": "number"}}},
+            },
+        },
+        "session": {
+            "type": "object",
+            "properties": {
+                "complete": {"type": "boolean"},
+                "incomplete_reasons": {"type": "array", "items": {"type": "string"}},
+                "generated": {"type": "integer", "minimum": 0},
+                "recorded": {"type": "integer", "minimum": 0},
+            },
+        },
+        "summary": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+        "signatures": {"type": "array"},
+        "cases": {"type": "array", "items": _RECORD},
+    },
+}
+_VALIDATOR = None
+
+
+def _validator():
+    global _VALIDATOR
+    if _VALIDATOR is None:
+        from jsonschema import Draft202012Validator, validators
+
+        checker = Draft202012Validator.TYPE_CHECKER.redefine_many(
+            {
+                "integer": lambda _, value: type(value) is int,
+                "number": lambda _, value: type(value) in (int, float),
+            }
+        )
+        _VALIDATOR = validators.extend(Draft202012Validator, type_checker=checker)(REPORT_SCHEMA)
+    return _VALIDATOR
+
+
+class _DuplicateKey(Exception):
+    pass
+
+
+def _unique_keys(pairs):
+    data = dict(pairs)
+    if len(data) != len(pairs):
+        seen = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return data
+
+
+def _too_deep(data, limit: int) -> bool:
+    stack = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children = node.values()
+        elif isinstance(node, list):
+            children = node
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+def _json_path(parts) -> str:
+    text = ""
+    for part in parts:
+        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
+    return text
+
+
+_SCHEMA_TYPES = {"object": "an object", "array": "an array", "string": "a string", "boolean": "a boolean",
+                 "integer": "a whole number", "number": "a number", "null": "null"}
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer", float: "a number", type(None): "null"}
+
+
+def _schema_message(error) -> str:
+    where = _json_path(error.absolute_path)
+    value = error.instance
+    if error.validator == "type":
+        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        wanted = " or ".join(_SCHEMA_TYPES.get(w, w) for w in wanted)
+        return f"key '{where}' must be {wanted}, not {_JSON_TYPES.get(type(value), type(value).__name__)}"
+    if error.validator == "required":
+        missing = next((k for k in error.validator_value if isinstance(value, dict) and k not in value), "?")
+        return f"key '{_json_path([*error.absolute_path, missing])}' is missing"
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    if error.validator == "pattern":
+        return f"key '{where}' is {shown}, not an outcome class name"
+    if error.validator == "minLength":
+        return f"key '{where}' is empty"
+    if error.validator == "minimum":
+        return f"key '{where}' is {shown}, below {error.validator_value}"
+    return f"key '{where}' is {shown}: {error.validator} {error.validator_value!r}"
+
+
+def load_report(path) -> dict:
+    """The report at `path`, checked: ReportError (naming the file and the key) for a file that
+    is missing, unreadable, too large, not JSON, nested too deeply, not a report of this schema
+    version, or whose fields the readers use have the wrong type."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as handle:  # a bounded read: /dev/zero or a pipe cannot fill memory
+            raw = handle.read(MAX_REPORT_BYTES + 1)
     except FileNotFoundError:
         raise ReportError(path, "no such report") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ReportError(path, f"cannot be read: {exc}") from None
+    except OSError as exc:
+        raise ReportError(path, f"cannot be read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_REPORT_BYTES:
+        raise ReportError(path, f"larger than {MAX_REPORT_BYTES // 2**20} MiB: not a report this version reads")
     try:
-        data = json.loads(text)
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ReportError(path, f"cannot be read: {exc}") from None
+    del raw
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as exc:
         raise ReportError(path, f"not a report (corrupt JSON at line {exc.lineno}, column {exc.colno})") from None
+    except _DuplicateKey as exc:
+        raise ReportError(path, f"not a report: key {exc.args[0]!r} appears twice in one object (which one counts is unknown)") from None
+    except RecursionError:
+        raise ReportError(path, f"not a report: nested deeper than {MAX_REPORT_DEPTH} levels") from None
+    except (ValueError, MemoryError) as exc:
+        raise ReportError(path, f"not a report ({type(exc).__name__})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ReportError(path, f"not a pytest-scaledmm report (key 'schema' is {data.get('schema') if isinstance(data, dict) else None!r})")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if type(version) is not int or version != SCHEMA_VERSION:
         raise ReportError(
             path, f"key 'schema_version' is {version!r}; this pytest-scaledmm reads version {SCHEMA_VERSION} only"
         )
-    for key in ("environment", "cases"):
-        if key not in data:
-            raise ReportError(path, f"key '{key}' is missing")
-    for index, case in enumerate(data["cases"]):
-        if not isinstance(case, dict) or "id" not in case or "outcome" not in case:
-            raise ReportError(path, f"key 'cases[{index}]' lacks 'id' or 'outcome'")
+    if _too_deep(data, MAX_REPORT_DEPTH):
+        raise ReportError(path, f"not a report: nested deeper than {MAX_REPORT_DEPTH} levels")
+    from jsonschema.exceptions import best_match
+
+    error = best_match(_validator().iter_errors(data))
+    if error is not None:
+        raise ReportError(path, _schema_message(error))
     return data
