@@ -75,8 +75,16 @@ def test_catch_all_signature_is_a_matrix_error_naming_file_and_key(tmp_path, sig
 
 
 def test_meaningful_signature_is_accepted(tmp_path):
-    path = _matrix(tmp_path, [{"match": {"mode": "aot_eager"}, "signature": "MISMATCH"}])
+    path = _matrix(tmp_path, [{"match": {"mode": "aot_eager"}, "signature": "MISMATCH: compiled values off"}])
     assert len(Catalogue.from_spec(load_spec(path)).entries) == 1
+
+
+@pytest.mark.parametrize("signature", ["MISMATCH", "ERROR_PARITY:", "  COMPILE_ONLY_ERROR :  x"])
+def test_a_signature_that_names_only_its_outcome_class_is_refused(tmp_path, signature):
+    # "MISMATCH" is in every MISMATCH signature: as an entry it excused any wrong result.
+    path = _matrix(tmp_path, [{"match": {"mode": "aot_eager"}, "signature": signature}])
+    with pytest.raises(MatrixError, match=r"known_failures\[0\]\.signature"):
+        Catalogue.from_spec(load_spec(path))
 
 
 def test_catch_all_signature_stops_the_run_before_any_case(matrix_project):

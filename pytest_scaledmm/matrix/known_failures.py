@@ -25,6 +25,7 @@ No torch import here: the gate applies the catalogue to reports on machines with
 from __future__ import annotations
 
 import copy
+import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping, Optional
 
@@ -47,14 +48,18 @@ def _normalised(signature: str) -> str:
     return normalise_message(signature, max_lines=1)
 
 
+_CLASS_PREFIX = re.compile(r"^(?:" + "|".join(sorted(oc.FAILURES, key=len, reverse=True)) + r")\s*:?")
+
+
 def check_entries(path, entries: Iterable[Mapping]) -> None:
     """MatrixError (naming `path` and the key) for an entry whose signature would match nearly
-    any failure."""
+    any failure: too short, or nothing beyond its outcome class ("MISMATCH")."""
     for i, entry in enumerate(entries):
         signature = entry.get("signature") if isinstance(entry, Mapping) else None
         if not isinstance(signature, str):
             raise MatrixError(path, f"known_failures[{i}].signature", "must be text")
-        meaningful = "".join(_normalised(signature).split())
+        # The outcome class alone ("MISMATCH", "ERROR_PARITY:") is in every signature of its kind.
+        meaningful = "".join(_CLASS_PREFIX.sub("", _normalised(signature).strip()).split())
         if len(meaningful) < MIN_SIGNATURE_CHARS:
             raise MatrixError(
                 path,
