@@ -24,6 +24,36 @@ def _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype):
     return out.to(out_dtype).reshape(*a.shape[:-1], b.shape[-1])
 
 
+def _expand(scale, rows: int, cols: int):
+    """A scale as a float32 multiplier of an operand of rows x cols: one element, a row or column
+    of them, or 1x128 / 128x128 blocks (the last block of a dimension may be partial)."""
+    s = scale.to(torch.float32)
+    if s.dim() < 2:
+        return s.reshape(1, 1)
+    for dim, size in ((0, rows), (1, cols)):
+        count = s.shape[dim]
+        if count not in (1, size):
+            block = 128 if count == -(-size // 128) else -(-size // count)
+            s = s.repeat_interleave(block, dim=dim).narrow(dim, 0, size)
+    return s
+
+
+def _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype, k_used=None):
+    """Like _dequant_mm, for every scale form (block scales too); only the first `k_used` products
+    of each dot are summed when given."""
+    tokens = a.reshape(-1, a.shape[-1]).to(torch.float32)
+    m, k = tokens.shape
+    n = b.shape[-1]
+    left = tokens * _expand(scale_a, m, k)
+    right = b.to(torch.float32) * _expand(scale_b, k, n)
+    if k_used is not None:
+        left, right = left[:, :k_used], right[:k_used]
+    out = left @ right
+    if bias is not None:
+        out = out + bias.to(torch.float32)
+    return out.to(out_dtype).reshape(*a.shape[:-1], n)
+
+
 def correct(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
 
@@ -142,6 +172,22 @@ def compiled_scales_after_matmul(a, b, scale_a, scale_b, *, bias=None, out_dtype
     if bias is not None:
         out = out + bias.to(torch.float32)
     return out.to(out_dtype).reshape(*a.shape[:-1], b.shape[-1])
+
+
+def first_token_scale(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only for a per-token scale_a (M x 1) with M > 1: every token gets the first
+    token's scale, as an epilogue that loads scale_a once per tile instead of once per row.
+    Right for one-element scales, for M = 1, and for blocks along K."""
+    if scale_a.dim() == 2 and scale_a.shape[0] > 1 and scale_a.shape[1] == 1:
+        scale_a = scale_a[:1].expand(scale_a.shape[0], 1)
+    return _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+def drops_k_tail(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only when K has a tail: sums whole blocks of 128 along K and drops the partial last
+    one, as a split-K loop without its remainder; K = 128 or a multiple of it is right."""
+    k = a.shape[-1]
+    return _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype, k_used=k // 128 * 128)
 
 
 # -- custom ops: torch.library.opcheck runs on them ------------------------------------------------

@@ -260,19 +260,19 @@ def test_every_class_is_rendered_with_its_colour_abbreviation_and_column(tmp_pat
 
 
 def test_pytest_reports_each_case_as_its_class_says(matrix_project):
-    """Every class a CPU run can produce, from planted kernels, the known-failure catalogue and
-    GPU-only modes: pytest's tally is the table's, and the summary lists the classes in its order."""
-    others = ["fixed", "ignores_scale_b", "asserts_rank_under_compile", "declares_m_at_least_8"]
+    """Every class a CPU run can produce, from planted kernels, the known-failure catalogue and a
+    kernel for a GPU arch: pytest's tally is the table's, and the summary lists the classes in its
+    order. GPU-only modes are not generated for the CPU (their cases would all skip)."""
     gpu_only = [m.name for m in MODES if m.gpu_only]
     kernels = [planted("correct"), planted("fixed", "correct"), planted("ignores_scale_b"),
-               planted("asserts_rank_under_compile"), planted("declares_m_at_least_8", "refuses_everywhere", min_m=8)]
+               planted("asserts_rank_under_compile"), planted("declares_m_at_least_8", "refuses_everywhere", min_m=8),
+               planted("gpu_kernel", "correct", archs=["sm90"])]
     text = matrix_text(
         kernels,
         {"mode": ["aot_eager", *gpu_only]},
-        exclude=[{"mode": gpu_only, "kernel": others}] if gpu_only else [],
         known_failures=[
             {"match": {"kernel": "fixed"}, "signature": "anything"},
-            {"match": {"kernel": "ignores_scale_b"}, "signature": "MISMATCH"},
+            {"match": {"kernel": "ignores_scale_b"}, "signature": "values off the reference"},
         ],
     )
     matrix_project.write_matrix(text)
@@ -286,10 +286,9 @@ def test_pytest_reports_each_case_as_its_class_says(matrix_project):
             seen[rep.nodeid.split("::")[-1]] = "xfailed" if hasattr(rep, "wasxfail") else rep.outcome
     assert seen == {r["id"]: oc.outcome_class(r["outcome"]).pytest_status for r in records}
     # FIXED_UPSTREAM passes, shown apart as "fixed upstream".
-    result.assert_outcomes(passed=1, xfailed=1, failed=1, skipped=1 + len(gpu_only))
-    for r in records:
-        gpu = compile_mode(r["params"]["mode"]).gpu_only
-        if gpu:
-            assert r["outcome"] == oc.SKIPPED and gpu in r["detail"]
+    result.assert_outcomes(passed=1, xfailed=1, failed=1, skipped=2)
+    assert not any(compile_mode(r["params"]["mode"]).gpu_only for r in records)
+    gpu = next(r for r in records if r["params"]["kernel"] == "gpu_kernel")
+    assert gpu["outcome"] == oc.SKIPPED and "sm90" in gpu["detail"]
     shown = ", ".join(f"{c.name} {outcomes[c.name]}" for c in oc.CLASSES if outcomes[c.name])
     assert f": {shown}" in result.stdout.str()

@@ -88,7 +88,7 @@ def test_failures_grouped_by_signature(matrix_project):
     (group,) = report["signatures"]
     assert group["count"] == 4 and group["outcome"] == "COMPILE_ONLY_ERROR"
     assert group["example"] in {c["id"] for c in report["cases"]}
-    assert "1 failure signature(s):" in result.stdout.str()
+    assert "1 failing root cause(s), by tier:" in result.stdout.str()
     result.stdout.fnmatch_lines(["*4 x COMPILE_ONLY_ERROR*scale ranks differ*"])
 
 
@@ -112,7 +112,8 @@ def test_ids_identical_over_two_runs_and_under_xdist(matrix_project):
     assert sorted(c["id"] for c in report["cases"]) == sorted(first)
     assert report["matrix"]["cases"] == 8  # the controller never collects: it still says how many
     outcomes = result.parseoutcomes()
-    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "skipped")) == 8
+    # A boundary case whose sides raise differently is tolerated (it passes, shown apart).
+    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "skipped", "tolerated", "lenient")) == 8
     assert report["environment"]["torch"]
     assert report["session"]["complete"] is True
 
@@ -130,16 +131,20 @@ def test_generation_is_independent_of_the_hash_seed(tmp_path):
     assert len(runs[0].split()) == 340
 
 
-def test_default_profile_covers_every_scale_pairing_in_every_mode():
+def test_default_profile_covers_every_valid_scale_pairing_in_every_mode_on_the_cpu():
+    """On the CPU the default profile has room for every scale pairing the model accepts under
+    every mode that runs there; sizes eager refuses still come as boundary cases."""
     spec = load_spec(REPO / "matrix.yaml")
-    cases, notes = generate_cases(spec, spec.profile("default"))
+    cases, notes = generate_cases(spec, spec.profile("default"), "cpu")
     assert len({c.id for c in cases}) == len(cases) == spec.profile("default").cases
-    assert notes["truncated"] == 0
-    fp8 = {(c["scale_a"], c["scale_b"], c["mode"]) for c in cases if c["kernel"] == "aten_scaled_mm"}
-    forms, modes = spec.axes["scale_a"], spec.axes["mode"]
-    missing = {(a, b, m) for a in forms for b in forms for m in modes} - fp8
-    assert not missing
-    assert any(c["m"] == 1 for c in cases) and any(c["k"] % 16 for c in cases)
+    assert notes["truncated"] == 0 and notes["left_out_modes"] == ["triton-gemm"]
+    valid = [c for c in cases if c["purpose"] == "valid"]
+    fp8 = {(c["scale_a"], c["scale_b"], c["mode"]) for c in valid if c["kernel"] == "aten_scaled_mm"}
+    possible = {tuple(t) for t in notes["possible"]["aten_scaled_mm"]["scale_pair_mode"]}
+    assert possible and not possible - fp8
+    # Pairings without a recipe are possible only where a scale degenerates to one element.
+    assert ("tensor_0d", "rowwise", "inductor") not in possible and ("rowwise", "rowwise", "inductor") in possible
+    assert any(c["m"] == 1 for c in valid) and any(c["k"] % 16 for c in valid)
 
 
 def test_profile_bounds_the_number_of_cases(matrix_project):

@@ -1,24 +1,32 @@
-"""Cases: frozen parameters, stable ids, generation from a Spec.
+"""Cases: frozen parameters, stable ids, generation from a Spec and a target arch.
 
-Generation is a pure function of the matrix file, the profile and the seed: no hardware, time,
-set ordering or hash() enters it, so every process and xdist worker collects the same cases.
-A covering array (allpairspy) guarantees every pair of categorical axis values meets at least
-once per kernel (every scale_a x scale_b pairing, every scale form x compile mode ...);
-hypothesis draws the shapes of those rows and then fills the profile's budget with further
-cases drawn over all axes.
+Generation is a pure function of the matrix file, the profile, the seed and the target arch (cpu,
+sm90 ...): no torch version, time, set ordering or hash() enters it, so every process and xdist
+worker collects the same cases, and every torch version on one machine the same ids. Each
+kernel's support model (support.py) says which configurations are valid: a covering array
+(allpairspy) over the categorical axes and the shape classes (shapes.py) of valid rows makes every
+pair of values meet at least once (every valid scale pairing with every compile mode, every scale
+form with every shape class ...); hypothesis draws the sizes inside each class. A boundary slice
+holds each refusal reason of the model under each compile-mode family, a special slice each
+special scale value x scale form x family; further valid cases drawn over all axes fill the
+profile's budget. `params["purpose"]` says which: valid, boundary (with `expected_refusal`, the
+refusal key the model expects) or special.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import zlib
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Optional
 
 from ..verdict.scale_forms import FORMS
-from .schema import CATEGORICAL_AXES, SHAPE_AXES
+from .schema import CATEGORICAL_AXES
+from .shapes import DIMS, dim_pools
 from .spec import KernelSpec, Profile, Spec
+from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
 
 SCALE_SHORT = {form.id: form.short for form in FORMS}
 LAYOUT_SHORT = {"noncontiguous": "nc", "offset": "off", "expanded": "exp"}
@@ -114,49 +122,6 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any]) -> dict[str, list]:
     return values
 
 
-def _covering_rows(values: dict[str, list], strength: int, excluded) -> list[dict]:
-    """Covering array over the categorical axes. The two scale forms are joined into one axis so
-    that every scale pairing meets every compile mode, dtype and layout (the rank-mismatch bugs
-    live in such triples)."""
-    from allpairspy import AllPairs
-
-    values = dict(values)
-    side_a, side_b = values.pop("scale_a"), values.pop("scale_b")
-    pairs = [(a, b) for a in side_a for b in side_b]
-    values = {"scale_pair": pairs, **values}
-    varying = [name for name in values if len(values[name]) > 1]
-    fixed = {name: values[name][0] for name in values if len(values[name]) == 1}
-    if len(varying) <= strength:
-        import itertools
-
-        combos = [dict(zip(varying, combo)) for combo in itertools.product(*(values[n] for n in varying))]
-        rows = [{**fixed, **c} for c in combos]
-    else:
-
-        def allowed(partial):
-            return not excluded(_split_pair({**fixed, **dict(zip(varying, partial))}))
-
-        found = AllPairs([values[n] for n in varying], filter_func=allowed, n=strength)
-        rows = [{**fixed, **dict(zip(varying, row))} for row in found]
-    rows = [_split_pair(r) for r in rows]
-    return [r for r in rows if not excluded(r)]
-
-
-def _split_pair(row: dict) -> dict:
-    row = dict(row)
-    if "scale_pair" in row:
-        row["scale_a"], row["scale_b"] = row.pop("scale_pair")
-    return row
-
-
-def _dim_strategy(spec_value):
-    from hypothesis import strategies as st
-
-    if isinstance(spec_value, dict):
-        return st.integers(spec_value["min"], spec_value["max"])
-    return st.sampled_from(list(spec_value))
-
-
 _STABLE_BACKEND = "scaledmm-stable"
 
 
@@ -223,67 +188,469 @@ def _stream_seed(spec: Spec, *parts: str) -> int:
     return zlib.crc32("::".join([str(spec.seed), *parts]).encode())
 
 
-def generate_cases(spec: Spec, profile: Profile) -> tuple[list[Case], dict]:
-    """All cases of a profile, in a stable order, and notes on how they were made."""
+def _draw_integers(seed: int, count: int, width: int) -> list[tuple]:
+    """`count` tuples of `width` integers drawn by hypothesis (its first example is all zeros,
+    the smallest values of every axis), several tuples per example to keep it fast."""
     from hypothesis import strategies as st
 
+    per = 4
+    examples = draw_examples(st.tuples(*[st.integers(0, 2**20)] * (width * per)), -(-count // per), seed)
+    found = [tuple(ex[i * width:(i + 1) * width]) for ex in examples for i in range(per)]
+    return found[:count]
+
+
+# The axes of the class-level table that decides whether a row can be valid (with the shape
+# classes), then those only size-independent rules read; the covering array takes them in this
+# order, so that a row is refused as early as its values say.
+TABLE_AXES = ("scale_a", "scale_b", "scale_layout", "use_fast_accum")
+CLASS_AXES = ("m_class", "k_class", "n_class")
+FREE_AXES = ("dtype_a", "dtype_b", "out_dtype", "bias", "activation_rank")
+# Refusal keys whose rules read the scales' forms or layout, fast accumulation, or the sizes.
+TABLE_KEYS = SIZE_KEYS | {"scale_forms", "scale_pairs"}
+MAX_REPS = 12  # sizes per class tried when asking whether a class can be valid
+MAX_SIZE_TRIES = 64  # sizes tried from a row's draw before the ones that showed it can be valid
+
+
+class KernelSpace:
+    """One kernel's cases on one target arch: its axis values, shape classes and support model;
+    which rows can be valid, and sizes that make a row valid."""
+
+    def __init__(self, spec: Spec, kernel: KernelSpec, values: dict, size_pools: dict, model: SupportModel, excluded):
+        self.spec, self.kernel, self.values, self.pools, self.model = spec, kernel, values, size_pools, model
+        self._excluded = excluded
+        self.reps = {dim: {name: self._representatives(dim, sizes) for name, sizes in classes.items()}
+                     for dim, classes in size_pools.items()}
+        self._table: dict = {}
+        self._known: dict = {}
+        self._free: dict = {}
+        self.classes = {f"{dim}_class": list(size_pools[dim]) for dim in DIMS}
+
+    def _representatives(self, dim: str, sizes: list) -> list:
+        seen, found = set(), []
+        for size in sizes:
+            feature = self.model.size_features(dim, size)
+            if feature not in seen:
+                seen.add(feature)
+                found.append(size)
+        return found[:MAX_REPS]
+
+    def _neutral(self) -> dict:
+        return {axis: neutral_order(axis, self.values[axis])[0] for axis in self.values}
+
+    def table_sizes(self, key: tuple) -> Optional[tuple]:
+        """Sizes (m, k, n) in the classes of `key` (TABLE_AXES + CLASS_AXES values) under which
+        no rule of TABLE_KEYS breaks, or None."""
+        if key not in self._table:
+            row = {**self._neutral(), **dict(zip(TABLE_AXES, key[:4])), "kernel": self.kernel.name}
+            found = None
+            for m, k, n in itertools.product(*(self.reps[dim][name] for dim, name in zip(DIMS, key[4:]))):
+                if not any(b in TABLE_KEYS for b in self.model.breaks({**row, "m": m, "k": k, "n": n})):
+                    found = (m, k, n)
+                    break
+            self._table[key] = found
+        return self._table[key]
+
+    def _axis_values(self, axis: str) -> list:
+        return self.classes[axis] if axis in self.classes else self.values[axis]
+
+    def table_possible(self, row: Mapping) -> bool:
+        """Whether some completion of the row's table axes and classes can be valid."""
+        order = TABLE_AXES + CLASS_AXES
+        known = tuple(row.get(axis) for axis in order)
+        if known not in self._known:
+            choices = [[value] if value is not None else self._axis_values(axis) for axis, value in zip(order, known)]
+            self._known[known] = any(self.table_sizes(combo) is not None for combo in itertools.product(*choices))
+        return self._known[known]
+
+    def free_possible(self, row: Mapping) -> bool:
+        """Whether some completion of the row's size-independent axes breaks no other rule."""
+        known = tuple(row.get(axis) for axis in FREE_AXES)
+        if known not in self._free:
+            base = {**self._neutral(), "kernel": self.kernel.name, "m": 1, "k": 1, "n": 1}
+            choices = [[value] if value is not None else neutral_order(axis, self.values[axis]) for axis, value in zip(FREE_AXES, known)]
+            self._free[known] = any(
+                not any(b not in TABLE_KEYS for b in self.model.breaks({**base, **dict(zip(FREE_AXES, combo))}))
+                for combo in itertools.product(*choices)
+            )
+        return self._free[known]
+
+    def allowed(self, row: Mapping) -> bool:
+        return self.table_possible(row) and self.free_possible(row) and not self._excluded({**row, "kernel": self.kernel.name})
+
+    def sizes(self, row: Mapping, draw: tuple) -> Optional[dict]:
+        """The row's case: sizes in its classes from the drawn integers (scanning on from them to
+        sizes the model accepts), or None when its classes hold none."""
+        pools = [self.pools[dim][row[f"{dim}_class"]] for dim in DIMS]
+        params = {"kernel": self.kernel.name, **{k: v for k, v in row.items() if k not in CLASS_AXES}}
+        starts = [u % len(pool) for u, pool in zip(draw, pools)]
+        offsets = itertools.product(*(range(len(pool)) for pool in pools))
+        for offset in itertools.islice(offsets, MAX_SIZE_TRIES):
+            sizes = [pool[(start + d) % len(pool)] for pool, start, d in zip(pools, starts, offset)]
+            candidate = {**params, **dict(zip(DIMS, sizes))}
+            if not self.model.breaks(candidate) and not self._excluded(candidate):
+                return candidate
+        # Past that, the sizes that showed the classes can be valid.
+        known = self.table_sizes(tuple(row.get(a) for a in TABLE_AXES + CLASS_AXES))
+        if known is not None:
+            candidate = {**params, **dict(zip(DIMS, known))}
+            if not self.model.breaks(candidate) and not self._excluded(candidate):
+                return candidate
+        return None
+
+    # -- what valid cases can cover -----------------------------------------------------------
+    def possible_pairs(self) -> list:
+        """Scale pairs some valid case has."""
+        return [(a, b) for a in self.values["scale_a"] for b in self.values["scale_b"]
+                if self.allowed({"scale_a": a, "scale_b": b})]
+
+    def possible_form_classes(self) -> list:
+        """(side, form, shape class) that some valid case has."""
+        found = []
+        for side in ("a", "b"):
+            for form in self.values[f"scale_{side}"]:
+                for dim in DIMS:
+                    for name in self.pools[dim]:
+                        if self.allowed({f"scale_{side}": form, f"{dim}_class": name}):
+                            found.append((side, form, name))
+        return found
+
+
+def _covering_rows(space: KernelSpace, values: dict, strength: int) -> list[dict]:
+    """Covering array over the categorical axes and the shape classes of the rows that can be
+    valid. The two scale forms are joined into one axis first, so that every valid scale pairing
+    meets every compile mode, dtype, layout and shape class (the rank-mismatch bugs live in such
+    triples)."""
+    from allpairspy import AllPairs
+
+    values = dict(values)
+    values.pop("scale_a"), values.pop("scale_b")
+    pairs = space.possible_pairs()
+    if not pairs:
+        return []
+    ordered = {"scale_pair": pairs, **{axis: space.classes[axis] for axis in CLASS_AXES}}
+    for axis in TABLE_AXES[2:] + FREE_AXES:
+        ordered[axis] = values.pop(axis)
+    ordered.update(values)
+    varying = [name for name in ordered if len(ordered[name]) > 1]
+    fixed = {name: ordered[name][0] for name in ordered if len(ordered[name]) == 1}
+    if any(not v for v in ordered.values()):
+        return []
+
+    def allowed(partial):
+        return space.allowed(_split_pair({**fixed, **dict(zip(varying, partial))}))
+
+    if len(varying) <= strength:
+        combos = [dict(zip(varying, combo)) for combo in itertools.product(*(ordered[n] for n in varying))]
+        rows = [_split_pair({**fixed, **c}) for c in combos]
+    elif len(varying) < 2:
+        rows = [_split_pair(dict(fixed))]
+    else:
+        rows = [_split_pair({**fixed, **dict(zip(varying, row))}) for row in AllPairs([ordered[n] for n in varying], filter_func=allowed, n=strength)]
+    return [row for row in rows if space.allowed(row)]
+
+
+def _split_pair(row: dict) -> dict:
+    row = dict(row)
+    if "scale_pair" in row:
+        row["scale_a"], row["scale_b"] = row.pop("scale_pair")
+    return row
+
+
+def _top_up(space: KernelSpace, rows: list[dict], values: dict) -> list[dict]:
+    """Rows for what the covering array left out and valid cases can have: every scale pair under
+    every compile mode, every scale form in every shape class (a covering array with a filter can
+    stop before it has them all)."""
+    added = []
+    seen_pair_mode = {(r["scale_a"], r["scale_b"], r["mode"]) for r in rows}
+    seen_form_class = {(side, r[f"scale_{side}"], r[f"{dim}_class"]) for r in rows for side in "ab" for dim in DIMS}
+    wanted = [{"scale_a": a, "scale_b": b, "mode": mode} for a, b in space.possible_pairs() for mode in values["mode"]
+              if (a, b, mode) not in seen_pair_mode]
+    wanted += [{f"scale_{side}": form, f"{cls[0]}_class": cls} for side, form, cls in space.possible_form_classes()
+               if (side, form, cls) not in seen_form_class]
+    for index, want in enumerate(wanted):
+        row = _complete(space, want, values, index)
+        if row is not None:
+            added.append(row)
+    return added
+
+
+def _targets(row: Mapping) -> set:
+    """What a row covers of the pairs the summary reports: scale pair x mode, scale form x class."""
+    found = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
+    found |= {("form", side, row[f"scale_{side}"], row[f"{dim}_class"]) for side in "ab" for dim in DIMS}
+    return found
+
+
+def _prioritised(rows: list[dict]) -> list[dict]:
+    """The rows with those that make every scale pair meet every mode and every scale form every
+    shape class first (greedily), so that a budget cut keeps them."""
+    wanted = set().union(*(_targets(row) for row in rows)) if rows else set()
+    first, rest = [], list(rows)
+    covers = [_targets(row) for row in rest]
+    taken: dict = {}  # rows taken per scale pair: ties go to the pair with fewest, so a cut spreads
+    while wanted and rest:
+        best = max(range(len(rest)), key=lambda i: (len(wanted & covers[i]), -taken.get((rest[i]["scale_a"], rest[i]["scale_b"]), 0), -i))
+        if not wanted & covers[best]:
+            break
+        wanted -= covers[best]
+        row = rest.pop(best)
+        taken[(row["scale_a"], row["scale_b"])] = taken.get((row["scale_a"], row["scale_b"]), 0) + 1
+        first.append(row)
+        covers.pop(best)
+    return first + rest
+
+
+def _complete(space: KernelSpace, want: dict, values: dict, index: int) -> Optional[dict]:
+    """A row that can be valid with the wanted values, the others chosen in turn by `index`."""
+    row = dict(want)
+    order = list(TABLE_AXES) + list(CLASS_AXES) + list(FREE_AXES) + [a for a in values if a not in TABLE_AXES + FREE_AXES]
+    for axis in order:
+        if axis in row:
+            continue
+        options = space.classes[axis] if axis in CLASS_AXES else neutral_order(axis, values[axis])
+        if axis == "mode":
+            options = options[index % len(options):] + options[:index % len(options)]
+        for value in options:
+            if space.allowed({**row, axis: value}):
+                row[axis] = value
+                break
+        else:
+            return None
+    return row
+
+
+def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[list[Case], dict]:
+    """All cases of a profile for a target arch (`cpu`, `sm90` ...), in a stable order (kernel by
+    kernel: valid, special, boundary; then included cases), and notes on how they were made.
+
+    Valid configurations of each kernel's support model take at least VALID_SHARE_PERCENT of the
+    budget; a boundary slice of at most BOUNDARY_SHARE_PERCENT holds each refusal reason under
+    each compile-mode family; a special slice each special scale value x scale form x family, in
+    what is left. Only when the axes hold fewer valid cases than their share do boundary and
+    special cases take the rest."""
     axes = spec.axes_for(profile)
     kernels = spec.kernels_for(profile)
-    shape_strategy = st.fixed_dictionaries({d: _dim_strategy(axes[d]) for d in SHAPE_AXES})
-    cases: list[Case] = []
-    seen: set[str] = set()
-    notes = {"covering_rows": 0, "drawn": 0, "truncated": 0, "included": 0}
+    budget = profile.cases
+    notes: dict[str, Any] = {"arch": arch, "covering_rows": 0, "drawn": 0, "boundary": 0, "special": 0,
+                             "truncated": 0, "included": 0}
 
     def excluded(params):
         return any(matches(rule, params) for rule in spec.exclude)
 
-    def add(params) -> bool:
+    modes = runnable_modes(axes["mode"], arch)
+    if len(modes) < len(axes["mode"]):
+        notes["left_out_modes"] = [m for m in axes["mode"] if m not in modes]
+    families = families_of(modes)
+    spaces = []
+    for kernel in kernels:
+        values = {**kernel_axes(kernel, axes), "mode": modes}
+        specials = [v for v in values["special_scale"] if v != "none"]
+        if "none" in values["special_scale"]:
+            values["special_scale"] = ["none"]  # special values are a slice of their own
+        else:
+            specials = []
+        space = KernelSpace(spec, kernel, values, dim_pools(axes), support_model(kernel, arch), excluded)
+        rows = _covering_rows(space, values, profile.strength)
+        rows = _prioritised(rows + _top_up(space, rows, values))
+        draws = _draw_integers(_stream_seed(spec, kernel.name, "shapes"), len(rows), 3)
+        valid = [space.sizes(row, draw) for row, draw in zip(rows, draws)]
+        spaces.append((kernel, space, values, specials, [_purposed(p) for p in valid if p is not None]))
+
+    core, extra = _boundary(spaces, families)
+    boundary_cap = budget * BOUNDARY_SHARE_PERCENT // 100
+    boundary = core[:boundary_cap]
+    specials = _special(spaces, families)
+    special = specials[:max(0, budget - len(boundary) - _valid_floor(budget))]
+
+    seen: set[str] = set()
+    chosen: dict[str, dict[str, list]] = {kernel.name: {"valid": [], "special": [], "boundary": []} for kernel in kernels}
+
+    def take(params, slot) -> bool:
         if excluded(params):
             return False
-        case = make_case(params)
-        if case.id in seen:
+        cid = case_id(params)
+        if cid in seen:
             return False
-        seen.add(case.id)
-        cases.append(case)
+        seen.add(cid)
+        chosen[params["kernel"]][slot].append(params)
         return True
 
-    per_kernel = []
-    for kernel in kernels:
-        values = kernel_axes(kernel, axes)
-        rows = _covering_rows(values, profile.strength, lambda p, k=kernel.name: excluded({**p, "kernel": k}))
-        per_kernel.append((kernel, values, rows))
-    total_rows = sum(len(rows) for _, _, rows in per_kernel)
-    if total_rows > profile.cases:
+    valid_budget = budget - len(boundary) - len(special)
+    total = sum(len(valid) for *_, valid in spaces)
+    if total > valid_budget:
         # Over budget: keep each kernel's share; the covering guarantee is lost and said so.
-        notes["truncated"] = total_rows - profile.cases
-        shares = [len(rows) * profile.cases // total_rows for _, _, rows in per_kernel]
-        per_kernel = [(k, v, rows[:share]) for (k, v, rows), share in zip(per_kernel, shares)]
-    for kernel, _, rows in per_kernel:
-        shapes = draw_examples(shape_strategy, len(rows), _stream_seed(spec, kernel.name, "shapes")) or [{}]
-        for i, row in enumerate(rows):
-            if add({"kernel": kernel.name, **row, **shapes[i % len(shapes)]}):
-                notes["covering_rows"] += 1
-    spare = profile.cases - len(cases)
-    for index, (kernel, values, _) in enumerate(per_kernel):
-        missing = spare // len(per_kernel) + (1 if index < spare % len(per_kernel) else 0)
-        if missing <= 0:
-            continue
-        full = st.fixed_dictionaries(
-            {
-                "kernel": st.just(kernel.name),
-                **{n: st.sampled_from(v) for n, v in values.items()},
-                **{d: _dim_strategy(axes[d]) for d in SHAPE_AXES},
-            }
-        )
-        # Generous: small spaces repeat values, and excluded or duplicate draws are skipped.
-        for params in draw_examples(full, max(missing * 10, 50), _stream_seed(spec, kernel.name, "drawn")):
-            if missing == 0:
-                break
-            if add(params):
-                missing -= 1
-                notes["drawn"] += 1
+        notes["truncated"] = total - valid_budget
+        shares = [len(v) * valid_budget // total for *_, v in spaces]
+        spaces = [(*rest, valid[:share]) for (*rest, valid), share in zip(spaces, shares)]
+    for *_, valid in spaces:
+        notes["covering_rows"] += sum(take(params, "valid") for params in valid)
+    # The rest of the valid share, kernel by kernel; what a kernel's space cannot fill goes to
+    # the kernels that filled theirs, in further rounds.
+    open_spaces, round_ = list(spaces), 0
+    while open_spaces and valid_budget - notes["covering_rows"] - notes["drawn"] > 0:
+        spare = valid_budget - notes["covering_rows"] - notes["drawn"]
+        still_open = []
+        for index, (kernel, space, values, _, _) in enumerate(open_spaces):
+            missing = spare // len(open_spaces) + (1 if index < spare % len(open_spaces) else 0)
+            seed = _stream_seed(spec, kernel.name, "drawn" if not round_ else f"drawn{round_}")
+            added = _fill(space, values, missing, seed, lambda p: take(p, "valid"))
+            notes["drawn"] += added
+            if missing and added == missing:
+                still_open.append(open_spaces[index])
+        open_spaces, round_ = still_open, round_ + 1
+    for params in special:
+        notes["special"] += take(params, "special")
+    for params in boundary:
+        notes["boundary"] += take(params, "boundary")
+    # Fewer valid cases than their share: the rest of the budget to the other slices.
+    left = budget - notes["covering_rows"] - notes["drawn"] - notes["special"] - notes["boundary"]
+    for params, slot in [(p, "special") for p in specials[len(special):]] + [(p, "boundary") for p in core[len(boundary):] + extra]:
+        if left <= 0:
+            break
+        if take(params, slot):
+            notes[slot] += 1
+            left -= 1
+    cases = [make_case(params) for kernel in kernels for slot in ("valid", "special", "boundary") for params in chosen[kernel.name][slot]]
     for params in spec.included_cases:
-        if add(params):
+        if not excluded(params) and case_id(params) not in seen:
+            seen.add(case_id(params))
+            cases.append(make_case(params))
             notes["included"] += 1
+    notes["possible"] = {kernel.name: {"scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],
+                                       "form_class": [list(t) for t in space.possible_form_classes()]}
+                         for kernel, space, values, *_ in spaces}
+    notes["boundary_reasons"] = {kernel.name: sorted({p["expected_refusal"] for p in chosen[kernel.name]["boundary"]}) for kernel in kernels}
+    notes["families"] = list(families)
     return cases, notes
 
+
+def runnable_modes(modes: list, arch: str) -> list:
+    """The modes that can run on the target arch: a GPU-only mode is left out on the CPU (its
+    cases would all skip), unless nothing else is left."""
+    from .compile_modes import compile_mode
+
+    if arch != "cpu":
+        return list(modes)
+    kept = [mode for mode in modes if not compile_mode(mode).gpu_only]
+    return kept or list(modes)
+
+
+def _purposed(params: dict) -> dict:
+    return {**params, "purpose": "special" if params.get("special_scale", "none") != "none" else "valid"}
+
+
+def _valid_floor(budget: int) -> int:
+    return -(-budget * VALID_SHARE_PERCENT // 100)
+
+
+VALID_SHARE_PERCENT = 80  # at least this much of a budget goes to valid configurations
+BOUNDARY_SHARE_PERCENT = 15  # at most this much to boundary cases
+
+
+def _mutations(space: KernelSpace, values: dict) -> list[tuple[str, Any]]:
+    found = [(axis, value) for axis in TABLE_AXES + FREE_AXES for value in values[axis]]
+    for dim in DIMS:
+        sizes = sorted({size for pool in space.pools[dim].values() for size in space._representatives(dim, pool)})
+        found += [(dim, size) for size in sizes]
+    return found
+
+
+def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
+    """Each refusal reason each kernel's model can give within the axes, once per compile-mode
+    family: one valid case with one value changed so that exactly that rule breaks; ordered family
+    by family, so that a budget cut keeps every reason. Then the other such cases found, for a
+    budget the valid cases cannot fill."""
+    per_key: list[list[dict]] = []
+    extra: list[dict] = []
+    for kernel, space, covered, _, valid in spaces:
+        candidates: dict[str, list[dict]] = {}
+
+        def consider(changed):
+            broken = space.model.breaks(changed)
+            if len(broken) == 1 and not space._excluded(changed):
+                candidates.setdefault(broken[0], []).append(changed)
+
+        step = max(1, len(valid) // 40)
+        for base in valid[::step]:
+            for axis, value in _mutations(space, covered):
+                if base.get(axis) != value:
+                    consider({**base, axis: value})
+        if not candidates:
+            # No valid case to change (the axes hold none, or the model refuses a value every
+            # case has): cases drawn without the model, where one rule breaks.
+            for row in _raw_rows(space, covered, 64):
+                consider(row)
+        for key in sorted(candidates):
+            found = candidates[key]
+            offset = zlib.crc32(f"{kernel.name}::{key}".encode())
+            cases = []
+            for index, (family, modes) in enumerate(families.items()):
+                chosen = found[(offset + index * 7) % len(found)]
+                mode = modes[(offset + index) % len(modes)]
+                cases.append({**chosen, "mode": mode, "purpose": "boundary", "expected_refusal": key})
+            per_key.append(cases)
+            modes = [mode for family_modes in families.values() for mode in family_modes]
+            extra += [{**case, "mode": modes[i % len(modes)], "purpose": "boundary", "expected_refusal": key}
+                      for i, case in enumerate(found)]
+    # Family by family across every reason, so that a cut keeps each reason.
+    ordered = [cases[i] for i in range(max((len(c) for c in per_key), default=0)) for cases in per_key if i < len(cases)]
+    return ordered, extra
+
+
+def _raw_rows(space: KernelSpace, values: dict, count: int) -> list[dict]:
+    """Cases drawn over every axis and size of the profile, whatever the model says."""
+    axes = list(values)
+    sizes = {dim: sorted(size for pool in space.pools[dim].values() for size in pool) for dim in DIMS}
+    rows = []
+    for draw in _draw_integers(_stream_seed(space.spec, space.kernel.name, "raw"), count, len(axes) + len(DIMS)):
+        row = {"kernel": space.kernel.name, **{axis: values[axis][u % len(values[axis])] for axis, u in zip(axes, draw)}}
+        row.update({dim: sizes[dim][u % len(sizes[dim])] for dim, u in zip(DIMS, draw[len(axes):])})
+        rows.append(row)
+    return rows
+
+
+def _special(spaces: list, families: dict) -> list[dict]:
+    """Each special value x scale form (of scale_a) x compile-mode family, on valid cases; ordered
+    so that a budget cut keeps every value first, then every form, then every family."""
+    per_combo: list[list[dict]] = []
+    for kernel, space, covered, specials, valid in spaces:
+        for form in covered["scale_a"]:
+            for value in specials:
+                bases = [p for p in valid if p["scale_a"] == form]
+                if not bases:
+                    continue
+                offset = zlib.crc32(f"{kernel.name}::{value}::{form}".encode())
+                per_combo.append([
+                    {**bases[(offset + index * 3) % len(bases)], "mode": modes[(offset + index) % len(modes)],
+                     "special_scale": value, "purpose": "special"}
+                    for index, (family, modes) in enumerate(families.items())
+                ])
+    ordered = [cases[i] for i in range(max((len(c) for c in per_combo), default=0)) for cases in per_combo if i < len(cases)]
+    return ordered
+
+
+def _fill(space: KernelSpace, values: dict, missing: int, seed: int, add) -> int:
+    """Up to `missing` more valid cases of the kernel, drawn over every axis and shape class."""
+    if missing <= 0:
+        return 0
+    pairs = space.possible_pairs()
+    if not pairs:
+        return 0
+    axes = [a for a in values if a not in ("scale_a", "scale_b")]
+    width = 1 + len(axes) + len(CLASS_AXES) + len(DIMS)
+    added = 0
+    for attempt in range(4):
+        # Generous: small spaces repeat values, and refused or duplicate draws are skipped.
+        for draw in _draw_integers(seed + attempt, max(missing * 8, 64), width):
+            if added >= missing:
+                return added
+            row = dict(zip(("scale_a", "scale_b"), pairs[draw[0] % len(pairs)]))
+            row.update({axis: values[axis][u % len(values[axis])] for axis, u in zip(axes, draw[1:])})
+            offset = 1 + len(axes)
+            row.update({axis: space.classes[axis][u % len(space.classes[axis])] for axis, u in zip(CLASS_AXES, draw[offset:])})
+            if not space.allowed(row):
+                continue
+            params = space.sizes(row, draw[offset + len(CLASS_AXES):])
+            if params is not None and add(_purposed(params)):
+                added += 1
+    return added

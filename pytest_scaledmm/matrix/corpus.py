@@ -59,6 +59,9 @@ CORPUS_SCHEMA = {
                             "kernel": {"type": "string", "minLength": 1},
                             **{name: {"enum": values} for name, values in _VALUES.items()},
                             **{dim: {"type": "integer", "minimum": 1, "maximum": 65536} for dim in SHAPE_AXES},
+                            # Why generation made the case (cases.py); a record's params carry it.
+                            "purpose": {"enum": ["valid", "boundary", "special"]},
+                            "expected_refusal": {"type": "string", "pattern": "^[a-z0-9_]{1,40}$"},
                         },
                     },
                 },

@@ -43,9 +43,11 @@ class Kernel:
 
     Shape limits declare what the kernel supports, as OpInfo declares an operator's valid inputs:
     ``min_m`` / ``max_m`` (M counts tokens, B*T for a 3-D activation), ``m_multiple``,
-    ``k_multiple``, ``n_multiple``. Cases outside them are still generated; one the kernel
-    refuses (eager and compiled alike) is UNSUPPORTED, while a refusal inside them is REFUSED, a
-    failure.
+    ``k_multiple``, ``n_multiple``; and which pairs and dtypes it takes: ``scale_pairs`` and
+    ``dtype_pairs`` (lists of (a, b) pairs), ``out_dtypes``, ``bias_out_dtypes`` (the output
+    dtypes it takes a bias with; [] for none). Most cases are generated inside the declaration
+    and a boundary slice outside it; one the kernel refuses (eager and compiled alike) outside it
+    is UNSUPPORTED, while a refusal inside it is REFUSED, a failure.
     """
 
     name: str
@@ -60,6 +62,10 @@ class Kernel:
     m_multiple: Optional[int] = None
     k_multiple: Optional[int] = None
     n_multiple: Optional[int] = None
+    scale_pairs: Optional[Sequence[Sequence[str]]] = None
+    dtype_pairs: Optional[Sequence[Sequence[str]]] = None
+    out_dtypes: Optional[Sequence[str]] = None
+    bias_out_dtypes: Optional[Sequence[str]] = None
 
 
 def _first(out):

@@ -37,6 +37,8 @@ CATEGORICAL_AXES = {
 SHAPE_AXES = ["m", "k", "n"]
 # What a kernel may declare about the shapes it supports (M counts tokens: B*T for 3-D a).
 SHAPE_LIMITS = ["min_m", "max_m", "m_multiple", "k_multiple", "n_multiple"]
+# What it may declare about the rest: accepted (a, b) pairs, output dtypes, bias rules.
+SUPPORT_RULES = ["scale_pairs", "dtype_pairs", "out_dtypes", "bias_out_dtypes"]
 ALL_AXES = list(CATEGORICAL_AXES) + SHAPE_AXES + ["kernel"]
 
 # What a matrix that leaves an axis out gets.
@@ -60,6 +62,11 @@ AXIS_DEFAULTS: dict[str, list] = {
 
 def _enum_list(values):
     return {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": values}}
+
+
+def _pair_list(values):
+    pair = {"type": "array", "minItems": 2, "maxItems": 2, "items": {"enum": values}}
+    return {"type": "array", "minItems": 1, "uniqueItems": True, "items": pair}
 
 
 _DIM = {
@@ -152,8 +159,13 @@ _KERNEL = {
                 "dtypes": _enum_list(FP8_DTYPES + ["int8"]),
                 "archs": _enum_list(ARCHS),
                 "min_torch": {"type": "string"},
-                # Shape constraints, as OpInfo declares an operator's valid inputs: a case
-                # outside them that the kernel refuses is UNSUPPORTED (refusals.py).
+                # What it accepts, as OpInfo declares an operator's valid inputs: a case outside
+                # it that the kernel refuses is UNSUPPORTED (refusals.py); generation gives such
+                # cases only a boundary slice (support.py).
+                "scale_pairs": _pair_list(SCALE_FORMS),
+                "dtype_pairs": _pair_list(FP8_DTYPES + ["int8"]),
+                "out_dtypes": _enum_list(OUT_DTYPES),
+                "bias_out_dtypes": {**_enum_list(OUT_DTYPES), "minItems": 0},
                 **{key: {"type": "integer", "minimum": 1} for key in SHAPE_LIMITS},
             },
         },

@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ..verdict.scale_forms import FORMS
 from .errors import MatrixError
 from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, DEFAULT_LIMITS, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA, SHAPE_LIMITS
-from .schema import size_problem
+from .schema import SUPPORT_RULES, size_problem
 
 DEFAULT_SEED = 20240501
 
@@ -47,6 +47,11 @@ class KernelSpec:
     m_multiple: int | None = None
     k_multiple: int | None = None
     n_multiple: int | None = None
+    # Declared pairs and dtype rules (schema.SUPPORT_RULES); None: no limit. Pairs are tuples.
+    scale_pairs: tuple | None = None
+    dtype_pairs: tuple | None = None
+    out_dtypes: tuple | None = None
+    bias_out_dtypes: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +119,9 @@ def _validate(path: Path, data: Any) -> None:
     raise MatrixError(path, key or "(top level)", message)
 
 
-_DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch", *SHAPE_LIMITS)
+_DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch", *SHAPE_LIMITS, *SUPPORT_RULES)
+# Left out of a declaration's digest when not declared, so that older declarations keep theirs.
+_OPTIONAL_FIELDS = (*SHAPE_LIMITS, *SUPPORT_RULES)
 
 
 def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) -> KernelSpec:
@@ -133,8 +140,11 @@ def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) 
         raise MatrixError(path, f"{key}.min_m", f"min_m {entry['min_m']} is greater than max_m {entry['max_m']}")
     family = entry.get("family") or "fp8"
     limits = {k: entry[k] for k in SHAPE_LIMITS if entry.get(k) is not None}
+    rules = {k: tup(k) for k in ("out_dtypes", "bias_out_dtypes") if entry.get(k) is not None}
+    rules.update({k: tuple(tuple(p) for p in entry[k]) for k in ("scale_pairs", "dtype_pairs") if entry.get(k) is not None})
     return KernelSpec(
-        entry["name"], family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"), fn, **limits
+        entry["name"], family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"), fn,
+        **limits, **rules,
     )
 
 
@@ -165,7 +175,10 @@ def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(KERNEL_DECLARATION_SCHEMA)
-    error = jsonschema.exceptions.best_match(validator.iter_errors(dict(entry)))
+    # Pairs may come as tuples; the schema's arrays are lists.
+    entry = {k: ([list(p) if isinstance(p, tuple) else p for p in v] if k in ("scale_pairs", "dtype_pairs") and isinstance(v, (list, tuple)) else v)
+             for k, v in dict(entry).items()}
+    error = jsonschema.exceptions.best_match(validator.iter_errors(entry))
     key = f"[{index}]"
     if error is not None:
         path = _key_path(error.absolute_path)
@@ -178,8 +191,8 @@ def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn
 
 
 def _declaration_digest(kernel: KernelSpec) -> dict:
-    # Shape limits only when declared: a declaration without them keeps its digest.
-    fields = {k: getattr(kernel, k) for k in ("name", *_DECLARED_FIELDS) if k not in SHAPE_LIMITS or getattr(kernel, k)}
+    # Shape limits and rules only when declared: a declaration without them keeps its digest.
+    fields = {k: getattr(kernel, k) for k in ("name", *_DECLARED_FIELDS) if k not in _OPTIONAL_FIELDS or getattr(kernel, k) is not None}
     fn = kernel.fn
     fields["fn"] = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
     return fields

@@ -59,6 +59,12 @@ ALLOW_CAPABILITY_LOSS = Option(
     " instead of a failure)",
     {"action": "store_true", "default": False},
 )
+STRICT_ERRORS = Option(
+    "--scaledmm-strict-errors",
+    "fail the run (and the gate) on error parity on invalid input too: boundary cases where eager and"
+    " compiled raise differently (BOUNDARY_PARITY), otherwise counted and shown as tolerated",
+    {"action": "store_true", "default": False},
+)
 
 TIMEOUT = Option(
     "--scaledmm-timeout",
@@ -134,6 +140,7 @@ PLUGIN_OPTIONS = [
     BASELINE,
     ALLOW_MISSING,
     ALLOW_CAPABILITY_LOSS,
+    STRICT_ERRORS,
     TIMEOUT,
     ISOLATE,
     REPRO_DIR,

@@ -22,7 +22,7 @@ def check_case_ids(state, wanted) -> None:
         line = f"unknown case id {cid!r} in profile {state.profile.name!r} of {state.spec.path}"
         elsewhere = []
         for name, profile in state.spec.profiles.items():
-            if name != state.profile.name and cid in {c.id for c in generate_cases(state.spec, profile)[0]}:
+            if name != state.profile.name and cid in {c.id for c in generate_cases(state.spec, profile, state.target_arch)[0]}:
                 elsewhere.append(name)
         if elsewhere:
             line += f"; it is a case of profile {', '.join(elsewhere)}: add --scaledmm-profile {elsewhere[0]}"

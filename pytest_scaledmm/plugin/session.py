@@ -27,6 +27,24 @@ def plain_json(data):
     return json.loads(json.dumps(data, default=str))
 
 
+def target_arch(requested: str) -> str:
+    """The arch of the device `--scaledmm-device` names (auto: the first GPU torch sees, else the
+    CPU), without choosing a worker's GPU: every process of a run generates for the same arch."""
+    if requested == "cpu":
+        return "cpu"
+    import torch
+
+    if not torch.cuda.is_available():
+        return "cpu"  # a cuda request fails at run time, with its reason
+    from ..execution.device import device_info
+
+    device = "cuda:0" if requested in ("auto", "cuda") else requested
+    try:
+        return device_info(device).arch
+    except Exception:  # an index torch does not see: the run reports it
+        return device_info("cuda:0").arch
+
+
 class MatrixSession:
     def __init__(self, spec: Spec, settings: Settings):
         """Raises MatrixError for an unknown profile or a kernel that cannot be imported, so that
@@ -42,6 +60,8 @@ class MatrixSession:
         self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
         self._cases: Optional[list[Case]] = None
         self._generation_notes: dict = {}
+        self._possible: dict = {}  # per kernel, what valid cases can cover (reports/coverage.py)
+        self._target_arch: Optional[str] = None
         self._context = None
         self._spare_child = None
         self._runner = None
@@ -79,9 +99,19 @@ class MatrixSession:
         return tuple(self._interruptions)
 
     # -- collection ---------------------------------------------------------------------------
+    @property
+    def target_arch(self) -> str:
+        """The arch the cases are generated for (support models depend on it): that of the device
+        the run asks for, the same in every process of the run."""
+        if self._target_arch is None:
+            self._target_arch = target_arch(self.settings.device)
+        return self._target_arch
+
     def cases(self) -> list[Case]:
         if self._cases is None:
-            self._cases, self._generation_notes = generate_cases(self.spec, self.profile)
+            self._cases, notes = generate_cases(self.spec, self.profile, self.target_arch)
+            self._possible = notes.pop("possible", {})
+            self._generation_notes = notes
         return self._cases
 
     # -- running ------------------------------------------------------------------------------
@@ -223,9 +253,14 @@ class MatrixSession:
     def add_record(self, record: dict, environment: Optional[dict] = None) -> None:
         """A case's record as it reached this process, and the environment of the process that
         ran it (the first one given is kept)."""
-        self._records[record["id"]] = record
         if self._environment is None and environment is not None:
             self._environment = environment
+        if "model" not in record:
+            from ..reports.coverage import model_block
+
+            env = self._environment or {}
+            record = {**record, "model": model_block(record, self.target_arch, str(env.get("torch") or ""))}
+        self._records[record["id"]] = record
 
     # -- caches -------------------------------------------------------------------------------
     def use_fresh_cache(self) -> None:
@@ -259,6 +294,7 @@ class MatrixSession:
             "profile": self.profile.name,
             "seed": self.seed,
             "cases": len(cases),
+            "arch": self.target_arch,
             "generation": self._generation_notes,
         }
 
@@ -281,6 +317,13 @@ class MatrixSession:
             reasons.append("explore mode: hypothesis searched the axes instead of running the profile's cases")
         return reasons + [r for r in self._interruptions if r not in reasons]
 
+    def coverage_lines(self) -> list[str]:
+        """What the run really tested, for the terminal summary (reports/coverage.py)."""
+        from ..reports.coverage import coverage_block, coverage_lines
+
+        records = self._records.values()
+        return coverage_lines(coverage_block(records, self._possible, self.target_arch), records)
+
     def build_report(self) -> dict:
         """The report as it stands: partial (complete: false) until the session has finished."""
         from ..reports.report import build_report
@@ -294,4 +337,8 @@ class MatrixSession:
             "generated": len(self.cases()),
             "recorded": len(self._records),
         }
-        return build_report(self._environment or {}, self.matrix_block(), self._records.values(), session)
+        from ..reports.coverage import coverage_block
+
+        report = build_report(self._environment or {}, self.matrix_block(), self._records.values(), session)
+        report["coverage"] = coverage_block(self._records.values(), self._possible, self.target_arch)
+        return report

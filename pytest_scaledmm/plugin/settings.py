@@ -42,6 +42,7 @@ class Settings:
     baseline: Optional[str]
     allow_missing: bool
     allow_capability_loss: bool
+    strict_errors: bool  # error parity on invalid input fails the run; recorded as session.strict_errors
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Optional["Settings"]:
@@ -98,6 +99,7 @@ class Settings:
             baseline=get(opt.BASELINE.dest),
             allow_missing=get(opt.ALLOW_MISSING.dest),
             allow_capability_loss=get(opt.ALLOW_CAPABILITY_LOSS.dest),
+            strict_errors=get(opt.STRICT_ERRORS.dest),
         )
 
 

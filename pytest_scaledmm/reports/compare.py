@@ -11,6 +11,11 @@ neighbouring columns a case can:
 - become a known failure: it passed, now fails as the known-failure catalogue predicts;
 - be added or removed: only one report has it (another matrix, profile or seed).
 
+A strict-only failure (error parity on invalid input, outcome.OutcomeClass.strict_only) counts
+as ok unless the newer report of a pair was strict (its session.strict_errors; missing is
+strict), and both records of the pair are judged by that one rule. A case where eager raised
+that is UNSUPPORTED now (both refuse alike) lost no capability: eager never had it.
+
 No torch import here.
 """
 
@@ -26,7 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..verdict import outcome as oc
 from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
-from .report import ReportError, duplicate_ids, load_report
+from .report import ReportError, duplicate_ids, load_report, root_cause_of
 
 # Outcome categories.
 OK, FAILING, KNOWN, ABSENT = "ok", "failing", "known", "absent"
@@ -62,35 +67,44 @@ def severity(outcome: str) -> int:
 DEFAULT_GROUP_BY = ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b")
 
 
-def category(outcome: Optional[str]) -> Optional[str]:
-    """OK, KNOWN, ABSENT or FAILING (outcome.OutcomeClass.category); None for no record."""
+def category(outcome: Optional[str], strict: bool = True) -> Optional[str]:
+    """OK, KNOWN, ABSENT or FAILING (outcome.OutcomeClass.category_when); None for no record.
+    `strict`: whether strict-only failures fail (the newer report's session.strict_errors)."""
     if outcome is None:
         return None
     known = oc.outcome_class(outcome)
-    return known.category if known else FAILING  # a class a newer plugin adds counts as failing
+    return known.category_when(strict) if known else FAILING  # a class a newer plugin adds counts as failing
 
 
 def _failure_key(record: Mapping) -> tuple:
     outcome = record["outcome"]
     if outcome == oc.XFAIL:
         outcome = (record.get("known_failure") or {}).get("original_outcome", outcome)
+    known = oc.outcome_class(outcome)
+    if known is not None and known.same_failure_as:
+        outcome = known.same_failure_as
     return outcome, record.get("signature")
 
 
-def classify(before: Optional[Mapping], after: Optional[Mapping]) -> Optional[str]:
-    """The transition from one record of a case to the next; None when nothing changed."""
+def classify(before: Optional[Mapping], after: Optional[Mapping], strict: bool = True) -> Optional[str]:
+    """The transition from one record of a case to the next; None when nothing changed.
+    `strict`: the newer report's rule for strict-only failures, applied to both records."""
     if before is None and after is None:
         return None
     if before is None:
         return CASE_ADDED
     if after is None:
         return CASE_REMOVED
-    was, now = category(before["outcome"]), category(after["outcome"])
+    was, now = category(before["outcome"], strict), category(after["outcome"], strict)
     if was == ABSENT and now == ABSENT:
         return None
     if was == ABSENT:
         return CAPABILITY_GAINED
     if now == ABSENT:
+        earlier = oc.outcome_class(before["outcome"])
+        if after["outcome"] == oc.UNSUPPORTED and earlier is not None and earlier.eager_raises:
+            # Eager refused before too; both refuse alike now: parity, not a capability lost.
+            return FIX if was in (FAILING, KNOWN) else None
         return CAPABILITY_LOST
     if was == OK:
         return {OK: None, FAILING: REGRESSION, KNOWN: KNOWN_FAILURE}[now]
@@ -112,6 +126,11 @@ class Column:
     @property
     def torch(self) -> str:
         return str(self.environment.get("torch") or "?")
+
+    @property
+    def strict(self) -> bool:
+        """Whether its run failed on strict-only failures (session.strict_errors; missing: yes)."""
+        return oc.strict_errors_of(self.session)
 
 
 @dataclass(frozen=True)
@@ -136,6 +155,14 @@ class Transition:
         for record in (self.after, self.before):
             if record and record.get("signature") and category(record["outcome"]) != OK:
                 return record["signature"]
+        return ""
+
+    @property
+    def root_cause(self) -> str:
+        """The root cause of the failing side of the change (report.root_cause_of), else ""."""
+        for record in (self.after, self.before):
+            if record and record.get("signature") and category(record["outcome"]) != OK:
+                return root_cause_of(record)
         return ""
 
 
@@ -238,7 +265,7 @@ def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
     transitions = []
     for i in range(1, len(columns)):
         for cid in case_ids:
-            kind = classify(grid[cid][i - 1], grid[cid][i])
+            kind = classify(grid[cid][i - 1], grid[cid][i], columns[i].strict)
             if kind:
                 transitions.append(Transition(kind, cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i]))
     report_notes = _report_notes(columns, reports)

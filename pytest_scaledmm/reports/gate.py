@@ -21,6 +21,11 @@ restored to its original outcome in both reports and the known-failure catalogue
 again, from the matrix given, or from the matrix both reports name when that file's digest is the
 hash they recorded; otherwise from none (a note says why).
 
+Error parity on invalid input (a strict-only class, outcome.BOUNDARY_PARITY) is judged by the
+candidate's own rule, recorded in its report as session.strict_errors (missing: strict): without
+strict errors such a case counts as ok, so it is neither a regression nor an unbacked failure.
+Reasons group failing cases by root cause (report.root_cause_of), one line per bug.
+
 `allow_missing` is the opt-in for a partial comparison: incomplete runs and missing cases become
 notes. `allow_capability_loss` does the same for capability lost. Fixes, capabilities gained and
 passing cases only in the candidate are notes.
@@ -97,13 +102,14 @@ class GateResult:
         record that failed the same way: a session with any of them keeps exit status 1 whatever
         the gate says."""
         unexplained = []
+        strict = self.comparison.columns[-1].strict
         for record in records:
-            if category(record["outcome"]) != FAILING:
+            if category(record["outcome"], strict) != FAILING:
                 continue
             row = self.comparison.grid.get(record["id"]) or [None, None]
             before, after = row[0], row[-1]
-            old = before is not None and category(before["outcome"]) in (FAILING, KNOWN)
-            if not (old and after is not None and classify(before, after) is None):
+            old = before is not None and category(before["outcome"], strict) in (FAILING, KNOWN)
+            if not (old and after is not None and classify(before, after, strict) is None):
                 unexplained.append(record["id"])
         return unexplained
 
@@ -122,10 +128,11 @@ class GateResult:
 
 
 def _group_reasons(transitions: list[Transition], limit: int) -> list[str]:
-    """One reason per (kind, outcome change, signature): forty cases of one bug are one line."""
+    """One reason per (kind, outcome change, root cause): forty cases of one bug are one line,
+    whatever eager refusals its compiled-side cause met."""
     grouped: dict[tuple, list[Transition]] = {}
     for t in transitions:
-        grouped.setdefault((t.kind, t.before_outcome, t.after_outcome, t.signature), []).append(t)
+        grouped.setdefault((t.kind, t.before_outcome, t.after_outcome, t.root_cause), []).append(t)
     ordered = sorted(grouped.items(), key=lambda item: (item[0][0] != REGRESSION, -len(item[1]), item[0]))
     reasons = []
     for (kind, before, after, signature), members in ordered[:limit]:
@@ -133,8 +140,13 @@ def _group_reasons(transitions: list[Transition], limit: int) -> list[str]:
         count = f"{len(members)} cases" if len(members) > 1 else "1 case"
         reasons.append(f"{kind}: {count} {before} -> {after}: {signature or '(no signature)'} (e.g. {example})")
     if len(ordered) > limit:
-        reasons.append(f"... and {len(ordered) - limit} more signature(s)")
+        reasons.append(f"... and {len(ordered) - limit} more root cause(s)")
     return reasons
+
+
+def _tolerated(outcome: str) -> bool:
+    known = oc.outcome_class(outcome)
+    return known is not None and known.strict_only
 
 
 def _whole(value) -> bool:
@@ -184,7 +196,9 @@ def contradictions(report: Mapping) -> list[str]:
             f"{len(passing)} passing record(s) carry a failure's signature or error, e.g. {passing[0]['id']}:"
             " the record was edited or is corrupt"
         )
-    return lines
+    from .proof import unproven_passes
+
+    return lines + unproven_passes(report)
 
 
 def _carries_a_failure(record: Mapping) -> bool:
@@ -344,14 +358,15 @@ def check(
     failures = [t for kind in FAILING_KINDS for t in by_kind[kind]] + [replace(t, kind=REGRESSION) for t in newly_known]
     failure_reasons = _group_reasons(failures, limit)
     # Failures the baseline cannot show to be old: no record there, or it did not run the case.
+    strict = comparison.columns[-1].strict
     unbacked = [
         (t, "fail in the candidate and have no record in the baseline")
         for t in by_kind[CASE_ADDED]
-        if category(t.after_outcome) in (FAILING, KNOWN)
+        if category(t.after_outcome, strict) in (FAILING, KNOWN)
     ] + [
         (t, "ran for the first time and fail (UNSUPPORTED or SKIPPED in the baseline)")
         for t in by_kind[CAPABILITY_GAINED]
-        if category(t.after_outcome) in (FAILING, KNOWN)
+        if category(t.after_outcome, strict) in (FAILING, KNOWN)
     ]
     for what in dict.fromkeys(w for _, w in unbacked):
         members = [t for t, w in unbacked if w == what]
@@ -369,6 +384,13 @@ def check(
             "accepted",
         )
     notes += [n for n in comparison.notes if n not in comparison.report_notes]
+    if not strict:
+        tolerated = [c for c in candidate[1]["cases"] if _tolerated(c["outcome"])]
+        if tolerated:
+            notes.append(
+                f"{len(tolerated)} case(s) of error parity on invalid input, tolerated: the candidate ran without"
+                f" strict errors (session.strict_errors false), e.g. {tolerated[0]['id']}"
+            )
     if newly_known:
         notes.append(
             f"{len(newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts;"

@@ -20,6 +20,8 @@ from typing import Optional, Sequence
 import jinja2
 
 from ..verdict import outcome as oc
+from .report import root_cause_of, signature_groups
+from .summary import MET_SHOWN, sorted_out, tier_heading
 from .compare import (
     DEFAULT_GROUP_BY,
     TRANSITION_KINDS,
@@ -153,10 +155,10 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
     for kind, moved in by_kind.items():
         changes: dict = {}
         for t in moved:
-            key = (f"{t.before_label} → {t.after_label}", t.before_outcome, t.after_outcome, t.signature)
+            key = (f"{t.before_label} → {t.after_label}", t.before_outcome, t.after_outcome, t.root_cause)
             changes.setdefault(key, []).append(t.case_id)
         grouped[kind] = [
-            {"pair": k[0], "before": k[1], "after": k[2], "signature": k[3], "count": len(ids), "example": ids[0]}
+            {"pair": k[0], "before": k[1], "after": k[2], "root_cause": k[3], "count": len(ids), "example": ids[0]}
             for k, ids in sorted(changes.items(), key=lambda item: (-len(item[1]), item[0]))
         ]
     return {
@@ -171,7 +173,36 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
         "max_rows": max_rows,
         "matrix": matrix,
         "replay": lambda cid: replay_command(matrix, cid),
+        "root_causes": root_cause_rows(comparison),
     }
+
+
+def root_cause_rows(comparison: Comparison) -> list[dict]:
+    """The newest report's root causes, one row per bug (report.signature_groups): failing ones by
+    tier, then tolerated, then informational, under that report's own strictness."""
+    if not comparison.columns:
+        return []
+    column = comparison.columns[-1]
+    records = [row[-1] for row in comparison.grid.values() if row[-1] is not None]
+    rows = []
+    failing, tolerated, lenient = sorted_out(signature_groups(records), column.strict)
+    for status, groups in (("failing", failing), ("tolerated", tolerated), ("informational", lenient)):
+        for g in groups:
+            outcomes = g.get("outcomes") or {}
+            met = list((g.get("met") or {}).items())
+            rows.append({
+                "status": status,
+                "tier": tier_heading(g["tier"]) if status != "informational" else "not a failure",
+                "count": g["count"],
+                "outcome": g["outcome"],
+                "classes": ", ".join(f"{n} {name}" for name, n in outcomes.items()) if len(outcomes) > 1 else "",
+                "layer": g.get("layer") or "",
+                "root_cause": g["root_cause"],
+                "met": "; ".join(f"{n} × {what}" for what, n in met[:MET_SHOWN])
+                + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
+                "example": g["example"],
+            })
+    return rows
 
 
 def render_markdown(comparison: Comparison, matrix_path: Optional[str] = None, max_rows: int = 30) -> str:
@@ -195,7 +226,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix: Optional[s
             for cid, record in zip(ids, records):
                 if record is None:
                     continue
-                change = classify(comparison.grid[cid][index - 1], record) if index else None
+                change = classify(comparison.grid[cid][index - 1], record, column.strict) if index else None
                 if change:
                     changes[change] += 1
                 cases.append(
@@ -203,6 +234,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix: Optional[s
                         "id": cid,
                         "outcome": record["outcome"],
                         "signature": record.get("signature") or "",
+                        "root_cause": root_cause_of(record) if record.get("signature") else "",
                         "layer": record.get("layer") or "",
                         "detail": record.get("detail") or "",
                         "change": change or "",
@@ -213,8 +245,8 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix: Optional[s
                 )
             # Failing cases first, then by id: the panel opens on what needs looking at.
             cases.sort(key=lambda c: (severity(c["outcome"]), c["id"]))
-            signatures = Counter(c["signature"] for c in cases if c["signature"] and category(c["outcome"]) != "ok")
-            failing = sum(n for o, n in counts.items() if category(o) == "failing")
+            signatures = Counter(c["root_cause"] for c in cases if c["root_cause"] and category(c["outcome"], column.strict) != "ok")
+            failing = sum(n for o, n in counts.items() if category(o, column.strict) == "failing")
             cells.append(
                 {
                     "worst": worst(counts) if counts else None,

@@ -21,6 +21,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ..verdict import outcome as oc
+
 SCHEMA = "pytest-scaledmm/report"
 SCHEMA_VERSION = 1
 # Reports of the largest profiles are tens of MiB; beyond this, a file is not one of ours.
@@ -54,18 +56,74 @@ def build_report(environment: dict, matrix: dict, cases: Iterable[dict], session
     }
 
 
+def root_cause_of(record: dict) -> str:
+    """The cause a record groups under: its root_cause (the side that is wrong), else its
+    signature (a report from before root causes, or a class whose signature is its cause)."""
+    cause = record.get("root_cause")
+    if isinstance(cause, str) and cause:
+        return cause
+    return record.get("signature") or record["outcome"]
+
+
+def _worst(outcomes) -> str:
+    def rank(name):
+        known = oc.outcome_class(name)
+        return (known.severity if known else -1, name)  # a class a newer plugin adds: worst
+
+    return min(outcomes, key=rank)
+
+
+def group_tier(outcome: str) -> int:
+    """The tier a group of this worst class is listed under; 0 for a class this version does not
+    know (before every tier: it is a failure nobody has ranked)."""
+    known = oc.outcome_class(outcome)
+    if known is None:
+        return 0
+    return known.tier if known.tier is not None else len(oc.TIERS) + 1
+
+
 def signature_groups(cases: Iterable[dict]) -> list[dict]:
-    """Failures grouped by signature, largest group first, with one example case id each."""
+    """Records grouped by root cause, one group per bug: the failures (every class that can fail
+    a run, strict-only ones included) by (root cause, layer), whatever their class, so that one
+    compiled-side cause is one group whatever eager refusals it met (listed in `met` with their
+    counts); every other class apart, by class and cause. Failures first, by tier then size."""
     groups: dict[tuple, dict] = {}
     for case in cases:
-        if not case.get("signature") or case["outcome"] in ("PASS", "SKIPPED"):
+        outcome = case["outcome"]
+        if not case.get("signature") or outcome in ("PASS", "SKIPPED"):
             continue
-        key = (case["outcome"], case["signature"])
+        known = oc.outcome_class(outcome)
+        bucket = "failure" if known is None or known.fails else outcome
+        cause = root_cause_of(case)
         group = groups.setdefault(
-            key, {"outcome": case["outcome"], "signature": case["signature"], "layer": case.get("layer"), "count": 0, "example": case["id"]}
+            (bucket, cause, case.get("layer")),
+            {"root_cause": cause, "layer": case.get("layer"), "count": 0, "outcomes": {}, "met": {}, "_ids": {}},
         )
         group["count"] += 1
-    return sorted(groups.values(), key=lambda g: (-g["count"], g["outcome"], g["signature"]))
+        group["outcomes"][outcome] = group["outcomes"].get(outcome, 0) + 1
+        group["_ids"].setdefault(outcome, []).append((case["id"], case["signature"]))
+        met = case.get("met")
+        if isinstance(met, str) and met:
+            group["met"][met] = group["met"].get(met, 0) + 1
+    out = []
+    for group in groups.values():
+        worst = _worst(group["outcomes"])
+        example, signature = min(group.pop("_ids")[worst])
+        out.append({
+            "outcome": worst,
+            "tier": group_tier(worst),
+            "signature": signature,
+            **group,
+            "outcomes": dict(sorted(group["outcomes"].items(), key=lambda item: (-item[1], item[0]))),
+            "met": dict(sorted(group["met"].items(), key=lambda item: (-item[1], item[0]))),
+            "example": example,
+        })
+
+    def order(g):
+        failing = g["outcome"] in oc.FAILURES or oc.outcome_class(g["outcome"]) is None
+        return (not failing, g["tier"] if failing else 0, -g["count"], g["outcome"], g["root_cause"], str(g["layer"]))
+
+    return sorted(out, key=order)
 
 
 def write_atomic(path: Path, data: Any) -> None:
@@ -80,11 +138,19 @@ def write_atomic(path: Path, data: Any) -> None:
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
+        _readable_by_others(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def _readable_by_others(name: str) -> None:
+    # mkstemp creates 0600; a report is shared like the HTML and Markdown ones: 0644 less the umask.
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(name, 0o644 & ~umask)
 
 
 def duplicate_ids(report: dict) -> dict[str, int]:
@@ -231,16 +297,10 @@ def start_report(path: Path, reason: str = IN_PROGRESS) -> Optional[Path]:
     `<name>.previous.json` (an unfinished one is simply replaced, so that it never displaces
     the last real report), and an unfinished report takes its place until the run writes its
     own. Returns where the earlier report went, or None. Raises OSError."""
+    from .report_path import claim
+
     path = Path(path)
-    moved = None
-    if os.path.lexists(path):
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise OSError("it is there and is not a regular file (a FIFO, a device, a link to one): a report never replaces it")
-        if not _is_unfinished_stub(path):
-            moved = previous_path(path)
-            os.replace(path, moved)
-    write_atomic(path, unfinished_report(reason))
-    return moved
+    return claim(path, unfinished_report(reason), write_atomic, previous_path(path), _is_unfinished_stub)
 
 
 def abandon_report(path, reason: str) -> None:
@@ -252,7 +312,7 @@ def abandon_report(path, reason: str) -> None:
         return
     path = Path(path)
     try:
-        if not path.is_file() or path.is_symlink():
+        if not path.is_file():
             return
         lock = ReportLock(path)
         lock.acquire()
@@ -284,6 +344,8 @@ _RECORD = {
         "outcome": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]*$"},
         "params": {"type": "object"},
         "signature": _TEXT,
+        "root_cause": _TEXT,
+        "met": _TEXT,
         "layer": _TEXT,
         "detail": _TEXT,
         "eager_error": _ERROR_INFO,
@@ -319,6 +381,9 @@ REPORT_SCHEMA = {
             "type": "object",
             "properties": {
                 "complete": {"type": "boolean"},
+                # Whether strict-only failures (error parity on invalid input) failed the run;
+                # missing is strict.
+                "strict_errors": {"type": "boolean"},
                 "incomplete_reasons": {"type": "array", "items": {"type": "string"}},
                 "generated": {"type": "integer", "minimum": 0},
                 "recorded": {"type": "integer", "minimum": 0},
@@ -411,11 +476,24 @@ def _schema_message(error) -> str:
     return f"key '{where}' is {shown}: {error.validator} {error.validator_value!r}"
 
 
+def _check_regular(path: Path) -> None:
+    # Opening a FIFO blocks until a writer comes: refuse anything but a regular file first.
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise ReportError(path, "no such report") from None
+    except OSError as exc:
+        raise ReportError(path, f"cannot be read: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(mode):
+        raise ReportError(path, "not a regular file (a directory, a FIFO, a device): not a report")
+
+
 def load_report(path) -> dict:
     """The report at `path`, checked: ReportError (naming the file and the key) for a file that
     is missing, unreadable, too large, not JSON, nested too deeply, not a report of this schema
     version, or whose fields the readers use have the wrong type."""
     path = Path(path)
+    _check_regular(path)
     try:
         with open(path, "rb") as handle:  # a bounded read: /dev/zero or a pipe cannot fill memory
             raw = handle.read(MAX_REPORT_BYTES + 1)

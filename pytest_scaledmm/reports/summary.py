@@ -1,8 +1,78 @@
-"""Terminal summary of a matrix run: outcome distribution and failures grouped by signature."""
+"""Terminal summary of a matrix run: outcome distribution, then one line per root cause
+(report.signature_groups), failures by severity tier, each with the other side's behaviour it
+met (the eager refusals a compiled-side error met) as detail."""
 
 from __future__ import annotations
 
 from ..verdict import outcome as oc
+
+MET_SHOWN = 5  # the other side's behaviours listed under one root cause; the rest are counted
+
+
+def tier_heading(tier: int) -> str:
+    if tier == 0:
+        return "tier ?, an outcome class this version does not know"
+    title = next((t.title for t in oc.TIERS if t.number == tier), "?")
+    return f"tier {tier}, {title}"
+
+
+def group_lines(group: dict) -> list[str]:
+    """One root cause: the line with its count, worst class, layer and cause; its classes when it
+    has several; what it met; an example case."""
+    layer = f" [{group['layer']}]" if group.get("layer") else ""
+    outcomes = group.get("outcomes") or {group["outcome"]: group["count"]}
+    mixed = f" ({', '.join(f'{n} {name}' for name, n in outcomes.items())})" if len(outcomes) > 1 else ""
+    lines = [f"  {group['count']:4d} x {group['outcome']}{mixed}{layer} {group.get('root_cause') or group['signature']}"]
+    met = list((group.get("met") or {}).items())
+    if met:
+        shown = "; ".join(f"{n} x {what}" for what, n in met[:MET_SHOWN])
+        more = f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""
+        lines.append(f"         met: {shown}{more}")
+    lines.append(f"         e.g. {group['example']}")
+    return lines
+
+
+def sorted_out(groups: list[dict], strict_errors: bool) -> tuple[list, list, list]:
+    """(failing, tolerated, informational) root-cause groups, each in the groups' order (failures
+    by tier): tolerated are strict-only failures of a run without strict errors, informational
+    the LENIENT ones."""
+    failing, tolerated, lenient = [], [], []
+    for group in groups:
+        known = oc.outcome_class(group["outcome"])
+        if known is None or known.fails_when(strict_errors):
+            failing.append(group)
+        elif known.fails:
+            tolerated.append(group)
+        elif group["outcome"] == oc.LENIENT:
+            lenient.append(group)
+    return failing, tolerated, lenient
+
+
+def root_cause_lines(groups: list[dict], strict_errors: bool, max_groups: int = 30) -> list[str]:
+    """The root-cause part of the summary: failing causes by tier, then tolerated ones, then
+    informational ones (sorted_out)."""
+    failing, tolerated, lenient = sorted_out(groups, strict_errors)
+    lines = []
+    if failing:
+        lines.append(f"{len(failing)} failing root cause(s), by tier:")
+        heading = None
+        for group in failing[:max_groups]:
+            if group["tier"] != heading:
+                heading = group["tier"]
+                lines.append(f" {tier_heading(heading)}:")
+            lines += group_lines(group)
+        if len(failing) > max_groups:
+            lines.append(f"  ... {len(failing) - max_groups} more in the report")
+    if tolerated:
+        lines.append(f"{len(tolerated)} tolerated root cause(s), {tier_heading(tolerated[0]['tier'])}"
+                     " (--scaledmm-strict-errors fails on them):")
+        for group in tolerated[:max_groups]:
+            lines += group_lines(group)
+    if lenient:
+        lines.append(f"{len(lenient)} informational root cause(s), compiled accepts invalid input with the reference's result:")
+        for group in lenient[:max_groups]:
+            lines += group_lines(group)
+    return lines
 
 
 def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
@@ -14,15 +84,7 @@ def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
         f"{total} cases ({state.profile.name} profile, seed {state.seed}) on {env.get('device_name', '?')} "
         f"[{env.get('arch', '?')}], torch {env.get('torch', '?')}: {dist}",
     ]
-    failing = [g for g in groups if g["outcome"] in oc.FAILURES]
-    if failing:
-        lines.append(f"{len(failing)} failure signature(s):")
-        for group in failing[:max_groups]:
-            layer = f" [{group['layer']}]" if group.get("layer") else ""
-            lines.append(f"  {group['count']:4d} x {group['outcome']}{layer} {group['signature']}")
-            lines.append(f"         e.g. {group['example']}")
-        if len(failing) > max_groups:
-            lines.append(f"  ... {len(failing) - max_groups} more in the report")
+    lines += root_cause_lines(groups, state.settings.strict_errors, max_groups)
     unsupported = [g for g in groups if g["outcome"] == oc.UNSUPPORTED]
     if unsupported:
         lines.append(f"{len(unsupported)} unsupported signature(s) (eager and compiled refuse alike):")

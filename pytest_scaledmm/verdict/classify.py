@@ -2,17 +2,27 @@
 
 The run, triage's rungs and repro scripts (which embed this module) all classify here. A pair of
 alike refusals is judged by refusals.py; a kernel that tried to end the process is a CRASH.
+
+Whether the input is valid decides the tier of a failure where eager raises: a case is invalid
+input when its params say purpose "boundary", or when they say no purpose and it lies outside
+the kernel's declared support; a missing purpose is otherwise valid (fail closed). Each Outcome
+names the root cause on the side that is wrong (`root_cause`, with `met`: what the other side
+did), so that one compiled-side bug is one summary line whatever eager refusals it met.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Mapping, Optional
 
 from .outcome import (
+    BOUNDARY_PARITY,
     COMPILE_ONLY_ERROR,
     CRASH,
     ERROR_PARITY,
     FALLBACK,
+    LENIENT,
+    LENIENT_MISMATCH,
     MISMATCH,
     PASS,
     ErrorInfo,
@@ -53,6 +63,66 @@ def _off_by(check: dict) -> str:
     return check.get("problem") or "max |err|/tol = %.3g (max abs %.3g)" % (check["ratio"], check["max_abs"])
 
 
+# A symbolic size (s?, from a dynamic-shape compile) is a size like any other in a cause: one
+# check failing for concrete and symbolic shapes is one bug.
+_SYMBOLIC = re.compile(r"\bs\?")
+
+
+def cause_of(error: ErrorInfo) -> str:
+    """The root cause an error stands for: its signature, symbolic sizes read as sizes, cut
+    shorter than a signature so that both spellings of one message cut at the same place."""
+    return _SYMBOLIC.sub("N", signature_of(error))[:200].rstrip()
+
+
+# The root cause of every case whose compiled side accepts what eager refuses: one behaviour of
+# the compiler, whatever eager refused (the refusals are its `met`).
+ACCEPTS = "compiled accepts what eager refuses"
+
+
+def invalid_input(kernel, params: Optional[Mapping]) -> bool:
+    """Whether the case's input is invalid by design: params purpose "boundary", or no purpose
+    and a case outside the kernel's declared support (a KernelSpec or refusals.Support)."""
+    if not params:
+        return False
+    purpose = params.get("purpose")
+    if purpose is not None:
+        return purpose == "boundary"
+    if kernel is None:
+        return False
+    from .refusals import outside_declared_support
+
+    return outside_declared_support(kernel, params) is not None
+
+
+def _expected_refusal(params: Optional[Mapping]) -> str:
+    wanted = (params or {}).get("expected_refusal")
+    return f"; the boundary case expects: {wanted}" if wanted else ""
+
+
+def _eager_refused(
+    eager_error: ErrorInfo, compiled_graph_calls: int, compiled_check: Optional[dict], boundary: bool, params
+) -> Outcome:
+    """Eager raises and the compiled call returns: its result against the reference decides."""
+    met = f"eager: {signature_of(eager_error)}"
+    signature = f"{ACCEPTS}: {signature_of(eager_error)}"
+    if compiled_graph_calls and compiled_check is not None and not compiled_check["ok"]:
+        problem = compiled_check.get("problem", "values off the reference")
+        return Outcome(
+            LENIENT_MISMATCH, signature, "compiled",
+            f"eager raises, compiled returns a wrong result: {_off_by(compiled_check)}{_expected_refusal(params)}",
+            root_cause=f"{ACCEPTS}, with {problem}", met=met,
+        )
+    if compiled_graph_calls and compiled_check is not None and boundary:
+        return Outcome(
+            LENIENT, signature, "compiled",
+            f"eager raises on invalid input, compiled returns the reference's result{_expected_refusal(params)}",
+            root_cause=ACCEPTS, met=met,
+        )
+    # Valid input (or no compiled graph ran): eager is the side that is wrong.
+    return Outcome(ERROR_PARITY, signature, "eager", "eager raises, compiled returns a result",
+                   root_cause=signature, met="compiled returns a result")
+
+
 def classify(
     eager_error: Optional[ErrorInfo],
     compiled_error: Optional[ErrorInfo],
@@ -64,22 +134,27 @@ def classify(
 ) -> Outcome:
     """The case's outcome from what each side raised or returned. `kernel` (a KernelSpec or a
     refusals.Support) and `params` say whether a refusal alike on both sides is earned
-    (refusals.judge); without them (a plain matmul rung of triage) it stays UNSUPPORTED unless it
-    is an internal error."""
+    (refusals.judge) and whether the input is invalid (invalid_input); without them (a plain
+    matmul rung of triage) an alike refusal stays UNSUPPORTED unless it is an internal error, and
+    the input counts as valid."""
     if eager_error and compiled_error:
         if same_refusal(eager_error, compiled_error):
             from .refusals import judge
 
             return judge(kernel, params, eager_error, compiled_error)
+        boundary = invalid_input(kernel, params)
         sig = f"eager {signature_of(eager_error)} <> compiled {signature_of(compiled_error)}"
-        return Outcome(ERROR_PARITY, sig, compiled_error.layer, "eager and compiled raise different errors")
-    if eager_error:
         return Outcome(
-            ERROR_PARITY,
-            f"compiled accepts what eager refuses: {signature_of(eager_error)}",
-            "eager",
-            "eager raises, compiled returns a result",
+            BOUNDARY_PARITY if boundary else ERROR_PARITY,
+            sig,
+            compiled_error.layer,
+            "eager and compiled raise different errors" + (" on invalid input" if boundary else "")
+            + (_expected_refusal(params) if boundary else ""),
+            root_cause=cause_of(compiled_error),
+            met=f"eager: {signature_of(eager_error)}",
         )
+    if eager_error:
+        return _eager_refused(eager_error, compiled_graph_calls, compiled_check, invalid_input(kernel, params), params)
     if compiled_error:
         if eager_check is not None and not eager_check["ok"]:
             # Eager is wrong on its own: that is the first bug, whatever compile then does.
@@ -89,7 +164,8 @@ def classify(
                 "eager",
                 f"eager: {_off_by(eager_check)}; compiled raised {signature_of(compiled_error)}",
             )
-        return Outcome(COMPILE_ONLY_ERROR, signature_of(compiled_error), compiled_error.layer, "eager passes, compiled raises")
+        return Outcome(COMPILE_ONLY_ERROR, signature_of(compiled_error), compiled_error.layer, "eager passes, compiled raises",
+                       root_cause=cause_of(compiled_error))
     if compiled_graph_calls == 0:
         return Outcome(
             FALLBACK,

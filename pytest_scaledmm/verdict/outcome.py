@@ -17,6 +17,13 @@ PASS = "PASS"
 MISMATCH = "MISMATCH"
 COMPILE_ONLY_ERROR = "COMPILE_ONLY_ERROR"
 ERROR_PARITY = "ERROR_PARITY"
+# Eager and compiled raise differently on a case whose input is invalid (a boundary case, or
+# one outside the kernel's declared support): counted, fails only under --scaledmm-strict-errors.
+BOUNDARY_PARITY = "BOUNDARY_PARITY"
+# Compiled returns a result for a case eager refuses: the reference's result is LENIENT (shown,
+# not a failure) on invalid input; a wrong one is LENIENT_MISMATCH, whatever the input.
+LENIENT = "LENIENT"
+LENIENT_MISMATCH = "LENIENT_MISMATCH"
 UNSUPPORTED = "UNSUPPORTED"
 FALLBACK = "FALLBACK"
 OPCHECK_FAILED = "OPCHECK_FAILED"  # torch.library.opcheck rejects a custom-op kernel (schema, fake impl, dynamic shapes)
@@ -39,46 +46,96 @@ PYTEST_STATUSES = {"passed": "ok", "xfailed": "known", "skipped": "absent", "fai
 
 
 @dataclass(frozen=True)
+class Tier:
+    """A severity tier of failures: what a reader fixes first. Lower numbers first."""
+
+    number: int
+    title: str
+
+
+TIERS: tuple[Tier, ...] = (
+    Tier(1, "wrong result"),
+    Tier(2, "error on valid input"),
+    Tier(3, "compiled accepts invalid input with a wrong result"),
+    Tier(4, "error parity on invalid input"),
+)
+_TIER_BY_NUMBER = {t.number: t for t in TIERS}
+
+
+@dataclass(frozen=True)
 class OutcomeClass:
     """One outcome class: how pytest reports it and how reports and renderings show it."""
 
     name: str
     pytest_status: str  # a key of PYTEST_STATUSES; "failed" fails the run and the gate
-    severity: int  # 0 is the worst; a heatmap cell takes its worst class's colour
+    severity: int  # 0 is the worst; a heatmap cell takes its worst class's colour; follows the tiers
     colour: str  # of its heatmap segments, chips and legend (text turns dark on light colours)
     abbrev: str  # its column heading in the terminal table, 6 characters at most
+    tier: Optional[int] = None  # a number of TIERS for a failure; None for a class that never fails
+    # A failure that fails only under --scaledmm-strict-errors (the report's session.strict_errors);
+    # otherwise the case passes, shown as "tolerated", and compares as ok.
+    strict_only: bool = False
+    eager_raises: bool = False  # eager raised: back to UNSUPPORTED (both refuse alike) is no capability lost
+    # The class a failure of this one compares as between reports: the same failure met on an
+    # input now known to be invalid is not a new one.
+    same_failure_as: Optional[str] = None
 
     @property
     def fails(self) -> bool:
+        """Whether it fails the run under the strictest settings."""
         return self.pytest_status == "failed"
+
+    def fails_when(self, strict_errors: bool) -> bool:
+        return self.fails and (strict_errors or not self.strict_only)
 
     @property
     def category(self) -> str:
         """ok, known (an expected failure), absent (not run here) or failing: what a change
-        between two reports is judged on (reports/compare.py)."""
+        between two reports is judged on (reports/compare.py), under strict errors."""
         return PYTEST_STATUSES[self.pytest_status]
 
+    def category_when(self, strict_errors: bool) -> str:
+        """The category under `strict_errors`: a strict-only failure is ok without it."""
+        return "ok" if self.fails and not self.fails_when(strict_errors) else self.category
 
-# In display order: the outcomes that do not fail, then the failures.
+    @property
+    def tier_title(self) -> str:
+        return _TIER_BY_NUMBER[self.tier].title if self.tier is not None else "not a failure"
+
+
+# In display order: the outcomes that do not fail, then the failures. Severity follows the
+# tiers: every class of a tier is worse than every class of the next one.
 CLASSES: tuple[OutcomeClass, ...] = (
-    OutcomeClass(PASS, "passed", 12, "#2f9e44", "PASS"),
-    OutcomeClass(FIXED_UPSTREAM, "passed", 11, "#1c7ed6", "FIXED"),
-    OutcomeClass(XFAIL, "xfailed", 10, "#e8b923", "XFAIL"),
-    OutcomeClass(UNSUPPORTED, "skipped", 13, "#adb5bd", "UNSUP"),
-    OutcomeClass(SKIPPED, "skipped", 14, "#dee2e6", "SKIP"),
-    OutcomeClass(MISMATCH, "failed", 2, "#e03131", "MISM"),
-    OutcomeClass(COMPILE_ONLY_ERROR, "failed", 1, "#f76707", "COMPL"),
-    OutcomeClass(ERROR_PARITY, "failed", 3, "#9c36b5", "PARITY"),
-    OutcomeClass(FALLBACK, "failed", 4, "#d6336c", "FALLBK"),
-    OutcomeClass(OPCHECK_FAILED, "failed", 5, "#a61e4d", "OPCHK"),
-    OutcomeClass(CRASH, "failed", 0, "#5c0a0a", "CRASH"),
-    OutcomeClass(TIMEOUT, "failed", 6, "#845ef7", "TMOUT"),
-    OutcomeClass(REFUSED, "failed", 7, "#e67700", "REFUSE"),
-    OutcomeClass(INTERNAL_ERROR, "failed", 8, "#364fc7", "INTERN"),
-    OutcomeClass(HARNESS_ERROR, "failed", 9, "#0b7285", "HARNES"),
+    OutcomeClass(PASS, "passed", 15, "#2f9e44", "PASS"),
+    OutcomeClass(LENIENT, "passed", 14, "#0ca678", "LENIEN", eager_raises=True),
+    OutcomeClass(FIXED_UPSTREAM, "passed", 13, "#1c7ed6", "FIXED"),
+    OutcomeClass(XFAIL, "xfailed", 12, "#e8b923", "XFAIL"),
+    OutcomeClass(UNSUPPORTED, "skipped", 16, "#adb5bd", "UNSUP", eager_raises=True),
+    OutcomeClass(SKIPPED, "skipped", 17, "#dee2e6", "SKIP"),
+    OutcomeClass(MISMATCH, "failed", 1, "#e03131", "MISM", tier=1),
+    OutcomeClass(COMPILE_ONLY_ERROR, "failed", 3, "#f76707", "COMPL", tier=2),
+    OutcomeClass(ERROR_PARITY, "failed", 4, "#9c36b5", "PARITY", tier=2, eager_raises=True),
+    OutcomeClass(FALLBACK, "failed", 2, "#d6336c", "FALLBK", tier=1),
+    OutcomeClass(OPCHECK_FAILED, "failed", 5, "#a61e4d", "OPCHK", tier=2),
+    OutcomeClass(CRASH, "failed", 0, "#5c0a0a", "CRASH", tier=1),
+    OutcomeClass(TIMEOUT, "failed", 6, "#845ef7", "TMOUT", tier=2),
+    OutcomeClass(REFUSED, "failed", 7, "#e67700", "REFUSE", tier=2, eager_raises=True),
+    OutcomeClass(INTERNAL_ERROR, "failed", 8, "#364fc7", "INTERN", tier=2, eager_raises=True),
+    OutcomeClass(HARNESS_ERROR, "failed", 9, "#0b7285", "HARNES", tier=2),
+    OutcomeClass(LENIENT_MISMATCH, "failed", 10, "#c2255c", "LMISM", tier=3, eager_raises=True),
+    OutcomeClass(BOUNDARY_PARITY, "failed", 11, "#be4bdb", "BPARIT", tier=4, strict_only=True, eager_raises=True,
+                 same_failure_as=ERROR_PARITY),
 )
 _CLASS_BY_NAME = {c.name: c for c in CLASSES}
+# Every class that can fail a run (strict-only ones included: whoever does not know the
+# session's strictness treats them as failures).
 FAILURES = tuple(c.name for c in CLASSES if c.fails)
+
+
+def strict_errors_of(session) -> bool:
+    """Whether a report's run failed on strict-only classes (session.strict_errors); anything but
+    an explicit false is strict."""
+    return not (isinstance(session, dict) and session.get("strict_errors") is False)
 
 
 def outcome_class(name: Optional[str]) -> Optional[OutcomeClass]:
@@ -102,6 +159,10 @@ class Outcome:
     signature: Optional[str] = None
     layer: Optional[str] = None
     detail: str = ""
+    # The cause on the side that is wrong, normalised, when it is not the signature (which names
+    # both sides of a parity failure): what one summary line groups; None: the signature.
+    root_cause: Optional[str] = None
+    met: Optional[str] = None  # what the other side did, e.g. the eager refusal a compiled error met
     errors: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)
     eager_error: Optional[ErrorInfo] = None

@@ -9,9 +9,9 @@ A case whose eager and compiled calls raise alike is judged here (classify.class
    fails even when both sides agree; filed as UNSUPPORTED it would read as "capability gained"
    once fixed. A class of its own, so that a gate or a reader tells it from a refusal.
 2. UNSUPPORTED, earned one of two ways:
-   - the case lies outside the kernel's declared support (its ``scale_forms``, ``dtypes`` and
-     shape limits ``min_m``, ``max_m``, ``m_multiple``, ``k_multiple``, ``n_multiple``), for
-     any kernel; or
+   - the case lies outside the kernel's declared support (its ``scale_forms``, ``dtypes``,
+     ``scale_pairs``, ``dtype_pairs``, ``out_dtypes``, ``bias_out_dtypes`` and shape limits
+     ``min_m``, ``max_m``, ``m_multiple``, ``k_multiple``, ``n_multiple``), for any kernel; or
    - the kernel is a built-in and its eager error is a documented refusal of the op it calls
      (REFUSALS: a regex on the exception type and message, one entry per documented constraint).
 3. REFUSED otherwise, a failure: a user kernel refusing a case inside its declared support (a
@@ -41,6 +41,7 @@ RAW_OPS = ("aten_scaled_mm", "scaled_mm_v2", "int8_w8a8")  # no token flattening
 
 @dataclass(frozen=True)
 class Refusal:
+    key: str  # short and stable: a boundary case's expected_refusal (matrix/support.py) names it
     kernels: tuple  # built-in kernels whose op documents it
     types: tuple  # exception class names (the root cause's, or Dynamo's wrapper's)
     pattern: re.Pattern
@@ -48,8 +49,8 @@ class Refusal:
     declare: str = ""  # what a user kernel wrapping the op would declare to make it UNSUPPORTED
 
 
-def _entry(kernels, types, pattern, constraint, declare=""):
-    return Refusal(tuple(kernels), tuple(types), re.compile(pattern, re.S), constraint, declare)
+def _entry(key, kernels, types, pattern, constraint, declare=""):
+    return Refusal(key, tuple(kernels), tuple(types), re.compile(pattern, re.S), constraint, declare)
 
 
 _RT, _VAL, _NI = "RuntimeError", "ValueError", "NotImplementedError"
@@ -58,68 +59,71 @@ REFUSALS = (
     # No recipe for this pair of scale forms or layouts (tensorwise with rowwise, blockwise where
     # the build lacks it): Blas.cpp / ScaledBlas.cpp get_joint_scaling (RuntimeError, ValueError
     # since 2.8), the CPU implementation of 2.13 (ValueError), the meta function (RuntimeError).
-    _entry(FP8_BUILTINS, (_RT, _VAL), r"Invalid (blockwise )?scaling configuration",
+    _entry("scale_pair", FP8_BUILTINS, (_RT, _VAL), r"Invalid (blockwise )?scaling configuration",
            "no recipe for this pair of scale forms", "scale_forms"),
     # Releases up to 2.6 on CUDA: a non-tensorwise scale must be 2-D.
-    _entry(FP8_BUILTINS, (_RT,), r"For non-TensorWise scaling, scale tensors must be 2-dimensional",
+    _entry("scale_rank", FP8_BUILTINS, (_RT,), r"For non-TensorWise scaling, scale tensors must be 2-dimensional",
            "non-tensorwise scales must be 2-D", "scale_forms"),
     # Rowwise scales must be contiguous (CUDA), with unit stride along dim 1 (CPU 2.13, ValueError).
-    _entry(FP8_BUILTINS, (_RT, _VAL),
+    _entry("rowwise_layout", FP8_BUILTINS, (_RT, _VAL),
            r"must be contiguous for row-?wise scaling|expected scale_[ab]\.stride\(1\) to be 1|scale_[ab] must be contiguous",
            "rowwise scales must be contiguous", "scale_forms"),
     # scaled_mm_v2's per-recipe checks of scale shape and strides (CPU, CUDA and meta, ValueError;
     # on the H200, torch 2.11: "scale_a must have strides (1, 127); got [0, 0]").
-    _entry(("scaled_mm_v2",), (_VAL, _RT), r"scale_[ab] must have (shape|strides|\d+ Float element)|scale [ab] must have shape",
+    _entry("recipe_layout", ("scaled_mm_v2",), (_VAL, _RT), r"scale_[ab] must have (shape|strides|\d+ Float element)|scale [ab] must have shape",
            "the scale's shape or strides do not fit its recipe", "scale_forms"),
     # Blockwise recipes without fast accumulation (cuBLASLt, sm90).
-    _entry(FP8_BUILTINS, (_RT, _VAL), r"scaled_gemm doesn't support fast accum with \w+ blockwise scaling",
+    _entry("blockwise_fast_accum", FP8_BUILTINS, (_RT, _VAL), r"scaled_gemm doesn't support fast accum with \w+ blockwise scaling",
            "fast accumulation with blockwise scales"),
     # cuBLASLt fp8 GEMMs: K and N multiples of 16 (Blas.cpp, RuntimeError; ScaledBlas.cpp's v2
-    # op, ValueError; the meta function on a GPU).
-    _entry(FP8_BUILTINS, (_RT, _VAL),
-           r"trailing dimension of mat1 to be divisible by 16|mat2 shape \(\d+x\d+\) must be divisible by 16|"
-           r"self\.size\(1\) to be divisible by 16|both dimensions of mat2 to be divisible by 16",
-           "K and N must be multiples of 16", "k_multiple: 16, n_multiple: 16"),
+    # op, ValueError; the meta function on a GPU). mat1's K is checked first, so a case with a
+    # misaligned K says so, and mat2's message means N.
+    _entry("k_alignment", FP8_BUILTINS, (_RT, _VAL),
+           r"trailing dimension of mat1 to be divisible by 16|self\.size\(1\) to be divisible by 16",
+           "K must be a multiple of 16", "k_multiple: 16"),
+    _entry("n_alignment", FP8_BUILTINS, (_RT, _VAL),
+           r"mat2 shape \(\d+x\d+\) must be divisible by 16|both dimensions of mat2 to be divisible by 16",
+           "N (and K) must be multiples of 16", "k_multiple: 16, n_multiple: 16"),
     # cuBLASLt has no e5m2 x e5m2 kernel (ValueError since 2.6, RuntimeError before).
-    _entry(FP8_BUILTINS, (_VAL, _RT), r"Multiplication of two Float8_e5m2 matrices is not supported",
+    _entry("e5m2_pair", FP8_BUILTINS, (_VAL, _RT), r"Multiplication of two Float8_e5m2 matrices is not supported",
            "e5m2 x e5m2", "dtypes without e5m2 on both sides"),
     # Bias: none with fp32 output, bf16 / fp16 bias matching the output (Blas.cpp; ValueError
     # from the v2 op).
-    _entry(FP8_BUILTINS, (_RT, _VAL),
+    _entry("bias_dtype", FP8_BUILTINS, (_RT, _VAL),
            r"Bias is not supported when out_dtype is set to Float32|"
            r"Bias must be (either Half or BFloat16|BFloat16 or Half|BFloat16 to compute|Float16 to compute)",
            "bias with fp32 output, or a bias dtype other than the output's"),
     # Rowwise scaling computes bf16 (and fp16 since 2.7) output only (CUTLASS kernel; hipBLASLt).
-    _entry(FP8_BUILTINS, (_VAL, _RT),
+    _entry("rowwise_out_dtype", FP8_BUILTINS, (_VAL, _RT),
            r"Only bf16( and fp16)? high precsi?ion output types are supported for row-?wise scaling|"
            r"rowwise _scaled_mm only supports BFloat16 output",
            "rowwise scaling with this output dtype"),
     # Device support: sm89+ / MI300+; ROCm releases without a dtype or recipe.
-    _entry(FP8_BUILTINS, (_RT,), r"torch\._scaled_mm is only supported on CUDA devices with compute capability",
+    _entry("device", FP8_BUILTINS, (_RT,), r"torch\._scaled_mm is only supported on CUDA devices with compute capability",
            "this GPU (fp8 GEMMs need sm89 or newer, or MI300)", "archs"),
-    _entry(FP8_BUILTINS, (_RT, _VAL, _NI),
+    _entry("rocm", FP8_BUILTINS, (_RT, _VAL, _NI),
            r"is only supported for ROCm \d|Block-wise scaling for Float8_e8m0fnu (is only supported|requires ROCm)|"
            r"Per-row scaling is not supported for this platform",
            "this ROCm release or platform", "archs"),
     # No kernel for this backend in this torch: CPU fp8 _scaled_mm before 2.8 (NotImplementedError).
-    _entry(FP8_BUILTINS + INT8_BUILTINS, (_NI, _RT),
+    _entry("backend", FP8_BUILTINS + INT8_BUILTINS, (_NI, _RT),
            r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm)' with arguments from the '\w+' backend",
            "this device in this torch release (no kernel for the backend)", "archs, min_torch"),
     # A library status saying "not supported", and builds without this GPU's code.
-    _entry(FP8_BUILTINS + INT8_BUILTINS, (_RT,),
+    _entry("library_status", FP8_BUILTINS + INT8_BUILTINS, (_RT,),
            r"CUBLAS_STATUS_NOT_SUPPORTED|HIPBLAS_STATUS_NOT_SUPPORTED|CUBLAS_STATUS_ARCH_MISMATCH|"
            r"no kernel image is available for execution on the device",
            "this configuration on this GPU (the library reports it not supported)", "archs"),
     # The raw ops take 2-D operands (fp8_linear flattens tokens first).
-    _entry(RAW_OPS, (_RT, _VAL),
+    _entry("operand_rank", RAW_OPS, (_RT, _VAL),
            r"mat[12] must be a matrix|Inputs must be 2D|Expected (self|mat2) to be of dimension 2|[ab] must be a 2D tensor",
            "operands other than 2-D"),
     # torch._int_mm on CUDA: M > 16, K and N multiples of 8 (Blas.cpp _int_mm_out_cuda).
-    _entry(INT8_BUILTINS, (_RT,), r"self\.size\(0\) needs to be greater than 16", "M <= 16", "min_m: 17"),
-    _entry(INT8_BUILTINS, (_RT,),
+    _entry("int8_min_m", INT8_BUILTINS, (_RT,), r"self\.size\(0\) needs to be greater than 16", "M <= 16", "min_m: 17"),
+    _entry("int8_alignment", INT8_BUILTINS, (_RT,),
            r"(self|mat2)\.size\(1\) needs to be greater than (0|16) and a multiple of 8",
            "K or N not a multiple of 8", "k_multiple: 8, n_multiple: 8"),
-    _entry(INT8_BUILTINS, (_RT,), r"_int_mm_out_cuda not compiled for", "this CUDA build (_int_mm needs CUDA 11.7+)", "archs"),
+    _entry("int8_build", INT8_BUILTINS, (_RT,), r"_int_mm_out_cuda not compiled for", "this CUDA build (_int_mm needs CUDA 11.7+)", "archs"),
 )
 
 # TORCH_INTERNAL_ASSERT, and a bare torch._check(cond) (torch's own invariants carry no message;
@@ -184,7 +188,11 @@ def internal_error(eager: ErrorInfo, compiled: ErrorInfo) -> Optional[str]:
 @dataclass(frozen=True)
 class Support:
     """What a kernel declares it supports, and whether it is a built-in: all that judge reads of
-    a kernel. `Support.of` takes a KernelSpec (or a Support); None stays None."""
+    a kernel. `Support.of` takes a KernelSpec (or a Support); None stays None.
+
+    Besides the forms, dtypes and shape limits: `scale_pairs` and `dtype_pairs`, the (a, b) pairs
+    it accepts (of the forms and dtypes it declares); `out_dtypes`, the output dtypes it computes;
+    `bias_out_dtypes`, the output dtypes it takes a bias with. None: no limit."""
 
     name: str
     builtin: bool
@@ -195,6 +203,10 @@ class Support:
     m_multiple: Optional[int] = None
     k_multiple: Optional[int] = None
     n_multiple: Optional[int] = None
+    scale_pairs: Optional[tuple] = None
+    dtype_pairs: Optional[tuple] = None
+    out_dtypes: Optional[tuple] = None
+    bias_out_dtypes: Optional[tuple] = None
 
     @classmethod
     def of(cls, kernel) -> Optional["Support"]:
@@ -202,7 +214,7 @@ class Support:
             return kernel
         # A built-in has neither an impl reference nor a hook-declared callable.
         builtin = kernel.impl is None and kernel.fn is None
-        declared = {f.name: getattr(kernel, f.name) for f in fields(cls) if f.name not in ("name", "builtin")}
+        declared = {f.name: getattr(kernel, f.name, None) for f in fields(cls) if f.name not in ("name", "builtin")}
         return cls(kernel.name, builtin, **declared)
 
     def to_json(self) -> dict:
@@ -213,17 +225,32 @@ def _tokens(params: Mapping[str, Any]) -> int:
     return params["m"]  # a 3-D activation has M = B*T tokens in total
 
 
-def outside_declared_support(kernel, params: Mapping[str, Any]) -> Optional[str]:
-    """The first declaration of `kernel` (a KernelSpec or Support) that the case lies outside, or None."""
+def _pairs(declared) -> set:
+    return {tuple(pair) for pair in declared}  # lists once a repro script reads them from JSON
+
+
+def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every declaration of `kernel` (a KernelSpec or Support) that the case lies outside, as
+    (the declaration's key, what breaks it), in the order they are checked."""
     kernel = Support.of(kernel)
     if kernel is None:
-        return None
+        return []
+    found = []
     for side in ("scale_a", "scale_b"):
         if kernel.scale_forms and params.get(side) not in kernel.scale_forms:
-            return f"{side} {params.get(side)} is not in its scale_forms {list(kernel.scale_forms)}"
+            found.append(("scale_forms", f"{side} {params.get(side)} is not in its scale_forms {list(kernel.scale_forms)}"))
     for side in ("dtype_a", "dtype_b"):
         if kernel.dtypes and params.get(side) not in kernel.dtypes:
-            return f"{side} {params.get(side)} is not in its dtypes {list(kernel.dtypes)}"
+            found.append(("dtypes", f"{side} {params.get(side)} is not in its dtypes {list(kernel.dtypes)}"))
+    for key, (a, b) in (("scale_pairs", ("scale_a", "scale_b")), ("dtype_pairs", ("dtype_a", "dtype_b"))):
+        declared = getattr(kernel, key)
+        if declared and (params.get(a), params.get(b)) not in _pairs(declared):
+            found.append((key, f"{params.get(a)} x {params.get(b)} is not in its {key}"))
+    out = params.get("out_dtype")
+    if kernel.out_dtypes and out not in kernel.out_dtypes:
+        found.append(("out_dtypes", f"out_dtype {out} is not in its out_dtypes {list(kernel.out_dtypes)}"))
+    if params.get("bias") and kernel.bias_out_dtypes is not None and out not in kernel.bias_out_dtypes:
+        found.append(("bias_out_dtypes", f"a bias with out_dtype {out} is outside its bias_out_dtypes {list(kernel.bias_out_dtypes)}"))
     m, k, n = _tokens(params), params["k"], params["n"]
     limits = [
         ("min_m", lambda v: m < v, f"M = {m}"),
@@ -235,8 +262,14 @@ def outside_declared_support(kernel, params: Mapping[str, Any]) -> Optional[str]
     for key, outside, what in limits:
         value = getattr(kernel, key)
         if value is not None and outside(value):
-            return f"{what} is outside its {key}: {value}"
-    return None
+            found.append((key, f"{what} is outside its {key}: {value}"))
+    return found
+
+
+def outside_declared_support(kernel, params: Mapping[str, Any]) -> Optional[str]:
+    """The first declaration of `kernel` (a KernelSpec or Support) that the case lies outside, or None."""
+    found = declared_breaks(kernel, params)
+    return found[0][1] if found else None
 
 
 def judge(kernel, params: Optional[Mapping[str, Any]], eager: ErrorInfo, compiled: ErrorInfo) -> Outcome:
@@ -267,7 +300,8 @@ def judge(kernel, params: Optional[Mapping[str, Any]], eager: ErrorInfo, compile
         )
     detail = (
         "eager and compiled refuse alike, inside the kernel's declared support; declare what it does not support "
-        "(scale_forms, dtypes, min_m, max_m, m_multiple, k_multiple, n_multiple) to make such a case UNSUPPORTED"
+        "(scale_forms, dtypes, scale_pairs, dtype_pairs, out_dtypes, bias_out_dtypes, min_m, max_m, m_multiple, "
+        "k_multiple, n_multiple) to make such a case UNSUPPORTED"
     )
     refusal = matching_refusal(eager)
     if refusal is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
-from .outcome import INTERNAL_ERROR, MISMATCH, PASS, REFUSED, UNSUPPORTED, Outcome
+from .outcome import INTERNAL_ERROR, LENIENT, MISMATCH, PASS, REFUSED, UNSUPPORTED, Outcome
 
 REPRODUCED, NOT_REPRODUCED, FAILS_DIFFERENTLY = "REPRODUCED", "NOT REPRODUCED", "FAILS DIFFERENTLY"
 # Both sides raise alike in each: the kernel's declared support (UNSUPPORTED, REFUSED) or the
@@ -35,6 +35,6 @@ def replay_verdict(expected: Mapping, observed: Outcome) -> str:
     """REPRODUCED, NOT_REPRODUCED (the case no longer fails) or FAILS_DIFFERENTLY."""
     if reproduces(expected, observed):
         return REPRODUCED
-    if observed.outcome in (PASS, UNSUPPORTED):
+    if observed.outcome in (PASS, UNSUPPORTED, LENIENT):
         return NOT_REPRODUCED
     return FAILS_DIFFERENTLY

@@ -1,0 +1,83 @@
+"""Shape classes: sizes of M, K and N that a scaled-mm kernel treats alike, so that the covering
+array makes every scale form meet every class while hypothesis draws the size inside it.
+
+    M  m1: 1 (decode)   m2-16: 2 to 16 (below a tensor-core tile; _int_mm's limit)
+       m17-127: 17 to 127 (unaligned: odd sizes when drawn from a range)   m128+: 128 and above
+    K  k1blk: 128, one block   kNblk: a multiple of 128 above it, several blocks
+       ktail: any other K, a partial last block
+    N  naligned: a multiple of 128   nunaligned: any other N
+
+128 is the block of the blockwise scale recipes and a common K and N tile (support.BLOCK). A
+shape axis that lists sizes has them sorted into these classes; a {min, max} range gives each
+class its part of the range. A class with no size is left out. No torch import here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from .support import BLOCK
+
+# Sizes a class may hold when it is drawn from a range, at most: an evenly spread sample beyond.
+MAX_POOL = 4096
+
+
+@dataclass(frozen=True)
+class ShapeClass:
+    dim: str  # m, k or n
+    name: str
+    holds: Callable[[int], bool]  # whether a size belongs to the class
+    from_range: Callable[[int], bool] = lambda v: True  # further narrows a class drawn from a range
+    doc: str = ""
+
+
+CLASSES: tuple[ShapeClass, ...] = (
+    ShapeClass("m", "m1", lambda v: v == 1, doc="1 (decode)"),
+    ShapeClass("m", "m2-16", lambda v: 2 <= v <= 16, doc="2 to 16"),
+    ShapeClass("m", "m17-127", lambda v: 17 <= v <= 127, lambda v: v % 2 == 1, doc="17 to 127, odd from a range"),
+    ShapeClass("m", "m128+", lambda v: v >= 128, doc="128 and above"),
+    ShapeClass("k", "k1blk", lambda v: v == BLOCK, doc="one block of 128"),
+    ShapeClass("k", "kNblk", lambda v: v > BLOCK and v % BLOCK == 0, doc="several blocks of 128"),
+    ShapeClass("k", "ktail", lambda v: v % BLOCK != 0, doc="a partial last block"),
+    ShapeClass("n", "naligned", lambda v: v % BLOCK == 0, doc="a multiple of 128"),
+    ShapeClass("n", "nunaligned", lambda v: v % BLOCK != 0, doc="not a multiple of 128"),
+)
+DIMS = ("m", "k", "n")
+
+
+def class_of(dim: str, size: int) -> str:
+    """The class a size of M, K or N belongs to."""
+    return next(c.name for c in CLASSES if c.dim == dim and c.holds(size))
+
+
+def classes_of(params: Mapping[str, Any]) -> dict[str, str]:
+    """{"m": "m17-127", "k": "ktail", "n": "naligned"} for a case."""
+    return {dim: class_of(dim, params[dim]) for dim in DIMS}
+
+
+def pools(dim: str, axis_value) -> dict[str, list[int]]:
+    """Class -> the sizes it holds from the axis of M, K or N (a list, or a {min, max} range),
+    ascending; classes without a size are left out. A large range gives an evenly spread sample."""
+    found: dict[str, list[int]] = {}
+    own = [c for c in CLASSES if c.dim == dim]
+    if isinstance(axis_value, dict):
+        lo, hi = axis_value["min"], axis_value["max"]
+        for shape_class in own:
+            sizes = [v for v in range(lo, hi + 1) if shape_class.holds(v) and shape_class.from_range(v)]
+            if len(sizes) > MAX_POOL:
+                step = len(sizes) / MAX_POOL
+                sizes = sorted({sizes[int(i * step)] for i in range(MAX_POOL)} | {sizes[-1]})
+            if sizes:
+                found[shape_class.name] = sizes
+        return found
+    for size in sorted(set(axis_value)):
+        for shape_class in own:
+            if shape_class.holds(size):
+                found.setdefault(shape_class.name, []).append(size)
+    return {c.name: found[c.name] for c in own if c.name in found}
+
+
+def dim_pools(axes: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
+    """For each of m, k and n: class -> sizes, from the profile's axes."""
+    return {dim: pools(dim, axes[dim]) for dim in DIMS}

@@ -1,0 +1,343 @@
+"""What each kernel accepts: the support model that puts valid cases first (OpInfo's
+`sample_inputs`) and refused ones on purpose in a boundary slice (its `error_inputs`).
+
+A model answers one question of a case's parameters: which refusals its kernel gives, as short
+stable keys (`breaks`), none for a valid configuration. A user kernel's model is its declaration
+(scale_forms, dtypes, scale_pairs, dtype_pairs, out_dtypes, bias_out_dtypes, shape limits; the
+keys are the declaration's names). A built-in's model is what its op was measured to accept eagerly
+(`scripts/measure_support.py`: every scale pair x layout x shape class, dtype pair, output dtype,
+bias and fast accumulation), per device kind: `cpu` (torch 2.13) and `gpu` (an H200, sm90, torch
+2.11; other GPUs were not measured and use it too). Its keys are those of verdict/refusals.py's
+REFUSALS table. A model never depends on the torch version, so that the cases (and their ids) are
+the same under every torch version on one machine; what a torch range refuses besides is in
+TORCH_RANGE_REFUSALS, read only to explain a model mismatch.
+
+Scales are matched to torch's recipes by shape, as the op does: a recipe says which block of each
+operand one scale element covers, and a scale fits it when it has one element per block (a
+`[1, 1]` scale fits TensorWise, and RowWise too when M = 1). The op takes the first accepted
+(recipe_a, recipe_b) pair that both scales fit. No torch import here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, Mapping, Optional
+
+from ..verdict.refusals import Support, declared_breaks
+from ..verdict.scale_forms import WHOLE, scale_form
+from .schema import SHAPE_LIMITS
+
+BLOCK = 128  # the blockwise recipes' block, and the K and N tile that shape classes count in
+
+# torch's scale recipes: the block of a (M x K) and of b (K x N) that one scale element covers.
+RECIPES = {
+    "TensorWise": ((WHOLE, WHOLE), (WHOLE, WHOLE)),
+    "RowWise": ((1, WHOLE), (WHOLE, 1)),
+    "BlockWise1x128": ((1, BLOCK), (BLOCK, 1)),
+    "BlockWise128x128": ((BLOCK, BLOCK), (BLOCK, BLOCK)),
+}
+BLOCKWISE = ("BlockWise1x128", "BlockWise128x128")
+_TT = ("TensorWise", "TensorWise")
+_RR = ("RowWise", "RowWise")
+
+
+def _ceil(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@lru_cache(maxsize=65536)
+def scale_memory(form_id: str, side: str, layout: str, m: int, k: int, n: int) -> tuple:
+    """(shape, strides, storage offset in elements) of a case's scale, as verdict/inputs.py lays
+    it out: row-major, or outer-dim-major for column-major forms; `noncontiguous` doubles the
+    strides, `expanded` zeroes them, `offset` starts one copy into the storage."""
+    form = scale_form(form_id)
+    rows, cols = (m, k) if side == "a" else (k, n)
+    shape = tuple(form.shape(side, rows, cols))
+    if len(shape) == 2:
+        strides = (1, shape[0]) if form.column_major else (shape[1], 1)
+    else:
+        strides = (1,) * len(shape)
+    if layout == "noncontiguous":
+        strides = tuple(2 * s for s in strides)
+    elif layout == "expanded" and shape:
+        strides = (0,) * len(shape)
+    numel = 1
+    for size in shape:
+        numel *= size
+    return shape, strides, numel if layout == "offset" else 0
+
+
+def _dense(shape: tuple, strides: tuple) -> bool:
+    """Row-major contiguous, or outer-dim-major (the layout of block scales); sizes of 1 ignored."""
+    if len(shape) < 2:
+        return True
+    row_major = (shape[1] == 1 or strides[1] == 1) and (shape[0] == 1 or strides[0] == shape[1])
+    outer_major = (shape[0] == 1 or strides[0] == 1) and (shape[1] == 1 or strides[1] == shape[0])
+    return row_major or outer_major
+
+
+@lru_cache(maxsize=65536)
+def fitted_recipes(form_id: str, side: str, layout: str, m: int, k: int, n: int) -> tuple:
+    """The recipes whose shape the scale has, each with whether its memory is dense enough for it
+    (a one-element scale always is)."""
+    shape, strides, _ = scale_memory(form_id, side, layout, m, k, n)
+    rows, cols = (m, k) if side == "a" else (k, n)
+    numel = 1
+    for size in shape:
+        numel *= size
+    found = []
+    for name, blocks in RECIPES.items():
+        if name == "TensorWise":
+            if numel == 1:
+                found.append((name, True))
+            continue
+        block = blocks[0] if side == "a" else blocks[1]
+        grid = tuple(1 if extent is WHOLE else _ceil(size, extent) for size, extent in zip((rows, cols), block))
+        if len(shape) == 2 and shape == grid:
+            found.append((name, _dense(shape, strides)))
+    return tuple(found)
+
+
+@dataclass(frozen=True)
+class OpModel:
+    """What a built-in kernel's op accepts on one kind of device, measured. Each field that is set
+    is a rule; the key it gives is a REFUSALS key of verdict/refusals.py."""
+
+    source: str  # where the facts come from
+    # Accepted (recipe_a, recipe_b) pairs, in the order the op tries them; None: any scale (an
+    # epilogue that broadcasts it).
+    recipe_pairs: Optional[tuple] = None
+    strided_key: str = "scale_pair"  # a recipe's shape, but memory neither row- nor outer-dim-major
+    # Pairs the kernel asks for but the op refuses, with the key it refuses them with.
+    refused_pairs: tuple = ()
+    rowwise_unit_stride: bool = False  # RowWise needs stride(1) == 1 on both scales (rowwise_layout)
+    blockwise_m_multiple: int = 0  # BlockWise1x128 x BlockWise128x128 needs M a multiple of this
+    scale_offset_multiple: int = 0  # a scale's storage offset a multiple of this many elements
+    k_multiple: tuple = ()  # (multiple, key)
+    n_multiple: tuple = ()
+    min_m: tuple = ()  # (smallest M, key)
+    e5m2_pair: bool = False  # e5m2 x e5m2 refused
+    bias_out_dtypes: Optional[tuple] = None  # the output dtypes a bias is taken with
+    blockwise_fast_accum: bool = False  # fast accumulation refused with a blockwise recipe
+    raw_operands: bool = False  # 2-D operands only (operand_rank)
+
+
+# The key each rule gives, and whether it reads M, K or N (then generation looks for sizes).
+SIZE_KEYS = frozenset({
+    "scale_pair", "rowwise_layout", "recipe_layout", "blockwise_fast_accum", "library_status", "k_alignment",
+    "n_alignment", "int8_min_m", "int8_alignment", *SHAPE_LIMITS,
+})
+
+
+def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> Optional[tuple]:
+    """The (recipe_a, recipe_b) pair the op takes for this case's scales, or None."""
+    m, k, n, layout = params["m"], params["k"], params["n"], params.get("scale_layout", "contiguous")
+    side_a = dict(fitted_recipes(params["scale_a"], "a", layout, m, k, n))
+    side_b = dict(fitted_recipes(params["scale_b"], "b", layout, m, k, n))
+    return next(((a, b) for a, b in model.recipe_pairs if side_a.get(a) and side_b.get(b)), None)
+
+
+def _op_breaks(model: OpModel, params: Mapping[str, Any]) -> list:
+    m, k, n = params["m"], params["k"], params["n"]
+    found = []
+    if model.raw_operands and params.get("activation_rank", 2) == 3:
+        found.append("operand_rank")
+    if model.e5m2_pair and params.get("dtype_a") == params.get("dtype_b") == "e5m2":
+        found.append("e5m2_pair")
+    if model.k_multiple and k % model.k_multiple[0]:
+        found.append(model.k_multiple[1])
+    if model.n_multiple and n % model.n_multiple[0]:
+        found.append(model.n_multiple[1])
+    if model.min_m and m < model.min_m[0]:
+        found.append(model.min_m[1])
+    layout = params.get("scale_layout", "contiguous")
+    recipe = None
+    if model.recipe_pairs is not None:
+        recipe = chosen_recipes(model, params)
+        if recipe is None:
+            side_a = dict(fitted_recipes(params["scale_a"], "a", layout, m, k, n))
+            side_b = dict(fitted_recipes(params["scale_b"], "b", layout, m, k, n))
+            refused = next((key for (a, b), key in model.refused_pairs if a in side_a and b in side_b), None)
+            shaped = any(a in side_a and b in side_b for a, b in model.recipe_pairs)
+            found.append(refused or (model.strided_key if shaped else "scale_pair"))
+        elif recipe == _RR and model.rowwise_unit_stride:
+            for side, form in (("a", params["scale_a"]), ("b", params["scale_b"])):
+                shape, strides, _ = scale_memory(form, side, layout, m, k, n)
+                if len(shape) == 2 and strides[1] != 1:
+                    found.append("rowwise_layout")
+                    break
+    if params.get("bias") and model.bias_out_dtypes is not None and params.get("out_dtype") not in model.bias_out_dtypes:
+        found.append("bias_dtype")
+    blockwise = recipe is not None and any(r in BLOCKWISE for r in recipe)
+    if blockwise and model.blockwise_fast_accum and params.get("use_fast_accum"):
+        found.append("blockwise_fast_accum")
+    if recipe == ("BlockWise1x128", "BlockWise128x128") and model.blockwise_m_multiple and m % model.blockwise_m_multiple:
+        found.append("library_status")
+    if model.scale_offset_multiple and layout == "offset":
+        for side, form in (("a", params["scale_a"]), ("b", params["scale_b"])):
+            if scale_memory(form, side, layout, m, k, n)[2] % model.scale_offset_multiple:
+                found.append("library_status")
+                break
+    return list(dict.fromkeys(found))
+
+
+_CPU_SCALED_MM = dict(recipe_pairs=(_TT, _RR), rowwise_unit_stride=True)
+_GPU_SCALED_MM = dict(
+    recipe_pairs=(_TT, _RR, ("BlockWise1x128", "BlockWise128x128"), ("BlockWise128x128", "BlockWise1x128")),
+    blockwise_m_multiple=4, scale_offset_multiple=4, k_multiple=(16, "k_alignment"), n_multiple=(16, "n_alignment"),
+    e5m2_pair=True, bias_out_dtypes=("bf16", "fp16"), blockwise_fast_accum=True,
+)
+_CPU = "measured on the CPU, torch 2.13 (scripts/measure_support.py)"
+_GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); other GPUs not measured"
+
+# (built-in kernel, device kind) -> its op's model.
+BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
+    # CPU: tensorwise and rowwise recipes only; a rowwise scale needs stride(1) == 1.
+    ("aten_scaled_mm", "cpu"): OpModel(_CPU, raw_operands=True, **_CPU_SCALED_MM),
+    # cuBLASLt: also 1x128 x 128x128 blocks (and 128x128 x 1x128), M a multiple of 4 for the
+    # former (the outer-dim-major scale_a's columns 16-byte aligned); scale pointers 16-byte
+    # aligned (CUBLAS_STATUS_NOT_SUPPORTED otherwise: every `offset` layout of an odd-sized scale);
+    # K and N multiples of 16; no e5m2 x e5m2; no bias with fp32 output; no fast accumulation
+    # with block scales.
+    ("aten_scaled_mm", "gpu"): OpModel(_GPU, raw_operands=True, **_GPU_SCALED_MM),
+    # The recipes the v2 wrapper infers (kernels.scale_recipes): tensorwise and rowwise are taken;
+    # its block recipes are refused on both devices; strided rowwise scales by its own check.
+    ("scaled_mm_v2", "cpu"): OpModel(_CPU, raw_operands=True, **{**_CPU_SCALED_MM, "strided_key": "rowwise_layout"}),
+    ("scaled_mm_v2", "gpu"): OpModel(
+        _GPU, raw_operands=True,
+        **{**_GPU_SCALED_MM, "recipe_pairs": (_TT, _RR), "strided_key": "rowwise_layout", "blockwise_m_multiple": 0,
+           "refused_pairs": ((("BlockWise1x128", "BlockWise128x128"), "recipe_layout"),)},
+    ),
+    # The serving wrapper calls torch._scaled_mm on tokens (per-tensor scales only, declared).
+    ("fp8_linear", "cpu"): OpModel(_CPU, **_CPU_SCALED_MM),
+    ("fp8_linear", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
+    ("fp8_linear_no_lift", "cpu"): OpModel(_CPU, **_CPU_SCALED_MM),
+    ("fp8_linear_no_lift", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
+    # torch._int_mm: anything on the CPU; on CUDA M > 16, K and N multiples of 8.
+    ("int8_w8a8", "cpu"): OpModel(_CPU, raw_operands=True),
+    ("int8_w8a8", "gpu"): OpModel(
+        _GPU, raw_operands=True, min_m=(17, "int8_min_m"), k_multiple=(8, "int8_alignment"), n_multiple=(8, "int8_alignment"),
+    ),
+}
+
+# Refusals of a torch range that the models leave out (they would change the cases between torch
+# versions): (device kind, kernels, torch specifier, key). A valid case refused so under such a
+# torch is an explained model mismatch.
+TORCH_RANGE_REFUSALS = (
+    ("cpu", ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"), "<2.8", "backend"),
+    ("gpu", ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"), "<2.7", "scale_rank"),
+    ("gpu", ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"), "<2.7", "rowwise_out_dtype"),
+)
+
+
+def device_kind(arch: str) -> str:
+    """The device kind a model is measured for: `cpu`, else `gpu`."""
+    return "cpu" if arch == "cpu" else "gpu"
+
+
+@dataclass(frozen=True)
+class SupportModel:
+    """One kernel's model on one target arch: `breaks(params)` lists the refusal keys of a case."""
+
+    kernel: str
+    arch: str
+    declared: Support  # what the kernel declares (a built-in: its static declaration)
+    op: Optional[OpModel] = None  # a built-in's measured op model
+    divisors: tuple = field(default=())  # the multiples its rules test sizes against
+
+    @property
+    def source(self) -> str:
+        return self.op.source if self.op is not None else "the kernel's declaration"
+
+    def breaks(self, params: Mapping[str, Any]) -> list:
+        """The refusal keys of this case, each once, in the order they are checked; [] = valid."""
+        found = [key for key, _ in declared_breaks(self.declared, params)]
+        if self.op is not None:
+            found += _op_breaks(self.op, params)
+        return list(dict.fromkeys(found))
+
+    def size_features(self, dim: str, value: int) -> tuple:
+        """What of a size the rules read: sizes with the same features behave alike for the model
+        (generation tries one of each when it asks whether a shape class can be valid)."""
+        limits = [getattr(self.declared, key) for key in ("min_m", "max_m")] if dim == "m" else []
+        if dim == "m" and self.op is not None and self.op.min_m:
+            limits.append(self.op.min_m[0])
+        return (
+            value == 1, value <= BLOCK, value % 4 == 0, _ceil(value, BLOCK) % 4 == 0,
+            *(value % d == 0 for d in self.divisors),
+            *(value < limit for limit in limits if limit),
+            *(value > limit for limit in limits if limit),
+        )
+
+
+def support_model(kernel, arch: str) -> SupportModel:
+    """The model of a KernelSpec on a target arch (a built-in's measured op model for the arch's
+    device kind; a user kernel's declaration)."""
+    declared = Support.of(kernel)
+    op = BUILTIN_MODELS.get((kernel.name, device_kind(arch))) if declared.builtin else None
+    divisors = {getattr(declared, key) for key in ("m_multiple", "k_multiple", "n_multiple")}
+    if op is not None:
+        divisors |= {rule[0] for rule in (op.k_multiple, op.n_multiple) if rule}
+        divisors |= {op.blockwise_m_multiple, op.scale_offset_multiple}
+    return SupportModel(kernel.name, arch, declared, op, tuple(sorted(d for d in divisors if d and d > 1)))
+
+
+def explained_by_torch_range(kernel: str, arch: str, torch_version: str, key: Optional[str]) -> bool:
+    """Whether a valid case refused with `key` under this torch is a refusal of its torch range
+    (TORCH_RANGE_REFUSALS)."""
+    if not key or not torch_version:
+        return False
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        version = Version(Version(torch_version.split("+")[0]).base_version)
+    except InvalidVersion:
+        return False
+    return any(
+        kind == device_kind(arch) and kernel in kernels and refusal == key and version in SpecifierSet(spec)
+        for kind, kernels, spec, refusal in TORCH_RANGE_REFUSALS
+    )
+
+
+# -- compile-mode families -------------------------------------------------------------------------
+
+FAMILIES = ("no-inductor", "inductor", "autotune", "cudagraphs", "dynamic")
+
+
+def mode_family(name: str) -> str:
+    """The family of a compile mode (matrix/compile_modes.py): Dynamo without Inductor, default
+    Inductor, autotuning, CUDA graphs (reduce-overhead, max-autotune), dynamic shapes. A boundary
+    case of each refusal reason runs under each family."""
+    from .compile_modes import compile_mode
+
+    row = compile_mode(name)
+    if not row.uses_inductor:
+        return "no-inductor"
+    if row.dynamic:
+        return "dynamic"
+    cudagraphs = (row.options or {}).get("triton.cudagraphs", row.mode in ("reduce-overhead", "max-autotune"))
+    if cudagraphs:
+        return "cudagraphs"
+    return "autotune" if row.autotunes else "inductor"
+
+
+def families_of(modes) -> dict[str, list]:
+    """Family -> its modes among `modes`, families in FAMILIES order."""
+    found: dict[str, list] = {}
+    for mode in modes:
+        found.setdefault(mode_family(mode), []).append(mode)
+    return {family: found[family] for family in FAMILIES if family in found}
+
+
+def neutral_order(axis: str, values: list) -> list:
+    """An axis's values with those that break fewest rules first (no bias, no fast accumulation,
+    contiguous scales, 2-D activations, e4m3 and bf16)."""
+    prefer = {
+        "bias": [False], "use_fast_accum": [False], "scale_layout": ["contiguous"], "activation_rank": [2],
+        "dtype_a": ["e4m3fn", "e4m3fnuz"], "dtype_b": ["e4m3fn", "e4m3fnuz"], "out_dtype": ["bf16", "fp16"],
+        "special_scale": ["none"],
+    }.get(axis, [])
+    return [v for v in prefer if v in values] + [v for v in values if v not in prefer]
+

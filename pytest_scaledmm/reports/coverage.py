@@ -1,0 +1,152 @@
+"""What a run really tested: the report's `coverage` block and its lines in the terminal summary.
+
+Counts of cases run, reference-checked with valid inputs, boundary (invalid by design), special
+and skipped; model mismatches (a case where eager contradicts the kernel's support model: a valid
+case refused, a boundary case accepted, meaning the op changed); and pairwise coverage among the
+valid cases that ran: scale pair x compile mode, and scale form x shape class, each as covered /
+possible, where possible is what the support model allows within the profile's axes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable, Mapping, Optional
+
+from ..matrix.shapes import classes_of
+from ..verdict import outcome as oc
+
+NOT_RUN = (oc.SKIPPED, oc.HARNESS_ERROR)
+SHOWN_MISSING = 5  # uncovered pairs a report lists per measure
+
+
+def _outcome(record: Mapping) -> str:
+    known = record.get("known_failure")
+    original = known.get("original_outcome") if isinstance(known, dict) else None
+    return original if isinstance(original, str) else record.get("outcome")
+
+
+def purpose_of(record: Mapping) -> str:
+    """valid, boundary or special; a case without one (an included corpus case) is valid."""
+    return (record.get("params") or {}).get("purpose") or "valid"
+
+
+def model_block(record: Mapping, arch: str, torch_version: str) -> dict:
+    """The record's `model` block: its purpose, the refusal the model expects, the refusal eager
+    gave (a REFUSALS key), and whether eager contradicts the model (`mismatch`): a valid or special
+    case that eager refuses, or a boundary case that eager accepts. A refusal of a valid case that
+    a torch range is known for (support.TORCH_RANGE_REFUSALS) is `explained`, not a mismatch; a
+    case generation did not make (explore, an included corpus case) is never one."""
+    from ..matrix.support import explained_by_torch_range
+    from ..verdict.outcome import ErrorInfo
+    from ..verdict.refusals import matching_refusal
+
+    params = record.get("params") or {}
+    purpose = purpose_of(record)
+    outcome = _outcome(record)
+    eager = record.get("eager_error")
+    compiled = record.get("compiled_error")
+    block: dict[str, Any] = {"purpose": purpose, "expected_refusal": params.get("expected_refusal"), "mismatch": False}
+    if outcome in NOT_RUN or outcome in (oc.CRASH, oc.TIMEOUT):
+        return block
+    refusal = None
+    if eager:
+        try:
+            found = matching_refusal(ErrorInfo(**eager), params.get("kernel"))
+        except TypeError:  # a record from elsewhere with other error fields
+            found = None
+        refusal = found.key if found is not None else "undocumented"
+        block["refusal"] = refusal
+    if "purpose" not in params:
+        return block  # not made by generation (explore, an included corpus case): nothing was expected
+    if purpose != "boundary" and eager:
+        if explained_by_torch_range(params.get("kernel", ""), arch, torch_version, refusal):
+            block["explained"] = f"refused by torch {torch_version} on {arch}: a refusal of its release range"
+        else:
+            block["mismatch"] = True
+            block["detail"] = f"valid by the model, eager refuses ({refusal}); compiled " + ("refuses too" if compiled else "accepts")
+    elif purpose == "boundary" and not eager:
+        block["mismatch"] = True
+        block["detail"] = f"the model expects {params.get('expected_refusal')}, eager accepts; compiled " + (
+            "refuses" if compiled else "accepts too")
+    return block
+
+
+def _ran(record: Mapping) -> bool:
+    return _outcome(record) not in NOT_RUN
+
+
+def coverage_block(records: Iterable[Mapping], possible: Optional[Mapping], arch: Optional[str]) -> dict:
+    """The report's `coverage` block from the records and the generation's possible pairs (per
+    kernel: scale_pair_mode [a, b, mode] and form_class [side, form, class])."""
+    records = list(records)
+    ran = [r for r in records if _ran(r)]
+    checked = [r for r in ran if purpose_of(r) == "valid" and ((r.get("errors") or {}).get("eager") is not None)]
+    mismatches = [r for r in records if (r.get("model") or {}).get("mismatch")]
+    block: dict[str, Any] = {
+        "arch": arch,
+        "cases": {
+            "recorded": len(records),
+            "run": len(ran),
+            "reference_checked_valid": len(checked),
+            "valid": sum(1 for r in ran if purpose_of(r) == "valid"),
+            "boundary": sum(1 for r in ran if purpose_of(r) == "boundary"),
+            "special": sum(1 for r in ran if purpose_of(r) == "special"),
+            "skipped": sum(1 for r in records if _outcome(r) == oc.SKIPPED),
+            "model_mismatch": len(mismatches),
+        },
+    }
+    valid_ran = [r for r in ran if purpose_of(r) == "valid"]
+    pair_mode = {(r["params"]["kernel"], r["params"]["scale_a"], r["params"]["scale_b"], r["params"]["mode"]) for r in valid_ran}
+    form_class = set()
+    for r in valid_ran:
+        params = r["params"]
+        for side in ("a", "b"):
+            for name in classes_of(params).values():
+                form_class.add((params["kernel"], side, params[f"scale_{side}"], name))
+    pairwise = {}
+    for measure, covered in (("scale_pair x mode", pair_mode), ("scale_form x shape_class", form_class)):
+        key = "scale_pair_mode" if measure.startswith("scale_pair") else "form_class"
+        wanted = {(kernel, *item) for kernel, sets in (possible or {}).items() for item in map(tuple, sets.get(key, []))}
+        missing = sorted(wanted - covered)
+        pairwise[measure] = {
+            "covered": len(wanted & covered),
+            "possible": len(wanted),
+            "missing": [list(item) for item in missing[:SHOWN_MISSING]],
+        }
+    block["pairwise"] = pairwise
+    return block
+
+
+def mismatch_groups(records: Iterable[Mapping]) -> list[dict]:
+    """Model mismatches by kernel, purpose and refusal: the op changed, one line each."""
+    groups: dict[tuple, dict] = {}
+    for record in records:
+        model = record.get("model") or {}
+        if not model.get("mismatch"):
+            continue
+        params = record.get("params") or {}
+        what = model.get("refusal") if model.get("purpose") != "boundary" else model.get("expected_refusal")
+        key = (params.get("kernel"), model.get("purpose"), what)
+        group = groups.setdefault(key, {"kernel": key[0], "purpose": key[1], "refusal": what, "count": 0, "example": record["id"]})
+        group["count"] += 1
+    return sorted(groups.values(), key=lambda g: (-g["count"], str(g["kernel"]), str(g["refusal"])))
+
+
+def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[str]:
+    """What was tested, in two lines, then one line per model mismatch group."""
+    cases = coverage["cases"]
+    lines = [
+        f"tested: {cases['run']} case(s) run, {cases['reference_checked_valid']} reference-checked with valid inputs, "
+        f"{cases['boundary']} boundary, {cases['special']} special, {cases['skipped']} skipped"
+    ]
+    parts = []
+    for measure, numbers in coverage["pairwise"].items():
+        share = f" ({100 * numbers['covered'] // numbers['possible']} %)" if numbers["possible"] else ""
+        parts.append(f"{measure} {numbers['covered']}/{numbers['possible']}{share}")
+    lines.append(f"pairwise coverage among valid cases run [{coverage.get('arch')}]: " + ", ".join(parts))
+    for group in mismatch_groups(records):
+        if group["purpose"] == "boundary":
+            what = f"{group['count']} boundary case(s) expected to be refused ({group['refusal']}) accepted by eager"
+        else:
+            what = f"{group['count']} {group['purpose']} case(s) refused by eager ({group['refusal']})"
+        lines.append(f"model mismatch: the op changed: {group['kernel']}: {what}, e.g. {group['example']}")
+    return lines

@@ -1,0 +1,32 @@
+"""What a passing record must show to count as passed: a check of each side against the
+reference that says ok, with a finite ratio of at most 1 (verdict/classify.py gives PASS only
+then). A record set to PASS by an edit, without that proof, is named by the gate."""
+
+from __future__ import annotations
+
+import math
+from typing import Mapping
+
+from ..verdict import outcome as oc
+
+
+def _proven(check) -> bool:
+    if not isinstance(check, Mapping) or check.get("ok") is not True:
+        return False
+    ratio = check.get("ratio")
+    return type(ratio) in (int, float) and math.isfinite(ratio) and ratio <= 1.0
+
+
+def unproven_passes(report: Mapping) -> list[str]:
+    """One line for the passing records that lack a passing check of both sides, or none."""
+    bad = [
+        c["id"] for c in report["cases"]
+        if c["outcome"] in (oc.PASS, oc.FIXED_UPSTREAM)
+        and not all(_proven((c.get("errors") or {}).get(side)) for side in ("eager", "compiled"))
+    ]
+    if not bad:
+        return []
+    return [
+        f"{len(bad)} passing record(s) lack a passing check of eager and compiled (ok true, ratio at most 1),"
+        f" e.g. {bad[0]}: the record was edited or is corrupt"
+    ]
