@@ -501,7 +501,9 @@ def _tail(path: str, offset: int, lines: int = 25) -> str:
 _STACK_LAYERS = [
     ("torchinductor", "runtime"),  # code Inductor generated, run from its cache directory
     ("scaledmm-cache-", "runtime"),
+    ("torch/export/pt2_archive", "aoti_load"),  # loading an AOTInductor package (mode aoti)
     ("torch/_inductor", "inductor"),
+    ("torch/export", "export"),
     ("torch/_functorch", "aot_autograd"),
     ("torch/_dynamo", "dynamo"),
     ("triton/", "runtime"),

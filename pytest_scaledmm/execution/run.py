@@ -64,9 +64,16 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
     missing = unavailable_reason(kernel)
     if missing:
         return missing
-    gpu_only = compile_mode(case["mode"]).gpu_only
-    if gpu_only and ctx.device == "cpu":
-        return f"mode {case['mode']} needs a GPU ({gpu_only})"
+    row = compile_mode(case["mode"])
+    if row.gpu_only and ctx.device == "cpu":
+        return f"mode {case['mode']} needs a GPU ({row.gpu_only})"
+    missing = row.unavailable() if row.unavailable else None
+    if missing:
+        return f"mode {case['mode']}: {missing}"
+    if row.isolated_only and not ctx.in_child:
+        return f"mode {case['mode']} runs only in the isolated child: {row.isolated_only}"
+    if row.marks_m and case["m"] < 2:
+        return f"mode {case['mode']} needs M >= 2: Dynamo specialises sizes 0 and 1 whatever is marked"
     fn = ctx.kernels.get(case["kernel"])
     if case.params.get("use_fast_accum") and fn is not None and not accepts_keyword(fn, "use_fast_accum"):
         return f"kernel {kernel.name} has no use_fast_accum parameter: it cannot be asked for fast accumulation"
@@ -124,13 +131,15 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     def scaled_mm_case(a, b, scale_a, scale_b, bias):
         return kernel(a, b, scale_a, scale_b, bias=bias, **keywords)
 
+    row = compile_mode(params["mode"])
     saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()
     try:
         # In the isolated child a KeyboardInterrupt can only come from the kernel: a CRASH.
         sides = eager_compile_check(
             scaled_mm_case, inputs.args(), compile_settings(params["mode"], ctx.max_autotune_configs), ctx.device,
             case_checker(params, inputs, ctx.slack), ctx.kernel_specs.get(case["kernel"]), params,
-            interrupts=not ctx.in_child,
+            interrupts=not ctx.in_child, runner=row.runner,
+            other_shapes=_other_shapes(case, ctx) if row.marks_m else (),
         )
     finally:
         _restore_dynamo_config(saved_config)
@@ -139,6 +148,23 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     if result.outcome != oc.CRASH and result.eager_error is None:
         result = _with_opcheck(result, case, ctx, kernel, inputs)
     return result
+
+
+def _other_shapes(case: Case, ctx: RunContext) -> list:
+    """The case at the other M values a dynamic-M mode runs (compile_modes.OTHER_M_FACTORS times
+    its M), each with inputs of its own seed and its own float64 reference."""
+    from ..matrix.compile_modes import OTHER_M_FACTORS
+    from ..verdict.inputs import make_inputs
+    from ..verdict.oracle import case_checker
+    from ..verdict.pipeline import OtherShape
+
+    shapes = []
+    for factor in OTHER_M_FACTORS:
+        m = case["m"] * factor
+        params = {**case.params, "m": m}
+        inputs = make_inputs(params, input_seed(ctx.run_seed, f"{case.id}@m={m}"), ctx.device)
+        shapes.append(OtherShape(f"m={m}", inputs.args(), case_checker(params, inputs, ctx.slack)))
+    return shapes
 
 
 def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) -> Outcome:

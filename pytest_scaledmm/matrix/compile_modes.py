@@ -3,14 +3,24 @@
 A new mode is one row in MODES (plus its name in a profile of matrix.yaml): the schema's enum,
 the first-failure ordering, triage, the run's GPU check and repro scripts all read this table,
 and the run, triage, repro scripts and the benchmark all compile with compile_settings().
-No torch import here but for the autotune knob's check.
+No torch import here but for the autotune knob's and the availability checks.
+
+`runner` says how the compiled side is made: "compile" (torch.compile), "aoti" (torch.export,
+then an AOTInductor package built, loaded and run: verdict/pipeline.AotiCall), "mark-dynamic" and
+"mark-unbacked" (torch.compile over the case's M and OTHER_M_FACTORS times it, M marked dynamic or
+unbacked: one compiled frame is the contract).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
+
+RUNNERS = ("compile", "aoti", "mark-dynamic", "mark-unbacked")
+# The other M values a dynamic-M mode runs (times the case's M): odd factors keep M's parity
+# (a 3-D activation's batch split) and every divisor of M (block scales).
+OTHER_M_FACTORS = (3, 5)
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,11 @@ class CompileMode:
     dynamic: Optional[bool] = None  # torch.compile's dynamic=
     # What needs a GPU, for a mode that cannot run on a CPU (its cases are SKIPPED there).
     gpu_only: Optional[str] = None
+    runner: str = "compile"  # one of RUNNERS
+    # Why the mode runs only in the isolated child (its failure can kill the process), or None.
+    isolated_only: Optional[str] = None
+    # () -> why this torch or machine cannot run the mode, or None: checked per case at run time.
+    unavailable: Optional[Callable[[], Optional[str]]] = None
     doc: str = ""
 
     def __post_init__(self):
@@ -36,6 +51,11 @@ class CompileMode:
         return self.backend == "inductor"
 
     @property
+    def marks_m(self) -> Optional[str]:
+        """How the mode marks M: "dynamic", "unbacked", or None (it does not)."""
+        return {"mark-dynamic": "dynamic", "mark-unbacked": "unbacked"}.get(self.runner)
+
+    @property
     def autotunes(self) -> bool:
         """Benchmarks GEMM configs while compiling (the slow modes; --scaledmm-max-autotune-configs caps them)."""
         return self.mode in ("max-autotune", "max-autotune-no-cudagraphs") or bool((self.options or {}).get("max_autotune"))
@@ -45,6 +65,43 @@ class CompileMode:
         """Passes its own Inductor GEMM backends, which a config patch of them would not override."""
         return "max_autotune_gemm_backends" in (self.options or {})
 
+
+def _cutlass_missing() -> Optional[str]:
+    """Inductor's CUTLASS backend needs the CUTLASS sources (config.cuda.cutlass_dir) and its
+    Python package; without them it has no choice to offer (NoValidChoicesError)."""
+    import importlib.util
+    import os
+
+    import torch._inductor.config as inductor_config
+
+    cuda = getattr(inductor_config, "cuda", None)
+    where = getattr(cuda, "cutlass_dir", None)
+    if not where or not os.path.isdir(where):
+        return f"Inductor's CUTLASS backend has no CUTLASS sources (torch._inductor.config.cuda.cutlass_dir {where!r} does not exist)"
+    if importlib.util.find_spec("cutlass") is None and importlib.util.find_spec("cutlass_library") is None:
+        return "Inductor's CUTLASS backend needs the cutlass Python package, which is not importable"
+    return None
+
+
+def _no_mark_unbacked() -> Optional[str]:
+    import torch
+
+    if getattr(torch._dynamo.decorators, "mark_unbacked", None) is None:
+        return f"torch {torch.__version__} has no torch._dynamo.decorators.mark_unbacked"
+    return None
+
+
+def _no_aoti() -> Optional[str]:
+    import torch
+
+    missing = [name for name in ("aoti_compile_and_package", "aoti_load_package") if not hasattr(torch._inductor, name)]
+    if missing or not hasattr(torch, "export"):
+        return f"torch {torch.__version__} has no AOTInductor packaging ({', '.join(missing) or 'torch.export'})"
+    return None
+
+
+# Inductor options of the GEMM-backend modes: autotuning among one backend's choices only.
+_GEMM = {"max_autotune": True, "triton.cudagraphs": False}
 
 MODES: tuple[CompileMode, ...] = (
     CompileMode("eager", "eager", doc="Dynamo tracing only"),
@@ -61,6 +118,39 @@ MODES: tuple[CompileMode, ...] = (
         gpu_only="Triton GEMM templates",
         doc="Inductor forced onto its Triton GEMM templates whatever the card's heuristics would pick",
     ),
+    CompileMode(
+        "aten-gemm",
+        "inductor",
+        options={**_GEMM, "max_autotune_gemm_backends": "ATEN"},
+        doc="Inductor with ATen (cuBLAS) as its only GEMM backend",
+    ),
+    CompileMode(
+        "cutlass-gemm",
+        "inductor",
+        options={**_GEMM, "max_autotune_gemm_backends": "CUTLASS"},
+        gpu_only="CUTLASS GEMM templates",
+        unavailable=_cutlass_missing,
+        doc="Inductor with CUTLASS as its only GEMM backend",
+    ),
+    CompileMode(
+        "persistent-tma",
+        "inductor",
+        options={**_GEMM, "max_autotune_gemm_backends": "TRITON", "triton.enable_persistent_tma_matmul": True},
+        gpu_only="Triton persistent TMA templates",
+        doc="Inductor's Triton GEMM templates with the persistent TMA ones enabled",
+    ),
+    CompileMode(
+        "aoti",
+        "inductor",
+        runner="aoti",
+        isolated_only="a failing AOTInductor package load can kill the process (SIGSEGV)",
+        unavailable=_no_aoti,
+        doc="torch.export, AOTInductor package built, loaded and run",
+    ),
+    CompileMode("mark-dynamic", "inductor", runner="mark-dynamic",
+                doc="default Inductor, M marked dynamic, run at three M: one compiled frame expected"),
+    CompileMode("mark-unbacked", "inductor", runner="mark-unbacked", unavailable=_no_mark_unbacked,
+                doc="default Inductor, M marked unbacked, run at three M: one compiled frame expected"),
 )
 _MODE_BY_NAME = {m.name: m for m in MODES}
 

@@ -30,6 +30,7 @@ from typing import Iterable, Mapping, Optional, Sequence
 from packaging.version import InvalidVersion, Version
 
 from ..verdict import outcome as oc
+from ..verdict.kernel_choice import label_of
 from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
 from .report import ReportError, duplicate_ids, load_report, root_cause_of
 
@@ -166,6 +167,33 @@ class Transition:
         return ""
 
 
+@dataclass(frozen=True)
+class KernelChange:
+    """A case whose Inductor GEMM kernel (the record's extra.kernel_choice) differs between two
+    neighbouring reports: news for performance, not a verdict (the outcomes say that)."""
+
+    case_id: str
+    before_label: str
+    after_label: str
+    before: str  # kernel_choice label, e.g. "aten"
+    after: str
+    before_kernels: tuple = ()
+    after_kernels: tuple = ()
+
+
+def kernel_change(case_id: str, before_label: str, after_label: str,
+                  before: Optional[Mapping], after: Optional[Mapping]) -> Optional[KernelChange]:
+    """The change of chosen kernel between two records of a case; None unless both name one."""
+    extras = [r.get("extra") if isinstance(r, Mapping) else None for r in (before, after)]
+    choices = [extra.get("kernel_choice") if isinstance(extra, Mapping) else None for extra in extras]
+    was, now = (label_of(c) for c in choices)
+    if was is None or now is None or was == now:
+        return None
+    raw = [tuple(k for k in c["kernels"] if isinstance(k, str)) if isinstance(c.get("kernels"), list) else ()
+           for c in choices]
+    return KernelChange(case_id, before_label, after_label, was, now, raw[0], raw[1])
+
+
 @dataclass
 class Comparison:
     columns: list[Column]
@@ -176,6 +204,7 @@ class Comparison:
     # The notes about single reports (an incomplete run, duplicate ids): the gate has reasons of
     # its own for these.
     report_notes: list[str] = field(default_factory=list)
+    kernel_changes: list[KernelChange] = field(default_factory=list)
 
     def by_kind(self) -> dict[str, list[Transition]]:
         out: dict[str, list[Transition]] = {kind: [] for kind in TRANSITION_KINDS}
@@ -262,14 +291,17 @@ def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
     by_id = [{c["id"]: c for c in report["cases"]} for _, report in reports]
     case_ids = sorted(set().union(*by_id)) if by_id else []
     grid = {cid: [cases.get(cid) for cases in by_id] for cid in case_ids}
-    transitions = []
+    transitions, kernel_changes = [], []
     for i in range(1, len(columns)):
         for cid in case_ids:
             kind = classify(grid[cid][i - 1], grid[cid][i], columns[i].strict)
             if kind:
                 transitions.append(Transition(kind, cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i]))
+            moved = kernel_change(cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i])
+            if moved:
+                kernel_changes.append(moved)
     report_notes = _report_notes(columns, reports)
-    return Comparison(columns, case_ids, grid, transitions, _notes(columns) + report_notes, report_notes)
+    return Comparison(columns, case_ids, grid, transitions, _notes(columns) + report_notes, report_notes, kernel_changes)
 
 
 def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, dict]]) -> list[str]:

@@ -174,7 +174,21 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
         "matrix": matrix,
         "replay": lambda cid: replay_command(matrix, cid),
         "root_causes": root_cause_rows(comparison),
+        "kernel_changes": kernel_change_rows(comparison),
     }
+
+
+def kernel_change_rows(comparison: Comparison) -> list[dict]:
+    """Cases whose chosen Inductor kernel changed, grouped by (pair, before, after), largest first."""
+    grouped: dict = {}
+    for change in comparison.kernel_changes:
+        key = (f"{change.before_label} → {change.after_label}", change.before, change.after)
+        grouped.setdefault(key, []).append(change)
+    return [
+        {"pair": key[0], "before": key[1], "after": key[2], "count": len(changes), "example": changes[0].case_id,
+         "kernels": ", ".join(changes[0].before_kernels) + " → " + ", ".join(changes[0].after_kernels)}
+        for key, changes in sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0]))
+    ]
 
 
 def root_cause_rows(comparison: Comparison) -> list[dict]:
@@ -314,6 +328,15 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) ->
                 lines.append(text if len(text) <= width else text[: width - 3] + "...")
             if len(by_change) > max_rows:
                 lines.append(f"    ... {len(by_change) - max_rows} more")
+    rows = kernel_change_rows(comparison)
+    if rows:
+        lines.append("")
+        lines.append(f"chosen kernel changed: {len(comparison.kernel_changes)} case(s)")
+        for row in rows[:max_rows]:
+            text = f"    {row['count']:4d} x {row['before']} -> {row['after']} ({row['pair']}), e.g. {row['example']}"
+            lines.append(text if len(text) <= width else text[: width - 3] + "...")
+        if len(rows) > max_rows:
+            lines.append(f"    ... {len(rows) - max_rows} more")
     for note in comparison.notes:
         lines.append(f"note: {note}")
     return "\n".join(_printable(line) for line in lines)

@@ -15,12 +15,13 @@ a MISMATCH that names the tensor: whatever it returned cannot be trusted.
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
-from .outcome import MISMATCH, Outcome
+from .outcome import COMPILE_ONLY_ERROR, MISMATCH, Outcome
 
 # Dynamo backend -> the layer a failure inside it is attributed to (ErrorInfo.layer).
 BACKEND_LAYERS = {"inductor": "inductor", "aot_eager": "aot_autograd"}
@@ -82,6 +83,144 @@ def compile_counted(fn: Callable, settings: Mapping[str, Any]) -> CompiledCall:
         inner = torch._dynamo.lookup_backend(backend_name)
     backend = CountingBackend(inner, BACKEND_LAYERS.get(backend_name, "dynamo"))
     return CompiledCall(torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic), backend)
+
+
+class AotiCall:
+    """The compiled side of an AOTInductor mode: its first call exports the function
+    (torch.export), builds an AOTInductor package in a temporary directory and loads it; every
+    call runs the loaded package. It counts graphs and calls and names its stage like
+    CountingBackend, so the verdict reads both alike; `timing` holds each step's seconds."""
+
+    def __init__(self, fn: Callable, options: Optional[Mapping[str, Any]] = None):
+        self.user_fn = fn
+        self.options = dict(options) if options else None
+        self.graphs = 0
+        self.calls = 0
+        self.stage = "export"
+        self.timing: dict = {}
+        self.codes: list = []  # the package's sources (kernel_choice reads them)
+        self.loaded = None
+        self.folder: Optional[str] = None
+
+    @property
+    def backend(self):
+        return self
+
+    @property
+    def fn(self):
+        return self
+
+    def __call__(self, *args):
+        if self.loaded is None:
+            self._build(args)
+        self.stage = "runtime"
+        self.calls += 1
+        result = self.loaded(*args)
+        self.stage = "aoti"
+        return result
+
+    def _build(self, args: tuple) -> None:
+        import os
+        import tempfile
+
+        import torch
+
+        from .kernel_choice import package_code
+
+        user_fn = self.user_fn
+
+        class Case(torch.nn.Module):
+            def forward(self, *inputs):
+                return user_fn(*inputs)
+
+        self.stage = "export"
+        start = time.perf_counter()
+        program = torch.export.export(Case(), tuple(args))
+        self.timing["export_s"] = time.perf_counter() - start
+        self.stage = "inductor"
+        self.folder = tempfile.mkdtemp(prefix="scaledmm-aoti-")
+        start = time.perf_counter()
+        path = torch._inductor.aoti_compile_and_package(
+            program, package_path=os.path.join(self.folder, "case.pt2"), inductor_configs=self.options)
+        self.timing["package_s"] = time.perf_counter() - start
+        self.graphs = 1
+        self.codes = package_code(path)
+        self.stage = "aoti_load"
+        start = time.perf_counter()
+        self.loaded = torch._inductor.aoti_load_package(path)
+        self.timing["load_s"] = time.perf_counter() - start
+
+    def close(self) -> None:
+        if self.folder:
+            import shutil
+
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+
+def make_compiled(fn: Callable, settings: Mapping[str, Any], runner: str = "compile"):
+    """The compiled side for a mode's runner (compile_modes.RUNNERS): an AotiCall for "aoti",
+    else compile_counted (the dynamic-M runners mark their inputs per call instead)."""
+    if runner == "aoti":
+        return AotiCall(fn, settings.get("options"))
+    return compile_counted(fn, settings)
+
+
+@dataclass
+class OtherShape:
+    """The case at another M, for a dynamic-M runner: its inputs and its own side-checker
+    (oracle.case_checker with its params)."""
+
+    label: str  # e.g. "m=51"
+    args: tuple
+    check: Callable
+
+
+def varying_dims(args: tuple, other: tuple) -> list:
+    """Per argument, the dims whose size differs between two shapes of one case: what M
+    sets (the activation's rows, a row-wise scale's), and what a dynamic-M runner marks."""
+    import torch
+
+    dims = []
+    for mine, theirs in zip(args, other):
+        if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) and mine.dim() == theirs.dim():
+            dims.append([d for d in range(mine.dim()) if mine.shape[d] != theirs.shape[d]])
+        else:
+            dims.append([])
+    return dims
+
+
+def mark_m(given: tuple, dims: list, how: str) -> None:
+    """Mark the M-dependent dims of a call's own tensors dynamic (torch._dynamo.mark_dynamic) or
+    unbacked (torch._dynamo.decorators.mark_unbacked)."""
+    import torch
+
+    for tensor, marked in zip(given, dims):
+        for dim in marked:
+            if how == "unbacked":
+                torch._dynamo.decorators.mark_unbacked(tensor, dim)
+            else:
+                torch._dynamo.mark_dynamic(tensor, dim)
+
+
+def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -> Outcome:
+    """A dynamic-M case that passed at its own M: wrong at another M is a MISMATCH; more than one
+    compiled frame breaks the promise of the mark (its own signature, one root cause)."""
+    if result.outcome != "PASS":
+        return result
+    off = [s for s in shapes if not s.get("ok")]
+    if off:
+        problems = sorted({s.get("problem") or "values off the reference" for s in off})
+        return Outcome(MISMATCH, f"MISMATCH: compiled at another M {', '.join(problems)}", "compiled",
+                       "; ".join(f"{s['label']}: {s.get('problem') or 'max |err|/tol = %.3g' % s['ratio']}" for s in off),
+                       errors=result.errors, timing=result.timing, extra=result.extra)
+    if frames > 1:
+        sizes = ", ".join(s["label"] for s in shapes)
+        return Outcome(
+            COMPILE_ONLY_ERROR, f"recompiled {frames - 1} times under mark_{marked}", "dynamo",
+            f"{frames} frames compiled for the case's M and {sizes} with M marked {marked}: one was expected",
+            root_cause=f"recompiled under mark_{marked}", errors=result.errors, timing=result.timing, extra=result.extra)
+    return result
 
 
 def sync(device: str) -> None:
@@ -238,6 +377,8 @@ def eager_compile_check(
     kernel=None,
     params: Optional[Mapping] = None,
     interrupts: bool = True,
+    runner: str = "compile",
+    other_shapes: Sequence[OtherShape] = (),
 ) -> Sides:
     """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
     the second runs the cached code), check each side with the side-checker `check`
@@ -245,10 +386,14 @@ def eager_compile_check(
     (classify.classify, with `kernel` and `params` for refusals). `interrupts`: a
     KeyboardInterrupt is the user's and is raised again (in an isolated child it can only come
     from the kernel, and is a CRASH). Each call gets copies of the tensors in `args`
-    (PristineInputs); a call that changed one makes the case a MISMATCH (changed_inputs_outcome)."""
+    (PristineInputs); a call that changed one makes the case a MISMATCH (changed_inputs_outcome).
+    `runner` (compile_modes.RUNNERS) says how the compiled side is made; a dynamic-M runner also
+    calls it at each of `other_shapes`, M marked, and counts the frames compiled
+    (dynamic_m_outcome). An Inductor side records the kernel it chose (kernel_choice)."""
     import torch
 
     from .classify import classify, crash_outcome
+    from .kernel_choice import kernel_choice, output_code
     from .oracle import guarded
     from .outcome import describe_exception
 
@@ -290,24 +435,63 @@ def eager_compile_check(
 
     # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
     torch._dynamo.reset()
-    compiled = compile_counted(fn, settings)
-    given = pristine.fresh()
-    try:
-        start = time.perf_counter()
-        first = _clone(compiled.fn(*given))
-        sync(device)
-        timing["compile_s"] = time.perf_counter() - start
-        compare(given, "compiled", False)
-        given = pristine.fresh()
-        start = time.perf_counter()
-        second = _clone(compiled.fn(*given))
-        sync(device)
-        timing["run_s"] = time.perf_counter() - start
-        compiled_outs = (first, second)
-    except BaseException as exc:
-        compiled_error = caught(exc, "compiled", compiled.backend.stage)
-    compare(given, "compiled", compiled_error is not None)
-    del given
+    compiled = make_compiled(fn, settings, runner)
+    marked = {"mark-dynamic": "dynamic", "mark-unbacked": "unbacked"}.get(runner)
+    dims = varying_dims(args, other_shapes[0].args) if marked and other_shapes else []
+    shapes: list = []  # per other M: its check and seconds
+    source = pristine  # where the latest copies came from
+
+    def fresh(inputs: PristineInputs) -> tuple:
+        nonlocal source
+        source = inputs
+        copies = inputs.fresh()
+        if dims:
+            mark_m(copies, dims, marked)
+        return copies
+
+    def compare_compiled(given: tuple, raised: bool) -> None:
+        try:
+            changed.setdefault("compiled", {}).update(source.changes(given))
+        except Exception as exc:
+            if not raised:
+                unreadable.append(exc)
+
+    inductor = settings.get("backend") == "inductor"
+    with (output_code() if inductor else contextlib.nullcontext([])) as codes:
+        given = fresh(pristine)
+        try:
+            start = time.perf_counter()
+            first = _clone(compiled.fn(*given))
+            sync(device)
+            timing["compile_s"] = time.perf_counter() - start
+            compare_compiled(given, False)
+            given = fresh(pristine)
+            start = time.perf_counter()
+            second = _clone(compiled.fn(*given))
+            sync(device)
+            timing["run_s"] = time.perf_counter() - start
+            compiled_outs = (first, second)
+            for other in other_shapes:
+                given = fresh(PristineInputs(other.args, pristine.names))
+                start = time.perf_counter()
+                out = _clone(compiled.fn(*given))
+                sync(device)
+                seconds = time.perf_counter() - start
+                timing["other_m_s"] = timing.get("other_m_s", 0.0) + seconds
+                compare_compiled(given, False)
+                found = guarded(other.check, False, None, (out,), device)[1] or {"ok": False, "problem": "not checked"}
+                shapes.append({"label": other.label, "ok": bool(found.get("ok")), "problem": found.get("problem"),
+                               "ratio": found.get("ratio"), "run_s": round(seconds, 6)})
+        except BaseException as exc:
+            compiled_error = caught(exc, "compiled", compiled.backend.stage)
+            if other_shapes and compiled_outs is not None:
+                shapes.append({"label": other_shapes[len(shapes)].label, "ok": False, "problem": "raised"})
+        compare_compiled(given, compiled_error is not None)
+        del given
+    timing.update(getattr(compiled, "timing", {}))
+    codes = list(codes) + list(getattr(compiled, "codes", []))
+    if isinstance(compiled, AotiCall):
+        compiled.close()
 
     if exits:
         return Sides(crash_outcome(exits, eager_error, compiled_error, timing), eager_out, compiled_outs, timing)
@@ -322,4 +506,9 @@ def eager_compile_check(
     result.errors = {"eager": eager_check, "compiled": compiled_check}
     result.extra["compiled_graphs"] = compiled.backend.graphs
     result.extra["compiled_graph_calls"] = compiled.backend.calls
+    if inductor and (codes or compiled.backend.graphs):
+        result.extra["kernel_choice"] = kernel_choice(codes)
+    if marked:
+        result.extra["dynamic_m"] = {"marked": marked, "frames": compiled.backend.graphs, "shapes": shapes}
+        result = dynamic_m_outcome(result, marked, compiled.backend.graphs, shapes)
     return Sides(result, eager_out, compiled_outs, timing)

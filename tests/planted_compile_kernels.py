@@ -1,0 +1,27 @@
+"""Kernels for the compile-path tests: correct at the case's own M, and either specialising on M
+under torch.compile (Dynamo guards on a Python branch and recompiles) or wrong at another M."""
+
+import torch
+
+
+def _product(a, b, scale_a, scale_b, bias, out_dtype):
+    out = (a.to(torch.float32) * scale_a) @ (b.to(torch.float32) * scale_b)
+    if bias is not None:
+        out = out + bias.to(torch.float32)
+    return out.to(out_dtype)
+
+
+def branches_on_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """Right everywhere, but a Python branch on M makes Dynamo guard on it: a recompile."""
+    out = _product(a, b, scale_a, scale_b, bias, out_dtype)
+    if a.shape[0] > 20:
+        out = out + 0
+    return out
+
+
+def wrong_beyond_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """Right for M <= 20 (every case's own M in these tests), off by half beyond."""
+    out = _product(a, b, scale_a, scale_b, bias, out_dtype)
+    if a.shape[0] > 20:
+        out = out * 1.5
+    return out
