@@ -128,8 +128,10 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     keywords = call_keywords(kernel, None, out_dtype, fast)
     keywords.pop("bias")
 
-    def scaled_mm_case(a, b, scale_a, scale_b, bias):
-        return kernel(a, b, scale_a, scale_b, bias=bias, **keywords)
+    extra_names = tuple(inputs.extras)  # offs, scale_result: tensors passed by keyword after bias
+
+    def scaled_mm_case(a, b, scale_a, scale_b, bias, *extra):
+        return kernel(a, b, scale_a, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
 
     row = compile_mode(params["mode"])
     saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()

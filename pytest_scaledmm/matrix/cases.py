@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..verdict.scale_forms import FORMS
-from .schema import CATEGORICAL_AXES
+from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES
 from .shapes import DIMS, dim_pools
 from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
@@ -76,6 +76,15 @@ def case_id(params: Mapping[str, Any]) -> str:
         parts.append("3d")
     if params.get("special_scale", "none") != "none":
         parts.append(params["special_scale"])
+    # Axes only some kernels take (schema.KERNEL_AXES): in the id only where the case has them.
+    if "group_layout" in params:
+        parts.append(f"{params['group_layout']}g{params['groups']}-{params['group_sizes']}")
+    if params.get("scale_result", "none") != "none":
+        parts.append(f"sr{params['scale_result']}")
+    if params.get("bias") and params.get("bias_dtype", "out") != "out":
+        parts.append(f"bias{params['bias_dtype']}")
+    if params.get("scale_keepdim"):
+        parts.append("keepdim")
     digest = hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:6]
     return "-".join(parts + [digest])
 
@@ -119,6 +128,17 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any]) -> dict[str, list]:
     if kernel.scale_forms:
         for side in ("scale_a", "scale_b"):
             values[side] = [s for s in values[side] if s in kernel.scale_forms] or list(kernel.scale_forms[:1])
+    builtin = kernel.impl is None and kernel.fn is None
+    for name, (_, neutral, takers) in KERNEL_AXES.items():
+        given = list(axes.get(name, [neutral]))
+        # Only where the profile asks for more than the neutral value: other ids stay as they were.
+        if builtin and kernel.name in takers and (kernel.name in GROUPED_KERNELS or given != [neutral]):
+            values[name] = given
+    if builtin and kernel.name in GROUPED_KERNELS:
+        # Its operands are built by verdict/grouped.py: no bias, scale layouts, 3-D activations
+        # or special scales; no fast accumulation asked for.
+        values.update(bias=[False], use_fast_accum=[False], scale_layout=["contiguous"], activation_rank=[2],
+                      special_scale=["none"])
     return values
 
 
@@ -223,6 +243,8 @@ class KernelSpace:
         self._table: dict = {}
         self._known: dict = {}
         self._free: dict = {}
+        # The size-independent axes, with those only this kernel takes (schema.KERNEL_AXES).
+        self.free_axes = FREE_AXES + tuple(axis for axis in values if axis in KERNEL_AXES)
         self.classes = {f"{dim}_class": list(size_pools[dim]) for dim in DIMS}
 
     def _representatives(self, dim: str, sizes: list) -> list:
@@ -264,12 +286,13 @@ class KernelSpace:
 
     def free_possible(self, row: Mapping) -> bool:
         """Whether some completion of the row's size-independent axes breaks no other rule."""
-        known = tuple(row.get(axis) for axis in FREE_AXES)
+        known = tuple(row.get(axis) for axis in self.free_axes)
         if known not in self._free:
             base = {**self._neutral(), "kernel": self.kernel.name, "m": 1, "k": 1, "n": 1}
-            choices = [[value] if value is not None else neutral_order(axis, self.values[axis]) for axis, value in zip(FREE_AXES, known)]
+            choices = [[value] if value is not None else neutral_order(axis, self.values[axis])
+                       for axis, value in zip(self.free_axes, known)]
             self._free[known] = any(
-                not any(b not in TABLE_KEYS for b in self.model.breaks({**base, **dict(zip(FREE_AXES, combo))}))
+                not any(b not in TABLE_KEYS for b in self.model.breaks({**base, **dict(zip(self.free_axes, combo))}))
                 for combo in itertools.product(*choices)
             )
         return self._free[known]
@@ -548,7 +571,7 @@ BOUNDARY_SHARE_PERCENT = 15  # at most this much to boundary cases
 
 
 def _mutations(space: KernelSpace, values: dict) -> list[tuple[str, Any]]:
-    found = [(axis, value) for axis in TABLE_AXES + FREE_AXES for value in values[axis]]
+    found = [(axis, value) for axis in TABLE_AXES + space.free_axes for value in values[axis]]
     for dim in DIMS:
         sizes = sorted({size for pool in space.pools[dim].values() for size in space._representatives(dim, pool)})
         found += [(dim, size) for size in sizes]

@@ -11,7 +11,7 @@ from .compile_modes import MODES
 
 SCALE_FORMS = [form.id for form in FORMS]
 FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
-OUT_DTYPES = ["bf16", "fp16", "fp32"]
+OUT_DTYPES = ["bf16", "fp16", "fp32", "e4m3fn"]  # e4m3fn: fp8 output (scale_result)
 COMPILE_MODES = [mode.name for mode in MODES]
 SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
 SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
@@ -34,12 +34,31 @@ CATEGORICAL_AXES = {
     "activation_rank": [2, 3],
     "special_scale": SPECIAL_SCALES,
 }
+# Axes only some built-in kernels take, each with its values, its neutral value (what a case
+# without the axis means) and those kernels. A kernel's cases carry such an axis only where the
+# profile gives it more than the neutral value (grouped kernels: always), so that the cases and
+# ids of every other kernel and profile stay as they were.
+GROUPED_KERNELS = ("scaled_grouped_mm",)
+KERNEL_AXES = {
+    # torch._scaled_grouped_mm: a [total_M, K] x b [G, K, N] with offsets over M; a [G, M, K] x
+    # b [G, K, N]; a [M, total_K] x b [total_K, N] with offsets over K (verdict/grouped.py).
+    "group_layout": (["2d3d", "3d3d", "2d2d"], "2d3d", GROUPED_KERNELS),
+    "group_sizes": (["even", "jagged", "empty"], "even", GROUPED_KERNELS),
+    "groups": ([1, 2, 3, 4, 8], 4, GROUPED_KERNELS),
+    # torch._scaled_mm's output scale, used with an fp8 output only.
+    "scale_result": (["none", "one", "two", "quarter"], "none", ("aten_scaled_mm",)),
+    # The bias's dtype; `out`: the output dtype's (bf16 for an fp8 output).
+    "bias_dtype": (["out", "bf16", "fp16", "fp32"], "out", ("aten_scaled_mm", "fp8_linear", "fp8_linear_no_lift",
+                                                           "fp8_linear_rowwise")),
+    # A rowwise scale of a 3-D activation as amax(dim=-1, keepdim=True) gives it: [B, T, 1].
+    "scale_keepdim": ([False, True], False, ("fp8_linear_rowwise",)),
+}
 SHAPE_AXES = ["m", "k", "n"]
 # What a kernel may declare about the shapes it supports (M counts tokens: B*T for 3-D a).
 SHAPE_LIMITS = ["min_m", "max_m", "m_multiple", "k_multiple", "n_multiple"]
 # What it may declare about the rest: accepted (a, b) pairs, output dtypes, bias rules.
 SUPPORT_RULES = ["scale_pairs", "dtype_pairs", "out_dtypes", "bias_out_dtypes"]
-ALL_AXES = list(CATEGORICAL_AXES) + SHAPE_AXES + ["kernel"]
+ALL_AXES = list(CATEGORICAL_AXES) + list(KERNEL_AXES) + SHAPE_AXES + ["kernel"]
 
 # What a matrix that leaves an axis out gets.
 AXIS_DEFAULTS: dict[str, list] = {
@@ -126,6 +145,7 @@ _AXES = {
     "additionalProperties": False,
     "properties": {
         **{name: _enum_list(values) for name, values in CATEGORICAL_AXES.items()},
+        **{name: _enum_list(values) for name, (values, _, _) in KERNEL_AXES.items()},
         **{name: _DIM for name in SHAPE_AXES},
     },
 }

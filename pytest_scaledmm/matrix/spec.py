@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ..verdict.scale_forms import FORMS
 from .errors import MatrixError
 from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, DEFAULT_LIMITS, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA, SHAPE_LIMITS
-from .schema import SUPPORT_RULES, size_problem
+from .schema import KERNEL_AXES, SUPPORT_RULES, size_problem
 
 DEFAULT_SEED = 20240501
 
@@ -27,6 +27,12 @@ BUILTIN_KERNELS: dict[str, dict] = {
     "fp8_linear": {"family": "fp8", "scale_forms": _PER_TENSOR},
     "fp8_linear_no_lift": {"family": "fp8", "scale_forms": _PER_TENSOR},
     "int8_w8a8": {"family": "int8", "scale_forms": _EPILOGUE},
+    # Per-token activation scales, per-channel weight scales; a [B, T, 1] (keepdim) scale flattened.
+    "fp8_linear_rowwise": {"family": "fp8", "scale_forms": ["rowwise"]},
+    # torch._scaled_grouped_mm: rowwise e4m3 operands, bf16 output, sizes and group sizes in
+    # multiples of 16 (verdict/grouped.py builds its operands).
+    "scaled_grouped_mm": {"family": "fp8", "scale_forms": ["rowwise"], "dtypes": ["e4m3fn"], "out_dtypes": ["bf16"],
+                          "m_multiple": 16, "k_multiple": 16, "n_multiple": 16},
 }
 
 
@@ -295,7 +301,7 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
     _check_known_failures(path, data.get("known_failures", []))
     for i, rule in enumerate(data.get("exclude", [])):
         for axis, value in rule.items():
-            allowed = CATEGORICAL_AXES.get(axis)
+            allowed = CATEGORICAL_AXES.get(axis) or KERNEL_AXES.get(axis, (None,))[0]
             values = value if isinstance(value, list) else [value]
             if allowed is not None and any(v not in allowed for v in values):
                 raise MatrixError(path, f"exclude[{i}].{axis}", f"{value!r} is not one of {allowed}")

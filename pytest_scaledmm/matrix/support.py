@@ -26,7 +26,7 @@ from typing import Any, Mapping, Optional
 
 from ..verdict.refusals import Support, declared_breaks
 from ..verdict.scale_forms import WHOLE, scale_form
-from .schema import SHAPE_LIMITS
+from .schema import KERNEL_AXES, SHAPE_LIMITS
 
 BLOCK = 128  # the blockwise recipes' block, and the K and N tile that shape classes count in
 
@@ -121,6 +121,12 @@ class OpModel:
     bias_out_dtypes: Optional[tuple] = None  # the output dtypes a bias is taken with
     blockwise_fast_accum: bool = False  # fast accumulation refused with a blockwise recipe
     raw_operands: bool = False  # 2-D operands only (operand_rank)
+    no_backend: bool = False  # no kernel for this device at all (backend)
+    # The bias dtype must be the output's (bf16 for an fp8 output), never fp32 (bias_dtype); read
+    # only from cases with a `bias_dtype` axis.
+    bias_matches_out: bool = False
+    fp8_out_recipes: Optional[tuple] = None  # the recipe pairs that give an fp8 output (rowwise_out_dtype)
+
 
 
 # The key each rule gives, and whether it reads M, K or N (then generation looks for sizes).
@@ -141,6 +147,8 @@ def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> Optional[tuple]
 def _op_breaks(model: OpModel, params: Mapping[str, Any]) -> list:
     m, k, n = params["m"], params["k"], params["n"]
     found = []
+    if model.no_backend:
+        found.append("backend")
     if model.raw_operands and params.get("activation_rank", 2) == 3:
         found.append("operand_rank")
     if model.e5m2_pair and params.get("dtype_a") == params.get("dtype_b") == "e5m2":
@@ -169,6 +177,13 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any]) -> list:
                     break
     if params.get("bias") and model.bias_out_dtypes is not None and params.get("out_dtype") not in model.bias_out_dtypes:
         found.append("bias_dtype")
+    if params.get("bias") and model.bias_matches_out and "bias_dtype" in params:
+        out, bias = params.get("out_dtype"), params["bias_dtype"]
+        if bias == "fp32" or (bias != "out" and out in ("bf16", "fp16") and bias != out):
+            found.append("bias_dtype")
+    fp8_out = params.get("out_dtype") not in (None, "bf16", "fp16", "fp32")
+    if fp8_out and model.fp8_out_recipes is not None and recipe is not None and recipe not in model.fp8_out_recipes:
+        found.append("rowwise_out_dtype")
     blockwise = recipe is not None and any(r in BLOCKWISE for r in recipe)
     if blockwise and model.blockwise_fast_accum and params.get("use_fast_accum"):
         found.append("blockwise_fast_accum")
@@ -186,7 +201,8 @@ _CPU_SCALED_MM = dict(recipe_pairs=(_TT, _RR), rowwise_unit_stride=True)
 _GPU_SCALED_MM = dict(
     recipe_pairs=(_TT, _RR, ("BlockWise1x128", "BlockWise128x128"), ("BlockWise128x128", "BlockWise1x128")),
     blockwise_m_multiple=4, scale_offset_multiple=4, k_multiple=(16, "k_alignment"), n_multiple=(16, "n_alignment"),
-    e5m2_pair=True, bias_out_dtypes=("bf16", "fp16"), blockwise_fast_accum=True,
+    e5m2_pair=True, bias_out_dtypes=("bf16", "fp16", "e4m3fn"), blockwise_fast_accum=True,
+    bias_matches_out=True, fp8_out_recipes=(_TT,),
 )
 _CPU = "measured on the CPU, torch 2.13 (scripts/measure_support.py)"
 _GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); other GPUs not measured"
@@ -214,6 +230,13 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     ("fp8_linear", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
     ("fp8_linear_no_lift", "cpu"): OpModel(_CPU, **_CPU_SCALED_MM),
     ("fp8_linear_no_lift", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
+    ("fp8_linear_rowwise", "cpu"): OpModel(_CPU, **_CPU_SCALED_MM),
+    ("fp8_linear_rowwise", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
+    # torch._scaled_grouped_mm: no CPU kernel (torch 2.13: NotImplementedError, eager and
+    # compiled); on an H200 rowwise e4m3 with bf16 output, sizes in multiples of 16 (declared).
+    ("scaled_grouped_mm", "cpu"): OpModel(_CPU, no_backend=True),
+    ("scaled_grouped_mm", "gpu"): OpModel(
+        "measured on an H200 (sm90), torch 2.11 (scripts/h200_frontier_probe.py); other GPUs not measured"),
     # torch._int_mm: anything on the CPU; on CUDA M > 16, K and N multiples of 8.
     ("int8_w8a8", "cpu"): OpModel(_CPU, raw_operands=True),
     ("int8_w8a8", "gpu"): OpModel(
@@ -338,6 +361,6 @@ def neutral_order(axis: str, values: list) -> list:
         "bias": [False], "use_fast_accum": [False], "scale_layout": ["contiguous"], "activation_rank": [2],
         "dtype_a": ["e4m3fn", "e4m3fnuz"], "dtype_b": ["e4m3fn", "e4m3fnuz"], "out_dtype": ["bf16", "fp16"],
         "special_scale": ["none"],
-    }.get(axis, [])
+    }.get(axis) or ([KERNEL_AXES[axis][1]] if axis in KERNEL_AXES else [])
     return [v for v in prefer if v in values] + [v for v in values if v not in prefer]
 

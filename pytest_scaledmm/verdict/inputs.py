@@ -11,7 +11,7 @@ repeats one value): `scale_layout` applies to both scales, `activation_rank` to 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
 from .scale_forms import WHOLE, scale_form
@@ -32,7 +32,11 @@ OUT_TORCH_NAMES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 # outputs: scripts/calibrate_bound.py wrote calibration/*.json, and tests/test_oracle.py checks
 # that every recorded correct case still passes them.
 U32 = 2.0**-24  # unit roundoff of fp32
-OUT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": U32}
+OUT_ROUNDOFF = {"bf16": 2.0**-8, "fp16": 2.0**-11, "fp32": U32, "e4m3fn": 2.0**-4}
+FP8_OUT_LIMIT = 224.0  # an fp8 (e4m3, max 448) output's values are kept below this, scale_result included
+# torch._scaled_mm's output scale: multiplies the fp32 result before its conversion to an fp8
+# output (cuBLASLt's D scale; pytorch#190449); not used for other outputs.
+SCALE_RESULTS = {"one": 1.0, "two": 2.0, "quarter": 0.25}
 # Accumulator families: unit roundoff u_acc, constant c_acc and promotion length L. c_acc is
 # the largest need seen (calibration/*.json: max over elements and shapes of the error left
 # after the other terms, in units of u_acc * sqrt(min(K, L)) * e) times a margin of 2.6-2.7.
@@ -72,7 +76,12 @@ def activation_batches(params: Mapping[str, Any]) -> int:
 
 
 def expected_shape(params: Mapping[str, Any]) -> tuple:
-    """(M, N) for 2-D activations, (B, M/B, N) for 3-D ones: the leading dims of `a` are kept."""
+    """(M, N) for 2-D activations, (B, M/B, N) for 3-D ones: the leading dims of `a` are kept.
+    A grouped case's: grouped.grouped_shape."""
+    if params.get("group_layout"):
+        from .grouped import grouped_shape
+
+        return grouped_shape(params)
     m, n = params["m"], params["n"]
     batches = activation_batches(params)
     return (batches, m // batches, n) if batches else (m, n)
@@ -88,9 +97,24 @@ class CaseInputs:
     out_dtype: Any
     use_fast_accum: bool
     finite_scale_a: Any = None  # scale_a before the special value, for tolerances; on the CPU
+    # Tensors the kernel is passed by keyword after bias, in order (offs, scale_result).
+    extras: dict = field(default_factory=dict)
 
     def args(self):
-        return (self.a, self.b, self.scale_a, self.scale_b, self.bias)
+        return (self.a, self.b, self.scale_a, self.scale_b, self.bias, *self.extras.values())
+
+
+def scale_result_of(params: Mapping[str, Any]) -> Optional[float]:
+    """The case's scale_result value, None when it passes none."""
+    return SCALE_RESULTS.get(params.get("scale_result", "none"))
+
+
+def bias_dtype_name(params: Mapping[str, Any]) -> str:
+    """The bias's dtype: the `bias_dtype` axis, else the output's (bf16 for an fp8 output)."""
+    chosen = params.get("bias_dtype", "out")
+    if chosen != "out":
+        return chosen
+    return params["out_dtype"] if params["out_dtype"] in OUT_TORCH_NAMES else "bf16"
 
 
 def _operand(side: str, m: int, k: int, n: int) -> tuple[int, int]:
@@ -170,6 +194,8 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     import torch
 
     generator = torch.Generator().manual_seed(seed)
+    if params.get("group_layout"):
+        return _grouped_inputs(params, generator, device)
     m, k, n = params["m"], params["k"], params["n"]
     dtype_a, dtype_b = torch_dtype(params["dtype_a"]), torch_dtype(params["dtype_b"])
     if params["dtype_a"] == "int8":
@@ -185,12 +211,14 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         # larger ones overflow fp16 outputs for any K worth testing.
         scale_a, scale_b = scale_a / 127, scale_b / 127
     out_dtype = torch_dtype(params["out_dtype"])
+    if params["out_dtype"] in FP8_TORCH_NAMES:
+        scale_a = scale_a * _fp8_out_shrink(a, b, scale_a, scale_b, params)
     bias = None
     if params.get("bias"):
         # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
         # below a bf16 output's resolution and a kernel that drops it would pass.
         spread = 4 * math.sqrt(k) * scale_a.abs().mean() * scale_b.abs().mean()
-        bias = (torch.randn(n, generator=generator) * spread).to(out_dtype)
+        bias = (torch.randn(n, generator=generator) * spread).to(torch_dtype(bias_dtype_name(params)))
 
     layout = params.get("scale_layout", "contiguous")
     if layout == "expanded":  # the reference must see the repeated value too
@@ -201,6 +229,12 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     a = _move(a, device)
     if batches:
         a = a.view(batches, m // batches, k)
+        if params.get("scale_keepdim") and scale_a.numel() == m:
+            # As amax(dim=-1, keepdim=True) of the 3-D activation gives it: [B, T, 1].
+            scale_a, finite_scale_a = (s.reshape(batches, m // batches, 1) for s in (scale_a, finite_scale_a))
+    extras = {}
+    if scale_result_of(params) is not None:
+        extras["scale_result"] = _move(torch.tensor(scale_result_of(params)), device)
     return CaseInputs(
         a,
         _move(b, device),
@@ -210,7 +244,16 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         out_dtype,
         bool(params.get("use_fast_accum")),
         finite_scale_a,
+        extras,
     )
+
+
+def _fp8_out_shrink(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
+    """A power of two that keeps every output of an fp8 case, scale_result and bias included,
+    below FP8_OUT_LIMIT (an upper bound from |a| @ |b|), so that a right result never saturates."""
+    peak = (a.float().abs() @ b.float().abs()).max().item() * scale_a.abs().max().item() * scale_b.abs().max().item()
+    peak *= 2 * max(1.0, scale_result_of(params) or 1.0)  # room for the bias (about 4 sqrt(K) spreads)
+    return 2.0 ** -max(0, math.ceil(math.log2(peak / FP8_OUT_LIMIT))) if peak > 0 else 1.0
 
 
 def _expand_scale(scale, form_id: str, side: str, rows: int, cols: int):
@@ -291,6 +334,8 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
     activation is flattened to M tokens. `scale_a` replaces the case's scale for the value."""
     import torch
 
+    if params.get("group_layout"):
+        return _grouped_reference(params, inputs, slack)
     k = params["k"]
     a, b, bias = dequantised(params, inputs, scale_a)
     finite_scale = inputs.finite_scale_a
@@ -307,6 +352,10 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
     u_out = OUT_ROUNDOFF[params["out_dtype"]]
     tiny = torch.finfo(inputs.out_dtype).tiny
     tolerance = tolerance_of(terms, k, family, u_out, slack, tiny, magnitude)
+    result_scale = scale_result_of(params) if params["out_dtype"] in FP8_TORCH_NAMES else None
+    if result_scale is not None:
+        # A power of two: exact on the value, and every term of the bound scales with it.
+        value, magnitude, tolerance = value * result_scale, magnitude * result_scale, tolerance * result_scale
     acc = ACCUMULATORS[family]
     rel = tolerance / magnitude
     bound = {
@@ -319,10 +368,53 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
         "c_out": C_OUT,
         "u_out": u_out,
         "slack": float(slack),
+        **({"scale_result": result_scale} if result_scale is not None else {}),
         # tolerance relative to the largest |value|, and the smallest uniform relative error
         # that this bound catches (the least tol/|value| over the elements)
         "max_tol_rel": float(tolerance.max() / magnitude.max()) if rel.numel() and magnitude.max() > 0 else math.inf,
         "min_tol_rel": float(rel.min()) if rel.numel() else math.inf,
+    }
+    return Reference(value, tolerance, bound)
+
+
+def _grouped_inputs(params: Mapping[str, Any], generator, device: str) -> CaseInputs:
+    """A grouped case's operands and rowwise scales (grouped.py), `offs` in the extras."""
+    import torch
+
+    from .grouped import draw_grouped
+
+    dtypes = torch_dtype(params["dtype_a"]), torch_dtype(params["dtype_b"])
+    a, b, scale_a, scale_b, offs = draw_grouped(params, generator, *dtypes)
+    extras = {} if offs is None else {"offs": _move(torch.tensor(offs, dtype=torch.int32), device)}
+    return CaseInputs(_move(a, device), _move(b, device), _move(scale_a, device), _move(scale_b, device), None,
+                      torch_dtype(params["out_dtype"]), bool(params.get("use_fast_accum")), scale_a, extras)
+
+
+def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float) -> Reference:
+    """A grouped case's value in float64, group by group (grouped.group_products), and the bound
+    of tolerance_of with each group's own K (2d2d: its K slice; an empty one makes exact zeros,
+    held to the output dtype's smallest normal)."""
+    import torch
+
+    from .grouped import group_products, group_sizes
+
+    value = torch.zeros(expected_shape(params), dtype=torch.float64)
+    tolerance = torch.zeros_like(value)
+    family = accumulator(params, inputs.a.device.type)
+    u_out = OUT_ROUNDOFF[params["out_dtype"]]
+    tiny = torch.finfo(inputs.out_dtype).tiny
+    for a, b, rows in group_products(params, inputs.a, inputs.b, inputs.scale_a, inputs.scale_b):
+        terms = bound_terms(a, b, None)
+        value[rows] = terms["value"]
+        tolerance[rows] = tolerance_of(terms, max(1, a.shape[1]), family, u_out, slack, tiny)
+    acc = ACCUMULATORS[family]
+    magnitude = value.abs()
+    bound = {
+        "model": BOUND_MODEL + ", per group", "accumulator": family, "u_acc": acc["u_acc"], "c_acc": acc["c_acc"],
+        "promote_every": acc["promote_every"], "c_ep": C_EP, "c_out": C_OUT, "u_out": u_out, "slack": float(slack),
+        "group_sizes": group_sizes(params),
+        "max_tol_rel": float(tolerance.max() / magnitude.max()) if value.numel() and magnitude.max() > 0 else math.inf,
+        "min_tol_rel": float((tolerance / magnitude).min()) if value.numel() else math.inf,
     }
     return Reference(value, tolerance, bound)
 

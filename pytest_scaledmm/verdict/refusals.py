@@ -34,7 +34,8 @@ from typing import Any, Mapping, Optional
 
 from .outcome import INTERNAL_ERROR, REFUSED, UNSUPPORTED, ErrorInfo, Outcome, signature_of
 
-FP8_BUILTINS = ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift")
+FP8_BUILTINS = ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise")
+GROUPED_BUILTINS = ("scaled_grouped_mm",)  # torch._scaled_grouped_mm
 INT8_BUILTINS = ("int8_w8a8",)
 RAW_OPS = ("aten_scaled_mm", "scaled_mm_v2", "int8_w8a8")  # no token flattening: 2-D operands only
 
@@ -106,8 +107,9 @@ REFUSALS = (
            r"Per-row scaling is not supported for this platform",
            "this ROCm release or platform", "archs"),
     # No kernel for this backend in this torch: CPU fp8 _scaled_mm before 2.8 (NotImplementedError).
-    _entry("backend", FP8_BUILTINS + INT8_BUILTINS, (_NI, _RT),
-           r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm)' with arguments from the '\w+' backend",
+    # torch._scaled_grouped_mm has no CPU kernel (torch 2.13).
+    _entry("backend", FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS, (_NI, _RT),
+           r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm|scaled_grouped_mm)' with arguments from the '\w+' backend",
            "this device in this torch release (no kernel for the backend)", "archs, min_torch"),
     # A library status saying "not supported", and builds without this GPU's code.
     _entry("library_status", FP8_BUILTINS + INT8_BUILTINS, (_RT,),
