@@ -176,7 +176,7 @@ def test_builtin_kernel_needing_newer_torch_is_skipped_at_run_time_only(monkeypa
     skipped = results[0][1]
     assert skipped.outcome == oc.SKIPPED and "needs torch>=99.0" in skipped.detail
     monkeypatch.setattr(K, "_scaling_type", lambda: None)
-    assert "has no torch.nn.functional.scaled_mm" in K.unavailable_reason(KernelSpec("scaled_mm_v2", "fp8"))
+    assert "has no torch.nn.functional.scaled_mm" in K.unavailable_reason(KernelSpec("scaled_mm_v2_functional", "fp8"))
 
 
 def test_custom_op_detection():

@@ -22,7 +22,7 @@ import zlib
 from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
-from ..verdict.scale_forms import FORMS
+from ..verdict.scale_forms import FORMS, own_pairings
 from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES
 from .shapes import DIMS, dim_pools
 from .spec import KernelSpec, Profile, Spec
@@ -49,7 +49,7 @@ def _dtype_part(params: Mapping[str, Any]) -> str:
     a, b = params["dtype_a"], params["dtype_b"]
     if a == "int8":
         return ""
-    short = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e4m3fnuz": "e4m3fnuz", "e5m2fnuz": "e5m2fnuz"}
+    short = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e4m3fnuz": "e4m3fnuz", "e5m2fnuz": "e5m2fnuz", "fp4e2m1": "fp4"}
     return short[a] if a == b else f"{short[a]}x{short[b]}"
 
 
@@ -594,10 +594,13 @@ def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
                 candidates.setdefault(broken[0], []).append(changed)
 
         step = max(1, len(valid) // 40)
+        pairings = own_pairings(covered["scale_a"], covered["dtype_a"], covered["dtype_b"])
         for base in valid[::step]:
             for axis, value in _mutations(space, covered):
                 if base.get(axis) != value:
                     consider({**base, axis: value})
+            for pairing in pairings:  # microscaling forms: both scales and dtypes at once
+                consider({**base, **pairing})
         if not candidates:
             # No valid case to change (the axes hold none, or the model refuses a value every
             # case has): cases drawn without the model, where one rule breaks.

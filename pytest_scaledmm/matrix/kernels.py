@@ -22,7 +22,7 @@ import sys
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
-from ..verdict.scale_forms import recipe_pairs, recipes_of_shape
+from ..verdict.scale_forms import RECIPE_CODES, SWIZZLE_CODES, recipe_pairs, recipes_of_shape
 from .spec import BUILTIN_KERNELS, KernelSpec, MatrixError
 
 KernelFn = Callable[..., "object"]
@@ -94,31 +94,137 @@ def _scaling_type():
     return getattr(functional, "ScalingType", None) or getattr(torch._C, "_ScalingType", None)
 
 
+def _scale_shape(scale) -> tuple:
+    # A two-level (NVFP4) scale is the pair (block scales, global scale): its blocks decide.
+    return tuple((scale[0] if isinstance(scale, (tuple, list)) else scale).shape)
+
+
+def scale_recipe_names(scale_a, scale_b, rows: int, inner: int, cols: int) -> tuple[str, str]:
+    """The scaled_mm_v2 recipes (ScalingType names) the scale shapes stand for: those of the
+    scale forms (scale_forms.py) whose shapes they have, TensorWise where none fits. A shape can
+    fit several (M = 1 makes a rowwise scale_a one element), so the pair is chosen jointly among
+    the forms' pairs; a pair the op does not support is left to the op to refuse. Plain Python
+    on static shapes: under torch.compile it folds to constants."""
+    side_a = recipes_of_shape(_scale_shape(scale_a), "a", rows, inner, cols) or ["TensorWise"]
+    side_b = recipes_of_shape(_scale_shape(scale_b), "b", rows, inner, cols) or ["TensorWise"]
+    return next(((a, b) for a, b in recipe_pairs() if a in side_a and b in side_b), (side_a[0], side_b[0]))
+
+
 def scale_recipes(scale_a, scale_b, rows: int, inner: int, cols: int) -> tuple:
-    """The scaled_mm_v2 recipes the scale shapes stand for: those of the scale forms
-    (scale_forms.py) whose shapes they have, TensorWise where none fits. A shape can fit several
-    (M = 1 makes a rowwise scale_a one element), so the pair is chosen jointly among the forms'
-    pairs; a pair the op does not support is left to the op to refuse."""
+    """scale_recipe_names as torch.nn.functional.ScalingType members."""
     recipes = _scaling_type()
-    side_a = recipes_of_shape(scale_a.shape, "a", rows, inner, cols) or ["TensorWise"]
-    side_b = recipes_of_shape(scale_b.shape, "b", rows, inner, cols) or ["TensorWise"]
-    pair = next(((a, b) for a, b in recipe_pairs() if a in side_a and b in side_b), (side_a[0], side_b[0]))
+    pair = scale_recipe_names(scale_a, scale_b, rows, inner, cols)
     return getattr(recipes, pair[0]), getattr(recipes, pair[1])
 
 
-def scaled_mm_v2(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    """torch.nn.functional.scaled_mm (aten._scaled_mm_v2), recipes inferred from the scale
-    shapes. Falls back to the aten op where the Python wrapper is missing."""
+BLOCK_K = 128  # the K extent of the blockwise recipes' blocks
+
+
+def to_blocked(scale):
+    """A microscaling scale (rows x K/block, one row per row of a, or of b's N) in cuBLAS's
+    swizzled layout SWIZZLE_32_4_4, flattened: padded to 128 rows and 4 columns, each 128 x 4
+    tile stored as 32 x 16 (row r of the tile at [r % 32, (r // 32) * 4 + c]). The algorithm
+    of torchao's and PyTorch's tests' to_blocked. Padding is zero bytes."""
     import torch
 
-    recipe_a, recipe_b = scale_recipes(scale_a, scale_b, a.shape[0], a.shape[-1], b.shape[-1])
-    functional = torch.nn.functional
-    if hasattr(functional, "scaled_mm"):
-        return functional.scaled_mm(
-            a, b, scale_a, recipe_a, scale_b, recipe_b, bias=bias, output_dtype=out_dtype, use_fast_accum=use_fast_accum
-        )
+    rows, cols = scale.shape
+    row_blocks, col_blocks = -(-rows // 128), -(-cols // 4)
+    padded = scale
+    if (rows, cols) != (row_blocks * 128, col_blocks * 4):
+        raw = scale.view(torch.uint8) if scale.element_size() == 1 else scale
+        padded = raw.new_zeros((row_blocks * 128, col_blocks * 4))
+        padded[:rows, :cols] = raw
+        padded = padded.view(scale.dtype)
+    blocks = padded.view(row_blocks, 128, col_blocks, 4).permute(0, 2, 1, 3)
+    return blocks.reshape(-1, 4, 32, 4).transpose(1, 2).reshape(-1, 32, 16).flatten()
+
+
+def _padded_k_major(grid, kb: int):
+    """A (outer x kb) grid as the op's [L4, outer] tensor, strides (1, L4): L4 = kb rounded up
+    to a multiple of 4, rows past kb zero and unused."""
+    padded = grid.new_zeros((grid.shape[0], -(-kb // 4) * 4))
+    padded[:, :kb] = grid
+    return padded.t()
+
+
+def v2_scale_operand(scale, recipe: str, side: str):
+    """A case's scale (its form's grid: a is M x K, b is K x N) in the layout aten._scaled_mm_v2
+    wants for `recipe`, as a wrapper does: 1x128 blocks outer-dim-major (a [M, K/128] strides
+    (1, M), b [N, K/128] strides (1, N)), 128x128 blocks K-block-major and padded ([L4, M/128]
+    or [L4, N/128], strides (1, L4)), microscaling scales swizzled (b's rows are N). Other
+    recipes' scales go as they are. Returns the list of scale tensors the op takes."""
+    blocks = scale[0] if isinstance(scale, (tuple, list)) else scale
+    rest = list(scale[1:]) if isinstance(scale, (tuple, list)) else []
+    if recipe == "BlockWise1x128":
+        grid = blocks if side == "a" else blocks.t()
+        return [grid.t().contiguous().t(), *rest]
+    if recipe == "BlockWise128x128":
+        grid = blocks if side == "a" else blocks.t()
+        return [_padded_k_major(grid, grid.shape[1]), *rest]
+    if recipe in ("BlockWise1x32", "BlockWise1x16"):
+        return [to_blocked(blocks if side == "a" else blocks.t()), *rest]
+    return [blocks, *rest]
+
+
+def v2_call_codes(recipe_a: str, recipe_b: str, scale_a, scale_b) -> tuple:
+    """(recipes_a, swizzles_a, recipes_b, swizzles_b): the int lists of one aten._scaled_mm_v2
+    call. A second-level scale (NVFP4's global) is TensorWise and not swizzled."""
+
+    def side(recipe, scale):
+        swizzle = SWIZZLE_CODES["SWIZZLE_32_4_4" if recipe in ("BlockWise1x32", "BlockWise1x16") else "NO_SWIZZLE"]
+        levels = len(scale) if isinstance(scale, (tuple, list)) else 1
+        return [RECIPE_CODES[recipe]] + [RECIPE_CODES["TensorWise"]] * (levels - 1), [swizzle] + [0] * (levels - 1)
+
+    recipes_a, swizzles_a = side(recipe_a, scale_a)
+    recipes_b, swizzles_b = side(recipe_b, scale_b)
+    return recipes_a, swizzles_a, recipes_b, swizzles_b
+
+
+def _inner(a) -> int:
+    """K of an operand a: fp4 operands pack two values per element."""
+    import torch
+
+    packed = getattr(torch, "float4_e2m1fn_x2", None)
+    return a.shape[-1] * (2 if packed is not None and a.dtype == packed else 1)
+
+
+def scaled_mm_v2(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """aten._scaled_mm_v2 with plain int recipe and swizzle lists, recipes inferred from the
+    scale shapes and scales put in the op's layout (v2_scale_operand). Ints, not
+    ScalingType members: Dynamo traces this call (it skips torch.nn.functional.scaled_mm on
+    torch 2.11), so compiled cases reach Inductor."""
+    import torch
+
+    recipe_a, recipe_b = scale_recipe_names(scale_a, scale_b, a.shape[0], _inner(a), b.shape[-1])
+    codes_a, swizzle_a, codes_b, swizzle_b = v2_call_codes(recipe_a, recipe_b, scale_a, scale_b)
     return torch.ops.aten._scaled_mm_v2(
-        a, b, [scale_a], [recipe_a.value], [], [scale_b], [recipe_b.value], [], bias, out_dtype, [], use_fast_accum
+        a, b, v2_scale_operand(scale_a, recipe_a, "a"), codes_a, swizzle_a, v2_scale_operand(scale_b, recipe_b, "b"),
+        codes_b, swizzle_b, bias, out_dtype, [], use_fast_accum,
+    )
+
+
+def scaled_mm_v2_functional(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """torch.nn.functional.scaled_mm as users write it: ScalingType / SwizzleType members, the
+    scales in the op's layout as scaled_mm_v2 puts them. Where Dynamo cannot trace the call
+    (torch 2.11: "Attempted to call function marked as skipped") its compiled cases show that."""
+    import torch
+
+    functional = torch.nn.functional
+    recipe_a, recipe_b = scale_recipe_names(scale_a, scale_b, a.shape[0], _inner(a), b.shape[-1])
+    recipes, swizzles = functional.ScalingType, functional.SwizzleType
+
+    def members(recipe, scale):
+        # Attribute access, as users write ScalingType.BlockWise1x32; a global scale is TensorWise.
+        levels = len(scale) if isinstance(scale, (tuple, list)) else 1
+        swizzled = recipe in ("BlockWise1x32", "BlockWise1x16")
+        first = [getattr(recipes, recipe)], [swizzles.SWIZZLE_32_4_4 if swizzled else swizzles.NO_SWIZZLE]
+        return first[0] + [recipes.TensorWise] * (levels - 1), first[1] + [swizzles.NO_SWIZZLE] * (levels - 1)
+
+    types_a, swizzle_a = members(recipe_a, scale_a)
+    types_b, swizzle_b = members(recipe_b, scale_b)
+    return functional.scaled_mm(
+        a, b, v2_scale_operand(scale_a, recipe_a, "a"), types_a, v2_scale_operand(scale_b, recipe_b, "b"), types_b,
+        swizzle_a=swizzle_a, swizzle_b=swizzle_b, bias=bias, output_dtype=out_dtype, use_fast_accum=use_fast_accum,
     )
 
 
@@ -193,6 +299,7 @@ def int8_w8a8(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=Fa
 BUILTIN_IMPLS: dict[str, KernelFn] = {
     "aten_scaled_mm": aten_scaled_mm,
     "scaled_mm_v2": scaled_mm_v2,
+    "scaled_mm_v2_functional": scaled_mm_v2_functional,
     "fp8_linear": fp8_linear,
     "fp8_linear_no_lift": fp8_linear_no_lift,
     "int8_w8a8": int8_w8a8,
@@ -208,10 +315,11 @@ def unavailable_reason(kernel: KernelSpec) -> Optional[str]:
 
     if kernel.impl is not None or kernel.fn is not None:
         return None
-    if kernel.name == "scaled_mm_v2":
-        has_v2 = hasattr(torch.nn.functional, "scaled_mm") or hasattr(torch.ops.aten, "_scaled_mm_v2")
-        if not has_v2 or _scaling_type() is None:
-            return f"torch {torch.__version__} has no torch.nn.functional.scaled_mm / aten._scaled_mm_v2"
+    if kernel.name == "scaled_mm_v2" and not hasattr(torch.ops.aten, "_scaled_mm_v2"):
+        return f"torch {torch.__version__} has no aten._scaled_mm_v2"
+    if kernel.name == "scaled_mm_v2_functional":
+        if not hasattr(torch.nn.functional, "scaled_mm") or _scaling_type() is None:
+            return f"torch {torch.__version__} has no torch.nn.functional.scaled_mm"
     if kernel.name == "scaled_grouped_mm" and not hasattr(torch, "_scaled_grouped_mm"):
         return f"torch {torch.__version__} has no torch._scaled_grouped_mm"
     if kernel.family == "int8" and not hasattr(torch, "_int_mm"):

@@ -11,6 +11,8 @@ from .compile_modes import MODES
 
 SCALE_FORMS = [form.id for form in FORMS]
 FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
+# Operand dtypes a scale form names besides fp8 (fp4e2m1: NVFP4's packed e2m1 pairs).
+OPERAND_DTYPES = FP8_DTYPES + sorted({d for form in FORMS for d in (form.operand_dtypes or ()) if d not in FP8_DTYPES})
 OUT_DTYPES = ["bf16", "fp16", "fp32", "e4m3fn"]  # e4m3fn: fp8 output (scale_result)
 COMPILE_MODES = [mode.name for mode in MODES]
 SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
@@ -24,8 +26,8 @@ ARCHS = ["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx90a", "gfx
 CATEGORICAL_AXES = {
     "scale_a": SCALE_FORMS,
     "scale_b": SCALE_FORMS,
-    "dtype_a": FP8_DTYPES,
-    "dtype_b": FP8_DTYPES,
+    "dtype_a": OPERAND_DTYPES,
+    "dtype_b": OPERAND_DTYPES,
     "out_dtype": OUT_DTYPES,
     "bias": [False, True],
     "use_fast_accum": [False, True],
@@ -176,14 +178,14 @@ _KERNEL = {
                 "impl": {"type": "string", "pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"},
                 "family": {"enum": FAMILIES},
                 "scale_forms": _enum_list(SCALE_FORMS),
-                "dtypes": _enum_list(FP8_DTYPES + ["int8"]),
+                "dtypes": _enum_list(OPERAND_DTYPES + ["int8"]),
                 "archs": _enum_list(ARCHS),
                 "min_torch": {"type": "string"},
                 # What it accepts, as OpInfo declares an operator's valid inputs: a case outside
                 # it that the kernel refuses is UNSUPPORTED (refusals.py); generation gives such
                 # cases only a boundary slice (support.py).
                 "scale_pairs": _pair_list(SCALE_FORMS),
-                "dtype_pairs": _pair_list(FP8_DTYPES + ["int8"]),
+                "dtype_pairs": _pair_list(OPERAND_DTYPES + ["int8"]),
                 "out_dtypes": _enum_list(OUT_DTYPES),
                 "bias_out_dtypes": {**_enum_list(OUT_DTYPES), "minItems": 0},
                 **{key: {"type": "integer", "minimum": 1} for key in SHAPE_LIMITS},

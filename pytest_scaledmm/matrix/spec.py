@@ -24,6 +24,8 @@ BUILTIN_KERNELS: dict[str, dict] = {
     # torch.nn.functional.scaled_mm landed after the 2.9 branch cut (pytorch#164142); run.py
     # also checks that it exists (kernels.unavailable_reason).
     "scaled_mm_v2": {"family": "fp8", "min_torch": "2.10"},
+    # The same op called as users write it: torch.nn.functional.scaled_mm with ScalingType enums.
+    "scaled_mm_v2_functional": {"family": "fp8", "min_torch": "2.10"},
     "fp8_linear": {"family": "fp8", "scale_forms": _PER_TENSOR},
     "fp8_linear_no_lift": {"family": "fp8", "scale_forms": _PER_TENSOR},
     "int8_w8a8": {"family": "int8", "scale_forms": _EPILOGUE},

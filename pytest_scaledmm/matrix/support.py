@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Mapping, Optional
 
-from ..verdict.refusals import Support, declared_breaks
-from ..verdict.scale_forms import WHOLE, scale_form
+from ..verdict.refusals import V2_BUILTINS, Support, declared_breaks
+from ..verdict.scale_forms import FORMS, WHOLE, scale_form
 from .schema import KERNEL_AXES, SHAPE_LIMITS
 
 BLOCK = 128  # the blockwise recipes' block, and the K and N tile that shape classes count in
@@ -36,8 +36,15 @@ RECIPES = {
     "RowWise": ((1, WHOLE), (WHOLE, 1)),
     "BlockWise1x128": ((1, BLOCK), (BLOCK, 1)),
     "BlockWise128x128": ((BLOCK, BLOCK), (BLOCK, BLOCK)),
+    "BlockWise1x32": ((1, 32), (32, 1)),
+    "BlockWise1x16": ((1, 16), (16, 1)),
 }
 BLOCKWISE = ("BlockWise1x128", "BlockWise128x128")
+# aten._scaled_mm_v2's blockwise pairings (DeepSeek-style): 1x128 x 128x128, 128x128 x 1x128, 1x128 x 1x128.
+V2_BLOCK_PAIRS = (("BlockWise1x128", "BlockWise128x128"), ("BlockWise128x128", "BlockWise1x128"),
+                  ("BlockWise1x128", "BlockWise1x128"))
+# Packed fp4 operand dtypes: only with the microscaling form that names them.
+FP4_DTYPES = tuple(sorted({d for form in FORMS for d in (form.operand_dtypes or ()) if d.startswith("fp4")}))
 _TT = ("TensorWise", "TensorWise")
 _RR = ("RowWise", "RowWise")
 
@@ -121,6 +128,15 @@ class OpModel:
     bias_out_dtypes: Optional[tuple] = None  # the output dtypes a bias is taken with
     blockwise_fast_accum: bool = False  # fast accumulation refused with a blockwise recipe
     raw_operands: bool = False  # 2-D operands only (operand_rank)
+    # The kernel puts block scales in the op's layout itself (scaled_mm_v2's wrappers): their
+    # layout axis does not matter, but K a multiple of 128 and a 128x128 side's outer dim (M of
+    # a, N of b) do (recipe_layout: the op's scale shapes count whole blocks).
+    converts_block_layouts: bool = False
+    # Microscaled recipes (MX, NVFP4: verdict/scale_forms.py), taken on these archs only;
+    # elsewhere needs_sm100. Kernels without them refuse such scales as scale_pair.
+    microscaling_archs: Optional[tuple] = None
+    # Pairs taken only with one block of 128 along M and K; beyond, scale_pair.
+    single_block_pairs: tuple = ()
     no_backend: bool = False  # no kernel for this device at all (backend)
     # The bias dtype must be the output's (bf16 for an fp8 output), never fp32 (bias_dtype); read
     # only from cases with a `bias_dtype` axis.
@@ -128,29 +144,59 @@ class OpModel:
     fp8_out_recipes: Optional[tuple] = None  # the recipe pairs that give an fp8 output (rowwise_out_dtype)
 
 
-
 # The key each rule gives, and whether it reads M, K or N (then generation looks for sizes).
 SIZE_KEYS = frozenset({
     "scale_pair", "rowwise_layout", "recipe_layout", "blockwise_fast_accum", "library_status", "k_alignment",
     "n_alignment", "int8_min_m", "int8_alignment", *SHAPE_LIMITS,
+    "needs_sm100",  # reads the scale forms, as scale_pair does: decided with them, not with the free axes
 })
+
+
+def _fitted(model: OpModel, form_id: str, side: str, layout: str, m: int, k: int, n: int) -> dict:
+    """fitted_recipes as the kernel sees them: block recipes always dense where it converts them."""
+    found = dict(fitted_recipes(form_id, side, layout, m, k, n))
+    if model.converts_block_layouts:
+        found.update({recipe: True for recipe in found if recipe in BLOCKWISE})
+    return found
 
 
 def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> Optional[tuple]:
     """The (recipe_a, recipe_b) pair the op takes for this case's scales, or None."""
     m, k, n, layout = params["m"], params["k"], params["n"], params.get("scale_layout", "contiguous")
-    side_a = dict(fitted_recipes(params["scale_a"], "a", layout, m, k, n))
-    side_b = dict(fitted_recipes(params["scale_b"], "b", layout, m, k, n))
+    side_a = _fitted(model, params["scale_a"], "a", layout, m, k, n)
+    side_b = _fitted(model, params["scale_b"], "b", layout, m, k, n)
     return next(((a, b) for a, b in model.recipe_pairs if side_a.get(a) and side_b.get(b)), None)
 
 
-def _op_breaks(model: OpModel, params: Mapping[str, Any]) -> list:
+def _microscaling_break(model: OpModel, params: Mapping[str, Any], arch: str) -> Optional[str]:
+    """The key of a case with microscaled scales or fp4 operands, None when it has neither or
+    the kernel takes it here: the same microscaling form on both sides with its operand dtypes
+    (else scale_pair), on an arch that has the recipes (else needs_sm100)."""
+    forms = [scale_form(params[side]) for side in ("scale_a", "scale_b")]
+    dtypes = [params.get("dtype_a"), params.get("dtype_b")]
+    micro = [form for form in forms if form.scale_dtype != "fp32"]
+    packed = [d for d in dtypes if d in FP4_DTYPES]
+    if not micro and not packed:
+        return None
+    if model.microscaling_archs is None or len(micro) != 2 or forms[0] != forms[1]:
+        return "scale_pair"
+    if any(d not in (forms[0].operand_dtypes or ()) for d in dtypes):
+        return "scale_pair"
+    return None if arch in model.microscaling_archs else "needs_sm100"
+
+
+def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> list:
     m, k, n = params["m"], params["k"], params["n"]
     found = []
     if model.no_backend:
         found.append("backend")
     if model.raw_operands and params.get("activation_rank", 2) == 3:
         found.append("operand_rank")
+    micro = _microscaling_break(model, params, arch)
+    if micro is not None:
+        return found + [micro]
+    if scale_form(params["scale_a"]).scale_dtype != "fp32":
+        return found  # microscaled, taken on this arch: the recipe rules below are for fp32 scales
     if model.e5m2_pair and params.get("dtype_a") == params.get("dtype_b") == "e5m2":
         found.append("e5m2_pair")
     if model.k_multiple and k % model.k_multiple[0]:
@@ -164,8 +210,8 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any]) -> list:
     if model.recipe_pairs is not None:
         recipe = chosen_recipes(model, params)
         if recipe is None:
-            side_a = dict(fitted_recipes(params["scale_a"], "a", layout, m, k, n))
-            side_b = dict(fitted_recipes(params["scale_b"], "b", layout, m, k, n))
+            side_a = _fitted(model, params["scale_a"], "a", layout, m, k, n)
+            side_b = _fitted(model, params["scale_b"], "b", layout, m, k, n)
             refused = next((key for (a, b), key in model.refused_pairs if a in side_a and b in side_b), None)
             shaped = any(a in side_a and b in side_b for a, b in model.recipe_pairs)
             found.append(refused or (model.strided_key if shaped else "scale_pair"))
@@ -184,13 +230,21 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any]) -> list:
     fp8_out = params.get("out_dtype") not in (None, "bf16", "fp16", "fp32")
     if fp8_out and model.fp8_out_recipes is not None and recipe is not None and recipe not in model.fp8_out_recipes:
         found.append("rowwise_out_dtype")
+    if recipe in model.single_block_pairs and (m > BLOCK or k > BLOCK):
+        found.append("scale_pair")
     blockwise = recipe is not None and any(r in BLOCKWISE for r in recipe)
+    if blockwise and model.converts_block_layouts:
+        whole = k % BLOCK == 0 and all(size % BLOCK == 0 for r, size in zip(recipe, (m, n)) if r == "BlockWise128x128")
+        if not whole:
+            found.append("recipe_layout")
     if blockwise and model.blockwise_fast_accum and params.get("use_fast_accum"):
         found.append("blockwise_fast_accum")
     if recipe == ("BlockWise1x128", "BlockWise128x128") and model.blockwise_m_multiple and m % model.blockwise_m_multiple:
         found.append("library_status")
     if model.scale_offset_multiple and layout == "offset":
-        for side, form in (("a", params["scale_a"]), ("b", params["scale_b"])):
+        for index, (side, form) in enumerate((("a", params["scale_a"]), ("b", params["scale_b"]))):
+            if model.converts_block_layouts and recipe is not None and recipe[index] in BLOCKWISE:
+                continue  # the kernel copies it
             if scale_memory(form, side, layout, m, k, n)[2] % model.scale_offset_multiple:
                 found.append("library_status")
                 break
@@ -198,14 +252,31 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any]) -> list:
 
 
 _CPU_SCALED_MM = dict(recipe_pairs=(_TT, _RR), rowwise_unit_stride=True)
+# torch._scaled_mm on sm90 took 128x128 x 1x128 only where both scales are one block along K
+# and M (scripts/measure_support.py); with whole blocks it, and 1x128 x 1x128, are "Invalid
+# scaling configuration." (H200, torch 2.11, scripts/h200_frontier_probe.py).
 _GPU_SCALED_MM = dict(
     recipe_pairs=(_TT, _RR, ("BlockWise1x128", "BlockWise128x128"), ("BlockWise128x128", "BlockWise1x128")),
+    single_block_pairs=(("BlockWise128x128", "BlockWise1x128"),),
     blockwise_m_multiple=4, scale_offset_multiple=4, k_multiple=(16, "k_alignment"), n_multiple=(16, "n_alignment"),
     e5m2_pair=True, bias_out_dtypes=("bf16", "fp16", "e4m3fn"), blockwise_fast_accum=True,
     bias_matches_out=True, fp8_out_recipes=(_TT,),
 )
 _CPU = "measured on the CPU, torch 2.13 (scripts/measure_support.py)"
 _GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); other GPUs not measured"
+
+# aten._scaled_mm_v2 through the v2 kernels, which put block scales in the op's layout and
+# swizzle microscaled ones: tensorwise and rowwise on the CPU (a strided rowwise scale refused by
+# its own check); on sm90 also the three blockwise pairings (H200, torch 2.11: correct eager and
+# under Inductor, scripts/h200_frontier_probe.py). MX and NVFP4 need sm100 (the CPU refuses the
+# swizzle; sm90 refuses them), so only sm100 takes them (not measured there).
+_V2_CPU = OpModel(_CPU, raw_operands=True, **{**_CPU_SCALED_MM, "strided_key": "rowwise_layout"}, microscaling_archs=())
+_V2_GPU = OpModel(
+    _GPU, raw_operands=True,
+    **{**_GPU_SCALED_MM, "recipe_pairs": (_TT, _RR, *V2_BLOCK_PAIRS), "strided_key": "rowwise_layout",
+       "blockwise_m_multiple": 0, "single_block_pairs": ()},
+    converts_block_layouts=True, microscaling_archs=("sm100",),
+)
 
 # (built-in kernel, device kind) -> its op's model.
 BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
@@ -219,12 +290,11 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     ("aten_scaled_mm", "gpu"): OpModel(_GPU, raw_operands=True, **_GPU_SCALED_MM),
     # The recipes the v2 wrapper infers (kernels.scale_recipes): tensorwise and rowwise are taken;
     # its block recipes are refused on both devices; strided rowwise scales by its own check.
-    ("scaled_mm_v2", "cpu"): OpModel(_CPU, raw_operands=True, **{**_CPU_SCALED_MM, "strided_key": "rowwise_layout"}),
-    ("scaled_mm_v2", "gpu"): OpModel(
-        _GPU, raw_operands=True,
-        **{**_GPU_SCALED_MM, "recipe_pairs": (_TT, _RR), "strided_key": "rowwise_layout", "blockwise_m_multiple": 0,
-           "refused_pairs": ((("BlockWise1x128", "BlockWise128x128"), "recipe_layout"),)},
-    ),
+    ("scaled_mm_v2", "cpu"): _V2_CPU,
+    ("scaled_mm_v2", "gpu"): _V2_GPU,
+    # The same op through torch.nn.functional.scaled_mm: what eager accepts is the same.
+    ("scaled_mm_v2_functional", "cpu"): _V2_CPU,
+    ("scaled_mm_v2_functional", "gpu"): _V2_GPU,
     # The serving wrapper calls torch._scaled_mm on tokens (per-tensor scales only, declared).
     ("fp8_linear", "cpu"): OpModel(_CPU, **_CPU_SCALED_MM),
     ("fp8_linear", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
@@ -248,9 +318,9 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
 # versions): (device kind, kernels, torch specifier, key). A valid case refused so under such a
 # torch is an explained model mismatch.
 TORCH_RANGE_REFUSALS = (
-    ("cpu", ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"), "<2.8", "backend"),
-    ("gpu", ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"), "<2.7", "scale_rank"),
-    ("gpu", ("aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"), "<2.7", "rowwise_out_dtype"),
+    ("cpu", ("aten_scaled_mm", *V2_BUILTINS, "fp8_linear", "fp8_linear_no_lift"), "<2.8", "backend"),
+    ("gpu", ("aten_scaled_mm", *V2_BUILTINS, "fp8_linear", "fp8_linear_no_lift"), "<2.7", "scale_rank"),
+    ("gpu", ("aten_scaled_mm", *V2_BUILTINS, "fp8_linear", "fp8_linear_no_lift"), "<2.7", "rowwise_out_dtype"),
 )
 
 
@@ -277,7 +347,7 @@ class SupportModel:
         """The refusal keys of this case, each once, in the order they are checked; [] = valid."""
         found = [key for key, _ in declared_breaks(self.declared, params)]
         if self.op is not None:
-            found += _op_breaks(self.op, params)
+            found += _op_breaks(self.op, params, self.arch)
         return list(dict.fromkeys(found))
 
     def size_features(self, dim: str, value: int) -> tuple:

@@ -12,6 +12,8 @@ INPUT_NAMES = ("a", "b", "scale_a", "scale_b", "bias")
 def tensor_facts(t) -> Optional[dict]:
     if t is None:
         return None
+    if isinstance(t, tuple):  # a two-level (NVFP4) scale: block scales, global scale
+        return {"levels": [tensor_facts(level) for level in t]}
     import zlib
 
     import torch

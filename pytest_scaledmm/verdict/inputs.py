@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from .microscaling import FP4_TORCH_NAMES, draw_block_scale, draw_fp4_operand, draw_global_scale, operand_values, scale_values
 from .scale_forms import WHOLE, scale_form
 
 FP8_TORCH_NAMES = {
@@ -63,7 +64,7 @@ def torch_dtype(name: str):
 
     if name == "int8":
         return torch.int8
-    attr = FP8_TORCH_NAMES.get(name) or OUT_TORCH_NAMES[name]
+    attr = FP8_TORCH_NAMES.get(name) or FP4_TORCH_NAMES.get(name) or OUT_TORCH_NAMES[name]
     return getattr(torch, attr, None)
 
 
@@ -133,6 +134,9 @@ def _scale_tensor(form_id: str, side: str, m: int, k: int, n: int, generator):
 
     form = scale_form(form_id)
     operand = _operand(side, m, k, n)
+    if form.scale_dtype != "fp32":  # microscaling: e8m0 or e4m3 block scales (and a global one)
+        blocks = draw_block_scale(form.scale_dtype, form.grid(side, *operand), generator)
+        return (blocks, draw_global_scale(generator)) if form.global_scale else blocks
     rows, cols = form.grid(side, *operand)
     scale = draw(cols, rows).t() if form.column_major else draw(rows, cols)
     return scale if form.rank == 2 else scale.reshape(form.shape(side, *operand))
@@ -190,6 +194,23 @@ def _move(t, device: str):
     return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device).copy_(t)
 
 
+def _mean_abs(scale):
+    """The mean |multiplier| of a scale (a float32 tensor as the scale's own mean for fp32 scales)."""
+    if isinstance(scale, tuple) or scale.element_size() == 1:
+        return scale_values(scale).abs().mean().float()
+    return scale.abs().mean()
+
+
+def _each(scale, fn):
+    """fn of a scale, or of each level of a two-level (NVFP4) one."""
+    return tuple(fn(level) for level in scale) if isinstance(scale, tuple) else fn(scale)
+
+
+def _placed(scale, device: str, layout: str):
+    """A scale on the device in its layout; a two-level scale level by level."""
+    return _each(scale, lambda t: lay_out(_move(t, device), layout))
+
+
 def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
     import torch
 
@@ -201,6 +222,10 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     if params["dtype_a"] == "int8":
         a = torch.randint(-127, 128, (m, k), generator=generator, dtype=torch.int8)
         b = torch.randint(-127, 128, (n, k), generator=generator, dtype=torch.int8).t()
+    elif FP4_TORCH_NAMES.keys() & {params["dtype_a"], params["dtype_b"]}:
+        # Packed pairs along K: a is M x K/2, b the transpose of N x K/2.
+        a = draw_fp4_operand(m, k, generator)
+        b = draw_fp4_operand(n, k, generator).t()
     else:
         a = (torch.randn(m, k, generator=generator) * 2).to(dtype_a)
         b = (torch.randn(n, k, generator=generator) * 2).to(dtype_b).t()  # K x N, column-major
@@ -217,12 +242,12 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     if params.get("bias"):
         # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
         # below a bf16 output's resolution and a kernel that drops it would pass.
-        spread = 4 * math.sqrt(k) * scale_a.abs().mean() * scale_b.abs().mean()
+        spread = 4 * math.sqrt(k) * _mean_abs(scale_a) * _mean_abs(scale_b)
         bias = (torch.randn(n, generator=generator) * spread).to(torch_dtype(bias_dtype_name(params)))
 
     layout = params.get("scale_layout", "contiguous")
     if layout == "expanded":  # the reference must see the repeated value too
-        scale_a, scale_b = lay_out(scale_a, layout).clone(), lay_out(scale_b, layout).clone()
+        scale_a, scale_b = (_each(s, lambda t: lay_out(t, layout).clone()) for s in (scale_a, scale_b))
     finite_scale_a = scale_a
     scale_a = _with_special(scale_a, params.get("special_scale", "none"))
     batches = activation_batches(params)
@@ -238,8 +263,8 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     return CaseInputs(
         a,
         _move(b, device),
-        lay_out(_move(scale_a, device), layout),
-        lay_out(_move(scale_b, device), layout),
+        _placed(scale_a, device, layout),
+        _placed(scale_b, device, layout),
         _move(bias, device),
         out_dtype,
         bool(params.get("use_fast_accum")),
@@ -263,7 +288,7 @@ def _expand_scale(scale, form_id: str, side: str, rows: int, cols: int):
 
     form = scale_form(form_id)
     row_block, col_block = form.block(side)
-    s = scale.detach().to("cpu", torch.float64).reshape(form.grid(side, rows, cols))
+    s = scale_values(scale).reshape(form.grid(side, rows, cols))
     s = s.expand(rows, -1) if row_block is WHOLE else s.repeat_interleave(row_block, dim=0)[:rows]
     return s.expand(-1, cols) if col_block is WHOLE else s.repeat_interleave(col_block, dim=1)[:, :cols]
 
@@ -285,8 +310,8 @@ def dequantised(params: Mapping[str, Any], inputs: CaseInputs, scale_a=None):
 
     m, k, n = params["m"], params["k"], params["n"]
     scale_a = inputs.scale_a if scale_a is None else scale_a
-    a = inputs.a.detach().to("cpu").reshape(m, k).to(torch.float64) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
-    b = inputs.b.detach().to("cpu").to(torch.float64) * _expand_scale(inputs.scale_b, params["scale_b"], "b", k, n)
+    a = operand_values(inputs.a).reshape(m, k) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
+    b = operand_values(inputs.b) * _expand_scale(inputs.scale_b, params["scale_b"], "b", k, n)
     bias = None if inputs.bias is None else inputs.bias.detach().to("cpu", torch.float64)
     return a, b, bias
 

@@ -17,6 +17,15 @@ from typing import Optional, Sequence
 # A block extent spanning the whole dimension, whatever its size.
 WHOLE = None
 
+# torch.nn.functional.ScalingType / SwizzleType as the plain ints aten._scaled_mm_v2 takes: a
+# kernel passes these, never the enum objects, so that Dynamo traces the call
+# (tests/test_frontier_forms.py checks them against torch's enums).
+RECIPE_CODES = {"TensorWise": 0, "RowWise": 1, "BlockWise1x16": 2, "BlockWise1x32": 3, "BlockWise1x128": 4,
+                "BlockWise128x128": 5}
+SWIZZLE_CODES = {"NO_SWIZZLE": 0, "SWIZZLE_32_4_4": 1}
+# Dtypes of a scale's elements (torch names in inputs.py).
+SCALE_DTYPES = ("fp32", "e8m0", "e4m3fn")
+
 
 @dataclass(frozen=True)
 class ScaleForm:
@@ -35,10 +44,20 @@ class ScaleForm:
     recipe_a: str = "TensorWise"
     recipe_b: str = "TensorWise"
     doc: str = ""
+    # Microscaling (MX, NVFP4): the scale's element dtype, whether the op wants it swizzled
+    # (SWIZZLE_32_4_4, a kernel's business), a second-level fp32 per-tensor scale (the case's
+    # scale is then the pair (block scales, global scale)), and the operand dtypes it goes with
+    # (None: the fp8 and int8 ones).
+    scale_dtype: str = "fp32"
+    swizzled: bool = False
+    global_scale: bool = False
+    operand_dtypes: Optional[tuple] = None
 
     def __post_init__(self):
         if self.rank < 2 and not self.per_tensor:
             raise ValueError(f"scale form {self.id}: rank {self.rank} holds one element; blocks must be WHOLE")
+        if self.scale_dtype not in SCALE_DTYPES or {self.recipe_a, self.recipe_b} - set(RECIPE_CODES):
+            raise ValueError(f"scale form {self.id}: unknown scale dtype or recipe")
 
     def block(self, side: str) -> tuple:
         return self.block_a if side == "a" else self.block_b
@@ -71,6 +90,21 @@ FORMS: tuple[ScaleForm, ...] = (
               doc="one per row of a (M x 1) and per column of b (1 x N)"),
     ScaleForm("blockwise", "blk", 2, (1, 128), (128, 128), column_major=True, recipe_a="BlockWise1x128",
               recipe_b="BlockWise128x128", doc="1x128 blocks of a (M x K/128), 128x128 blocks of b (K/128 x N/128)"),
+    # One recipe per form on both sides, so that a (scale_a, scale_b) pair of these is one recipe
+    # pair of scaled_mm_v2: block1x128 x block128x128 is 1x128 x 128x128 (as `blockwise`),
+    # block128x128 x block1x128 and block1x128 x block1x128 the other two DeepSeek-style pairings.
+    # Stored outer-dim-major, as `blockwise`; the op's padded layouts are the kernel's business.
+    ScaleForm("block1x128", "b1x128", 2, (1, 128), (128, 1), column_major=True, recipe_a="BlockWise1x128",
+              recipe_b="BlockWise1x128", doc="1x128 blocks along K: a (M x K/128), b (K/128 x N)"),
+    ScaleForm("block128x128", "b128", 2, (128, 128), (128, 128), column_major=True, recipe_a="BlockWise128x128",
+              recipe_b="BlockWise128x128", doc="128x128 blocks: a (M/128 x K/128), b (K/128 x N/128)"),
+    # Microscaling, row-major grids; swizzled to the op's 32x4x4 tiles by the kernel.
+    ScaleForm("mx", "mx", 2, (1, 32), (32, 1), recipe_a="BlockWise1x32", recipe_b="BlockWise1x32",
+              scale_dtype="e8m0", swizzled=True, operand_dtypes=("e4m3fn", "e5m2"),
+              doc="MXFP8: e8m0 (power of two) scales over 1x32 blocks along K"),
+    ScaleForm("nvfp4", "nvfp4", 2, (1, 16), (16, 1), recipe_a="BlockWise1x16", recipe_b="BlockWise1x16",
+              scale_dtype="e4m3fn", swizzled=True, global_scale=True, operand_dtypes=("fp4e2m1",),
+              doc="NVFP4: e4m3 scales over 1x16 blocks along K of fp4 operands, times an fp32 global scale"),
 )
 _FORM_BY_ID = {form.id: form for form in FORMS}
 
@@ -85,9 +119,14 @@ def per_tensor_of_rank(rank: int) -> Optional[str]:
     return next((form.id for form in FORMS if form.per_tensor and form.rank == rank), None)
 
 
+# aten._scaled_mm_v2's recipe pairs that no one form stands for, only a pair of forms
+# (block128x128 x block1x128).
+CROSS_RECIPE_PAIRS = (("BlockWise128x128", "BlockWise1x128"),)
+
+
 def recipe_pairs() -> list[tuple[str, str]]:
     """The (scale_a, scale_b) recipe pairs the forms stand for, in table order."""
-    return list(dict.fromkeys((form.recipe_a, form.recipe_b) for form in FORMS))
+    return list(dict.fromkeys([*((form.recipe_a, form.recipe_b) for form in FORMS), *CROSS_RECIPE_PAIRS]))
 
 
 def recipes_of_shape(shape: Sequence[int], side: str, rows: int, inner: int, cols: int) -> list[str]:
@@ -97,3 +136,23 @@ def recipes_of_shape(shape: Sequence[int], side: str, rows: int, inner: int, col
     operand = (rows, inner) if side == "a" else (inner, cols)
     found = [form.recipe_a if side == "a" else form.recipe_b for form in FORMS if tuple(shape) == form.shape(side, *operand)]
     return list(dict.fromkeys(found))
+
+
+def recipe_codes(pair: Sequence[str]) -> tuple[int, int]:
+    """The ints aten._scaled_mm_v2 takes for a (recipe_a, recipe_b) pair of ScalingType names."""
+    return RECIPE_CODES[pair[0]], RECIPE_CODES[pair[1]]
+
+
+def own_pairings(scale_forms: Sequence[str], dtypes_a: Sequence[str], dtypes_b: Sequence[str]) -> list[dict]:
+    """Case parameters that give a microscaling form (which pairs only with itself and its
+    operand dtypes) on both sides, among the given axis values: a boundary case needs them
+    changed together."""
+    found = []
+    for form in FORMS:
+        if form.scale_dtype == "fp32" or form.id not in scale_forms:
+            continue
+        wanted = form.operand_dtypes or ()
+        dtype = next((d for d in wanted if d in dtypes_a and d in dtypes_b), None)
+        if dtype is not None:
+            found.append({"scale_a": form.id, "scale_b": form.id, "dtype_a": dtype, "dtype_b": dtype})
+    return found
