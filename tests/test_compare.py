@@ -187,10 +187,10 @@ def test_unusable_report_is_one_line_naming_the_file_exit_2(tmp_path, capsys, co
 
 def test_python_dash_m_gives_the_same_one_line_error(tmp_path):
     bad = tmp_path / "torch99.json"
-    bad.write_text('{"schema": "pytest-scaledmm/report", "schema_version": 2}')
+    bad.write_text('{"schema": "pytest-scaledmm/report", "schema_version": 3}')
     proc = subprocess.run([sys.executable, "-m", "pytest_scaledmm", "gate", "--baseline", str(bad), "--candidate", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"scaledmm gate: error: {bad}: key 'schema_version' is 2; this pytest-scaledmm reads version 1 only"]
+    assert proc.stderr.strip().splitlines() == [f"scaledmm gate: error: {bad}: key 'schema_version' is 3; this pytest-scaledmm reads versions 1 and 2 only"]
     assert proc.stdout == ""
 
 

@@ -107,6 +107,13 @@ def _register_plugins(config, state, baseline) -> None:
         manager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")
     if not settings.worker:
         manager.register(SignatureTicker(config), "scaledmm-ticker")
+        from .run_outputs import RunOutputs
+
+        manager.register(RunOutputs(config, state, build_session_report), "scaledmm-run-outputs")
+        if getattr(config.option, "xmlpath", None):
+            from .junit import JunitProperties
+
+            manager.register(JunitProperties(state), "scaledmm-junit")
 
 
 def _writes_report(config, settings) -> bool:

@@ -152,6 +152,20 @@ PLUGIN_OPTIONS = [
     CORPUS,
 ]
 
+SHARD = Option(
+    "--scaledmm-shard",
+    "run shard I of N (1-based, e.g. 2/4): every shard generates the same full case list and keeps"
+    " its part, balanced by expected cost; join the shards' reports with `scaledmm merge`",
+    {"default": None, "metavar": "I/N"},
+)
+KEEP = Option(
+    "--scaledmm-keep",
+    "after the run, keep only the N newest reports in the default report directory"
+    " (<project>/.scaledmm/reports); only reports this plugin named there are removed (N >= 1)",
+    {"type": int, "default": None, "metavar": "N"},
+)
+PLUGIN_OPTIONS += [SHARD, KEEP]
+
 
 def add_pytest_options(group) -> None:
     for option in PLUGIN_OPTIONS:

@@ -4,8 +4,6 @@ config.getoption; a bad value is one usage error before anything runs."""
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -43,6 +41,8 @@ class Settings:
     allow_missing: bool
     allow_capability_loss: bool
     strict_errors: bool  # error parity on invalid input fails the run; recorded as session.strict_errors
+    shard: Optional[tuple[int, int]] = None  # --scaledmm-shard (I, N), 1-based; None: every case
+    keep: Optional[int] = None  # --scaledmm-keep: reports kept in the default report directory
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Optional["Settings"]:
@@ -84,7 +84,7 @@ class Settings:
             profile=get(opt.PROFILE.dest),
             seed=get(opt.SEED.dest),
             device=device,
-            report=Path(report).resolve() if report else _default_report_path(config),
+            report=Path(report).resolve() if report else _default_report_path(config, matrix_path),
             worker=is_worker(config),
             reuse_cache=get(opt.REUSE_CACHE.dest),
             isolate=get(opt.ISOLATE.dest) == "yes",
@@ -100,6 +100,7 @@ class Settings:
             allow_missing=get(opt.ALLOW_MISSING.dest),
             allow_capability_loss=get(opt.ALLOW_CAPABILITY_LOSS.dest),
             strict_errors=get(opt.STRICT_ERRORS.dest),
+            **_ci_settings(get),
         )
 
 
@@ -122,8 +123,20 @@ def _matrix_path(config: pytest.Config, matrix: str) -> Path:
     return path.resolve()
 
 
-def _default_report_path(config: pytest.Config) -> Path:
-    # Second, microsecond and pid: two runs never share a name, so no earlier report is replaced.
-    now = time.time()
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f"-{int(now % 1 * 1e6):06d}-{os.getpid()}"
-    return Path(config.rootpath) / ".scaledmm" / "reports" / f"report-{stamp}.json"
+def _default_report_path(config: pytest.Config, matrix_path: Path) -> Path:
+    # The matrix's project, not pytest's rootdir guess (reports/report_dir.py).
+    from ..reports.report_dir import default_report_dir, default_report_name
+
+    return default_report_dir(matrix_path, getattr(config.option, "rootdir", None)) / default_report_name()
+
+
+def _ci_settings(get) -> dict:
+    """--scaledmm-shard and --scaledmm-keep, checked (plugin/shard.py, reports/report_dir.py)."""
+    from ..reports.report_dir import check_keep
+    from .shard import parse_shard
+
+    keep = get(opt.KEEP.dest)
+    problem = check_keep(keep)
+    if problem:
+        raise pytest.UsageError(f"{opt.KEEP.flag}: {problem}")
+    return {"shard": parse_shard(get(opt.SHARD.dest)), "keep": keep}
