@@ -4,20 +4,14 @@ summaries (terminal, Markdown, HTML) print them beside each root cause."""
 from __future__ import annotations
 
 import json
-import os
-import shlex
 from typing import Mapping, Optional
 
 
-def replay_command(matrix_path: Optional[str], case_id: str) -> str:
-    matrix = str(matrix_path or "matrix.yaml")
-    try:
-        relative = os.path.relpath(matrix)
-        if not relative.startswith(".."):
-            matrix = relative
-    except ValueError:  # another drive on Windows
-        pass
-    return f"pytest --scaledmm-matrix {shlex.quote(matrix)} --scaledmm-case {shlex.quote(case_id)}"
+def replay_command(matrix_path: Optional[str], case_id: str, **run) -> str:
+    """Runs from any directory (matrix/replay_command.py); `run`: profile, seed."""
+    from ..matrix.replay_command import replay_command as command
+
+    return command(matrix_path, case_id, **run)
 
 
 def shared_text(shared: Optional[Mapping]) -> str:
