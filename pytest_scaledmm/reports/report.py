@@ -179,9 +179,13 @@ def shared_params(params_list: Iterable[dict]) -> dict:
 def write_atomic(path: Path, data: Any) -> None:
     """Write to a temporary file beside the target and rename over it: a reader sees the old
     report or the new one, never half of one."""
+    import io
+
     from .files import write_text_atomic
 
-    write_text_atomic(path, json.dumps(data, indent=1, sort_keys=False, default=str) + "\n")
+    text = io.StringIO()  # serialised in full before the file is touched
+    json.dump(data, text, indent=1, sort_keys=False, default=str)
+    write_text_atomic(path, text.getvalue() + "\n")
 
 
 def ids_sha256(ids: Iterable[str]) -> str:
