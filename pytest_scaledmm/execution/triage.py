@@ -281,6 +281,12 @@ def one_line(triage: dict) -> str:
     return "; ".join(parts)
 
 
+def headline(record: dict) -> str:
+    """`OUTCOME: signature`, the outcome once where the signature starts with it already."""
+    outcome, signature = record["outcome"], record.get("signature") or ""
+    return signature if signature.startswith(f"{outcome}:") else f"{outcome}: {signature}".rstrip(": ")
+
+
 def summary_lines(records) -> list[str]:
     """One line per triaged signature for the terminal summary."""
     done: dict[str, dict] = {}
@@ -288,9 +294,7 @@ def summary_lines(records) -> list[str]:
         triage = record.get("triage")
         if not triage or "see" in triage:
             continue
-        signature = record["signature"] or ""
-        key = signature if signature.startswith(record["outcome"]) else f"{record['outcome']}: {signature}"
-        done.setdefault(key, {"record": record, "triage": triage})
+        done.setdefault(headline(record), {"record": record, "triage": triage})
     if not done:
         return []
     lines = [f"triage ({len(done)} signature(s), one case each):"]

@@ -64,9 +64,11 @@ def pytest_configure(config):
         _abandon_requested_report(config, exc)
         raise
     if settings is None:
-        from .sources import register_not_run_hint
+        from .sources import not_run_hint_plugin
 
-        register_not_run_hint(config)  # options given without --scaledmm-matrix: say so
+        hint = not_run_hint_plugin(config)  # options given without --scaledmm-matrix: say so
+        if hint is not None:
+            config.pluginmanager.register(hint, "scaledmm-not-run-hint")
         return
     from ..matrix.errors import MatrixError
     from ..matrix.known_failures import check_entries
@@ -323,13 +325,8 @@ def _missing_record(item, call, report):
     return record
 
 
-def headline(record: dict) -> str:
-    """`OUTCOME: signature`, the outcome once where the signature starts with it already."""
-    outcome, signature = record["outcome"], record.get("signature") or ""
-    return signature if signature.startswith(f"{outcome}:") else f"{outcome}: {signature}".rstrip(": ")
-
-
 def format_failure(record: dict, replay: str | None = None) -> str:
+    from ..execution.triage import headline
     from ..matrix.cases import ordered_params
 
     lines = [headline(record)]

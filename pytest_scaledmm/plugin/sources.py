@@ -169,10 +169,11 @@ def not_run_hint(unused) -> str:
     )
 
 
-def register_not_run_hint(config: pytest.Config) -> None:
+def not_run_hint_plugin(config: pytest.Config) -> Optional[NotRunHint]:
+    """The hint's plugin object when options were given without the matrix, else None."""
     sources = config.stash.get(SOURCES_KEY, None)
     if sources is None or sources.matrix_on or not sources.unused:
-        return
+        return None
     if hasattr(config, "workerinput"):  # the controller says it once
-        return
-    config.pluginmanager.register(NotRunHint(sources.unused), "scaledmm-not-run-hint")
+        return None
+    return NotRunHint(sources.unused)

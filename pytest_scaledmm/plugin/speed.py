@@ -69,7 +69,7 @@ class SignatureTicker:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
             elapsed = time.monotonic() - self.started
-            from .entry import headline
+            from ..execution.triage import headline
 
             terminal.write_line(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})")
 
