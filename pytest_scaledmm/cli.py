@@ -112,11 +112,29 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def _write(path: str, text: str) -> None:
-    from pathlib import Path
+    """A Markdown or HTML file, whole or not at all, 0644 (reports/files.py)."""
+    from .reports.files import write_text_atomic
 
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(text, encoding="utf-8")
+    write_text_atomic(path, text)
+
+
+def _append_summary(command: str, markdown: str, also: Optional[str] = None) -> None:
+    """Append `markdown` to `also` (a --markdown PATH that appends) and to $GITHUB_STEP_SUMMARY
+    (once when both name one file). A file that cannot be written is one warning line on stderr;
+    the exit status stays the command's."""
+    from .reports.step_summary import append_markdown, same_file, step_summary_path
+
+    targets = [also] if also else []
+    summary = step_summary_path()
+    if summary is not None and not any(same_file(summary, t) for t in targets):
+        targets.append(summary)
+    for target in targets:
+        try:
+            append_markdown(target, markdown)
+        except (OSError, ValueError) as exc:
+            name = "$GITHUB_STEP_SUMMARY" if target is summary else "--markdown"
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+            print(f"scaledmm {command}: warning: {name}: cannot append to {target}: {reason}", file=sys.stderr)
 
 
 GROUP_BY = Arg(
@@ -143,19 +161,27 @@ def compare_command(args) -> int:
     from .reports.compare import compare_reports, load_reports
     from .reports.render import render_html, render_markdown, render_text
 
+    from .reports.step_summary import same_file, step_summary_path
+
     comparison = compare_reports(load_reports(args.reports))
     written = []
+    markdown = render_markdown(comparison, args.scaledmm_matrix, args.max_rows)
+    summary = step_summary_path()
     # Files first: a closed stdout (`| head`) must not cost the HTML.
     if args.markdown and args.markdown != "-":
-        _write(args.markdown, render_markdown(comparison, args.scaledmm_matrix, args.max_rows))
-        written.append(f"markdown: {args.markdown}")
+        if summary is not None and same_file(summary, args.markdown):
+            written.append(f"markdown: appended to {args.markdown}")  # a step summary is never truncated
+        else:
+            _write(args.markdown, markdown)
+            written.append(f"markdown: {args.markdown}")
+    _append_summary("compare", markdown)
     if args.html:
         group_by = [g.strip() for g in args.group_by.split(",") if g.strip()]
         _write(args.html, render_html(comparison, args.scaledmm_matrix, group_by))
         written.append(f"html: {args.html}")
     print(render_text(comparison, max_rows=args.max_rows))
     if args.markdown == "-":
-        print(render_markdown(comparison, args.scaledmm_matrix, args.max_rows))
+        print(markdown)
     for line in written:
         print(line)
     return EXIT_OK
@@ -191,12 +217,11 @@ def gate_command(args) -> int:
         allow_missing=args.scaledmm_allow_missing,
         allow_capability_loss=args.scaledmm_allow_capability_loss,
     )
-    lines = result.lines()
-    if args.markdown:
-        with open(args.markdown, "a", encoding="utf-8") as handle:
-            from .reports.render import md_escape
+    from .reports.render import md_escape
 
-            handle.write("\n".join(["", f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]]) + "\n")
+    lines = result.lines()
+    markdown = "\n".join([f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]])
+    _append_summary("gate", markdown, args.markdown)
     try:
         result.raise_for_failure()
     except GateFailure:
@@ -257,3 +282,57 @@ def repro_command(args) -> int:
     if not written:
         print("no failures in the report: nothing to reproduce")
     return EXIT_OK
+
+
+@subcommand(
+    "merge",
+    "join the reports of the shards of one run (pytest --scaledmm-shard I/N) into one; exit 1, with the"
+    " report written incomplete, unless every shard 1..N is there once, from one matrix and environment",
+    [
+        Arg("out", metavar="OUT", help="the merged report to write (replaced when it is an earlier report)"),
+        Arg("shards", nargs="+", metavar="SHARD", help="shard reports, or directories of *.json shard reports"),
+    ],
+)
+def merge_command(args) -> int:
+    from pathlib import Path
+
+    from .reports.merge import ShardInput, merge_shards
+    from .reports.report import ReportError, load_report, write_atomic
+    from .reports.report_path import is_report_file
+
+    out = Path(args.out)
+    if out.is_dir() or (out.exists() and not is_report_file(out)):
+        print(f"scaledmm merge: error: {out} is there and is not a pytest-scaledmm report: it is never overwritten", file=sys.stderr)
+        return EXIT_USAGE
+    paths = []
+    for raw in args.shards:
+        path = Path(raw)
+        paths += sorted(path.glob("*.json")) if path.is_dir() else [path]
+    inputs = []
+    for path in paths:
+        if path.resolve() == out.resolve():
+            continue  # OUT inside a directory of shards: an earlier merge, not a shard
+        try:
+            inputs.append(ShardInput(str(path), load_report(path)))
+        except ReportError as exc:
+            inputs.append(ShardInput(str(path), error=str(exc)))
+    result = merge_shards(inputs)
+    try:
+        write_atomic(out, result.report)
+    except OSError as exc:
+        print(f"scaledmm merge: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_USAGE
+    cases = len(result.report["cases"])
+    shards = len(result.report["shard"]["merged"])
+    if result.complete:
+        line = f"merged {shards} shard(s) into {out}: {cases} case(s), complete"
+        _append_summary("merge", line)
+        print(line)
+        return EXIT_OK
+    more = f" (and {len(result.reasons) - 1} more reason(s) in its session.incomplete_reasons)" if len(result.reasons) > 1 else ""
+    line = f"merged report {out} is INCOMPLETE: {result.reasons[0]}{more}"
+    from .reports.render import md_escape
+
+    _append_summary("merge", f"**{md_escape(line)}**")
+    print(f"scaledmm merge: {line}", file=sys.stderr)
+    return EXIT_GATE_FAILED

@@ -28,15 +28,26 @@ def pytest_configure(config):
     # `pytest --scaledmm-matrix` from this checkout loads this file too; it runs no pytester test.
     if config.getoption("scaledmm_matrix", None) is not None:
         return
-    for module in PRELOADED:
-        try:
-            importlib.import_module(module)
-        except ImportError:  # older torch: not there, nothing to protect
-            pass
-    import torch
+    from pytest_scaledmm.execution.quiet import quiet_torch_imports
 
-    torch._dynamo.list_backends(exclude_tags=())  # imports every registered backend's module
-    _warm_torch(torch)
+    with quiet_torch_imports():  # torch's import-time noise, once per xdist worker otherwise
+        for module in PRELOADED:
+            try:
+                importlib.import_module(module)
+            except ImportError:  # older torch: not there, nothing to protect
+                pass
+        import torch
+
+        torch._dynamo.list_backends(exclude_tags=())  # imports every registered backend's module
+        _warm_torch(torch)
+
+
+@pytest.fixture(autouse=True)
+def _no_scaledmm_environment(monkeypatch):
+    """The plugin reads SCALEDMM_* variables (a CI job's SCALEDMM_PROFILE): the runs in these
+    tests see only the ones a test sets."""
+    for name in [name for name in os.environ if name.startswith("SCALEDMM_")]:
+        monkeypatch.delenv(name)
 
 
 def _warm_torch(torch):

@@ -50,7 +50,7 @@ def report(cases, matrix_hash="0123456789abcdef", matrix_path="matrix.yaml", ses
         environment(**env),
         {"path": matrix_path, "hash": matrix_hash, "profile": "smoke", "seed": 1, "cases": len(cases)},
         cases,
-        {"started": 0.0, "wall_s": 1.0, "complete": True, "incomplete_reasons": [],
+        {"started": "1970-01-01T00:00:00.000000+00:00", "wall_s": 1.0, "complete": True, "incomplete_reasons": [],
          "generated": len(cases), "recorded": len(cases), **(session or {})},
     )
     # build_report sorts by id and keeps every record: a duplicate id stays a duplicate.

@@ -136,7 +136,7 @@ def test_cli_compare_prints_table_and_writes_markdown_and_html(tmp_path, capsys)
     assert "| torch211 → torch213 | 2 | 0 |" in text  # regression column first
     assert "### regression: 2" in text
     assert "w8a8-row\\_x\\_row-m33k64n32-fp16-inductor-5e0f55" in text  # `_` escaped: no emphasis
-    assert "pytest --scaledmm-matrix matrix.yaml --scaledmm-case" in text
+    assert "pytest matrix.yaml --scaledmm-matrix matrix.yaml --scaledmm-case" in text
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<link" not in page and "src=" not in page  # one file
     assert "--scaledmm-case fp8e4m3-row_x_row-m64k64n32-bf16-max-autotune-no-cudagraphs-4d0e44" in page
@@ -187,10 +187,10 @@ def test_unusable_report_is_one_line_naming_the_file_exit_2(tmp_path, capsys, co
 
 def test_python_dash_m_gives_the_same_one_line_error(tmp_path):
     bad = tmp_path / "torch99.json"
-    bad.write_text('{"schema": "pytest-scaledmm/report", "schema_version": 2}')
+    bad.write_text('{"schema": "pytest-scaledmm/report", "schema_version": 3}')
     proc = subprocess.run([sys.executable, "-m", "pytest_scaledmm", "gate", "--baseline", str(bad), "--candidate", str(bad)], capture_output=True, text=True)
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"scaledmm gate: error: {bad}: key 'schema_version' is 2; this pytest-scaledmm reads version 1 only"]
+    assert proc.stderr.strip().splitlines() == [f"scaledmm gate: error: {bad}: key 'schema_version' is 3; this pytest-scaledmm reads versions 1 and 2 only"]
     assert proc.stdout == ""
 
 

@@ -97,10 +97,13 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool)
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
     try:
-        import torch  # noqa: F401
+        from .quiet import quiet_torch_imports
 
-        logging.getLogger("torch.__trace").propagate = False
-        _warm_up(requested_device, uses_inductor)
+        with quiet_torch_imports():
+            import torch  # noqa: F401
+
+            logging.getLogger("torch.__trace").propagate = False
+            _warm_up(requested_device, uses_inductor)
     except BaseException:
         print(traceback.format_exc(), flush=True)  # the log keeps it should the parent be gone
         conn.send(("error", traceback.format_exc()))

@@ -7,7 +7,11 @@ Rungs, cheapest first:
 - the same shapes as a plain bf16 matmul, no quantization: is it the quantized path?
 - a fresh Inductor cache: does the failure depend on what earlier compiles left on disk?
 - Inductor's GEMM backends ATEN only / TRITON only: template heuristics differ per card;
-- both scales given one rank (0-D -> [1] via .view(1), or [1,1] next to a 2-D scale).
+- both scales given one rank (0-D -> [1] via .view(1), or [1,1] next to a 2-D scale);
+- the same case without its bias: does the bias path fail?
+
+When the eager call itself is wrong, compiler rungs are not run (no compiler setting can fix the
+kernel); the rungs that change the input are.
 
 Every rung goes through the same runner as the case (an isolated child by default), so a rung
 that crashes or hangs is an outcome too. Only failing cases are triaged, once per signature, within
@@ -75,7 +79,10 @@ def rungs_for(case: Case, device: str) -> list[dict]:
     normalised = _one_rank(params)
     if normalised:
         changed, knob = normalised
-        rungs.append({"name": "scales one rank", "kind": "case", "params": changed, "purpose": "knob", "knob": knob})
+        rungs.append({"name": "scales one rank", "kind": "case", "params": changed, "purpose": "input", "knob": knob})
+    if params.get("bias"):
+        rungs.append({"name": "bias=False", "kind": "case", "params": {"bias": False}, "purpose": "cause",
+                      "knob": "the same case without bias"})
     return rungs
 
 
@@ -187,9 +194,10 @@ class Triage:
         steps = []
         # The backend ladder stops at the first layer that fails, and is not climbed at all when
         # the eager call itself is wrong: higher layers would only repeat the failure.
-        climb = not str(result.layer or "").startswith("eager")
+        eager_wrong = str(result.layer or "").startswith("eager")
+        climb = not eager_wrong
         for rung in rungs_for(case, self.device):
-            if rung["purpose"] == "layer" and not climb:
+            if (rung["purpose"] == "layer" and not climb) or (rung["purpose"] == "knob" and eager_wrong):
                 continue
             answer = self.runner.rung(case, rung)
             steps.append({"name": rung["name"], "purpose": rung["purpose"], "knob": rung["knob"], **answer})
@@ -226,29 +234,57 @@ def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
     workarounds = [
         {"rung": step["name"], "knob": step["knob"]}
         for step in steps
-        if step["purpose"] != "quantized" and step["outcome"] == oc.PASS
+        if step["purpose"] not in ("quantized", "cause") and step["outcome"] == oc.PASS
     ]
     return {
         "case": case.id,
         "layer": layer,
         "quantized_path": quantized,
         "workarounds": workarounds,
+        # Input changes that make it pass: the part of the case at fault (the bias).
+        "at_fault": [step["name"] for step in steps if step["purpose"] == "cause" and step["outcome"] == oc.PASS],
         "rungs": [{k: v for k, v in step.items() if k not in ("purpose", "knob")} for step in steps],
         "seconds": seconds,
     }
 
 
+# What each rung changed, as the triage line says it.
+RUNG_WORDS = {"bf16 unquantized": "torch's plain bf16 matmul of the same shapes", "bias=False": "without bias",
+              "scales one rank": "both scales one rank", "fresh inductor cache": "a fresh Inductor cache"}
+
+
 def one_line(triage: dict) -> str:
+    """Where it breaks, what was tried (one change at a time) with each result, and what made it
+    pass."""
     if "skipped" in triage:
         return f"not triaged: {triage['skipped']}"
-    if triage["quantized_path"] is True:
-        quant = "plain bf16 passes (the quantized path fails)"
-    elif triage["quantized_path"] is False:
-        quant = "plain bf16 fails too (not specific to quantization)"
-    else:
-        quant = "plain bf16 not comparable"
-    passes = ", ".join(w["rung"] for w in triage["workarounds"]) or "none of the rungs"
-    return f"breaks in {triage['layer']}; {quant}; passes with: {passes}"
+    parts = [f"breaks in {triage['layer']}"]
+    rungs = [r for r in triage.get("rungs", []) if isinstance(r, dict)]
+    if rungs:
+        tried = ", ".join(f"{RUNG_WORDS.get(r.get('name'), r.get('name'))} {r.get('outcome')}" for r in rungs)
+        parts.append(f"tried one change at a time: {tried}")
+    # Compared with torch's own matmul only where a compiler layer breaks: a kernel wrong in
+    # eager is wrong whatever torch's matmul does.
+    if not str(triage.get("layer", "")).startswith("eager"):
+        if triage.get("quantized_path") is True:
+            parts.append("torch's plain bf16 matmul passes: the fault is in the quantized path")
+        elif triage.get("quantized_path") is False:
+            parts.append("torch's plain bf16 matmul fails too: not specific to quantization")
+    at_fault = triage.get("at_fault") or []
+    if "bias=False" in at_fault:
+        parts.append("passes without bias: the bias is at fault")
+    passes = ", ".join(RUNG_WORDS.get(w["rung"], w["rung"]) for w in triage.get("workarounds", []))
+    if passes:
+        parts.append(f"passes with: {passes}")
+    elif not at_fault:
+        parts.append("no single change makes it pass")
+    return "; ".join(parts)
+
+
+def headline(record: dict) -> str:
+    """`OUTCOME: signature`, the outcome once where the signature starts with it already."""
+    outcome, signature = record["outcome"], record.get("signature") or ""
+    return signature if signature.startswith(f"{outcome}:") else f"{outcome}: {signature}".rstrip(": ")
 
 
 def summary_lines(records) -> list[str]:
@@ -258,9 +294,7 @@ def summary_lines(records) -> list[str]:
         triage = record.get("triage")
         if not triage or "see" in triage:
             continue
-        signature = record["signature"] or ""
-        key = signature if signature.startswith(record["outcome"]) else f"{record['outcome']}: {signature}"
-        done.setdefault(key, {"record": record, "triage": triage})
+        done.setdefault(headline(record), {"record": record, "triage": triage})
     if not done:
         return []
     lines = [f"triage ({len(done)} signature(s), one case each):"]

@@ -16,6 +16,7 @@ refusal key the model expects) or special.
 from __future__ import annotations
 
 import hashlib
+import importlib
 import itertools
 import json
 import zlib
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..verdict.scale_forms import FORMS, own_pairings
-from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES
+from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, SHAPE_AXES
 from .shapes import DIMS, dim_pools
 from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
@@ -89,8 +90,17 @@ def case_id(params: Mapping[str, Any]) -> str:
     return "-".join(parts + [digest])
 
 
+# The order parameters are kept (and printed) in: the kernel, the matrix's axes, then the rest.
+PARAM_ORDER = ("kernel", *CATEGORICAL_AXES, *SHAPE_AXES, "purpose", "expected_refusal")
+
+
+def ordered_params(params: Mapping[str, Any]) -> dict:
+    rank = {key: index for index, key in enumerate(PARAM_ORDER)}
+    return dict(sorted(params.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
+
+
 def make_case(params: Mapping[str, Any]) -> Case:
-    params = dict(params)
+    params = ordered_params(params)
     return Case(case_id(params), params)
 
 
@@ -110,19 +120,48 @@ def matches(rule: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
     return True
 
 
-def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any]) -> dict[str, list]:
+def given_axes(spec: Spec, profile: Profile) -> set:
+    """The axes the matrix or the profile lists; the others take schema.AXIS_DEFAULTS."""
+    return set(spec.axes) | set(profile.axes)
+
+
+def declared_values(kernel: KernelSpec) -> dict[str, list]:
+    """Axis values a user kernel's declaration names: its scale forms (or the forms of its scale
+    pairs), dtypes (or dtype pairs) and output dtypes."""
+    if kernel.impl is None and kernel.fn is None:
+        return {}  # a built-in: its declaration bounds what it takes, the matrix says what to test
+    found: dict[str, list] = {}
+    for index, side in enumerate(("a", "b")):
+        forms = kernel.scale_forms or list(dict.fromkeys(pair[index] for pair in kernel.scale_pairs or ()))
+        if forms:
+            found[f"scale_{side}"] = list(forms)
+        if kernel.family != "int8":
+            dtypes = kernel.dtypes or list(dict.fromkeys(pair[index] for pair in kernel.dtype_pairs or ()))
+            if dtypes:
+                found[f"dtype_{side}"] = list(dtypes)
+    if kernel.out_dtypes:
+        found["out_dtype"] = list(kernel.out_dtypes)
+    return found
+
+
+def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: Optional[set] = None) -> dict[str, list]:
     """Categorical values a kernel can be given; static kernel facts only (its declaration and
-    its signature), never hardware."""
+    its signature), never hardware. An axis the matrix leaves out (not in `given`) takes the
+    values a user kernel declares for it, so that every declared scale form is exercised."""
     from .kernels import kernel_accepts_fast_accum
 
     values = {name: list(axes[name]) for name in CATEGORICAL_AXES}
+    if given is not None:
+        for axis, declared in declared_values(kernel).items():
+            if axis not in given:
+                values[axis] = declared
     if kernel.family == "int8":
         values["dtype_a"] = values["dtype_b"] = ["int8"]
         values["use_fast_accum"] = [False]
     elif not kernel_accepts_fast_accum(kernel):
         # No use_fast_accum parameter: the harness never passes it, so no case asks for it.
         values["use_fast_accum"] = [False]
-    elif kernel.dtypes:
+    if kernel.family != "int8" and kernel.dtypes:
         for side in ("dtype_a", "dtype_b"):
             values[side] = [d for d in values[side] if d in kernel.dtypes] or list(kernel.dtypes[:1])
     if kernel.scale_forms:
@@ -200,7 +239,15 @@ def draw_examples(strategy, count: int, seed: int) -> list:
     def collect(value):
         found.append(value)
 
-    collect()
+    import warnings
+
+    with warnings.catch_warnings():
+        # Cases are generated while pytest configures (--scaledmm-case checks its ids then);
+        # hypothesis warns about any strategy evaluated then, meant for a plugin's import time.
+        side_effect = getattr(importlib.import_module("hypothesis.errors"), "HypothesisSideeffectWarning", None)
+        if side_effect is not None:
+            warnings.filterwarnings("ignore", category=side_effect)
+        collect()
     return found
 
 
@@ -465,8 +512,9 @@ def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[lis
         notes["left_out_modes"] = [m for m in axes["mode"] if m not in modes]
     families = families_of(modes)
     spaces = []
+    given = given_axes(spec, profile)
     for kernel in kernels:
-        values = {**kernel_axes(kernel, axes), "mode": modes}
+        values = {**kernel_axes(kernel, axes, given), "mode": modes}
         specials = [v for v in values["special_scale"] if v != "none"]
         if "none" in values["special_scale"]:
             values["special_scale"] = ["none"]  # special values are a slice of their own
@@ -534,6 +582,7 @@ def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[lis
             notes[slot] += 1
             left -= 1
     cases = [make_case(params) for kernel in kernels for slot in ("valid", "special", "boundary") for params in chosen[kernel.name][slot]]
+    notes["warnings"] = _narrowing_warnings(profile, axes, spaces, chosen, len(cases))
     for params in spec.included_cases:
         if not excluded(params) and case_id(params) not in seen:
             seen.add(case_id(params))
@@ -545,6 +594,29 @@ def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[lis
     notes["boundary_reasons"] = {kernel.name: sorted({p["expected_refusal"] for p in chosen[kernel.name]["boundary"]}) for kernel in kernels}
     notes["families"] = list(families)
     return cases, notes
+
+
+def _narrowing_warnings(profile: Profile, axes: Mapping[str, Any], spaces: list, chosen: dict, total: int) -> list[str]:
+    """What a kernel's declaration leaves out: declared values no case gives it (the matrix's
+    axes do not list them), and, when the profile's budget is not filled, each kernel's count and
+    the axes its declaration narrowed."""
+    found = []
+    for kernel, _, values, *_ in spaces:
+        for axis, declared in declared_values(kernel).items():
+            unused = [value for value in declared if value not in values[axis]]
+            if unused:
+                found.append(f"kernel {kernel.name!r} declares {axis} {', '.join(map(str, unused))}, which profile"
+                             f" {profile.name!r} does not list under axes.{axis}: no case gives it")
+    if total < profile.cases:
+        for kernel, _, values, *_ in spaces:
+            count = sum(len(chosen[kernel.name][slot]) for slot in ("valid", "special", "boundary"))
+            narrowed = [f"{axis} {values[axis]} of {list(axes[axis])}" for axis in CATEGORICAL_AXES
+                        if axis in values and set(values[axis]) < set(axes[axis])]
+            why = (f"its declaration narrows {'; '.join(narrowed)}" if narrowed
+                   else "the profile's axes hold no more")
+            found.append(f"kernel {kernel.name!r}: {count} case(s) for profile {profile.name!r}, whose budget is"
+                         f" {profile.cases} ({total} in all): {why}")
+    return found
 
 
 def runnable_modes(modes: list, arch: str) -> list:

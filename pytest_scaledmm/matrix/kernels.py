@@ -341,6 +341,15 @@ def custom_op(fn) -> Optional[object]:
     return None
 
 
+def add_import_dirs(dirs) -> None:
+    """Put the directories at the front of sys.path, as pytest's default (prepend) import mode
+    puts a test file's directory: `impl: mykernels:fn` then imports from beside the matrix or
+    from the rootdir without PYTHONPATH. A child process started later (spawn) inherits them."""
+    for directory in reversed([str(d) for d in dirs]):
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+
+
 def load_impl(reference: str) -> KernelFn:
     module_name, _, attr_path = reference.partition(":")
     obj = importlib.import_module(module_name)

@@ -38,7 +38,16 @@ def pytest_addhooks(pluginmanager):
 
 
 def pytest_addoption(parser):
-    add_pytest_options(parser.getgroup("scaledmm", "scaled-mm compatibility matrix"))
+    add_pytest_options(parser.getgroup("scaledmm", "scaled-mm compatibility matrix"), parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    # A conftest that declares kernels imports torch: import it first, without its import noise.
+    if getattr(early_config.known_args_namespace, "scaledmm_matrix", None) is not None:
+        from ..execution.quiet import import_torch
+
+        import_torch()
 
 
 def _state(config):
@@ -55,6 +64,11 @@ def pytest_configure(config):
         _abandon_requested_report(config, exc)
         raise
     if settings is None:
+        from .sources import not_run_hint_plugin
+
+        hint = not_run_hint_plugin(config)  # options given without --scaledmm-matrix: say so
+        if hint is not None:
+            config.pluginmanager.register(hint, "scaledmm-not-run-hint")
         return
     from ..matrix.errors import MatrixError
     from ..matrix.known_failures import check_entries
@@ -68,6 +82,11 @@ def pytest_configure(config):
     # Claimed before the matrix is read: a run refused from here on leaves an unfinished report.
     if _writes_report(config, settings):
         _claim_report_path(config, settings.report)
+    from ..execution.quiet import import_torch
+    from ..matrix.kernels import add_import_dirs
+
+    import_torch()  # before a user kernel module imports it: without torch's import-time noise
+    add_import_dirs(dict.fromkeys([settings.matrix.parent, Path(config.rootpath)]))  # kernels import like tests
     try:
         spec = load_spec(settings.matrix, declared_kernels=declared_kernels(config))
         check_entries(spec.path, spec.known_failures)
@@ -75,6 +94,8 @@ def pytest_configure(config):
     except MatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state
+    if not settings.isolate and state.compiles_with_inductor():
+        import_torch(inductor=True)  # cases run here: Inductor's import noise would land in the first
     if settings.cases:
         from .reproduce import check_case_ids
 
@@ -107,6 +128,13 @@ def _register_plugins(config, state, baseline) -> None:
         manager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")
     if not settings.worker:
         manager.register(SignatureTicker(config), "scaledmm-ticker")
+        from .run_outputs import RunOutputs
+
+        manager.register(RunOutputs(config, state, build_session_report), "scaledmm-run-outputs")
+        if getattr(config.option, "xmlpath", None):
+            from .junit import JunitProperties
+
+            manager.register(JunitProperties(state), "scaledmm-junit")
 
 
 def _writes_report(config, settings) -> bool:
@@ -257,7 +285,11 @@ class CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailure):
-            return format_failure(excinfo.value.record)
+            from ..matrix.replay_command import replay_command
+
+            state = self.state
+            replay = replay_command(state.spec.path, self.case.id, profile=state.profile.name, seed=state.settings.seed)
+            return format_failure(excinfo.value.record, replay)
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
@@ -293,19 +325,24 @@ def _missing_record(item, call, report):
     return record
 
 
-def format_failure(record: dict) -> str:
-    lines = [f"{record['outcome']}: {record['signature']}"]
+def format_failure(record: dict, replay: str | None = None) -> str:
+    from ..execution.triage import headline
+    from ..matrix.cases import ordered_params
+
+    lines = [headline(record)]
     if record.get("layer"):
         lines.append(f"layer: {record['layer']}")
     if record.get("detail"):
         lines.append(f"detail: {record['detail']}")
-    params = ", ".join(f"{k}={v}" for k, v in record["params"].items())
+    params = ", ".join(f"{k}={v}" for k, v in ordered_params(record["params"]).items())
     lines.append(f"params: {params}")
     for side in ("eager_error", "compiled_error"):
         error = record.get(side)
         if error:
             first = error["message"].splitlines()[0] if error["message"] else ""
             lines.append(f"{side.split('_')[0]} raised {error['type']}: {first}")
+    if replay:
+        lines.append(f"replay: {replay}")
     return "\n".join(lines)
 
 
@@ -447,6 +484,8 @@ class MatrixReporter:
         terminalreporter.section("scaled-mm matrix")
         lines = summary_lines(self.state, signature_groups(self.state.records.values()))
         lines[1:1] = self.state.coverage_lines()  # what was really tested, under the headline
+        # What a kernel's declaration left untested (matrix/cases.py), right under it.
+        lines[1:1] = [f"warning: {w}" for w in self.state.matrix_block()["generation"].get("warnings", [])]
         if self.write_error:  # no report was written: do not point at one
             lines = [line for line in lines if not line.startswith("report: ")]
         for line in lines:

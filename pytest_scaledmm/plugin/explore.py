@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping, Optional
 
 import pytest
 
-from ..matrix.cases import case_id, kernel_axes, make_case, matches
+from ..matrix.cases import case_id, given_axes, kernel_axes, make_case, matches
 from ..matrix.schema import SHAPE_AXES
 
 
@@ -50,7 +50,7 @@ def explore_kernel(state, kernel, examples: int) -> list[tuple]:
     from hypothesis import strategies as st
 
     axes = state.spec.axes_for(state.profile)
-    values = kernel_axes(kernel, axes)
+    values = kernel_axes(kernel, axes, given_axes(state.spec, state.profile))
     strategy = st.fixed_dictionaries(
         {
             "kernel": st.just(kernel.name),

@@ -1,10 +1,18 @@
 """Command-line options, declared once for the pytest plugin and the `scaledmm` console script.
-The plugin reads their values through settings.py only."""
+The plugin reads their values through settings.py only.
+
+Every plugin option is also an ini option (`scaledmm_profile`, in pyproject.toml's
+[tool.pytest.ini_options], pytest.ini, tox.ini or setup.cfg) and an environment variable
+(`SCALEDMM_PROFILE`); the command line wins, then the environment, then the ini file, then the
+default (sources.py resolves them)."""
 
 from __future__ import annotations
 
 import argparse
+import math
+import shlex
 from dataclasses import dataclass, field
+from typing import Any
 
 DEVICE_CHOICES_HELP = "auto (cuda when torch sees a GPU, else cpu), cpu, cuda (xdist worker gwN takes GPU N mod GPUs) or cuda:N"
 
@@ -14,10 +22,33 @@ class Option:
     flag: str  # pytest spelling; the console script drops the "scaledmm-" prefix
     help: str
     kwargs: dict = field(default_factory=dict)
+    path: bool = False  # a file or directory: relative to the ini file when it comes from there
 
     @property
     def dest(self) -> str:
         return self.flag.lstrip("-").replace("-", "_")
+
+    @property
+    def ini_name(self) -> str:
+        return self.dest
+
+    @property
+    def env_name(self) -> str:
+        return self.dest.upper()
+
+    @property
+    def default(self) -> Any:
+        return self.kwargs.get("default")
+
+    @property
+    def kind(self) -> str:
+        """flag (on/off), list (repeatable) or value."""
+        action = self.kwargs.get("action")
+        if action in ("store_true", argparse.BooleanOptionalAction):
+            return "flag"
+        if action == "append":
+            return "list"
+        return "value"
 
     def cli_flag(self) -> str:
         return self.flag.replace("--scaledmm-", "--")
@@ -27,15 +58,24 @@ MATRIX = Option(
     "--scaledmm-matrix",
     "run the scaled-mm compatibility matrix from PATH (default: matrix.yaml in the rootdir)",
     {"nargs": "?", "const": "matrix.yaml", "default": None, "metavar": "PATH"},
+    path=True,
 )
-PROFILE = Option("--scaledmm-profile", "profile of matrix.yaml bounding the cases (default: default)", {"default": "default"})
+PROFILE = Option(
+    "--scaledmm-profile",
+    "profile bounding the cases: a key of the matrix file's `profiles:` (the shipped matrix.yaml has smoke,"
+    " default, full, bench; default: default)",
+    {"default": "default", "metavar": "NAME"},
+)
 REPORT = Option(
     "--scaledmm-report",
     "write the JSON report to PATH (default: .scaledmm/reports/<time>.json under the rootdir)",
     {"default": None, "metavar": "PATH"},
+    path=True,
 )
-SEED = Option("--scaledmm-seed", "seed for case generation and inputs (default: the matrix's seed)", {"type": int, "default": None})
-DEVICE = Option("--scaledmm-device", f"device to run on: {DEVICE_CHOICES_HELP}", {"default": "auto"})
+SEED = Option(
+    "--scaledmm-seed", "seed for case generation and inputs (default: the matrix's seed)", {"type": int, "default": None, "metavar": "N"}
+)
+DEVICE = Option("--scaledmm-device", f"device to run on: {DEVICE_CHOICES_HELP}", {"default": "auto", "metavar": "DEVICE"})
 REUSE_CACHE = Option(
     "--scaledmm-reuse-cache",
     "reuse the Inductor/Triton cache in the environment instead of a fresh one for this run",
@@ -46,6 +86,7 @@ BASELINE = Option(
     "gate against this earlier report: fail the session on a case that newly fails, on an incomplete"
     " run, on missing cases and on capability lost",
     {"default": None, "metavar": "REPORT"},
+    path=True,
 )
 ALLOW_MISSING = Option(
     "--scaledmm-allow-missing",
@@ -82,6 +123,7 @@ REPRO_DIR = Option(
     "--scaledmm-repro-dir",
     "write one standalone repro script per failure signature into DIR",
     {"default": None, "metavar": "DIR"},
+    path=True,
 )
 TRIAGE = Option(
     "--scaledmm-triage",
@@ -115,6 +157,7 @@ CORPUS = Option(
     "corpus file explore mode adds its minimal failures to (default scaledmm-corpus.yaml beside the"
     " matrix, a file to commit); list it under `include:` in matrix.yaml to replay them",
     {"default": None, "metavar": "PATH"},
+    path=True,
 )
 
 MAX_AUTOTUNE_CONFIGS = Option(
@@ -152,19 +195,103 @@ PLUGIN_OPTIONS = [
     CORPUS,
 ]
 
+SHARD = Option(
+    "--scaledmm-shard",
+    "run shard I of N (1-based, e.g. 2/4): every shard generates the same full case list and keeps"
+    " its part, balanced by expected cost; join the shards' reports with `scaledmm merge`",
+    {"default": None, "metavar": "I/N"},
+)
+KEEP = Option(
+    "--scaledmm-keep",
+    "after the run, keep only the N newest reports in the default report directory"
+    " (<project>/.scaledmm/reports); only reports this plugin named there are removed (N >= 1)",
+    {"type": int, "default": None, "metavar": "N"},
+)
+PLUGIN_OPTIONS += [SHARD, KEEP]
 
-def add_pytest_options(group) -> None:
+
+def add_pytest_options(group, parser=None) -> None:
+    """Each option on the command line and, given the parser, as an ini option. The command line
+    keeps None where an option is not given, so that sources.py can tell it from a default."""
     for option in PLUGIN_OPTIONS:
-        group.addoption(option.flag, dest=option.dest, help=option.help, **option.kwargs)
+        kwargs = {**option.kwargs, "default": None}
+        if option is MATRIX:
+            kwargs["const"] = True  # given without a path: the ini's, the environment's or matrix.yaml
+        where = f"ini {option.ini_name}, env {option.env_name}"
+        group.addoption(option.flag, dest=option.dest, help=f"{option.help} [{where}]", **kwargs)
+        if parser is not None:
+            parser.addini(option.ini_name, f"{option.flag}: {option.help}", type=_ini_type(option), default=None)
+
+
+def _ini_type(option: Option):
+    if option.kind == "list":
+        return "args"
+    import pytest
+
+    # pytest 9.2 takes a union, so that native TOML numbers and booleans ([tool.pytest]) pass.
+    convert = option.kwargs.get("type")
+    if getattr(pytest, "version_tuple", (0,)) >= (9, 2) and (option.kind == "flag" or convert in (int, float)):
+        from typing import Union
+
+        return Union[bool, str] if option.kind == "flag" else Union[convert, str]
+    return "string"
+
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+
+
+def parse_value(option: Option, value: Any) -> Any:
+    """An option's value from the environment (text) or an ini file (text, a list, or a native
+    TOML value), converted as the command line would; ValueError says what is wrong."""
+    kind = option.kind
+    if kind == "list":
+        items = shlex.split(value) if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+            raise ValueError("expected a list of words")
+        return items
+    if kind == "flag":
+        if isinstance(value, bool):
+            return value
+        word = str(value).strip().lower()
+        if word in TRUE_WORDS:
+            return True
+        if word in FALSE_WORDS:
+            return False
+        raise ValueError(f"expected one of {', '.join(TRUE_WORDS + FALSE_WORDS)}")
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"expected {_expected(option)}")
+    convert = option.kwargs.get("type")
+    if convert in (int, float):
+        if isinstance(value, float) and convert is int:
+            raise ValueError("expected an integer")
+        try:
+            value = convert(value.strip() if isinstance(value, str) else value)
+        except ValueError:
+            raise ValueError(f"expected {_expected(option)}") from None
+    elif not isinstance(value, str):
+        raise ValueError("expected text")
+    choices = option.kwargs.get("choices")
+    if choices and value not in choices:
+        raise ValueError(f"expected one of {', '.join(map(str, choices))}")
+    return value
+
+
+def _expected(option: Option) -> str:
+    convert = option.kwargs.get("type")
+    return {int: "an integer", float: "a number"}.get(convert, "text")
 
 
 def check_seconds(option: Option, value: float) -> str | None:
     """None when `value` is a finite number of seconds above 0, else the message naming the option."""
-    import math
+    problem = seconds_problem(value)
+    return f"{option.flag} {problem}, got {value!r}" if problem else None
 
+
+def seconds_problem(value: float) -> str | None:
     if isinstance(value, (int, float)) and math.isfinite(value) and value > 0:
         return None
-    return f"{option.flag} must be a finite number of seconds above 0, got {value!r}"
+    return "must be a finite number of seconds above 0"
 
 
 def validate_device(value: str) -> str | None:

@@ -59,6 +59,7 @@ class MatrixSession:
         self.started = time.time()
         self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
         self._cases: Optional[list[Case]] = None
+        self._shard: Optional[dict] = None  # the report's shard block, for a --scaledmm-shard run
         self._generation_notes: dict = {}
         self._possible: dict = {}  # per kernel, what valid cases can cover (reports/coverage.py)
         self._target_arch: Optional[str] = None
@@ -108,10 +109,19 @@ class MatrixSession:
         return self._target_arch
 
     def cases(self) -> list[Case]:
+        """The run's cases: the profile's, or this shard's slice of them (plugin/shard.py)."""
         if self._cases is None:
-            self._cases, notes = generate_cases(self.spec, self.profile, self.target_arch)
+            cases, notes = generate_cases(self.spec, self.profile, self.target_arch)
             self._possible = notes.pop("possible", {})
             self._generation_notes = notes
+            shard = getattr(self.settings, "shard", None)
+            if shard:
+                from .shard import shard_block, shard_slice
+
+                self._cases = shard_slice(cases, *shard)
+                self._shard = plain_json(shard_block(*shard, cases, self._cases, self._possible))
+            else:
+                self._cases = cases
         return self._cases
 
     # -- running ------------------------------------------------------------------------------
@@ -329,8 +339,10 @@ class MatrixSession:
         from ..reports.report import build_report
 
         reasons = self.incomplete_reasons()
+        from ..reports.report import iso_time
+
         session = {
-            "started": self.started,
+            "started": iso_time(self.started),
             "wall_s": round(time.time() - self.started, 3),
             "complete": not reasons,
             "incomplete_reasons": reasons,
@@ -341,4 +353,6 @@ class MatrixSession:
 
         report = build_report(self._environment or {}, self.matrix_block(), self._records.values(), session)
         report["coverage"] = coverage_block(self._records.values(), self._possible, self.target_arch)
+        if self._shard is not None:
+            report["shard"] = self._shard
         return report

@@ -4,8 +4,6 @@ config.getoption; a bad value is one usage error before anything runs."""
 
 from __future__ import annotations
 
-import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -43,18 +41,29 @@ class Settings:
     allow_missing: bool
     allow_capability_loss: bool
     strict_errors: bool  # error parity on invalid input fails the run; recorded as session.strict_errors
+    shard: Optional[tuple[int, int]] = None  # --scaledmm-shard (I, N), 1-based; None: every case
+    keep: Optional[int] = None  # --scaledmm-keep: reports kept in the default report directory
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Optional["Settings"]:
-        """None unless --scaledmm-matrix was given; pytest.UsageError for a bad value."""
+        """None unless --scaledmm-matrix was given; pytest.UsageError for a bad value, naming
+        where it came from (the command line, a SCALEDMM_* variable, the ini file)."""
+        from .sources import resolve_options
+
+        sources = resolve_options(config)  # every option's value, written back to config.option
         get = config.getoption
         matrix = get(opt.MATRIX.dest)
         if matrix is None:
             return None
         device = get(opt.DEVICE.dest)
         problem = opt.validate_device(device)
+        if problem and sources.given[opt.DEVICE.dest].origin in ("environment", "ini"):
+            problem = sources.problem(opt.DEVICE, f"not a device; use {opt.DEVICE_CHOICES_HELP}")
         for option in (opt.TIMEOUT, opt.TRIAGE_BUDGET):
-            problem = problem or opt.check_seconds(option, get(option.dest))
+            seconds = opt.seconds_problem(get(option.dest))
+            if seconds and not problem:
+                problem = (sources.problem(option, seconds) if sources.given[option.dest].origin != "command line"
+                           else opt.check_seconds(option, get(option.dest)))
         if problem:
             raise pytest.UsageError(problem)
         if device.startswith("cuda"):
@@ -66,6 +75,7 @@ class Settings:
                 raise pytest.UsageError(str(exc)) from None
         cases = tuple(get(opt.CASE.dest) or ())
         matrix_path = _matrix_path(config, matrix)
+        _check_matrix_conftest(config, matrix_path)
         explore = None
         if get(opt.EXPLORE.dest):
             if cases:
@@ -84,7 +94,7 @@ class Settings:
             profile=get(opt.PROFILE.dest),
             seed=get(opt.SEED.dest),
             device=device,
-            report=Path(report).resolve() if report else _default_report_path(config),
+            report=Path(report).resolve() if report else _default_report_path(config, matrix_path),
             worker=is_worker(config),
             reuse_cache=get(opt.REUSE_CACHE.dest),
             isolate=get(opt.ISOLATE.dest) == "yes",
@@ -100,6 +110,7 @@ class Settings:
             allow_missing=get(opt.ALLOW_MISSING.dest),
             allow_capability_loss=get(opt.ALLOW_CAPABILITY_LOSS.dest),
             strict_errors=get(opt.STRICT_ERRORS.dest),
+            **_ci_settings(get),
         )
 
 
@@ -113,17 +124,50 @@ def requested_report(config: pytest.Config) -> Optional[str]:
     return config.getoption(opt.REPORT.dest, None)
 
 
+MATRIX_FILE = "matrix.yaml"  # what a directory given as the matrix holds
+
+
 def _matrix_path(config: pytest.Config, matrix: str) -> Path:
-    # Relative to where pytest was invoked when the file is there, else to the rootdir.
+    # Relative to where pytest was invoked when the file is there, else to the rootdir; a
+    # directory stands for its matrix.yaml.
     path = Path(matrix)
     if not path.is_absolute():
         invocation = Path(config.invocation_params.dir)
         path = invocation / path if (invocation / path).exists() else Path(config.rootpath) / path
+    if path.is_dir():
+        path = path / MATRIX_FILE
     return path.resolve()
 
 
-def _default_report_path(config: pytest.Config) -> Path:
-    # Second, microsecond and pid: two runs never share a name, so no earlier report is replaced.
-    now = time.time()
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f"-{int(now % 1 * 1e6):06d}-{os.getpid()}"
-    return Path(config.rootpath) / ".scaledmm" / "reports" / f"report-{stamp}.json"
+def _check_matrix_conftest(config: pytest.Config, matrix_path: Path) -> None:
+    """The conftest.py beside the matrix may declare kernels (pytest_scaledmm_kernels); pytest
+    loads it before the run only when pytest was started in that directory or given a path in
+    it. Without it those kernels would be left out without a word."""
+    conftest = matrix_path.parent / "conftest.py"
+    if not conftest.is_file():
+        return
+    loaded = {Path(str(getattr(plugin, "__file__", "") or "")).resolve() for plugin in config.pluginmanager.get_plugins()}
+    if conftest.resolve() not in loaded:
+        raise pytest.UsageError(
+            f"{conftest} was not loaded (pytest loads the conftest.py files of the paths it is given): give the"
+            f" matrix as a path too, `pytest {matrix_path} --scaledmm-matrix {matrix_path}`, or run pytest in {matrix_path.parent}"
+        )
+
+
+def _default_report_path(config: pytest.Config, matrix_path: Path) -> Path:
+    # The matrix's project, not pytest's rootdir guess (reports/report_dir.py).
+    from ..reports.report_dir import default_report_dir, default_report_name
+
+    return default_report_dir(matrix_path, getattr(config.option, "rootdir", None)) / default_report_name()
+
+
+def _ci_settings(get) -> dict:
+    """--scaledmm-shard and --scaledmm-keep, checked (plugin/shard.py, reports/report_dir.py)."""
+    from ..reports.report_dir import check_keep
+    from .shard import parse_shard
+
+    keep = get(opt.KEEP.dest)
+    problem = check_keep(keep)
+    if problem:
+        raise pytest.UsageError(f"{opt.KEEP.flag}: {problem}")
+    return {"shard": parse_shard(get(opt.SHARD.dest)), "keep": keep}

@@ -69,7 +69,9 @@ class SignatureTicker:
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None:
             elapsed = time.monotonic() - self.started
-            terminal.write_line(f"[scaledmm +{elapsed:.1f}s] new signature: {record['outcome']} {record['signature']} ({record['id']})")
+            from ..execution.triage import headline
+
+            terminal.write_line(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})")
 
 
 def _dist_given(config) -> bool:

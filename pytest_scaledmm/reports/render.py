@@ -10,9 +10,7 @@ the terminal table shows control characters as escapes.
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
 from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
@@ -20,6 +18,7 @@ from typing import Optional, Sequence
 import jinja2
 
 from ..verdict import outcome as oc
+from .replay import replay_command, shared_text
 from .report import root_cause_of, signature_groups
 from .summary import MET_SHOWN, sorted_out, tier_heading
 from .compare import (
@@ -48,17 +47,6 @@ def light(outcome: str) -> bool:
     """Whether the class's colour is light enough to need dark text on it."""
     red, green, blue = (int(colour(outcome)[i : i + 2], 16) for i in (1, 3, 5))
     return 0.299 * red + 0.587 * green + 0.114 * blue > 0.6 * 255
-
-
-def replay_command(matrix_path: Optional[str], case_id: str) -> str:
-    matrix = matrix_path or "matrix.yaml"
-    try:
-        relative = os.path.relpath(matrix)
-        if not relative.startswith(".."):
-            matrix = relative
-    except ValueError:  # another drive on Windows
-        pass
-    return f"pytest --scaledmm-matrix {shlex.quote(matrix)} --scaledmm-case {shlex.quote(case_id)}"
 
 
 # GitHub turns these into links with no brackets at all: http(s)://, ftp://, www., mailto:,
@@ -173,7 +161,7 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
         "max_rows": max_rows,
         "matrix": matrix,
         "replay": lambda cid: replay_command(matrix, cid),
-        "root_causes": root_cause_rows(comparison),
+        "root_causes": root_cause_rows(comparison, matrix),
         "kernel_changes": kernel_change_rows(comparison),
     }
 
@@ -191,7 +179,7 @@ def kernel_change_rows(comparison: Comparison) -> list[dict]:
     ]
 
 
-def root_cause_rows(comparison: Comparison) -> list[dict]:
+def root_cause_rows(comparison: Comparison, matrix: Optional[str] = None) -> list[dict]:
     """The newest report's root causes, one row per bug (report.signature_groups): failing ones by
     tier, then tolerated, then informational, under that report's own strictness."""
     if not comparison.columns:
@@ -215,6 +203,8 @@ def root_cause_rows(comparison: Comparison) -> list[dict]:
                 "met": "; ".join(f"{n} × {what}" for what, n in met[:MET_SHOWN])
                 + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
                 "example": g["example"],
+                "shared": shared_text(g.get("shared")),
+                "replay": replay_command(matrix, g["example"]),
             })
     return rows
 

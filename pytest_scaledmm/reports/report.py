@@ -16,15 +16,18 @@ import json
 import os
 import stat
 import tempfile
-import time
 from collections import Counter
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from ..verdict import outcome as oc
 
 SCHEMA = "pytest-scaledmm/report"
-SCHEMA_VERSION = 1
+# 2: session.started is ISO 8601 (was epoch seconds), signatures carry `shared`, a shard run
+# carries a `shard` block. Version 1 is still read, upgraded in memory (upgrade_report).
+SCHEMA_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 # Reports of the largest profiles are tens of MiB; beyond this, a file is not one of ours.
 MAX_REPORT_BYTES = 512 * 1024 * 1024
 # Records nest about six levels; deeper values would only exhaust the stack of the readers.
@@ -54,6 +57,27 @@ def build_report(environment: dict, matrix: dict, cases: Iterable[dict], session
         "signatures": signature_groups(cases),
         "cases": cases,
     }
+
+
+def iso_time(epoch: Optional[float] = None) -> str:
+    """A moment as ISO 8601 in UTC with microseconds: 2026-05-01T12:00:00.123456+00:00."""
+    moment = datetime.now(timezone.utc) if epoch is None else datetime.fromtimestamp(epoch, timezone.utc)
+    return moment.isoformat(timespec="microseconds")
+
+
+def upgrade_report(data: dict) -> dict:
+    """A report of an older readable schema version as this version reads it (in memory only):
+    version 1 wrote session.started as epoch seconds."""
+    if data.get("schema_version") == 1:
+        session = data.get("session")
+        if isinstance(session, dict) and type(session.get("started")) in (int, float):
+            try:
+                session["started"] = iso_time(session["started"])
+            except (OverflowError, OSError, ValueError):
+                session["started"] = None
+        data["schema_version"] = SCHEMA_VERSION
+        data["upgraded_from"] = 1
+    return data
 
 
 def root_cause_of(record: dict) -> str:
@@ -86,7 +110,9 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
     """Records grouped by root cause, one group per bug: the failures (every class that can fail
     a run, strict-only ones included) by (root cause, layer), whatever their class, so that one
     compiled-side cause is one group whatever eager refusals it met (listed in `met` with their
-    counts); every other class apart, by class and cause. Failures first, by tier then size."""
+    counts); every other class apart, by class and cause. Failures first, by tier then size.
+    `shared`: the parameters all of a group's cases share and the run's cases do not all share."""
+    cases = list(cases)
     groups: dict[tuple, dict] = {}
     for case in cases:
         outcome = case["outcome"]
@@ -97,16 +123,21 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
         cause = root_cause_of(case)
         group = groups.setdefault(
             (bucket, cause, case.get("layer")),
-            {"root_cause": cause, "layer": case.get("layer"), "count": 0, "outcomes": {}, "met": {}, "_ids": {}},
+            {"root_cause": cause, "layer": case.get("layer"), "count": 0, "outcomes": {}, "met": {}, "_ids": {}, "_params": []},
         )
         group["count"] += 1
         group["outcomes"][outcome] = group["outcomes"].get(outcome, 0) + 1
         group["_ids"].setdefault(outcome, []).append((case["id"], case["signature"]))
+        group["_params"].append(case.get("params") or {})
         met = case.get("met")
         if isinstance(met, str) and met:
             group["met"][met] = group["met"].get(met, 0) + 1
     out = []
+    common = shared_params(case.get("params") or {} for case in cases)
     for group in groups.values():
+        shared = shared_params(group.pop("_params"))
+        # What the group's cases have in common that the run's other cases do not all share.
+        group["shared"] = {k: v for k, v in shared.items() if k not in common} if group["count"] > 1 else {}
         worst = _worst(group["outcomes"])
         example, signature = min(group.pop("_ids")[worst])
         out.append({
@@ -126,31 +157,46 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
     return sorted(out, key=order)
 
 
+# Parameters that say nothing about a bug when shared: bookkeeping of generation.
+_NOT_SHARED = frozenset({"purpose", "expected_refusal"})
+
+
+def shared_params(params_list: Iterable[dict]) -> dict:
+    """The parameters with one and the same plain value in every mapping, in the first one's order."""
+    params_list = list(params_list)
+    if not params_list:
+        return {}
+    first = params_list[0]
+    shared = {}
+    for key, value in first.items():
+        if key in _NOT_SHARED or not isinstance(value, (str, int, float, bool, type(None))):
+            continue
+        if all(key in p and p[key] == value and type(p[key]) is type(value) for p in params_list[1:]):
+            shared[key] = value
+    return shared
+
+
 def write_atomic(path: Path, data: Any) -> None:
     """Write to a temporary file beside the target and rename over it: a reader sees the old
     report or the new one, never half of one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1, sort_keys=False, default=str)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        _readable_by_others(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    import io
+
+    from .files import write_text_atomic
+
+    text = io.StringIO()  # serialised in full before the file is touched
+    json.dump(data, text, indent=1, sort_keys=False, default=str)
+    write_text_atomic(path, text.getvalue() + "\n")
 
 
-def _readable_by_others(name: str) -> None:
-    # mkstemp creates 0600; a report is shared like the HTML and Markdown ones: 0644 less the umask.
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(name, 0o644 & ~umask)
+def ids_sha256(ids: Iterable[str]) -> str:
+    """Hash of a set of case ids (sorted, one per line): what the shards of one run share, and
+    what their union must hash to (reports/merge.py)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for cid in sorted(set(ids)):
+        digest.update(cid.encode("utf-8") + b"\n")
+    return digest.hexdigest()
 
 
 def duplicate_ids(report: dict) -> dict[str, int]:
@@ -271,7 +317,7 @@ def previous_path(path: Path) -> Path:
 
 def unfinished_report(reason: str = IN_PROGRESS) -> dict:
     """A report that says only that its run did not finish: no record, complete false."""
-    session = {"started": time.time(), "complete": False, "incomplete_reasons": [reason]}
+    session = {"started": iso_time(), "complete": False, "incomplete_reasons": [reason]}
     return build_report({}, {}, [], session)
 
 
@@ -387,6 +433,21 @@ REPORT_SCHEMA = {
                 "incomplete_reasons": {"type": "array", "items": {"type": "string"}},
                 "generated": {"type": "integer", "minimum": 0},
                 "recorded": {"type": "integer", "minimum": 0},
+                # ISO 8601 since version 2; epoch seconds in version 1 (upgrade_report).
+                "started": {"type": ["string", "number", "null"]},
+            },
+        },
+        # A shard run (--scaledmm-shard I/N) and a merged report (scaledmm merge).
+        "shard": {
+            "type": "object",
+            "required": ["index", "count", "total_cases", "total_ids_sha256"],
+            "properties": {
+                "index": {"type": ["integer", "null"], "minimum": 1},
+                "count": {"type": "integer", "minimum": 1},
+                "total_cases": {"type": "integer", "minimum": 0},
+                "total_ids_sha256": {"type": "string"},
+                "ids_sha256": {"type": "string"},
+                "merged": {"type": "array"},
             },
         },
         "summary": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
@@ -521,9 +582,10 @@ def load_report(path) -> dict:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ReportError(path, f"not a pytest-scaledmm report (key 'schema' is {data.get('schema') if isinstance(data, dict) else None!r})")
     version = data.get("schema_version")
-    if type(version) is not int or version != SCHEMA_VERSION:
+    if type(version) is not int or version not in READABLE_VERSIONS:
+        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
         raise ReportError(
-            path, f"key 'schema_version' is {version!r}; this pytest-scaledmm reads version {SCHEMA_VERSION} only"
+            path, f"key 'schema_version' is {version!r}; this pytest-scaledmm reads versions {readable} only"
         )
     if _too_deep(data, MAX_REPORT_DEPTH):
         raise ReportError(path, f"not a report: nested deeper than {MAX_REPORT_DEPTH} levels")
@@ -532,4 +594,4 @@ def load_report(path) -> dict:
     error = best_match(_validator().iter_errors(data))
     if error is not None:
         raise ReportError(path, _schema_message(error))
-    return data
+    return upgrade_report(data)

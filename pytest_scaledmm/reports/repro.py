@@ -25,7 +25,6 @@ import os
 import re
 import sys
 import textwrap
-import time
 import types
 from pathlib import Path
 from typing import Callable, Optional
@@ -34,6 +33,7 @@ from .. import verdict
 from ..verdict import outcome as oc
 from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
 from ..execution.cache import OWNED_CACHE_ENV
+from .report import iso_time
 
 # Failures, known ones, and the informational LENIENT (its script shows the compiled side's
 # result on the input eager refuses, and reproduces while compiled still accepts it).
@@ -392,7 +392,7 @@ def _found(record: dict, environment: dict) -> dict:
         "triage": _text(summary),
         "workarounds": [_text(_mapping(w).get("knob")) for w in triage.get("workarounds", []) or [] if isinstance(w, dict)] or None,
         "environment": {k: _text(env.get(k)) for k in ENV_FIELDS if env.get(k) is not None},
-        "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "written": iso_time(),
     }
 
 
@@ -467,6 +467,7 @@ def write_script(directory, record: dict, environment: dict, run_seed: int, kern
                  fast_accum_keyword: bool = True) -> Path:
     """Write (or replace) the script of this record's signature and update index.json
     (render_script says what `support` and `fast_accum_keyword` are)."""
+    from .files import SCRIPT_MODE, write_text_atomic
     from .report import write_atomic
 
     directory = Path(directory)
@@ -475,10 +476,7 @@ def write_script(directory, record: dict, environment: dict, run_seed: int, kern
     text = render_script(record, environment, run_seed, kernel_text, timeout_s, slack,
                          max_autotune_configs=max_autotune_configs, support=support,
                          fast_accum_keyword=fast_accum_keyword)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, path)
+    write_text_atomic(path, text, SCRIPT_MODE)
     index_path = directory / "index.json"
     try:
         index = json.loads(index_path.read_text(encoding="utf-8"))

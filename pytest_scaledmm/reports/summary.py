@@ -5,6 +5,7 @@ met (the eager refusals a compiled-side error met) as detail."""
 from __future__ import annotations
 
 from ..verdict import outcome as oc
+from .replay import replay_command, shared_text
 
 MET_SHOWN = 5  # the other side's behaviours listed under one root cause; the rest are counted
 
@@ -16,9 +17,10 @@ def tier_heading(tier: int) -> str:
     return f"tier {tier}, {title}"
 
 
-def group_lines(group: dict) -> list[str]:
+def group_lines(group: dict, matrix_path=None) -> list[str]:
     """One root cause: the line with its count, worst class, layer and cause; its classes when it
-    has several; what it met; an example case."""
+    has several; what it met; the parameters all its cases share; an example case and the command
+    that replays it."""
     layer = f" [{group['layer']}]" if group.get("layer") else ""
     outcomes = group.get("outcomes") or {group["outcome"]: group["count"]}
     mixed = f" ({', '.join(f'{n} {name}' for name, n in outcomes.items())})" if len(outcomes) > 1 else ""
@@ -28,7 +30,11 @@ def group_lines(group: dict) -> list[str]:
         shown = "; ".join(f"{n} x {what}" for what, n in met[:MET_SHOWN])
         more = f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""
         lines.append(f"         met: {shown}{more}")
+    shared = shared_text(group.get("shared"))
+    if shared:
+        lines.append(f"         all: {shared}")
     lines.append(f"         e.g. {group['example']}")
+    lines.append(f"         replay: {replay_command(matrix_path, group['example'])}")
     return lines
 
 
@@ -48,7 +54,7 @@ def sorted_out(groups: list[dict], strict_errors: bool) -> tuple[list, list, lis
     return failing, tolerated, lenient
 
 
-def root_cause_lines(groups: list[dict], strict_errors: bool, max_groups: int = 30) -> list[str]:
+def root_cause_lines(groups: list[dict], strict_errors: bool, max_groups: int = 30, matrix_path=None) -> list[str]:
     """The root-cause part of the summary: failing causes by tier, then tolerated ones, then
     informational ones (sorted_out)."""
     failing, tolerated, lenient = sorted_out(groups, strict_errors)
@@ -60,18 +66,18 @@ def root_cause_lines(groups: list[dict], strict_errors: bool, max_groups: int = 
             if group["tier"] != heading:
                 heading = group["tier"]
                 lines.append(f" {tier_heading(heading)}:")
-            lines += group_lines(group)
+            lines += group_lines(group, matrix_path)
         if len(failing) > max_groups:
             lines.append(f"  ... {len(failing) - max_groups} more in the report")
     if tolerated:
         lines.append(f"{len(tolerated)} tolerated root cause(s), {tier_heading(tolerated[0]['tier'])}"
                      " (--scaledmm-strict-errors fails on them):")
         for group in tolerated[:max_groups]:
-            lines += group_lines(group)
+            lines += group_lines(group, matrix_path)
     if lenient:
         lines.append(f"{len(lenient)} informational root cause(s), compiled accepts invalid input with the reference's result:")
         for group in lenient[:max_groups]:
-            lines += group_lines(group)
+            lines += group_lines(group, matrix_path)
     return lines
 
 
@@ -84,7 +90,7 @@ def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
         f"{total} cases ({state.profile.name} profile, seed {state.seed}) on {env.get('device_name', '?')} "
         f"[{env.get('arch', '?')}], torch {env.get('torch', '?')}: {dist}",
     ]
-    lines += root_cause_lines(groups, state.settings.strict_errors, max_groups)
+    lines += root_cause_lines(groups, state.settings.strict_errors, max_groups, state.spec.path)
     unsupported = [g for g in groups if g["outcome"] == oc.UNSUPPORTED]
     if unsupported:
         lines.append(f"{len(unsupported)} unsupported signature(s) (eager and compiled refuse alike):")

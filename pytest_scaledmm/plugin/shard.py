@@ -1,0 +1,104 @@
+"""--scaledmm-shard I/N: one runner's part of the matrix, for a CI system's own job matrix.
+
+Every shard generates the identical full case list first (same file, profile, seed, arch) and
+keeps its slice, so the N slices are disjoint and cover every case whatever the runner. Cases
+are dealt out by expected cost, longest first (LPT), over a stable ordering (cost, then id): a
+shard of max-autotune cases does not run for minutes while another holds only eager ones.
+
+The report of a shard says which shard it is and which whole it belongs to (`shard` block:
+index, count, total_cases, total_ids_sha256, ids_sha256, possible): `scaledmm merge` joins the
+slices back into one report and checks that they make the whole (reports/merge.py).
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from typing import Optional, Sequence
+
+import pytest
+
+from ..reports.report import ids_sha256
+
+# Expected cost of one case by compile mode, relative to default Inductor; only ratios matter.
+# Mean case seconds of the default profile on the CPU (torch 2.13, -n 2): eager 0.06,
+# aot_eager 0.09, inductor 0.34, max-autotune(-no-cudagraphs) 0.37-0.39, dynamic 0.65,
+# reduce-overhead 0.69; on an H200 an autotuning case takes 1.4 s (median, 4 configs), several
+# times an Inductor one. A mode not listed gets its family's figure.
+MODE_COST = {
+    "eager": 0.2,
+    "aot_eager": 0.3,
+    "inductor": 1.0,
+    "dynamic": 1.6,
+    "reduce-overhead": 1.8,
+    "max-autotune-no-cudagraphs": 2.0,
+    "triton-gemm": 2.0,
+    "max-autotune": 2.2,
+}
+_FORMAT = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{1,9})\s*$")
+
+
+def parse_shard(value: Optional[str]) -> Optional[tuple[int, int]]:
+    """(I, N) from "I/N" (1-based), None when not given; pytest.UsageError for anything else."""
+    if value is None:
+        return None
+    found = _FORMAT.match(str(value))
+    if found:
+        index, count = int(found.group(1)), int(found.group(2))
+        if 1 <= index <= count:
+            return index, count
+    raise pytest.UsageError(
+        f"--scaledmm-shard: {value!r} is not I/N with whole numbers 1 <= I <= N (e.g. 2/4 for the second of four shards)"
+    )
+
+
+def case_cost(params) -> float:
+    """Expected seconds of one case, from its compile mode (matrix/compile_modes.py families)."""
+    mode = params.get("mode") if hasattr(params, "get") else None
+    if mode in MODE_COST:
+        return MODE_COST[mode]
+    try:
+        from ..matrix.compile_modes import compile_mode
+
+        row = compile_mode(mode)
+    except KeyError:
+        return MODE_COST["inductor"]
+    if row.autotunes:
+        return MODE_COST["max-autotune"]
+    return MODE_COST["inductor"] if row.uses_inductor else MODE_COST["aot_eager"]
+
+
+def assign(costs: Sequence[tuple[str, float]], count: int) -> list[int]:
+    """Shard index (0-based) of each (id, cost), greedy longest processing time first: cases in
+    the order (cost descending, id), each to the least loaded shard (the lowest index on a tie).
+    Depends only on the ids and costs, never on their order in `costs`."""
+    order = sorted(range(len(costs)), key=lambda i: (-costs[i][1], costs[i][0]))
+    loads = [(0.0, shard) for shard in range(count)]
+    heapq.heapify(loads)
+    owner = [0] * len(costs)
+    for i in order:
+        load, shard = heapq.heappop(loads)
+        owner[i] = shard
+        heapq.heappush(loads, (load + costs[i][1], shard))
+    return owner
+
+
+def shard_slice(cases: list, index: int, count: int) -> list:
+    """The cases of shard `index` of `count` (1-based), in the full list's order."""
+    owner = assign([(case.id, case_cost(case.params)) for case in cases], count)
+    return [case for case, shard in zip(cases, owner) if shard == index - 1]
+
+
+def shard_block(index: int, count: int, full_cases: list, slice_cases: list, possible: dict) -> dict:
+    """The report's `shard` block for shard `index` of `count`."""
+    return {
+        "index": index,
+        "count": count,
+        "cases": len(slice_cases),
+        "total_cases": len(full_cases),
+        "total_ids_sha256": ids_sha256(case.id for case in full_cases),
+        "ids_sha256": ids_sha256(case.id for case in slice_cases),
+        # What the whole run can cover (reports/coverage.py), so that the merged report's
+        # coverage block is that of an unsharded run.
+        "possible": possible,
+    }

@@ -1,0 +1,162 @@
+"""`scaledmm merge`: the reports of the shards of one run (--scaledmm-shard I/N) joined into one.
+
+The merged report is complete only when it can stand for an unsharded run: every shard 1..N
+is there exactly once, each complete; all come from the same matrix (hash, profile, seed, arch)
+and the same environment (torch, CUDA/HIP, triton, hypothesis, device); no case id appears
+twice; and the ids the shards ran are exactly the ids of the whole (the `total_ids_sha256`
+every shard recorded). Otherwise the report is still written, with `complete: false` and one
+reason per problem, so that `scaledmm gate` fails on it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+from .coverage import coverage_block
+from .gate import incompleteness
+from .report import build_report, ids_sha256, iso_time
+
+CHECKED_MATRIX = ("hash", "profile", "seed", "arch")
+CHECKED_ENVIRONMENT = ("torch", "cuda", "hip", "triton", "hypothesis", "arch", "device_name")
+
+
+@dataclass
+class ShardInput:
+    path: str
+    report: Optional[dict] = None
+    error: Optional[str] = None  # why it could not be read: one line naming the file
+
+
+@dataclass
+class MergeResult:
+    report: dict
+    reasons: list[str] = field(default_factory=list)
+
+    @property
+    def complete(self) -> bool:
+        return not self.reasons
+
+
+def _index(shard: ShardInput):
+    return shard.report["shard"]["index"]
+
+
+def _differences(shards: Sequence[ShardInput], block: str, keys: Sequence[str]) -> list[str]:
+    reasons = []
+    for key in keys:
+        values: dict[str, list[str]] = {}
+        for shard in shards:
+            values.setdefault(repr((shard.report.get(block) or {}).get(key)), []).append(shard.path)
+        if len(values) > 1:
+            shown = "; ".join(f"{value} in {', '.join(paths)}" for value, paths in values.items())
+            reasons.append(f"the shards come from different runs: key '{block}.{key}' differs ({shown})")
+    return reasons
+
+
+def _usable(inputs: Sequence[ShardInput], reasons: list[str]) -> list[ShardInput]:
+    shards = []
+    for item in inputs:
+        if item.error:
+            reasons.append(item.error)
+            continue
+        block = item.report.get("shard")
+        if not isinstance(block, dict):
+            reasons.append(f"{item.path}: not a shard report (no 'shard' block: run pytest with --scaledmm-shard I/N)")
+        elif block.get("index") is None:
+            reasons.append(f"{item.path}: a merged report, not a shard: merge the shard reports themselves")
+        else:
+            shards.append(item)
+    return sorted(shards, key=lambda s: (_index(s), s.path))
+
+
+def _shard_set(shards: Sequence[ShardInput], reasons: list[str]) -> int:
+    """N, after a reason for each shard 1..N missing or given twice."""
+    counts = Counter(s.report["shard"]["count"] for s in shards)
+    if not counts:
+        reasons.append("no shard report to merge")
+        return 0
+    count = max(counts)
+    if len(counts) > 1:
+        shown = ", ".join(f"{s.path} is {_index(s)}/{s.report['shard']['count']}" for s in shards)
+        reasons.append(f"the shards disagree on N: {shown}")
+    given = Counter(_index(s) for s in shards)
+    missing = [i for i in range(1, count + 1) if not given.get(i)]
+    if missing:
+        reasons.append(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: {len(missing)} of {count} not given")
+    for index, times in sorted(given.items()):
+        if times > 1:
+            paths = ", ".join(s.path for s in shards if _index(s) == index)
+            reasons.append(f"shard {index}/{count} is given {times} times ({paths})")
+        if index > count:
+            reasons.append(f"shard {index} is beyond N = {count}")
+    return count
+
+
+def merge_shards(inputs: Sequence[ShardInput]) -> MergeResult:
+    """Join the shard reports; the result says whether the merge is complete, and why not."""
+    reasons: list[str] = []
+    shards = _usable(inputs, reasons)
+    count = _shard_set(shards, reasons)
+    reasons += _differences(shards, "matrix", CHECKED_MATRIX)
+    reasons += _differences(shards, "environment", CHECKED_ENVIRONMENT)
+    reasons += _differences(shards, "shard", ("total_cases", "total_ids_sha256"))
+    if len({bool((s.report.get("session") or {}).get("strict_errors", True)) for s in shards}) > 1:
+        reasons.append("the shards were run with and without --scaledmm-strict-errors")
+    for shard in shards:
+        why = incompleteness(shard.report)
+        if why:
+            reasons.append(f"{shard.path}: shard {_index(shard)}/{shard.report['shard']['count']} is incomplete: {why}")
+
+    owners: dict[str, list[str]] = {}
+    for shard in shards:
+        for record in shard.report["cases"]:
+            owners.setdefault(record["id"], []).append(shard.path)
+    duplicated = {cid: paths for cid, paths in owners.items() if len(paths) > 1}
+    if duplicated:
+        cid, paths = min(duplicated.items())
+        reasons.append(f"{len(duplicated)} case id(s) recorded more than once, e.g. {cid} in {', '.join(paths)}")
+    first = shards[0].report if shards else {}
+    total = (first.get("shard") or {}).get("total_cases")
+    expected = (first.get("shard") or {}).get("total_ids_sha256")
+    if shards and not reasons and ids_sha256(owners) != expected:
+        reasons.append(f"the shards' {len(owners)} case(s) are not the {total} case(s) of the run they name (total_ids_sha256)")
+    return MergeResult(_merged_report(shards, count, total, reasons), reasons)
+
+
+def _merged_report(shards: Sequence[ShardInput], count: int, total: Optional[int], reasons: list[str]) -> dict:
+    first = shards[0].report if shards else {}
+    records = [record for shard in shards for record in shard.report["cases"]]  # duplicates kept: the gate names them
+    sessions = [s.report.get("session") or {} for s in shards]
+    started = sorted(str(s["started"]) for s in sessions if s.get("started"))
+    walls = [s["wall_s"] for s in sessions if type(s.get("wall_s")) in (int, float)]
+    session = {
+        "started": started[0] if started else iso_time(),
+        "wall_s": max(walls) if walls else None,  # the shards ran side by side
+        "complete": not reasons,
+        "incomplete_reasons": list(reasons),
+        "generated": total if type(total) is int else len(records),
+        "recorded": len(records),
+        "strict_errors": any(bool(s.get("strict_errors", True)) for s in sessions) if sessions else True,
+    }
+    matrix = dict(first.get("matrix") or {})
+    if type(total) is int:
+        matrix["cases"] = total
+    block = first.get("shard") or {}
+    report = build_report(dict(first.get("environment") or {}), matrix, records, session)
+    report["coverage"] = coverage_block(records, block.get("possible"), matrix.get("arch"))
+    report["shard"] = {
+        "index": None,
+        "count": count or 1,
+        "cases": len(records),
+        "total_cases": total if type(total) is int else len(records),
+        "total_ids_sha256": block.get("total_ids_sha256") or "",
+        "ids_sha256": ids_sha256(r["id"] for r in records),
+        "merged": [
+            {"index": _index(s), "path": s.path, "cases": len(s.report["cases"]),
+             "complete": (s.report.get("session") or {}).get("complete") is True}
+            for s in shards
+        ],
+    }
+    return report

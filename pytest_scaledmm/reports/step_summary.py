@@ -1,0 +1,48 @@
+"""The CI step summary: when `$GITHUB_STEP_SUMMARY` names a file, Markdown is appended to it
+(never truncated: earlier steps' summaries stay). A file that cannot be written costs one
+warning line and nothing else: the run's or the gate's verdict stands as it is."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Mapping, Optional
+
+ENV = "GITHUB_STEP_SUMMARY"
+
+
+def step_summary_path(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
+    value = environ.get(ENV, "").strip()
+    return Path(value) if value else None
+
+
+def same_file(a, b) -> bool:
+    """Whether two paths name one file (an existing one compared by inode, else by path)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+def append_markdown(path, markdown: str) -> None:
+    """Append `markdown` (ending in a line break, after a blank line) to `path`, created 0644
+    less the umask when it is not there. Raises OSError."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+        handle.write("\n" + markdown.rstrip("\n") + "\n")
+
+
+def append_step_summary(markdown: str, environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """Append to the step summary when there is one. Returns a one-line warning when it could
+    not be written, else None."""
+    path = step_summary_path(environ)
+    if path is None:
+        return None
+    try:
+        if path.is_dir():
+            raise IsADirectoryError("it is a directory")
+        append_markdown(path, markdown)
+    except (OSError, ValueError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        return f"warning: ${ENV}: cannot append to {path}: {reason}"
+    return None

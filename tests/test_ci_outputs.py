@@ -1,0 +1,239 @@
+"""What a run leaves for CI: the step summary (appended, never truncated, a warning when it
+cannot be written), JSON-valued JUnit properties, file modes, ISO 8601 times and the schema
+version, the default report directory and --scaledmm-keep, and what each failure signature's
+cases share with the command that replays it."""
+
+import json
+import os
+import shutil
+import stat
+import xml.etree.ElementTree as ET
+from datetime import datetime
+
+import pytest
+
+from matrices import IN_PROCESS, matrix_text, planted
+from pytest_scaledmm.cli import main
+from pytest_scaledmm.reports import report_dir  # before any in-process run: the runs use this module
+from reports_factory import case, report, write
+
+# 2 kernels x 2 output dtypes: the failing kernel's two cases share kernel, not out_dtype.
+MATRIX = matrix_text([planted("correct"), planted("ignores_scale_b")], {"out_dtype": ["bf16", "fp16"]})
+
+
+def _run(project, *args):
+    project.write_matrix(MATRIX)
+    return project.run(*IN_PROCESS, "--scaledmm-matrix", *args)
+
+
+# -- the step summary ------------------------------------------------------------------------------
+
+
+def test_the_summary_is_appended_to_the_step_summary(matrix_project, monkeypatch):
+    summary = matrix_project.path / "step-summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    result = _run(matrix_project, "--scaledmm-report", "r.json")
+    assert result.ret == 1
+    text = summary.read_text()
+    assert text.startswith("earlier step\n")  # appended, never truncated
+    assert "## scaled-mm compatibility matrix" in text and "ignores\\_scale\\_b" in text
+    assert "kernel=ignores\\_scale\\_b" in text  # what the signature's cases share
+    assert "--scaledmm-matrix" in text and "--scaledmm-case ignores\\_scale\\_b" in text  # its replay command
+    _run(matrix_project, "--scaledmm-report", "r2.json")
+    assert summary.read_text().startswith(text)
+
+
+@pytest.mark.parametrize("kernels, expected", [(["correct"], 0), (["correct", "ignores_scale_b"], 1)])
+def test_an_unwritable_step_summary_is_one_warning_and_changes_no_verdict(matrix_project, monkeypatch, kernels, expected):
+    blocker = matrix_project.path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(blocker / "summary.md"))  # its parent is a file
+    matrix_project.write_matrix(matrix_text([planted(k) for k in kernels]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == expected
+    warnings = [line for line in result.outlines if "GITHUB_STEP_SUMMARY" in line]
+    assert warnings == [f"warning: $GITHUB_STEP_SUMMARY: cannot append to {blocker / 'summary.md'}: Not a directory"]
+    assert matrix_project.report("r.json")["session"]["complete"] is True
+
+
+def test_compare_and_gate_append_to_the_step_summary(tmp_path, monkeypatch, capsys):
+    baseline = write(tmp_path / "b.json", report([case("c1", "PASS"), case("c2", "PASS")], torch="2.11.0"))
+    candidate = write(tmp_path / "c.json", report([case("c1", "PASS"), case("c2", "MISMATCH", "bad")], torch="2.13.0"))
+    summary = tmp_path / "summary.md"
+    summary.write_text("kept\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    # --markdown naming the step summary appends too: it never truncates it.
+    assert main(["compare", str(baseline), str(candidate), "--markdown", str(summary)]) == 0
+    assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate), "--markdown", str(summary)]) == 1
+    text = summary.read_text()
+    assert text.startswith("kept\n") and text.count("## scaled-mm compatibility matrix") == 1
+    assert text.count("**gate FAILED: 1 case\\(s\\) newly fail") == 1
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(tmp_path / "nowhere" / "x" / "summary.md"))
+    (tmp_path / "nowhere").write_text("")
+    capsys.readouterr()
+    assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
+    err = capsys.readouterr().err
+    assert "scaledmm gate: warning: $GITHUB_STEP_SUMMARY: cannot append to" in err and "gate FAILED" in err
+
+
+# -- JUnit XML -------------------------------------------------------------------------------------
+
+
+def test_junit_properties_are_json(matrix_project):
+    result = _run(matrix_project, "--scaledmm-report", "r.json", "--junitxml", "junit.xml")
+    assert result.ret == 1
+    cases = ET.parse(matrix_project.path / "junit.xml").getroot().iter("testcase")
+    seen = {}
+    for testcase in cases:
+        properties = {p.get("name"): json.loads(p.get("value")) for p in testcase.iter("property")}  # every value JSON
+        seen[testcase.get("name")] = properties
+        assert isinstance(properties["scaledmm"], dict) and properties["scaledmm"]["id"] == testcase.get("name")
+        assert properties["scaledmm.torch"] and properties["scaledmm.arch"] == "cpu"
+        assert properties["scaledmm.mode"] == "aot_eager" and properties["scaledmm.kernel"] in ("correct", "ignores_scale_b")
+        assert isinstance(properties["scaledmm.eager_error_ratio"], float)
+    outcomes = {p["scaledmm.kernel"]: p["scaledmm.outcome"] for p in seen.values()}
+    assert outcomes == {"correct": "PASS", "ignores_scale_b": "MISMATCH"}
+    assert any("scaledmm_env" in p and p["scaledmm_env"]["arch"] == "cpu" for p in seen.values())
+
+
+# -- file modes, times, schema versions --------------------------------------------------------------
+
+
+def test_every_file_written_is_0644_or_a_script_0755_under_a_group_writable_umask(matrix_project, tmp_path):
+    old = os.umask(0o002)
+    try:
+        result = _run(matrix_project, "--scaledmm-report", "r.json", "--scaledmm-repro-dir", "repros")
+        assert result.ret == 1
+        out = tmp_path / "out"
+        assert main(["compare", str(matrix_project.path / "r.json"), "--markdown", str(out / "s.md"), "--html", str(out / "m.html")]) == 0
+        assert main(["merge", str(out / "merged.json"), str(matrix_project.path / "r.json")]) == 1
+    finally:
+        os.umask(old)
+    mode = lambda p: stat.S_IMODE(os.stat(p).st_mode)  # noqa: E731
+    scripts = list((matrix_project.path / "repros").glob("*.py"))
+    assert scripts and all(mode(p) == 0o755 for p in scripts)
+    data = [matrix_project.path / "r.json", matrix_project.path / "repros" / "index.json", out / "s.md", out / "m.html", out / "merged.json"]
+    assert {str(p): mode(p) for p in data} == {str(p): 0o644 for p in data}
+
+
+def test_times_are_iso_8601_and_a_version_1_report_is_read(tmp_path, capsys):
+    data = report([case("c1", "PASS")])
+    assert datetime.fromisoformat(data["session"]["started"]).utcoffset() is not None
+    old = dict(data, schema_version=1, session={**data["session"], "started": 1700000000.5})
+    write(tmp_path / "v1.json", old)
+    write(tmp_path / "v2.json", report([case("c1", "PASS")], torch="2.13.1"))
+    from pytest_scaledmm.reports.report import load_report
+
+    loaded = load_report(tmp_path / "v1.json")
+    assert loaded["session"]["started"] == "2023-11-14T22:13:20.500000+00:00" and loaded["upgraded_from"] == 1
+    assert main(["gate", "--baseline", str(tmp_path / "v1.json"), "--candidate", str(tmp_path / "v2.json")]) == 0
+    for version in (0, 3, "2"):
+        write(tmp_path / "other.json", dict(data, schema_version=version))
+        assert main(["gate", "--baseline", str(tmp_path / "other.json"), "--candidate", str(tmp_path / "v2.json")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"key 'schema_version' is {version!r}; this pytest-scaledmm reads versions 1 and 2 only" in err
+
+
+def test_a_run_report_has_an_iso_start(matrix_project):
+    _run(matrix_project, "--scaledmm-report", "r.json")
+    started = matrix_project.report("r.json")["session"]["started"]
+    assert datetime.fromisoformat(started).utcoffset().total_seconds() == 0
+
+
+# -- where reports go, and keeping N ---------------------------------------------------------------
+
+
+def test_the_default_report_directory_is_the_matrix_project_wherever_pytest_starts(matrix_project, pytester):
+    project = matrix_project.path / "proj"
+    (project / "matrices").mkdir(parents=True)
+    (project / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    (project / "matrices" / "m.yaml").write_text(MATRIX)
+    elsewhere = matrix_project.path / "elsewhere"
+    elsewhere.mkdir()
+    for start in (elsewhere, project / "matrices"):
+        os.chdir(start)
+        result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", str(project / "matrices" / "m.yaml"))
+        assert result.ret == 1
+    reports = sorted((project / ".scaledmm" / "reports").glob("report-*.json"))
+    assert len(reports) == 2 and not (elsewhere / ".scaledmm").exists() and not (project / "matrices" / ".scaledmm").exists()
+    assert any(line.startswith(f"report: {project / '.scaledmm' / 'reports'}") for line in result.outlines)
+    # Without a project file above it, the matrix's own directory.
+    loose = matrix_project.path / "loose"
+    loose.mkdir()
+    (loose / "matrix.yaml").write_text(MATRIX)
+    os.chdir(elsewhere)
+    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", str(loose / "matrix.yaml"))
+    assert len(list((loose / ".scaledmm" / "reports").glob("report-*.json"))) == 1
+
+
+def _old_reports(directory, template, stamps):
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for stamp in stamps:
+        path = directory / f"report-{stamp}-000001-1.json"
+        shutil.copy(template, path)
+        paths.append(path)
+    return paths
+
+
+def test_keep_prunes_only_old_reports_it_wrote(matrix_project):
+    matrix_project.write_matrix(MATRIX)
+    first = _run(matrix_project)
+    directory = matrix_project.path / ".scaledmm" / "reports"
+    template = next(directory.glob("report-*.json"))
+    old = _old_reports(directory, template, ["20200101-000000", "20200102-000000", "20200103-000000", "20200104-000000"])
+    baseline = old[0]
+    foreign = directory / "report-20190101-000000-000001-1.json"  # our name, not our content
+    foreign.write_text('{"mine": true}')
+    notes = directory / "notes.json"
+    notes.write_text("{}")
+    locked = _old_reports(directory, template, ["20200105-000000"])[0]
+    (directory / f"{locked.name}.lock").write_text("99999999\n")  # a run still writing it
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-keep", "2", "--scaledmm-baseline", str(baseline))
+    left = sorted(p.name for p in directory.iterdir())
+    newest = sorted(p.name for p in directory.glob("report-2*.json"))[-1]
+    # Kept: the two newest (this run's and the first run's), the baseline, the locked one, and
+    # every file this plugin did not write.
+    assert left == sorted([baseline.name, foreign.name, locked.name, f"{locked.name}.lock", template.name, newest, "notes.json"])
+    assert any(line.startswith("--scaledmm-keep 2: removed 3 older report(s) from") for line in result.outlines)
+    assert first.ret == 1
+
+
+def test_keep_must_keep_one_and_a_failed_removal_is_a_warning(matrix_project, monkeypatch):
+    result = _run(matrix_project, "--scaledmm-keep", "0")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert [line for line in result.stderr.lines if line.strip()] == [
+        "ERROR: --scaledmm-keep: keeps at least one report (the run's own): N must be a whole number >= 1, got 0"
+    ]
+    _run(matrix_project)
+    directory = matrix_project.path / ".scaledmm" / "reports"
+    _old_reports(directory, next(directory.glob("report-*.json")), ["20200101-000000"])
+    def refuse(path):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(report_dir, "_remove", refuse)
+    result = _run(matrix_project, "--scaledmm-keep", "1")
+    assert result.ret == 1  # the verdict of the run, not of the pruning
+    warnings = [line for line in result.outlines if line.startswith("warning: --scaledmm-keep")]
+    assert len(warnings) == 1 and warnings[0].startswith(f"warning: --scaledmm-keep: cannot remove {directory / 'report-'}")
+    assert warnings[0].endswith(": Permission denied (and 1 more)")
+    assert len(list(directory.glob("report-*.json"))) == 3
+
+
+# -- what a signature's cases share, and its replay command -------------------------------------------
+
+
+def test_each_signature_shows_what_its_cases_share_and_how_to_replay_it(matrix_project, tmp_path):
+    result = _run(matrix_project, "--scaledmm-report", "r.json")
+    text = result.stdout.str()
+    example = matrix_project.report("r.json")["signatures"][0]["example"]
+    assert "         all: kernel=ignores_scale_b" in text
+    replay = [line for line in result.outlines if line.startswith("         replay: pytest ")]
+    assert replay and replay[0].endswith(f"--scaledmm-case {example}") and "--scaledmm-matrix" in replay[0]
+    group = matrix_project.report("r.json")["signatures"][0]
+    assert group["shared"] == {"kernel": "ignores_scale_b"} and group["count"] == 2
+    html = tmp_path / "m.html"
+    assert main(["compare", str(matrix_project.path / "r.json"), "--html", str(html)]) == 0
+    page = html.read_text()
+    assert "<td class=\"detail\">kernel=ignores_scale_b</td>" in page and f"--scaledmm-case {example}</code>" in page

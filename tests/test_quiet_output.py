@@ -1,0 +1,108 @@
+"""Quiet, clear output: no third-party warning noise from torch's or hypothesis's start-up, the
+user's own warnings untouched; a failure says its outcome once, its parameters in the matrix's
+axis order, and how to replay it; triage says what it tried and what changed."""
+
+import importlib.util
+import warnings
+
+import pytest
+import yaml
+
+from pytest_scaledmm.execution.quiet import quiet_torch_imports
+from pytest_scaledmm.matrix.cases import PARAM_ORDER
+
+from matrices import IN_PROCESS, matrix_text, planted
+
+BIAS_AXES = {"bias": [True], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
+
+
+def test_torch_import_noise_is_filtered_only_from_torch(recwarn):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with quiet_torch_imports():
+            warnings.warn_explicit("Failed to initialize NumPy: No module named 'numpy'", UserWarning,
+                                   "functional_tensor.py", 1, module="torch._subclasses.functional_tensor")
+            warnings.warn_explicit("`torch.jit.script_method` is deprecated.", DeprecationWarning,
+                                   "_script.py", 1, module="torch.utils.mkldnn")
+            warnings.warn("Failed to initialize NumPy: the user's own", UserWarning)  # not torch's
+            warnings.warn_explicit("another torch warning", UserWarning, "x.py", 1, module="torch.foo")
+    messages = [str(w.message) for w in seen]
+    assert messages == ["Failed to initialize NumPy: the user's own", "another torch warning"]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numpy") is not None, reason="torch warns about NumPy only without it")
+def test_a_run_prints_no_numpy_warning(matrix_project, pytester):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--scaledmm-matrix", *IN_PROCESS)
+    assert result.ret == 0
+    assert "Failed to initialize NumPy" not in result.stdout.str() + result.stderr.str()
+
+
+def test_an_unknown_case_id_is_one_error_without_hypothesis_warnings(matrix_project, pytester):
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"m": [4, 8]}))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--scaledmm-matrix", "--scaledmm-case", "nope")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    text = result.stdout.str() + result.stderr.str()
+    assert "HypothesisSideeffectWarning" not in text
+    assert [line for line in result.stderr.lines if line.strip()] == [
+        line for line in result.stderr.lines if line.startswith("ERROR: --scaledmm-case: unknown case id 'nope'")
+    ]
+
+
+def test_xdist_workers_compiling_in_process_print_no_torchscript_deprecation(matrix_project, pytester):
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"mode": ["inductor"], "m": [4, 8]}))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--scaledmm-matrix", "-n", "2", *IN_PROCESS)
+    assert result.ret == 0, result.stdout.str()
+    text = result.stdout.str() + result.stderr.str()
+    assert "is deprecated. Please switch to `torch.compile`" not in text
+    assert "Failed to initialize NumPy" not in text
+
+
+def test_a_users_own_warning_still_shows(matrix_project, pytester):
+    """Imported while pytest configures, as torch is: its warning is not filtered with torch's."""
+    pytester.makepyfile(noisy_kernels='''
+import warnings
+from planted_kernels import correct
+
+warnings.warn("Failed to initialize the user's kernels", UserWarning)
+''')
+    matrix_project.write_matrix(matrix_text([planted("noisy", "correct", module="noisy_kernels")]))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--scaledmm-matrix", *IN_PROCESS)
+    assert result.ret == 0
+    assert "Failed to initialize the user's kernels" in result.stdout.str() + result.stderr.str()
+
+
+def test_a_failure_says_its_outcome_once_and_its_params_in_axis_order(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("drops_bias")], BIAS_AXES))
+    result = matrix_project.run("--scaledmm-matrix", *IN_PROCESS)
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    assert "MISMATCH: MISMATCH" not in out
+    assert any(line.startswith("MISMATCH: ") for line in result.outlines)
+    params = next(line for line in result.outlines if line.startswith("params: "))
+    keys = [item.split("=")[0] for item in params[len("params: "):].split(", ")]
+    assert keys == sorted(keys, key=PARAM_ORDER.index)
+    assert keys[:3] == ["kernel", "scale_a", "scale_b"] and keys[-1] == "purpose"
+    assert any(line.startswith("replay: pytest ") and "--scaledmm-case" in line for line in result.outlines)
+
+
+def test_triage_lists_what_it_tried_and_finds_the_bias(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("drops_bias")], BIAS_AXES))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-isolate=no", "--scaledmm-report", "report.json")
+    result.assert_outcomes(failed=1)
+    line = next(line for line in result.outlines if line.strip().startswith("breaks in "))
+    assert "breaks in eager (the kernel itself, before any compiler)" in line
+    assert "tried one change at a time: torch's plain bf16 matmul of the same shapes PASS, " in line
+    assert "both scales one rank MISMATCH, without bias PASS" in line  # 0-D x [1]: ranks differ
+    assert "passes without bias: the bias is at fault" in line
+    assert "none of the rungs" not in line and "the quantized path fails" not in line
+    triage = next(c["triage"] for c in matrix_project.report()["cases"] if "triage" in c)
+    assert triage["at_fault"] == ["bias=False"] and triage["workarounds"] == []
+
+
+def test_triage_says_when_no_single_change_helps(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("ignores_scale_b")], {"mode": ["aot_eager"]}))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-isolate=no")
+    result.assert_outcomes(failed=1)
+    line = next(line for line in result.outlines if line.strip().startswith("breaks in "))
+    assert line.rstrip().split("[")[0].rstrip().endswith("no single change makes it pass")

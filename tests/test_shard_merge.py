@@ -1,0 +1,166 @@
+"""--scaledmm-shard I/N and `scaledmm merge`: the shards of a run, merged, are the unsharded run;
+a missing or duplicated shard makes an incomplete report that the gate fails on."""
+
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from matrices import IN_PROCESS, matrix_text, planted
+from pytest_scaledmm.cli import main
+from pytest_scaledmm.plugin.shard import MODE_COST, assign, parse_shard
+
+# 2 kernels x 2 modes x 2 output dtypes x 2 M: 16 cases, one kernel failing (MISMATCH).
+MATRIX = matrix_text(
+    [planted("correct"), planted("ignores_scale_b")],
+    {"mode": ["eager", "aot_eager"], "out_dtype": ["bf16", "fp16"], "m": [4, 8]},
+)
+
+
+def _outcomes(report):
+    return {c["id"]: c["outcome"] for c in report["cases"]}
+
+
+def _run(root, *args):
+    """pytest on `root`/matrix.yaml in a fresh process (xdist workers find the planted kernels
+    through PYTHONPATH)."""
+    tests = str(Path(__file__).parent)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
+    env.pop("GITHUB_STEP_SUMMARY", None)
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-W", "ignore", "--scaledmm-matrix", "matrix.yaml", *IN_PROCESS]
+    return subprocess.run([*command, *args], cwd=root, env=env, capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """One unsharded run and shards 1/2 and 2/2 of the same matrix, run once for this module."""
+    root = tmp_path_factory.mktemp("shards")
+    (root / "matrix.yaml").write_text(MATRIX)
+    done = {}
+    for name, extra in (("full", []), ("s1", ["--scaledmm-shard", "1/2"]), ("s2", ["--scaledmm-shard", "2/2"])):
+        proc = _run(root, *extra, "--scaledmm-report", f"{name}.json")
+        assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]  # the planted MISMATCH fails the run
+        done[name] = json.loads((root / f"{name}.json").read_text())
+    return root, done
+
+
+def test_shard_values_are_checked():
+    assert parse_shard("2/4") == (2, 4) and parse_shard(" 1 / 1 ") == (1, 1) and parse_shard(None) is None
+    for bad in ("0/2", "3/2", "1/0", "2", "a/b", "-1/2", "1/2/3", ""):
+        with pytest.raises(pytest.UsageError, match="--scaledmm-shard: .* is not I/N"):
+            parse_shard(bad)
+
+
+def test_a_bad_shard_is_one_usage_error(matrix_project):
+    matrix_project.write_matrix(MATRIX)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "3/2", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.strip()]
+    assert errors == ["ERROR: --scaledmm-shard: '3/2' is not I/N with whole numbers 1 <= I <= N (e.g. 2/4 for the second of four shards)"]
+
+
+def test_assignment_is_deterministic_balanced_and_order_free():
+    costs = [(f"case-{i:03d}-{mode}", MODE_COST[mode]) for i, mode in enumerate(list(MODE_COST) * 12)]
+    owner = assign(costs, 3)
+    assert owner == assign(list(reversed(costs)), 3)[::-1]  # the input's order does not matter
+    loads = Counter()
+    for (cid, cost), shard in zip(costs, owner):
+        loads[shard] += cost
+    assert set(owner) == {0, 1, 2}
+    # Longest processing time first: the spread is at most one case's cost.
+    assert max(loads.values()) - min(loads.values()) <= max(MODE_COST.values())
+    expensive = [shard for (cid, cost), shard in zip(costs, owner) if cost == max(MODE_COST.values())]
+    assert len(set(expensive)) == 3  # the most expensive cases are spread, not stacked
+
+
+def test_two_shards_merged_equal_one_unsharded_run(runs, tmp_path, capsys):
+    root, done = runs
+    full, s1, s2 = done["full"], done["s1"], done["s2"]
+    ids1, ids2 = set(_outcomes(s1)), set(_outcomes(s2))
+    assert ids1 and ids2 and not ids1 & ids2 and ids1 | ids2 == set(_outcomes(full))
+    assert s1["shard"]["index"] == 1 and s2["shard"]["index"] == 2 and s1["shard"]["count"] == 2
+    assert s1["shard"]["total_cases"] == len(full["cases"]) == 16
+    assert s1["shard"]["total_ids_sha256"] == s2["shard"]["total_ids_sha256"]
+    assert s1["session"]["complete"] and s1["session"]["generated"] == len(ids1)
+
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), str(root / "s2.json"), str(root / "s1.json")]) == 0
+    assert capsys.readouterr().out.strip() == f"merged 2 shard(s) into {merged}: 16 case(s), complete"
+    report = json.loads(merged.read_text())
+    assert _outcomes(report) == _outcomes(full)  # same ids, same outcomes
+    assert report["summary"] == full["summary"] and report["summary"]["MISMATCH"] == 8
+    assert report["session"]["complete"] is True and report["session"]["generated"] == report["session"]["recorded"] == 16
+    assert report["matrix"]["cases"] == 16 and report["coverage"]["pairwise"] == full["coverage"]["pairwise"]
+    assert [m["index"] for m in report["shard"]["merged"]] == [1, 2]
+    # The gate takes the merged report for the unsharded one: no new failure.
+    assert main(["gate", "--baseline", str(root / "full.json"), "--candidate", str(merged)]) == 0
+
+
+@pytest.mark.parametrize(
+    "shards, reason",
+    [
+        (["s1"], "shard(s) 2/2 missing: 1 of 2 not given"),
+        (["s1", "s1", "s2"], "shard 1/2 is given 2 times"),
+    ],
+)
+def test_a_missing_or_duplicated_shard_is_incomplete_and_the_gate_fails(runs, tmp_path, capsys, shards, reason):
+    root, done = runs
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), *(str(root / f"{name}.json") for name in shards)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"scaledmm merge: merged report {merged} is INCOMPLETE: ") and reason in err
+    report = json.loads(merged.read_text())
+    assert report["session"]["complete"] is False and any(reason in r for r in report["session"]["incomplete_reasons"])
+    assert main(["gate", "--baseline", str(root / "full.json"), "--candidate", str(merged)]) == 1
+    assert "the candidate run is incomplete" in capsys.readouterr().err
+
+
+def test_shards_of_different_runs_or_unsharded_reports_do_not_merge(runs, tmp_path, capsys):
+    root, done = runs
+    other = json.loads((root / "s2.json").read_text())
+    other["matrix"]["seed"] = 7
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), str(root / "s1.json"), str(tmp_path / "other.json")]) == 1
+    assert "key 'matrix.seed' differs" in capsys.readouterr().err
+    assert main(["merge", str(merged), str(root / "s1.json"), str(root / "full.json")]) == 1
+    assert "full.json: not a shard report" in capsys.readouterr().err
+    (tmp_path / "corrupt.json").write_text("{")
+    assert main(["merge", str(merged), str(root / "s1.json"), str(root / "s2.json"), str(tmp_path / "corrupt.json")]) == 1
+    assert "corrupt.json: not a report (corrupt JSON" in capsys.readouterr().err
+    assert json.loads(merged.read_text())["session"]["complete"] is False
+
+
+def test_a_shard_that_lost_a_case_makes_the_merge_incomplete(runs, tmp_path, capsys):
+    root, done = runs
+    cut = json.loads((root / "s2.json").read_text())
+    cut["cases"] = cut["cases"][1:]
+    cut["session"]["recorded"] -= 1
+    cut["summary"] = dict(Counter(c["outcome"] for c in cut["cases"]))
+    (tmp_path / "cut.json").write_text(json.dumps(cut))
+    assert main(["merge", str(tmp_path / "m.json"), str(root / "s1.json"), str(tmp_path / "cut.json")]) == 1
+    assert "cut.json: shard 2/2 is incomplete" in capsys.readouterr().err
+
+
+def test_merge_never_overwrites_a_file_that_is_not_a_report(runs, tmp_path, capsys):
+    root, done = runs
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"mine": true}')
+    assert main(["merge", str(notes), str(root / "s1.json"), str(root / "s2.json")]) == 2
+    assert "is there and is not a pytest-scaledmm report: it is never overwritten" in capsys.readouterr().err
+    assert notes.read_text() == '{"mine": true}'
+
+
+def test_shards_under_xdist_run_the_same_cases(runs):
+    """Each runner may use xdist inside its shard: the workers collect the shard's slice, and the
+    controller's report is that shard's (each worker still takes its own GPU by its number)."""
+    root, done = runs
+    proc = _run(root, "-n", "2", "--scaledmm-shard", "1/2", "--scaledmm-report", "x.json")
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    report = json.loads((root / "x.json").read_text())
+    assert _outcomes(report) == _outcomes(done["s1"]) and report["session"]["complete"] is True
+    assert report["shard"] == done["s1"]["shard"]
