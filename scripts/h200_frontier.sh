@@ -1,5 +1,5 @@
 set -u
-pip install --no-build-isolation -q . >/dev/null 2>&1 || pip install --no-build-isolation . 2>&1 | tail -2
+pip install --no-build-isolation --no-deps -q . 2>&1 | tail -2
 cd /tmp
 for p in frontier-api frontier-grouped frontier-compile; do
   extra=""; [ $p = frontier-compile ] && extra="--scaledmm-max-autotune-configs 4"
