@@ -1,5 +1,5 @@
 set -u
-pip install -q --no-index --find-links .whl .whl/*.whl 2>&1 | grep -v "root user" | tail -2; pip install --no-build-isolation --no-deps -q . 2>&1 | grep -v "root" | tail -2
+pip install -q --no-deps --no-index .whl/*.whl 2>&1 | grep -v "root user" | tail -2; pip install --no-build-isolation --no-deps -q . 2>&1 | grep -v "root" | tail -2
 cd /tmp
 for p in frontier-api frontier-grouped frontier-compile; do
   extra=""; [ $p = frontier-compile ] && extra="--scaledmm-max-autotune-configs 4"
