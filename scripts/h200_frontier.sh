@@ -1,8 +1,16 @@
+#!/usr/bin/env bash
+# The three frontier profiles on one GPU. The carried wheels (.whl/) are unpacked onto PYTHONPATH
+# and the plugin is loaded from this checkout with -p, so nothing is installed.
 set -u
-pip install -q --no-deps --no-index .whl/*.whl 2>&1 | grep -v "root user" | tail -2; pip install --no-build-isolation --no-deps -q . 2>&1 | grep -v "root" | tail -2
+: "${OUT:?set OUT to the output directory}"
+REPO=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p /tmp/site && for w in "$REPO"/.whl/*.whl; do python3 -m zipfile -e "$w" /tmp/site; done
+export PYTHONPATH=$REPO:/tmp/site
+python3 -c "import pytest_scaledmm.plugin.entry, jsonschema, allpairspy" || exit 3
 cd /tmp
 for p in frontier-api frontier-grouped frontier-compile; do
   extra=""; [ $p = frontier-compile ] && extra="--scaledmm-max-autotune-configs 4"
-  timeout 170 python -m pytest -p no:cacheprovider -q --tb=no -rN -W ignore --scaledmm-matrix $OLDPWD/matrix.yaml --scaledmm-profile $p --scaledmm-report $OUT/$p.json -n 8 $extra > $OUT/$p.log 2>&1; echo "$p rc=$?"
-  tail -25 $OUT/$p.log | cut -c1-260
+  timeout -s INT 170 python3 -m pytest -p pytest_scaledmm.plugin.entry -p no:cacheprovider -q --tb=no -rN -W ignore \
+    --scaledmm-matrix "$REPO/matrix.yaml" --scaledmm-profile $p --scaledmm-report "$OUT/$p.json" -n 8 $extra > "$OUT/$p.log" 2>&1
+  echo "$p rc=$?"; tail -22 "$OUT/$p.log" | cut -c1-260
 done
