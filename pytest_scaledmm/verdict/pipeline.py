@@ -113,11 +113,24 @@ class AotiCall:
     def __call__(self, *args):
         if self.loaded is None:
             self._build(args)
-        self.stage = "runtime"
         self.calls += 1
+        return self._aoti_run(args)
+
+    # Loading and running have methods of their own: a crash there leaves only a faulthandler
+    # stack, and these frames name the stage (execution/isolate._STACK_LAYERS).
+    def _aoti_run(self, args: tuple):
+        self.stage = "runtime"
         result = self.loaded(*args)
         self.stage = "aoti"
         return result
+
+    def _aoti_load(self, path: str) -> None:
+        import torch
+
+        self.stage = "aoti_load"
+        start = time.perf_counter()
+        self.loaded = torch._inductor.aoti_load_package(path)
+        self.timing["load_s"] = time.perf_counter() - start
 
     def _build(self, args: tuple) -> None:
         import os
@@ -145,10 +158,7 @@ class AotiCall:
         self.timing["package_s"] = time.perf_counter() - start
         self.graphs = 1
         self.codes = package_code(path)
-        self.stage = "aoti_load"
-        start = time.perf_counter()
-        self.loaded = torch._inductor.aoti_load_package(path)
-        self.timing["load_s"] = time.perf_counter() - start
+        self._aoti_load(path)
 
     def close(self) -> None:
         if self.folder:
