@@ -195,6 +195,14 @@ def _serve(request, ctx):
             return run.run_case(case, ctx).to_json()
         except BaseException as exc:
             return oc.harness_error(exc, f" running case {case_id} in the isolated child").to_json()
+    if op == "aoti_control":
+        from .aoti_control import run_control
+
+        try:
+            return run_control(ctx.device)
+        except BaseException as exc:
+            return {"ok": False, "outcome": oc.HARNESS_ERROR, "stage": None,
+                    "error": oc.harness_error(exc).signature, "seconds": round(time.perf_counter() - start, 3)}
     if op == "rung":
         from . import triage
 
@@ -250,6 +258,17 @@ class InProcessRunner:
             return triage.execute_rung(case, rung, self.ctx)
         except Exception as exc:
             return _rung_answer(oc.harness_error(exc, f" running a triage rung of {case.id}"), start)
+
+    def aoti_control(self, case: Case) -> dict:
+        """aoti_control.run_control in this process."""
+        from .aoti_control import run_control
+
+        start = time.perf_counter()
+        try:
+            return run_control(self.ctx.device)
+        except Exception as exc:
+            return {"ok": False, "outcome": oc.HARNESS_ERROR, "stage": None,
+                    "error": oc.harness_error(exc).signature, "seconds": round(time.perf_counter() - start, 3)}
 
     def close(self) -> None:
         pass
@@ -336,6 +355,15 @@ class ChildRunner:
         answer = self._request(("rung", case.id, dict(case.params), rung), case)
         if isinstance(answer, Death):
             return {"outcome": answer.kind, "signature": answer.signature, "layer": answer.layer, "seconds": answer.seconds}
+        return answer
+
+    def aoti_control(self, case: Case) -> dict:
+        """aoti_control.run_control in the child (whatever the case's kernel): a control that
+        kills its process is a crash at the stage its stack names, and the run goes on."""
+        answer = self._request(("aoti_control", case.id, dict(case.params), None), case)
+        if isinstance(answer, Death):
+            return {"ok": False, "outcome": answer.kind, "stage": answer.layer, "error": answer.signature,
+                    "seconds": answer.seconds}
         return answer
 
     def close(self) -> None:
@@ -513,10 +541,17 @@ _STACK_LAYERS = [
 ]
 
 
+# Frames of verdict/pipeline.AotiCall that name its stage, whatever runs inside them: the
+# package loader and a loaded package are native code called from torch/_inductor/package,
+# which the markers above would read as "inductor".
+_AOTI_STAGE_FRAMES = [(" in _aoti_load", "aoti_load"), (" in _aoti_run", "runtime")]
+
+
 def _layer_from_stack(text: str) -> Optional[str]:
     """The compiler layer of the innermost frame in the thread that was running the case, read
     from a faulthandler dump (threads are listed most recent call first); "eager" when no
-    compiler frame is on that stack, None without a dump."""
+    compiler frame is on that stack, None without a dump. Inside an AOTInductor package's load
+    or run (_AOTI_STAGE_FRAMES), that stage."""
     blocks, current = [], []
     for line in text.splitlines():
         if line.startswith(("Thread 0x", "Current thread")) and current:
@@ -527,6 +562,11 @@ def _layer_from_stack(text: str) -> Optional[str]:
     for block in blocks:
         if not any("run_case" in line or "_serve" in line for line in block):
             continue
+        for line in block:
+            if line.strip().startswith("File ") and "verdict/pipeline.py" in line:
+                for ending, layer in _AOTI_STAGE_FRAMES:
+                    if line.rstrip().endswith(ending):
+                        return layer
         for line in block:
             for marker, layer in _STACK_LAYERS:
                 if line.strip().startswith("File ") and marker in line:

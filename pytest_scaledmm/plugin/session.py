@@ -67,6 +67,7 @@ class MatrixSession:
         self._spare_child = None
         self._runner = None
         self._triage = None
+        self._aoti_controls: dict = {}  # device -> the AOTInductor control's answer, once per session
         self._catalogue = None
         self._cache = FreshCache()
         self._records: dict[str, dict] = {}
@@ -193,12 +194,27 @@ class MatrixSession:
         return self._runner
 
     def run(self, case: Case, triage: bool = True) -> oc.Outcome:
-        result = self.runner().run(case)
+        result = self._aoti_controlled(case, self.runner().run(case))
         if triage and result.failed:
             found = self.triage(case, result)
             if found:
                 result.extra["triage"] = found
         return result
+
+    def _aoti_controlled(self, case: Case, result: oc.Outcome) -> oc.Outcome:
+        """An aoti case that failed while its package loaded or ran, judged against the
+        AOTInductor control (execution/aoti_control.py), run on the first such case only."""
+        from ..execution.aoti_control import apply_control, control_dtype, failed_stage
+
+        stage = failed_stage(case, result)
+        if stage is None:
+            return result
+        device = self.context().device
+        if device not in self._aoti_controls:
+            # A control that died cannot say its device and dtype: both are known here.
+            self._aoti_controls[device] = {"device": device, "dtype": control_dtype(device),
+                                           **self.runner().aoti_control(case), "ran_for": case.id}
+        return apply_control(result, stage, self._aoti_controls[device])
 
     def triage(self, case: Case, result: oc.Outcome) -> Optional[dict]:
         """The triage ladder for a failing case (None when --no-scaledmm-triage or nothing found)."""

@@ -4,6 +4,8 @@ met (the eager refusals a compiled-side error met) as detail."""
 
 from __future__ import annotations
 
+from collections import Counter
+
 from ..verdict import outcome as oc
 from .replay import replay_command, shared_text
 
@@ -81,6 +83,19 @@ def root_cause_lines(groups: list[dict], strict_errors: bool, max_groups: int = 
     return lines
 
 
+def control_skip_lines(records) -> list[str]:
+    """The cases SKIPPED because a control failed the same way (execution/aoti_control.py), by
+    reason: failures the run cannot pin on the kernel, so not proven."""
+    reasons = Counter(
+        r.get("detail") for r in records
+        if r.get("outcome") == oc.SKIPPED and isinstance((r.get("extra") or {}).get("aoti_control"), dict)
+    )
+    if not reasons:
+        return []
+    lines = [f"{sum(reasons.values())} case(s) SKIPPED, not proven: a control failed the same way"]
+    return lines + [f"  {n:4d} x {reason}" for reason, n in reasons.most_common()]
+
+
 def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
     counts = state.counts()
     total = sum(counts.values())
@@ -96,6 +111,7 @@ def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
         lines.append(f"{len(unsupported)} unsupported signature(s) (eager and compiled refuse alike):")
         for group in unsupported[:10]:
             lines.append(f"  {group['count']:4d} x {group['signature']}")
+    lines += control_skip_lines(state.records.values())
     reasons = state.incomplete_reasons()
     if reasons:
         recorded, generated = len(state.records), len(state.cases())
