@@ -152,20 +152,28 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     return result
 
 
-def _other_shapes(case: Case, ctx: RunContext) -> list:
-    """The case at the other M values a dynamic-M mode runs (compile_modes.OTHER_M_FACTORS times
-    its M), each with inputs of its own seed and its own float64 reference."""
+def other_m_sizes(case_id: str, m: int, run_seed: int) -> list:
+    """[{"label", "m", "seed"}]: the other M values a dynamic-M mode runs
+    (compile_modes.OTHER_M_FACTORS times the case's M), each with an input seed of its own.
+    Repro scripts carry the same list."""
     from ..matrix.compile_modes import OTHER_M_FACTORS
+
+    return [{"label": f"m={m * f}", "m": m * f, "seed": input_seed(run_seed, f"{case_id}@m={m * f}")}
+            for f in OTHER_M_FACTORS]
+
+
+def _other_shapes(case: Case, ctx: RunContext) -> list:
+    """The case at the other M values of a dynamic-M mode (other_m_sizes), each with its own
+    inputs and float64 reference."""
     from ..verdict.inputs import make_inputs
     from ..verdict.oracle import case_checker
     from ..verdict.pipeline import OtherShape
 
     shapes = []
-    for factor in OTHER_M_FACTORS:
-        m = case["m"] * factor
-        params = {**case.params, "m": m}
-        inputs = make_inputs(params, input_seed(ctx.run_seed, f"{case.id}@m={m}"), ctx.device)
-        shapes.append(OtherShape(f"m={m}", inputs.args(), case_checker(params, inputs, ctx.slack)))
+    for other in other_m_sizes(case.id, case["m"], ctx.run_seed):
+        params = {**case.params, "m": other["m"]}
+        inputs = make_inputs(params, other["seed"], ctx.device)
+        shapes.append(OtherShape(other["label"], inputs.args(), case_checker(params, inputs, ctx.slack)))
     return shapes
 
 

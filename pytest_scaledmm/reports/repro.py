@@ -396,6 +396,15 @@ def _found(record: dict, environment: dict) -> dict:
     }
 
 
+def _compile_comment(runner: str) -> str:
+    if runner == "aoti":
+        return ("torch.export, then torch._inductor.aoti_compile_and_package(inductor_configs=COMPILE['options']), "
+                "aoti_load_package and the call")
+    if runner in ("mark-dynamic", "mark-unbacked"):
+        return f"torch.compile(fullgraph=True, **COMPILE), M marked {runner.split('-')[1]}, run at the case's M then at OTHER_M"
+    return "torch.compile(fullgraph=True, **COMPILE)"
+
+
 def render_script(
     record: dict,
     environment: dict,
@@ -412,8 +421,9 @@ def render_script(
     the result is compiled here, so a script that would not parse is never written. `support`:
     kernel_support of the case's kernel; `fast_accum_keyword`: takes_fast_accum of it."""
     from .. import __version__
+    from ..execution.run import other_m_sizes
     from ..matrix.cases import input_seed
-    from ..matrix.compile_modes import compile_settings
+    from ..matrix.compile_modes import compile_mode, compile_settings
 
     if type(timeout_s) not in (int, float) or not math.isfinite(timeout_s) or timeout_s <= 0:
         raise ReproError(f"timeout must be a finite number of seconds greater than 0, not {timeout_s!r}")
@@ -425,6 +435,8 @@ def render_script(
         env_vars = {k: v for k, v in os.environ.items() if COMPILE_ENV.match(k) and k not in CACHE_ENV}
     name = script_name(record["outcome"], record["signature"])
     device = _mapping(environment).get("device")
+    row = compile_mode(params["mode"])
+    other_m = other_m_sizes(record["id"], params["m"], run_seed) if row.marks_m else []
     constants = "\n".join(
         [
             "# What the run recorded (values from the report, as data).",
@@ -434,7 +446,9 @@ def render_script(
             f"RUN_SEED = {literal(_plain(run_seed))}",
             "SEED = " + literal(seed) + "  # zlib.crc32(f'{RUN_SEED}::{CASE_ID}'.encode()): the run's input seed",
             f"DEVICE = {literal(device if isinstance(device, str) and device else 'cpu')}",
-            f"COMPILE = {literal(compile_settings(params['mode'], max_autotune_configs))}  # torch.compile(fullgraph=True, **COMPILE)",
+            f"COMPILE = {literal(compile_settings(params['mode'], max_autotune_configs))}  # {_compile_comment(row.runner)}",
+            f"RUNNER = {literal(row.runner)}  # how the compiled side is made (pipeline.make_compiled)",
+            f"OTHER_M = {literal(other_m)}  # the other M a dynamic-M mode runs, each with its input seed",
             f"KERNEL_SUPPORT = {literal(_plain(support))}  # what the kernel declares: how alike refusals are judged",
             f"FAST_ACCUM_KEYWORD = {literal(bool(fast_accum_keyword))}  # whether the kernel is passed use_fast_accum",
             f"SLACK = {literal(float(slack))}",
