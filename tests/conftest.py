@@ -101,6 +101,22 @@ def matrix_project(pytester, monkeypatch):
 
 
 @pytest.fixture
+def plant_aoti_load(monkeypatch):
+    """plant_aoti_load(how) sets $PLANTED_AOTI_LOAD for tests/planted_aoti_kernels.py (a run, its
+    isolated child and a repro script import it); a run imports it in this process too, so the
+    torch functions it replaces are put back afterwards."""
+    import torch
+
+    for name in ("aoti_compile_and_package", "aoti_load_package"):
+        monkeypatch.setattr(torch._inductor, name, getattr(torch._inductor, name))
+
+    def plant(how):
+        monkeypatch.setenv("PLANTED_AOTI_LOAD", how)
+
+    return plant
+
+
+@pytest.fixture
 def cpu_fp8_mm():
     """Skips the test where this torch has no fp8 torch._scaled_mm on the CPU, as older releases have not."""
     import torch

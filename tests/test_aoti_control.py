@@ -75,21 +75,6 @@ def test_a_crash_inside_a_package_load_or_run_is_that_stage_whatever_torch_frame
     assert isolate._layer_from_stack(dump("_build")) == "inductor"
 
 
-@pytest.fixture
-def plant_load(monkeypatch):
-    """Sets $PLANTED_AOTI_LOAD; the run imports planted_aoti_kernels in this process too, so the
-    torch functions it replaces are put back afterwards."""
-    import torch
-
-    for name in ("aoti_compile_and_package", "aoti_load_package"):
-        monkeypatch.setattr(torch._inductor, name, getattr(torch._inductor, name))
-
-    def plant(how):
-        monkeypatch.setenv("PLANTED_AOTI_LOAD", how)
-
-    return plant
-
-
 def _run(matrix_project, m, *options):
     matrix_project.write_matrix(matrix_text([KERNEL], {**AXES, "m": m}))
     result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "r.json",
@@ -98,8 +83,8 @@ def _run(matrix_project, m, *options):
 
 
 def test_when_no_package_loads_here_an_aoti_crash_is_skipped_and_the_gate_calls_it_not_proven(
-        matrix_project, plant_load, cpu_fp8_mm, tmp_path, capsys):
-    plant_load("crash-all")
+        matrix_project, plant_aoti_load, cpu_fp8_mm, tmp_path, capsys):
+    plant_aoti_load("crash-all")
     result, data = _run(matrix_project, [16])
     (record,) = data["cases"]
     assert record["outcome"] == "SKIPPED", record
@@ -122,8 +107,8 @@ def test_when_no_package_loads_here_an_aoti_crash_is_skipped_and_the_gate_calls_
     assert "capability lost: 1 case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate" in err, err
 
 
-def test_when_plain_packages_load_a_scaled_mm_load_failure_stands(matrix_project, plant_load, cpu_fp8_mm):
-    plant_load("fail-scaled")
+def test_when_plain_packages_load_a_scaled_mm_load_failure_stands(matrix_project, plant_aoti_load, cpu_fp8_mm):
+    plant_aoti_load("fail-scaled")
     result, data = _run(matrix_project, [16, 32])
     records = sorted(data["cases"], key=lambda r: r["params"]["m"])
     for record in records:

@@ -240,3 +240,78 @@ def test_an_embedded_module_may_import_only_its_siblings_by_name(tmp_path):
 def test_a_name_bound_twice_in_a_script_is_refused():
     assert repro._rebound("A = 1\ndef f(): pass\nB, A = 2, 3\nimport os\nimport os\n") == ["A"]
     assert repro._rebound(repro.verdict_code()) == []
+
+
+# -- compile paths: AOTInductor and M marked dynamic or unbacked --------------------------------
+
+
+def _compile_path_repros(matrix_project, pytester, kernels, mode, *options):
+    """A run of `kernels` in `mode` with repro scripts: {kernel: (record, script path)}."""
+    from matrices import matrix_text
+
+    axes = {"scale_a": ["rowwise"], "scale_b": ["rowwise"], "out_dtype": ["bf16"], "mode": [mode], "m": [16]}
+    matrix_project.write_matrix(matrix_text(kernels, axes))
+    matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "r.json", "--scaledmm-repro-dir",
+                       "repros", "--no-scaledmm-triage", *options)
+    records = json.loads((pytester.path / "r.json").read_text())["cases"]
+    return {r["params"]["kernel"]: (r, pytester.path / "repros" / repro.script_name(r["outcome"], r["signature"] or ""))
+            for r in records}
+
+
+def test_a_repro_of_an_aoti_case_exports_packages_loads_and_calls(matrix_project, pytester, plant_aoti_load, cpu_fp8_mm):
+    # Only packages that call _scaled_mm fail to load (planted, no C++ build): torch.compile
+    # alone would pass this case.
+    from matrices import planted
+
+    plant_aoti_load("fail-scaled")
+    found = _compile_path_repros(matrix_project, pytester, [planted("scaled_mm", module="planted_aoti_kernels")], "aoti")
+    record, script = found["scaled_mm"]
+    assert record["outcome"] == "COMPILE_ONLY_ERROR" and record["compiled_error"]["layer"] == "aoti_load", record
+    text = script.read_text()
+    assert "RUNNER = 'aoti'" in text and "runner=RUNNER" in text
+    for call in ("torch.export.export(", "torch._inductor.aoti_compile_and_package(", "torch._inductor.aoti_load_package("):
+        assert call in text
+    code, out = _run_script(script, cwd=pytester.path)
+    assert code == repro.EXIT_REPRODUCED, out
+    assert "cannot load a package that calls _scaled_mm" in out and "compiled: RuntimeError" in out
+
+
+def test_a_repro_of_a_mark_dynamic_case_marks_m_and_runs_the_other_m(matrix_project, pytester):
+    from matrices import IN_PROCESS, planted
+
+    kernels = [planted(name, module="planted_compile_kernels") for name in ("branches_on_m", "wrong_beyond_m")]
+    found = _compile_path_repros(matrix_project, pytester, kernels, "mark-dynamic", *IN_PROCESS)
+    outcomes = {k: r["outcome"] for k, (r, _) in found.items()}
+    assert outcomes == {"branches_on_m": "COMPILE_ONLY_ERROR", "wrong_beyond_m": "MISMATCH"}
+    said = {}
+    for kernel, (record, script) in found.items():
+        text = script.read_text()
+        assert "RUNNER = 'mark-dynamic'" in text and "runner=RUNNER, other_shapes=other_shapes" in text
+        assert "OTHER_M = [{'label': 'm=48', 'm': 48, 'seed': " in text and "'label': 'm=80'" in text
+        assert "torch._dynamo.mark_dynamic(" in text
+        code, said[kernel] = _run_script(script, cwd=pytester.path)
+        assert code == repro.EXIT_REPRODUCED, said[kernel]
+        assert f"observed: {record['outcome']}" in said[kernel]
+    # The recompile is counted as the run counts it; the other M are checked against their references.
+    assert "M marked dynamic: 2 frame(s) compiled; m=48 ok, m=80 ok" in said["branches_on_m"]
+    assert "M marked dynamic: 2 frame(s) compiled; m=48 max |err|/tol = " in said["wrong_beyond_m"], said["wrong_beyond_m"]
+
+
+def test_a_repro_of_a_mark_unbacked_case_marks_m_unbacked(matrix_project, pytester):
+    from matrices import IN_PROCESS, planted
+
+    from pytest_scaledmm.matrix.compile_modes import compile_mode
+
+    if compile_mode("mark-unbacked").unavailable():
+        pytest.skip(compile_mode("mark-unbacked").unavailable())
+    found = _compile_path_repros(matrix_project, pytester, [planted("branches_on_m", module="planted_compile_kernels")],
+                                 "mark-unbacked", *IN_PROCESS)
+    record, script = found["branches_on_m"]
+    # An unbacked M cannot take the kernel's Python branch: the guard on it fails at the first M.
+    assert record["outcome"] == "COMPILE_ONLY_ERROR" and "data-dependent" in record["signature"], record
+    text = script.read_text()
+    assert "RUNNER = 'mark-unbacked'" in text and "'label': 'm=48'" in text
+    assert "torch._dynamo.decorators.mark_unbacked(" in text
+    code, out = _run_script(script, cwd=pytester.path)
+    assert code == repro.EXIT_REPRODUCED, out
+    assert "M marked unbacked: 0 frame(s) compiled" in out, out
