@@ -493,6 +493,74 @@ def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[lis
     """All cases of a profile for a target arch (`cpu`, `sm90` ...), in a stable order (kernel by
     kernel: valid, special, boundary; then included cases), and notes on how they were made.
 
+    A composite profile (Profile.parts) is its parts' cases in the order listed, each part made
+    with its own axes, kernels and budget, an id an earlier part has dropped; then included cases.
+    """
+    if profile.parts:
+        return _composite_cases(spec, profile, arch)
+    return _profile_cases(spec, profile, arch, with_included=True)
+
+
+# Notes that count cases; a composite's are its parts' summed.
+COUNTERS = ("covering_rows", "drawn", "boundary", "special", "truncated")
+
+
+def _composite_cases(spec: Spec, profile: Profile, arch: str) -> tuple[list[Case], dict]:
+    cases: list[Case] = []
+    seen: set[str] = set()
+    counts = dict.fromkeys(COUNTERS, 0)
+    duplicates = 0
+    left_out: list = []
+    warnings: list[str] = []
+    possible: dict[str, dict[str, list]] = {}
+    reasons: dict[str, set] = {}
+    families: list[str] = []
+    parts: dict[str, int] = {}
+    for part in profile.parts:
+        part_cases, notes = _profile_cases(spec, part, arch, with_included=False)
+        parts[part.name] = len(part_cases)
+        for case in part_cases:
+            if case.id in seen:
+                duplicates += 1
+                continue
+            seen.add(case.id)
+            cases.append(case)
+        for key in COUNTERS:
+            counts[key] += notes[key]
+        left_out += [mode for mode in notes.get("left_out_modes", ()) if mode not in left_out]
+        warnings += notes["warnings"]  # each names its part: budgets and narrowing are per part
+        for kernel, sets in notes["possible"].items():
+            merged = possible.setdefault(kernel, {})
+            for key, items in sets.items():
+                known = merged.setdefault(key, [])
+                known += [item for item in items if item not in known]
+        for kernel, keys in notes["boundary_reasons"].items():
+            reasons.setdefault(kernel, set()).update(keys)
+        families += [family for family in notes["families"] if family not in families]
+    included = _add_included(spec, cases, seen)
+    notes = {"arch": arch, **counts, "included": included, "duplicates": duplicates}
+    if left_out:
+        notes["left_out_modes"] = left_out
+    notes.update(warnings=warnings, possible=possible,
+                 boundary_reasons={kernel: sorted(keys) for kernel, keys in reasons.items()},
+                 families=families, parts=parts)
+    return cases, notes
+
+
+def _add_included(spec: Spec, cases: list[Case], seen: set) -> int:
+    """The matrix's included (corpus) cases not excluded and not already there, appended."""
+    added = 0
+    for params in spec.included_cases:
+        if not any(matches(rule, params) for rule in spec.exclude) and case_id(params) not in seen:
+            seen.add(case_id(params))
+            cases.append(make_case(params))
+            added += 1
+    return added
+
+
+def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool) -> tuple[list[Case], dict]:
+    """The cases of a profile that has `cases` (see generate_cases).
+
     Valid configurations of each kernel's support model take at least VALID_SHARE_PERCENT of the
     budget; a boundary slice of at most BOUNDARY_SHARE_PERCENT holds each refusal reason under
     each compile-mode family; a special slice each special scale value x scale form x family, in
@@ -583,11 +651,8 @@ def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[lis
             left -= 1
     cases = [make_case(params) for kernel in kernels for slot in ("valid", "special", "boundary") for params in chosen[kernel.name][slot]]
     notes["warnings"] = _narrowing_warnings(profile, axes, spaces, chosen, len(cases))
-    for params in spec.included_cases:
-        if not excluded(params) and case_id(params) not in seen:
-            seen.add(case_id(params))
-            cases.append(make_case(params))
-            notes["included"] += 1
+    if with_included:
+        notes["included"] += _add_included(spec, cases, seen)
     notes["possible"] = {kernel.name: {"scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],
                                        "form_class": [list(t) for t in space.possible_form_classes()]}
                          for kernel, space, values, *_ in spaces}

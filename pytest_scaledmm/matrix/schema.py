@@ -200,15 +200,18 @@ KERNEL_DECLARATION_SCHEMA = {
     "properties": {k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k != "impl"},
 }
 
+# A profile has `cases` (with axes, kernels, strength), or is `profiles:`, the union of other
+# profiles; spec.py checks which, so that each mistake gets its own message.
+PROFILE_BODY_KEYS = ("cases", "strength", "axes", "kernels")
 _PROFILE = {
     "type": "object",
     "additionalProperties": False,
-    "required": ["cases"],
     "properties": {
         "cases": {"type": "integer", "minimum": 1, "maximum": 100000},
         "strength": {"enum": [2, 3]},
         "axes": _AXES,
         "kernels": {"type": "array", "minItems": 1, "items": {"type": "string"}},
+        "profiles": {"type": "array", "minItems": 1, "items": {"type": "string", "minLength": 1}},
     },
 }
 

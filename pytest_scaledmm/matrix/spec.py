@@ -11,7 +11,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 from ..verdict.scale_forms import FORMS
 from .errors import MatrixError
 from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, DEFAULT_LIMITS, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA, SHAPE_LIMITS
-from .schema import KERNEL_AXES, SUPPORT_RULES, size_problem
+from .schema import KERNEL_AXES, PROFILE_BODY_KEYS, SUPPORT_RULES, size_problem
 
 DEFAULT_SEED = 20240501
 
@@ -69,6 +69,14 @@ class Profile:
     strength: int
     axes: Mapping[str, Any]
     kernels: tuple[str, ...] | None
+    # A composite profile (`profiles:` in matrix.yaml): the union of these profiles' cases, each
+    # part generated with its own axes, kernels and budget. Its `cases` is the parts' sum.
+    parts: tuple["Profile", ...] = ()
+
+    @property
+    def leaves(self) -> tuple["Profile", ...]:
+        """The profiles whose axes make cases: a composite's parts, else the profile itself."""
+        return self.parts or (self,)
 
 
 @dataclass(frozen=True)
@@ -95,12 +103,17 @@ class Spec:
             raise MatrixError(self.path, f"profiles.{name}", f"no such profile (defined: {known})") from None
 
     def axes_for(self, profile: Profile) -> dict[str, Any]:
+        if profile.parts:  # no axes of its own: merging the matrix's would describe no case
+            raise ValueError(f"profile {profile.name!r} is a union of profiles: take the axes of each of its parts")
         merged = dict(AXIS_DEFAULTS)
         merged.update(self.axes)
         merged.update(profile.axes)
         return merged
 
     def kernels_for(self, profile: Profile) -> tuple[KernelSpec, ...]:
+        if profile.parts:
+            names = {k.name for part in profile.parts for k in self.kernels_for(part)}
+            return tuple(k for k in self.kernels if k.name in names)
         if not profile.kernels:
             return self.kernels
         return tuple(k for k in self.kernels if k.name in profile.kernels)
@@ -222,6 +235,8 @@ def _check_dims(path: Path, where: str, axes: Mapping[str, Any]) -> None:
 def _check_sizes(path: Path, data: Mapping[str, Any], limits: Mapping[str, int]) -> None:
     """Every profile's largest case (each dim at its largest value) within `limits`."""
     for name, body in data["profiles"].items():
+        if "profiles" in body:
+            continue  # a composite: its parts are checked
         largest, source = {}, {}
         for dim in ("m", "k", "n"):
             for key, axes in ((f"profiles.{name}.axes.{dim}", body.get("axes", {})), (f"axes.{dim}", data["axes"])):
@@ -238,6 +253,50 @@ def _check_sizes(path: Path, data: Mapping[str, Any], limits: Mapping[str, int])
             set_here = [d for d in ("m", "k", "n") if source[d]] or ["m"]
             dim = max(set_here, key=lambda d: largest[d])
             raise MatrixError(path, source[dim] or "axes", f"profile {name!r}: {problem[1]}; lower the shape or raise the limit")
+
+
+def _profiles(path: Path, bodies: Mapping[str, Any], kernel_names: Sequence[str]) -> dict[str, Profile]:
+    """The profiles in file order: those with `cases` first built, then the composites of them."""
+    leaves = {}
+    for name, body in bodies.items():
+        if "profiles" in body:
+            continue
+        if "cases" not in body:
+            raise MatrixError(path, f"profiles.{name}",
+                              "'cases' is a required property (or 'profiles': a list of other profiles to run together)")
+        _check_dims(path, f"profiles.{name}.axes", body.get("axes", {}))
+        for i, kname in enumerate(body.get("kernels", [])):
+            if kname not in kernel_names:
+                raise MatrixError(path, f"profiles.{name}.kernels[{i}]", f"kernel {kname!r} is not in 'kernels'")
+        leaves[name] = Profile(
+            name, body["cases"], body.get("strength", 2), dict(body.get("axes", {})), tuple(body.get("kernels", ())) or None
+        )
+    profiles = {}
+    for name, body in bodies.items():
+        if name in leaves:
+            profiles[name] = leaves[name]
+            continue
+        for key in PROFILE_BODY_KEYS:
+            if key in body:
+                raise MatrixError(path, f"profiles.{name}.{key}", f"{key!r} does not go with 'profiles': a composite profile"
+                                  " runs its parts, each with its own cases, axes, kernels and strength")
+        listed = body["profiles"]
+        for i, part in enumerate(listed):
+            key = f"profiles.{name}.profiles[{i}]"
+            if part == name:
+                raise MatrixError(path, key, f"{part!r} is this profile itself")
+            if part not in bodies:
+                raise MatrixError(path, key, f"no such profile {part!r} (defined: {', '.join(sorted(bodies))})")
+            if part not in leaves:
+                # One level only: a union of unions would hide which budget made which case.
+                raise MatrixError(path, key, f"{part!r} is itself a composite profile; list its parts instead"
+                                  f" ({', '.join(map(str, bodies[part]['profiles']))})")
+            if listed.index(part) != i:
+                raise MatrixError(path, key, f"{part!r} is listed twice (also at [{listed.index(part)}])")
+        parts = tuple(leaves[part] for part in listed)
+        kernels = None if any(p.kernels is None for p in parts) else tuple(dict.fromkeys(k for p in parts for k in p.kernels))
+        profiles[name] = Profile(name, sum(p.cases for p in parts), max(p.strength for p in parts), {}, kernels, parts)
+    return profiles
 
 
 def _limits(data: Mapping[str, Any]) -> dict[str, int]:
@@ -288,15 +347,7 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
         if names.index(name) != i:
             raise MatrixError(path, f"kernels[{i}].name", f"duplicate kernel {name!r}")
     _check_dims(path, "axes", data["axes"])
-    profiles = {}
-    for name, body in data["profiles"].items():
-        _check_dims(path, f"profiles.{name}.axes", body.get("axes", {}))
-        for i, kname in enumerate(body.get("kernels", [])):
-            if kname not in names:
-                raise MatrixError(path, f"profiles.{name}.kernels[{i}]", f"kernel {kname!r} is not in 'kernels'")
-        profiles[name] = Profile(
-            name, body["cases"], body.get("strength", 2), dict(body.get("axes", {})), tuple(body.get("kernels", ())) or None
-        )
+    profiles = _profiles(path, data["profiles"], names)
     limits = _limits(data)
     _check_sizes(path, data, limits)
     _check_tolerance(path, data)

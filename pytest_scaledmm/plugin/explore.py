@@ -43,14 +43,16 @@ def _dim_strategy(value):
     return st.sampled_from(sorted(value))
 
 
-def explore_kernel(state, kernel, examples: int) -> list[tuple]:
-    """[(case, outcome)] — the minimal failing case of each signature hypothesis found."""
+def explore_kernel(state, kernel, examples: int, profile=None) -> list[tuple]:
+    """[(case, outcome)] — the minimal failing case of each signature hypothesis found, over the
+    axes of `profile` (default: the run's; for a composite, one of its parts)."""
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import seed as hypothesis_seed
     from hypothesis import strategies as st
 
-    axes = state.spec.axes_for(state.profile)
-    values = kernel_axes(kernel, axes, given_axes(state.spec, state.profile))
+    profile = profile or state.profile
+    axes = state.spec.axes_for(profile)
+    values = kernel_axes(kernel, axes, given_axes(state.spec, profile))
     strategy = st.fixed_dictionaries(
         {
             "kernel": st.just(kernel.name),
@@ -101,8 +103,12 @@ def _only_findings(exc: BaseException) -> bool:
 
 
 def explore_items(parent, state):
-    for kernel in state.spec.kernels_for(state.profile):
-        yield ExploreItem.from_parent(parent, name=f"explore[{kernel.name}]", kernel=kernel, state=state)
+    # A composite profile: each part's kernels over that part's axes.
+    composite = bool(state.profile.parts)
+    for part in state.profile.leaves:
+        for kernel in state.spec.kernels_for(part):
+            name = f"explore[{part.name}:{kernel.name}]" if composite else f"explore[{kernel.name}]"
+            yield ExploreItem.from_parent(parent, name=name, kernel=kernel, state=state, profile=part)
 
 
 class ExploreFound(Exception):
@@ -114,10 +120,11 @@ class ExploreFound(Exception):
 class ExploreItem(pytest.Item):
     """Hypothesis search over one kernel's axes; fails listing the minimal cases it found."""
 
-    def __init__(self, *, kernel, state, **kwargs):
+    def __init__(self, *, kernel, state, profile, **kwargs):
         super().__init__(**kwargs)
         self.kernel = kernel
         self.state = state
+        self.profile = profile
 
     def runtest(self):
         state = self.state
@@ -125,7 +132,7 @@ class ExploreItem(pytest.Item):
         if environment is not None:
             self.user_properties.append(("scaledmm_env", environment))
         start = time.monotonic()
-        found = explore_kernel(state, self.kernel, state.settings.explore.examples)
+        found = explore_kernel(state, self.kernel, state.settings.explore.examples, self.profile)
         records = []
         for case, result in found:
             triage = state.triage(case, result)

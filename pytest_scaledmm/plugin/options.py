@@ -63,7 +63,8 @@ MATRIX = Option(
 PROFILE = Option(
     "--scaledmm-profile",
     "profile bounding the cases: a key of the matrix file's `profiles:` (the shipped matrix.yaml has smoke,"
-    " default, full, bench; default: default)",
+    " default, full, bench, frontier-api, frontier-grouped, frontier-compile, and frontier: the last three in"
+    " one run; default: default)",
     {"default": "default", "metavar": "NAME"},
 )
 REPORT = Option(

@@ -16,13 +16,25 @@ def check_case_ids(state, wanted) -> None:
     ids = [case.id for case in state.cases()]
     known = set(ids)
     problems = []
+    # Ids of each profile with cases, generated once: a composite has those of its parts (and
+    # the included cases, which every profile has and so are known already).
+    leaf_ids: dict[str, set] = {}
+
+    def has(profile, cid) -> bool:
+        for part in profile.leaves:
+            if part.name not in leaf_ids:
+                leaf_ids[part.name] = {c.id for c in generate_cases(state.spec, part, state.target_arch)[0]}
+            if cid in leaf_ids[part.name]:
+                return True
+        return False
+
     for cid in wanted:
         if cid in known:
             continue
         line = f"unknown case id {cid!r} in profile {state.profile.name!r} of {state.spec.path}"
         elsewhere = []
         for name, profile in state.spec.profiles.items():
-            if name != state.profile.name and cid in {c.id for c in generate_cases(state.spec, profile, state.target_arch)[0]}:
+            if name != state.profile.name and has(profile, cid):
                 elsewhere.append(name)
         if elsewhere:
             line += f"; it is a case of profile {', '.join(elsewhere)}: add --scaledmm-profile {elsewhere[0]}"

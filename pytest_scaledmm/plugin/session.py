@@ -177,7 +177,8 @@ class MatrixSession:
     def compiles_with_inductor(self) -> bool:
         from .speed import INDUCTOR_MODES
 
-        return bool(set(self.spec.axes_for(self.profile).get("mode", ())) & INDUCTOR_MODES)
+        modes = {mode for part in self.profile.leaves for mode in self.spec.axes_for(part).get("mode", ())}
+        return bool(modes & INDUCTOR_MODES)
 
     def runner(self):
         """The child process that runs cases (or the in-process runner); started on first use."""
