@@ -23,7 +23,7 @@ rm -rf "$REPROS"
 for p in $PROFILES; do
   # The autotune cap for the profiles with max-autotune GEMM-backend modes.
   extra=""; case $p in frontier|frontier-compile) extra="--scaledmm-max-autotune-configs 4";; esac
-  timeout -s INT 420 python3 -m pytest $LOAD -p no:cacheprovider -q --tb=no -rN -W ignore \
+  timeout -s INT "${RUN_TIMEOUT_S:-420}" python3 -m pytest $LOAD -p no:cacheprovider -q --tb=no -rN -W ignore \
     --scaledmm-matrix "$REPO/matrix.yaml" --scaledmm-profile $p --scaledmm-report "$OUT/$p.json" -n 8 \
     --scaledmm-repro-dir "$REPROS/$p" $extra > "$OUT/$p.log" 2>&1
   echo "$p rc=$?"; tail -22 "$OUT/$p.log" | cut -c1-260
