@@ -60,7 +60,18 @@ def same_refusal(eager: ErrorInfo, compiled: ErrorInfo) -> bool:
 
 
 def _off_by(check: dict) -> str:
-    return check.get("problem") or "max |err|/tol = %.3g (max abs %.3g)" % (check["ratio"], check["max_abs"])
+    if check.get("problem"):
+        return check["problem"]
+    where = f"; {check['where']}" if check.get("where") else ""
+    return "max |err|/tol = %.3g (max abs %.3g)%s" % (check["ratio"], check["max_abs"], where)
+
+
+def problem_of(check: dict) -> str:
+    """A failed check's problem for a signature: its own, or the values off the reference with
+    what the off elements share (inputs.off_pattern)."""
+    if check.get("problem"):
+        return check["problem"]
+    return "values off the reference" + (f" {check['pattern']}" if check.get("pattern") else "")
 
 
 # A symbolic size (s?, from a dynamic-shape compile) is a size like any other in a cause: one
@@ -106,7 +117,7 @@ def _eager_refused(
     met = f"eager: {signature_of(eager_error)}"
     signature = f"{ACCEPTS}: {signature_of(eager_error)}"
     if compiled_graph_calls and compiled_check is not None and not compiled_check["ok"]:
-        problem = compiled_check.get("problem", "values off the reference")
+        problem = problem_of(compiled_check)
         return Outcome(
             LENIENT_MISMATCH, signature, "compiled",
             f"eager raises, compiled returns a wrong result: {_off_by(compiled_check)}{_expected_refusal(params)}",
@@ -160,7 +171,7 @@ def classify(
             # Eager is wrong on its own: that is the first bug, whatever compile then does.
             return Outcome(
                 MISMATCH,
-                f"MISMATCH: eager {eager_check.get('problem', 'values off the reference')}",
+                f"MISMATCH: eager {problem_of(eager_check)}",
                 "eager",
                 f"eager: {_off_by(eager_check)}; compiled raised {signature_of(compiled_error)}",
             )
@@ -176,7 +187,7 @@ def classify(
     off = [(side, check) for side, check in (("eager", eager_check), ("compiled", compiled_check)) if not check["ok"]]
     if off:
         sides = "+".join(side for side, _ in off)
-        problems = sorted({check.get("problem", "values off the reference") for _, check in off})
+        problems = sorted({problem_of(check) for _, check in off})
         detail = "; ".join(f"{side}: {_off_by(check)}" for side, check in off)
         return Outcome(MISMATCH, f"MISMATCH: {sides} {', '.join(problems)}", sides, detail)
     return Outcome(PASS)

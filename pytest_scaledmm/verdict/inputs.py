@@ -463,6 +463,53 @@ def _relative(max_abs: float, scale: float) -> float:
     return 0.0 if max_abs == 0 else math.inf
 
 
+# A band of rows or columns is off when at least this share of its elements is off, and none
+# outside it: a misread scale block looks like that, scattered rounding errors never do.
+BAND_DENSITY = 0.9
+
+
+def _band(off_lines, dense_lines) -> Optional[tuple]:
+    """(first, last) of the lines holding off elements when they are one contiguous strict subset
+    of all lines and each of them is dense with off elements, else None."""
+    import torch
+
+    where = torch.nonzero(off_lines).flatten()
+    if not where.numel() or where.numel() == off_lines.numel():
+        return None
+    first, last = int(where[0]), int(where[-1])
+    if last - first + 1 != where.numel() or not bool(dense_lines[first:last + 1].all()):
+        return None
+    return first, last
+
+
+def off_pattern(got, value, tol, diff, finite_ref) -> dict:
+    """What the off elements of an output have in common, so that distinct bugs get distinct
+    signatures: "by one constant factor" (every element is the reference times one number r,
+    within the bound scaled by r: an ignored or doubled scale), "in a band of columns" / "in a
+    band of rows" (one contiguous run, densely off, nothing off outside: a misread scale block).
+    {} when the off elements share neither."""
+    import torch
+
+    found: dict = {}
+    usable = finite_ref & torch.isfinite(got) & (value.abs() > tol)
+    if usable.any():
+        factor = float((got[usable] / value[usable]).median())
+        if math.isfinite(factor) and factor != 0.0 and abs(factor - 1.0) > 0.01:
+            rescaled = (got - factor * value).abs() <= tol * abs(factor)
+            if bool(rescaled[finite_ref].all()):
+                return {"pattern": "by one constant factor", "where": f"output = {factor:.4g} x reference"}
+    if got.dim() != 2:
+        return found
+    off = diff > tol
+    columns = _band(off.any(dim=0), off.float().mean(dim=0) >= BAND_DENSITY)
+    rows = _band(off.any(dim=1), off.float().mean(dim=1) >= BAND_DENSITY)
+    if columns and not rows:
+        found = {"pattern": "in a band of columns", "where": f"columns {columns[0]}-{columns[1]} of {off.shape[1]}"}
+    elif rows and not columns:
+        found = {"pattern": "in a band of rows", "where": f"rows {rows[0]}-{rows[1]} of {off.shape[0]}"}
+    return found
+
+
 def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
     """How far one output is from the reference; ratio = max |out - value| / tolerance, > 1 is
     outside it. Where the reference is non-finite (an inf or nan scale) the output must be
@@ -491,6 +538,8 @@ def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
     max_abs = diff.max().item() if diff.numel() else 0.0
     scale = safe.abs().max().item() if diff.numel() else 0.0
     result = {"ok": ratio <= 1.0, "ratio": ratio, "max_abs": max_abs, "max_rel": _relative(max_abs, scale)}
+    if ratio > 1.0 and not (finite_there.any() or wrong_sign.any()):
+        result.update(off_pattern(got, safe, tol, diff, finite_ref))
     if finite_there.any() or wrong_sign.any():
         result["problem"] = (
             "non-finite positions differ from the reference" if finite_there.any() else "infinities of the wrong sign"

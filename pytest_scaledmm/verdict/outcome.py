@@ -186,6 +186,9 @@ class Outcome:
 
 
 _RULES = [
+    # One data-dependent guard failure, whichever expression the shapes made it guard on.
+    (re.compile(r"Consider annotating your code using torch\._check\*\(\)\.\s*"), ""),
+    (re.compile(r"(Could not guard on data-dependent expression)[^|]*"), r"\1 <expr> "),
     (re.compile(r"0x[0-9a-fA-F]+"), "0x?"),
     (re.compile(r"(?:[A-Za-z]:)?(?:/[\w.\-+]+){2,}(?:\.py|\.so|\.cpp|\.h|\.cu)?"), "<path>"),
     (re.compile(r"\bline \d+"), "line N"),

@@ -220,7 +220,9 @@ def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -
         return result
     off = [s for s in shapes if not s.get("ok")]
     if off:
-        problems = sorted({s.get("problem") or "values off the reference" for s in off})
+        from .classify import problem_of
+
+        problems = sorted({problem_of(s) for s in off})
         return Outcome(MISMATCH, f"MISMATCH: compiled at another M {', '.join(problems)}", "compiled",
                        "; ".join(f"{s['label']}: {s.get('problem') or 'max |err|/tol = %.3g' % s['ratio']}" for s in off),
                        errors=result.errors, timing=result.timing, extra=result.extra)
