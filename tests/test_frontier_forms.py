@@ -371,3 +371,20 @@ def test_frontier_matrix_outcomes_on_this_cpu(matrix_project):
     # the meta function's RuntimeError, on invalid input.
     assert {c["outcome"] for c in cases} <= {"PASS", "UNSUPPORTED", "BOUNDARY_PARITY"}, [
         (c["id"], c["outcome"], c.get("signature")) for c in cases if c["outcome"] not in ("PASS", "UNSUPPORTED")]
+
+
+def test_input_facts_of_packed_fp4_operands_for_repro_scripts():
+    """A repro script records each input's facts; packed fp4 has no copy kernel to take them with."""
+    from pytest_scaledmm.verdict.facts import input_facts
+    from pytest_scaledmm.verdict.inputs import make_inputs
+
+    params = {"kernel": "scaled_mm_v2", "scale_a": "nvfp4", "scale_b": "nvfp4", "dtype_a": "fp4e2m1",
+              "dtype_b": "fp4e2m1", "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "m": 64, "k": 128,
+              "n": 128, "mode": "aot_eager", "scale_layout": "contiguous", "activation_rank": 2}
+    first, again = (input_facts(make_inputs(params, 7, "cpu")) for _ in range(2))
+    assert first == again
+    assert first["a"]["dtype"] == "float4_e2m1fn_x2" and first["a"]["shape"] == [64, 64]
+    assert first["b"]["stride"] == [1, 64]  # K/2 x N, column-major, as drawn
+    assert [level["dtype"] for level in first["scale_a"]["levels"]] == ["float8_e4m3fn", "float32"]
+    other = input_facts(make_inputs(params, 8, "cpu"))
+    assert other["a"]["crc32"] != first["a"]["crc32"]

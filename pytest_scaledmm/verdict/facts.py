@@ -18,8 +18,11 @@ def tensor_facts(t) -> Optional[dict]:
 
     import torch
 
+    source = t.detach().cpu()
+    if source.element_size() == 1:
+        source = source.view(torch.uint8)  # packed fp4 and some fp8 dtypes have no copy kernel
     # A fresh dense copy: contiguous() keeps a stride on size-1 dims, which view() refuses.
-    flat = t.detach().cpu().clone(memory_format=torch.contiguous_format).reshape(-1)
+    flat = source.clone(memory_format=torch.contiguous_format).reshape(-1)
     raw = bytes(flat.view(torch.uint8).tolist())
     return {
         "shape": list(t.shape),
