@@ -48,10 +48,10 @@ profiles:
 """
 
 
-def _run_script(path: Path, *args, cwd=None):
+def _run_script(path: Path, *args, cwd=None, timeout=120):
     done = subprocess.run(
         [sys.executable, "-c", WITHOUT_PLUGIN, str(path), "--strict-inputs", *args],
-        capture_output=True, text=True, timeout=120, cwd=cwd,
+        capture_output=True, text=True, timeout=timeout, cwd=cwd,
     )
     return done.returncode, done.stdout + done.stderr
 
@@ -244,6 +244,10 @@ def test_a_name_bound_twice_in_a_script_is_refused():
 
 # -- compile paths: AOTInductor and M marked dynamic or unbacked --------------------------------
 
+# A script that compiles with Inductor at three M builds C++ on the CPU each time: minutes on a
+# busy machine.
+INDUCTOR_SCRIPT_S = 400
+
 
 def _compile_path_repros(matrix_project, pytester, kernels, mode, *options):
     """A run of `kernels` in `mode` with repro scripts: {kernel: (record, script path)}."""
@@ -289,7 +293,7 @@ def test_a_repro_of_a_mark_dynamic_case_marks_m_and_runs_the_other_m(matrix_proj
         assert "RUNNER = 'mark-dynamic'" in text and "runner=RUNNER, other_shapes=other_shapes" in text
         assert "OTHER_M = [{'label': 'm=48', 'm': 48, 'seed': " in text and "'label': 'm=80'" in text
         assert "torch._dynamo.mark_dynamic(" in text
-        code, said[kernel] = _run_script(script, cwd=pytester.path)
+        code, said[kernel] = _run_script(script, cwd=pytester.path, timeout=INDUCTOR_SCRIPT_S)
         assert code == repro.EXIT_REPRODUCED, said[kernel]
         assert f"observed: {record['outcome']}" in said[kernel]
     # The recompile is counted as the run counts it; the other M are checked against their references.
@@ -312,6 +316,6 @@ def test_a_repro_of_a_mark_unbacked_case_marks_m_unbacked(matrix_project, pytest
     text = script.read_text()
     assert "RUNNER = 'mark-unbacked'" in text and "'label': 'm=48'" in text
     assert "torch._dynamo.decorators.mark_unbacked(" in text
-    code, out = _run_script(script, cwd=pytester.path)
+    code, out = _run_script(script, cwd=pytester.path, timeout=INDUCTOR_SCRIPT_S)
     assert code == repro.EXIT_REPRODUCED, out
     assert "M marked unbacked: 0 frame(s) compiled" in out, out
