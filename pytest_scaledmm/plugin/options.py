@@ -56,7 +56,8 @@ class Option:
 
 MATRIX = Option(
     "--scaledmm-matrix",
-    "run the scaled-mm compatibility matrix from PATH (default: matrix.yaml in the rootdir)",
+    "run the scaled-mm compatibility matrix from PATH, relative to the current directory when it is"
+    " there, else to the rootdir; a directory stands for its matrix.yaml (default: matrix.yaml)",
     {"nargs": "?", "const": "matrix.yaml", "default": None, "metavar": "PATH"},
     path=True,
 )
@@ -68,7 +69,9 @@ PROFILE = Option(
 )
 REPORT = Option(
     "--scaledmm-report",
-    "write the JSON report to PATH (default: .scaledmm/reports/<time>.json under the rootdir)",
+    "write the JSON report to PATH (default: <project>/.scaledmm/reports/report-<UTC time>-<pid>.json,"
+    " the project being the nearest directory at or above the matrix with pytest.ini, pyproject.toml,"
+    " tox.ini, setup.cfg or setup.py (else the matrix's directory), or --rootdir when given)",
     {"default": None, "metavar": "PATH"},
     path=True,
 )
@@ -167,7 +170,8 @@ MAX_AUTOTUNE_CONFIGS = Option(
 )
 FIRST_FAILURE = Option(
     "--scaledmm-first-failure",
-    "run the cases most likely to fail first: last run's failures, then mixed-rank scale pairs under Inductor",
+    "run the cases most likely to fail first: the failures of the newest earlier report in the report's"
+    " directory, then mixed-rank scale pairs under Inductor",
     {"action": "store_true", "default": False},
 )
 
