@@ -82,3 +82,71 @@ def test_the_report_help_names_the_real_default_directory():
     assert "--rootdir" in opt.REPORT.help
     assert "a directory stands for its matrix.yaml" in opt.MATRIX.help
     assert f"<project>/{REPORTS_SUBDIR.as_posix()}" in opt.KEEP.help
+
+
+# -- every JSON file is strict JSON -------------------------------------------------------------------
+
+
+def _strict(text: str):
+    """json.loads that refuses NaN, Infinity and -Infinity, as jq and most parsers do."""
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_reports_are_strict_json_and_non_finite_numbers_round_trip(matrix_project, pytester, tmp_path, capsys):
+    from pytest_scaledmm.reports.report import load_report, write_atomic
+
+    # returns_none fails with an infinite error ratio on both sides.
+    matrix_project.write_matrix(matrix_text([planted("correct"), planted("returns_none")]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json", "--scaledmm-shard", "1/1",
+                                "--junitxml", "junit.xml", "--scaledmm-repro-dir", "repros")
+    assert result.ret == 1
+    text = (pytester.path / "r.json").read_text()
+    data = _strict(text)
+    broken = next(c for c in data["cases"] if c["params"]["kernel"] == "returns_none")
+    assert broken["errors"]["eager"]["ratio"] == "inf"
+    for index in (pytester.path / "repros").glob("*.json"):
+        _strict(index.read_text())
+    # The readers take the report as written; rewritten, it is the same text.
+    loaded = load_report(pytester.path / "r.json")
+    write_atomic(tmp_path / "again.json", loaded)
+    assert (tmp_path / "again.json").read_text() == text
+    # Merged, compared and gated: strict again, and the same verdicts.
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), str(pytester.path / "r.json")]) == 0
+    _strict(merged.read_text())
+    assert main(["compare", str(pytester.path / "r.json"), str(merged)]) == 0
+    assert main(["gate", "--baseline", str(pytester.path / "r.json"), "--candidate", str(merged)]) == 0
+    capsys.readouterr()
+
+
+def test_a_report_written_with_bare_infinity_and_nan_is_read_and_rewritten_strict(tmp_path, capsys):
+    from pytest_scaledmm.reports.gate import _bound_difference
+    from pytest_scaledmm.reports.report import load_report, write_atomic
+    from reports_factory import case, report
+
+    record = case("k-1", "MISMATCH", "MISMATCH: wrong")
+    record["errors"] = {side: {"ok": False, "ratio": float("inf"), "bound": {"slack": float("nan")}} for side in ("eager", "compiled")}
+    old = report([record, case("k-2", "PASS")])
+    legacy = tmp_path / "legacy.json"
+    legacy.write_text(json.dumps(old))  # what earlier versions wrote
+    assert "Infinity" in legacy.read_text() and "NaN" in legacy.read_text()
+    loaded = load_report(legacy)
+    write_atomic(tmp_path / "strict.json", loaded)
+    rewritten = _strict((tmp_path / "strict.json").read_text())
+    assert rewritten["cases"][0]["errors"]["eager"] == {"ok": False, "ratio": "inf", "bound": {"slack": "nan"}}
+    strict = load_report(tmp_path / "strict.json")  # the schema takes "nan" for a slack
+    assert _bound_difference(loaded, strict) is None  # the same bound, however it was written
+    strict["cases"][0]["errors"]["eager"]["bound"]["slack"] = "lots"
+    (tmp_path / "bad.json").write_text(json.dumps(strict))
+    from pytest_scaledmm.reports.report import ReportError
+
+    with pytest.raises(ReportError, match=r"bound.slack' is 'lots', not a number \(nor inf, -inf or nan\)"):
+        load_report(tmp_path / "bad.json")
+
+
+def test_doctor_json_is_strict(capsys):
+    assert main(["doctor", "--json", "--no-probe"]) == 0
+    _strict(capsys.readouterr().out)

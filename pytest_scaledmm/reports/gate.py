@@ -33,7 +33,6 @@ passing cases only in the candidate are notes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -61,7 +60,7 @@ from .compare import (
 )
 from ..matrix.known_failures import restore_original_outcomes
 from ..verdict import outcome as oc
-from .report import duplicate_ids
+from .report import duplicate_ids, dumps_strict, number
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
 # How the opt-ins are spelled where the gate runs: the console script's flags by default.
@@ -214,15 +213,16 @@ def _slacks(report: Mapping) -> tuple[Optional[float], dict[str, frozenset]]:
     matrix = report.get("matrix") or {}
     tolerance = matrix.get("tolerance") or {}
     block = tolerance.get("slack")
+    block = number(block) if number(block) is not None else block  # "inf" as written is inf
     per_case = {}
     for record in report["cases"]:
         checks = record.get("errors") or {}
         found = set()
         for side in ("eager", "compiled"):
             bound = (checks.get(side) or {}).get("bound") or {}
-            slack = bound.get("slack")
-            if type(slack) in (int, float):
-                found.add("nan" if math.isnan(slack) else float(slack))
+            slack = number(bound.get("slack"))
+            if slack is not None:
+                found.add("nan" if math.isnan(slack) else slack)
         if found:
             per_case[record["id"]] = frozenset(found)
     return block, per_case
@@ -244,7 +244,7 @@ def _bound_difference(baseline: Mapping, candidate: Mapping) -> Optional[str]:
 
 
 def _canonical(report: Mapping) -> str:
-    return json.dumps(report, sort_keys=True, default=str)
+    return dumps_strict(report, sort_keys=True)  # a report in memory and its file compare equal
 
 
 def _same_report(baseline: Mapping, candidate: Mapping) -> bool:
