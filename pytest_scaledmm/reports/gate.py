@@ -60,7 +60,7 @@ from .compare import (
 )
 from ..matrix.known_failures import restore_original_outcomes
 from ..verdict import outcome as oc
-from .report import duplicate_ids, dumps_strict, number
+from .report import duplicate_ids, dumps_strict, number, shard_advice, shard_of
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
 # How the opt-ins are spelled where the gate runs: the console script's flags by default.
@@ -292,6 +292,16 @@ def check(
     reports = {"baseline": baseline, "candidate": candidate}
     if _same_report(baseline[1], candidate[1]):
         reasons.append("baseline and candidate are the same report: a report gated against itself proves nothing")
+    # A shard's report is a complete run of its slice: without this it would fail only as
+    # "cases missing", which does not say to merge the shards first.
+    slices = [(shard_of(data), (data.get("shard") or {}).get("total_ids_sha256")) for _, data in reports.values()]
+    if slices[0][0] is not None and slices[0] == slices[1]:
+        notes.append(f"both reports are shard {'/'.join(map(str, slices[0][0]))} of the same cases: only that slice is gated")
+    else:
+        for role, (_, data) in reports.items():
+            advice = shard_advice(data)
+            if advice:
+                unless(allow_missing, "allow_missing", f"the {role}: {advice}, then gate the merged report", "skipped")
     for role, (_, data) in reports.items():
         duplicates = duplicate_ids(data)
         if duplicates:

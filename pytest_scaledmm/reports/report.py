@@ -229,6 +229,22 @@ def ids_sha256(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
+def shard_of(report: dict) -> Optional[tuple[int, int]]:
+    """(I, N) when the report is shard I of N of a sharded run (not a merge of the shards)."""
+    block = report.get("shard")
+    if isinstance(block, dict) and type(block.get("index")) is int and type(block.get("count")) is int:
+        return block["index"], block["count"]
+    return None
+
+
+def shard_advice(report: dict) -> Optional[str]:
+    """What to do with a shard's report before comparing or gating it, or None."""
+    position = shard_of(report)
+    if position is None:
+        return None
+    return f"this is shard {position[0]}/{position[1]} of a sharded run: merge the shards first (scaledmm merge)"
+
+
 def duplicate_ids(report: dict) -> dict[str, int]:
     """Case ids recorded more than once, with their count. Loading keeps every record, so a
     duplicate is named here instead of the last record silently winning."""
