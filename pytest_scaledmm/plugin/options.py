@@ -207,8 +207,9 @@ SHARD = Option(
 )
 KEEP = Option(
     "--scaledmm-keep",
-    "after the run, keep only the N newest reports in the default report directory"
-    " (<project>/.scaledmm/reports); only reports this plugin named there are removed (N >= 1)",
+    "after the run, keep only the N newest reports of this matrix, profile and shard in the default"
+    " report directory (<project>/.scaledmm/reports); only reports this plugin named and wrote there"
+    " are removed, never the baseline or another matrix's, profile's or shard's (N >= 1)",
     {"type": int, "default": None, "metavar": "N"},
 )
 PLUGIN_OPTIONS += [SHARD, KEEP]
