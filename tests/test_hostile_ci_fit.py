@@ -3,7 +3,10 @@ where they came from, strict JSON, shard reports gated alone, step summaries tha
 pruning that spares what it did not write for this matrix, merges that would lose an input, and
 a shard that gets no case."""
 
+import contextlib
 import json
+import os
+import signal
 
 import pytest
 
@@ -150,3 +153,197 @@ def test_a_report_written_with_bare_infinity_and_nan_is_read_and_rewritten_stric
 def test_doctor_json_is_strict(capsys):
     assert main(["doctor", "--json", "--no-probe"]) == 0
     _strict(capsys.readouterr().out)
+
+
+# -- a shard's report gated or compared alone -------------------------------------------------------------
+
+
+def _shard_report(cases, index, count, total_ids, **env):
+    from pytest_scaledmm.reports.report import ids_sha256
+    from reports_factory import report
+
+    data = report(cases, **env)
+    data["shard"] = {"index": index, "count": count, "cases": len(cases), "total_cases": len(total_ids),
+                     "total_ids_sha256": ids_sha256(total_ids), "ids_sha256": ids_sha256(c["id"] for c in cases)}
+    return data
+
+
+def test_a_shard_gated_or_compared_alone_says_to_merge_first(tmp_path, capsys):
+    from reports_factory import case, report, write
+
+    cases = [case(f"k-{i}", "PASS") for i in range(4)]
+    ids = [c["id"] for c in cases]
+    full = write(tmp_path / "full.json", report(cases))
+    shard = write(tmp_path / "s1.json", _shard_report(cases[:2], 1, 2, ids, torch="2.14.0"))
+    advice = "this is shard 1/2 of a sharded run: merge the shards first (scaledmm merge)"
+
+    assert main(["gate", "--baseline", str(full), "--candidate", str(shard)]) == 1
+    err = capsys.readouterr().err
+    assert f"the candidate: {advice}, then gate the merged report" in err.splitlines()[1]
+    assert main(["gate", "--baseline", str(shard), "--candidate", str(full)]) == 1
+    assert f"the baseline: {advice}" in capsys.readouterr().err
+    # --allow-missing is the opt-in for a partial comparison: a note then.
+    assert main(["gate", "--baseline", str(full), "--candidate", str(shard), "--allow-missing"]) == 0
+    assert f"note: skipped (--allow-missing): the candidate: {advice}" in capsys.readouterr().out
+    # The same shard of the same cases on both sides is a like-for-like comparison of that slice.
+    old_shard = write(tmp_path / "old-s1.json", _shard_report(cases[:2], 1, 2, ids))
+    assert main(["gate", "--baseline", str(old_shard), "--candidate", str(shard)]) == 0
+    assert "both reports are shard 1/2 of the same cases: only that slice is gated" in capsys.readouterr().out
+    other = write(tmp_path / "s1-other.json", _shard_report(cases[:2], 1, 2, ids + ["k-9"], torch="2.14.0"))
+    assert main(["gate", "--baseline", str(old_shard), "--candidate", str(other)]) == 1
+    capsys.readouterr()
+
+    assert main(["compare", str(full), str(shard)]) == 0
+    assert advice in capsys.readouterr().out
+
+    # Merged, the shards are the whole run: no advice.
+    second = write(tmp_path / "s2.json", _shard_report(cases[2:], 2, 2, ids, torch="2.14.0"))
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), str(shard), str(second)]) == 0
+    assert main(["gate", "--baseline", str(full), "--candidate", str(merged)]) == 0
+    assert "merge the shards first" not in capsys.readouterr().out
+
+
+# -- a step summary that is not a file ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _no_hang(seconds=60):
+    """Fails the test instead of hanging it (a FIFO without a reader blocks its writer)."""
+    def hung(signum, frame):
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_fifo_as_step_summary_is_one_warning_not_a_hung_run(matrix_project, monkeypatch):
+    fifo = matrix_project.path / "summary.fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(fifo))
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    with _no_hang():
+        result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == 0
+    warnings = [line for line in result.outlines if "GITHUB_STEP_SUMMARY" in line]
+    assert warnings == [f"warning: $GITHUB_STEP_SUMMARY: cannot append to {fifo}: it is a FIFO, not a file to append to"]
+    assert matrix_project.report("r.json")["session"]["complete"] is True
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_gate_and_merge_warn_once_on_a_step_summary_that_is_not_a_file(tmp_path, monkeypatch, capsys, kind):
+    from reports_factory import case, report, write
+
+    target = tmp_path / "summary"
+    os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    baseline = write(tmp_path / "b.json", report([case("k-1", "PASS")], torch="2.12.0"))
+    candidate = write(tmp_path / "c.json", report([case("k-1", "PASS")]))
+    with _no_hang():
+        assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate), "--markdown", str(target)]) == 0
+        assert main(["compare", str(baseline), str(candidate)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    expected = f"$GITHUB_STEP_SUMMARY: cannot append to {target}: it is a {'FIFO' if kind == 'fifo' else 'directory'}, not a file to append to"
+    assert err == [f"scaledmm gate: warning: --markdown: cannot append to {target}: it is a {'FIFO' if kind == 'fifo' else 'directory'}, not a file to append to",
+                   f"scaledmm compare: warning: {expected}"]
+
+
+# -- a shard that gets no case --------------------------------------------------------------------------
+
+
+def test_a_shard_with_no_case_is_a_complete_empty_slice_that_merges(matrix_project, tmp_path, capsys):
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"out_dtype": ["bf16", "fp16"]}))  # 2 cases
+    for index in (1, 2, 3):
+        result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", f"{index}/3", "--scaledmm-report", f"s{index}.json")
+        assert result.ret == 0, result.stdout.str()[-2000:]
+    assert any(line.startswith("shard 3/3 holds none of the matrix's 2 case(s)") for line in result.outlines)
+    empty = matrix_project.report("s3.json")
+    assert empty["cases"] == [] and empty["session"]["complete"] is True and empty["shard"]["cases"] == 0
+    merged = tmp_path / "merged.json"
+    capsys.readouterr()
+    assert main(["merge", str(merged), *(str(matrix_project.path / f"s{i}.json") for i in (1, 2, 3))]) == 0
+    assert capsys.readouterr().out.strip() == f"merged 3 shard(s) into {merged}: 2 case(s), complete"
+
+
+def test_an_empty_profile_is_still_no_tests_collected(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("correct")], cases=0))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "1/2", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert matrix_project.report("r.json")["session"]["complete"] is False
+
+
+# -- --scaledmm-keep spares what is not this job's ------------------------------------------------------
+
+
+def test_keep_prunes_only_this_matrix_profile_and_shard(matrix_project, pytester):
+    from pytest_scaledmm.reports.report import write_atomic
+
+    matrix_project.write_matrix(MATRIX)
+    matrix_project.write_matrix(MATRIX, "other.yaml")
+    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix")
+    directory = pytester.path / ".scaledmm" / "reports"
+    template = json.loads(next(directory.glob("report-*.json")).read_text())
+
+    def old(stamp, **changes):
+        data = json.loads(json.dumps(template))
+        for key, value in changes.items():
+            block, field = key.split("__")
+            data.setdefault(block, {})[field] = value
+        path = directory / f"report-{stamp}-000001-1.json"
+        write_atomic(path, data)  # as the plugin writes it: only what it names and wrote is ever pruned
+        return path.name
+
+    same = [old("20200101-000000"), old("20200102-000000")]
+    kept = [
+        old("20200103-000000", matrix__path=str(pytester.path / "other.yaml")),  # another matrix of the project
+        old("20200104-000000", matrix__profile="full"),  # another profile
+        old("20200105-000000", shard__index=1),  # a shard waiting to be merged
+    ]
+    mine = directory / "report-20200106-000000-000001-1.json"
+    mine.write_text('{"mine": true}')
+    previous = directory / "report.previous.json"
+    previous.write_text(json.dumps(template))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-keep", "1")
+    left = {p.name for p in directory.iterdir()}
+    assert not left & set(same)
+    assert set(kept) | {mine.name, previous.name} <= left
+    assert len([name for name in left if name.startswith("report-2") and name not in kept and name != mine.name]) == 1  # this run's
+    assert any(line.startswith("--scaledmm-keep 1: removed 3 older report(s)") for line in result.outlines)
+
+
+# -- scaledmm merge never loses an input or a run's report ---------------------------------------------------
+
+
+def test_merge_refuses_to_write_over_a_shard_or_a_run_report(tmp_path, capsys):
+    from reports_factory import case, report, write
+
+    cases = [case(f"k-{i}", "PASS") for i in range(2)]
+    ids = [c["id"] for c in cases]
+    s1 = write(tmp_path / "s1.json", _shard_report(cases[:1], 1, 2, ids))
+    s2 = write(tmp_path / "s2.json", _shard_report(cases[1:], 2, 2, ids))
+    baseline = write(tmp_path / "baseline.json", report(cases))
+    before = {p: p.read_text() for p in (s1, s2, baseline)}
+    for out in (s1, baseline):  # an input given as OUT too, or the baseline by a slip
+        assert main(["merge", str(out), str(s1), str(s2)]) == 2
+        err = capsys.readouterr().err
+        assert err == f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten; name another file for the merged report\n"
+    assert {p: p.read_text() for p in before} == before
+    # An earlier merge is replaced, also inside the directory of shards it was merged from.
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), str(s1), str(s2)]) == 0
+    assert main(["merge", str(merged), str(tmp_path / "s1.json"), str(tmp_path / "s2.json")]) == 0
+    (tmp_path / "baseline.json").unlink()
+    assert main(["merge", str(merged), str(tmp_path)]) == 0
+    assert json.loads(merged.read_text())["shard"]["count"] == 2
+    capsys.readouterr()
+    # OUT that cannot be written: one line, usage exit code.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["merge", str(blocker / "merged.json"), str(s1), str(s2)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"scaledmm merge: error: cannot write {blocker / 'merged.json'}: ") and err.count("\n") == 1
