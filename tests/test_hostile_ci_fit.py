@@ -347,3 +347,26 @@ def test_merge_refuses_to_write_over_a_shard_or_a_run_report(tmp_path, capsys):
     assert main(["merge", str(blocker / "merged.json"), str(s1), str(s2)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"scaledmm merge: error: cannot write {blocker / 'merged.json'}: ") and err.count("\n") == 1
+
+
+# -- project files named like standard modules ------------------------------------------------------------
+
+
+def test_a_project_file_named_like_a_module_torch_imports_does_not_break_the_isolated_child(matrix_project, pytester):
+    # queue.py beside the matrix: the child imported torch with the matrix's directory in front of
+    # sys.path, so torch's `import queue` took it, and every case was a HARNESS_ERROR.
+    pytester.makepyfile(queue="raise RuntimeError('not the standard library queue')",
+                        mykernels="from planted_kernels import correct as mm")
+    matrix_project.write_matrix(matrix_text([planted("mine", "mm", module="mykernels")], {"mode": ["eager"]}))
+    result = matrix_project.run("--no-scaledmm-triage", "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert [c["outcome"] for c in matrix_project.report("r.json")["cases"]] == ["PASS"]
+
+
+def test_a_kernel_module_named_like_a_loaded_module_is_one_clear_error(matrix_project, pytester):
+    pytester.makepyfile(queue="from planted_kernels import correct as mm")
+    matrix_project.write_matrix(matrix_text([planted("mine", "mm", module="queue")]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = _usage_lines(result)
+    assert "cannot load 'queue:mm'" in line and f"not {pytester.path / 'queue.py'}: give your kernel module a name of its own" in line
