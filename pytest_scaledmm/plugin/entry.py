@@ -97,9 +97,11 @@ def pytest_configure(config):
     if not settings.isolate and state.compiles_with_inductor():
         import_torch(inductor=True)  # cases run here: Inductor's import noise would land in the first
     if settings.cases:
+        from .options import CASE
         from .reproduce import check_case_ids
+        from .sources import resolve_options
 
-        check_case_ids(state, settings.cases)
+        check_case_ids(state, settings.cases, resolve_options(config).label(CASE))
     _register_plugins(config, state, baseline)
     from .speed import prefer_work_stealing, share_cpu_threads
 
