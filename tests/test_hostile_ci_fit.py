@@ -370,3 +370,33 @@ def test_a_kernel_module_named_like_a_loaded_module_is_one_clear_error(matrix_pr
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     (line,) = _usage_lines(result)
     assert "cannot load 'queue:mm'" in line and f"not {pytester.path / 'queue.py'}: give your kernel module a name of its own" in line
+
+
+# -- ini values of the wrong type, case ids from elsewhere ------------------------------------------------
+
+
+def test_an_ini_list_that_is_not_all_words_is_one_error_or_the_hint_never_an_internal_error(matrix_project, pytester):
+    pytester.makepyprojecttoml('[tool.pytest.ini_options]\nscaledmm_case = ["a", 1]\n')
+    pytester.makepyfile(test_plain="def test_ok(): pass")
+    plain = matrix_project.run("test_plain.py")  # the project's own tests, no matrix
+    assert plain.ret == 0 and "INTERNALERROR" not in plain.stdout.str() + plain.stderr.str()
+    assert any("scaledmm_case = a 1 take(s) effect only with --scaledmm-matrix" in line for line in plain.outlines)
+    matrix_project.write_matrix(MATRIX)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _usage_lines(result) == ["ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_case = a 1: expected a list of words"]
+
+
+def test_a_case_id_names_its_source_and_the_shard_that_runs_it(matrix_project, monkeypatch):
+    matrix_project.write_matrix(MATRIX)
+    monkeypatch.setenv("SCALEDMM_CASE", "nope")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _usage_lines(result)[0].startswith("ERROR: SCALEDMM_CASE=nope: unknown case id 'nope' in profile 'default'")
+    monkeypatch.delenv("SCALEDMM_CASE")
+    in_first = set(matrix_project.collect("--scaledmm-shard", "1/2"))
+    other = next(cid for cid in matrix_project.collect() if cid not in in_first)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "1/2", "--scaledmm-case", other, "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _usage_lines(result) == [f"ERROR: --scaledmm-case: case id '{other}' is not in shard 1/2: another shard runs it"
+                                    " (leave out --scaledmm-shard to run it)"]
