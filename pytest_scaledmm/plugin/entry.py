@@ -127,7 +127,7 @@ def _register_plugins(config, state, baseline) -> None:
         manager.register(BaselineGate(config, state, settings.baseline, baseline), "scaledmm-baseline-gate")
     if settings.first_failure:
         # Under xdist the workers collect, so they order; they read the same file, so they agree.
-        manager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")
+        manager.register(FirstFailureOrder(state.report_path.parent, str(state.spec.path)), "scaledmm-first-failure")
     if not settings.worker:
         manager.register(SignatureTicker(config), "scaledmm-ticker")
         from .run_outputs import RunOutputs
