@@ -400,3 +400,14 @@ def test_a_case_id_names_its_source_and_the_shard_that_runs_it(matrix_project, m
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert _usage_lines(result) == [f"ERROR: --scaledmm-case: case id '{other}' is not in shard 1/2: another shard runs it"
                                     " (leave out --scaledmm-shard to run it)"]
+
+
+def test_first_failure_in_a_real_run_reads_the_last_results_not_its_own_placeholder(matrix_project):
+    # The run claims its report path (an unfinished placeholder) before collection: that newest
+    # file held no case, so the last run's failures were never put first outside --collect-only.
+    matrix_project.write_matrix(MATRIX)
+    assert matrix_project.run(*IN_PROCESS, "--scaledmm-matrix").ret == 1
+    assert matrix_project.collect()[0].startswith("correct.")  # the plain order starts with passes
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-first-failure", "-v")
+    ran = [line.split("::", 1)[1].split(" ")[0] for line in result.outlines if line.startswith("matrix.yaml::")]
+    assert len(ran) == 4 and all(cid.startswith("ignores_scale_b.") for cid in ran[:2])
