@@ -240,7 +240,7 @@ def shard_of(report: dict) -> Optional[tuple[int, int]]:
 def shard_advice(report: dict) -> Optional[str]:
     """What to do with a shard's report before comparing or gating it, or None."""
     position = shard_of(report)
-    if position is None:
+    if position is None or position[1] == 1:  # shard 1/1 holds every case: it is the whole run
         return None
     return f"this is shard {position[0]}/{position[1]} of a sharded run: merge the shards first (scaledmm merge)"
 
