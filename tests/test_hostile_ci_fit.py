@@ -411,3 +411,13 @@ def test_first_failure_in_a_real_run_reads_the_last_results_not_its_own_placehol
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-first-failure", "-v")
     ran = [line.split("::", 1)[1].split(" ")[0] for line in result.outlines if line.startswith("matrix.yaml::")]
     assert len(ran) == 4 and all(cid.startswith("ignores_scale_b.") for cid in ran[:2])
+
+
+def test_shard_1_of_1_is_the_whole_run_and_gates_as_one(tmp_path, capsys):
+    from reports_factory import case, report, write
+
+    cases = [case(f"k-{i}", "PASS") for i in range(2)]
+    full = write(tmp_path / "full.json", report(cases))
+    whole = write(tmp_path / "s1.json", _shard_report(cases, 1, 1, [c["id"] for c in cases], torch="2.14.0"))
+    assert main(["gate", "--baseline", str(full), "--candidate", str(whole)]) == 0
+    assert "merge the shards first" not in capsys.readouterr().out
