@@ -98,9 +98,8 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
     faulthandler.enable(file=log, all_threads=True)
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
-    hidden = [directory for directory in import_dirs if directory in sys.path]
-    for directory in hidden:
-        sys.path.remove(directory)
+    hidden = [directory for directory in dict.fromkeys(import_dirs) if directory in sys.path]
+    sys.path[:] = [entry for entry in sys.path if entry not in hidden]
     try:
         from .quiet import quiet_torch_imports
 

@@ -351,12 +351,13 @@ def add_import_dirs(dirs) -> None:
     puts a test file's directory: `impl: mykernels:fn` then imports from beside the matrix or
     from the rootdir without PYTHONPATH. A child process started later (spawn) inherits them;
     it imports torch without them (added_import_dirs), as this process did."""
-    for directory in reversed([str(d) for d in dirs]):
-        if directory not in _IMPORT_DIRS:
-            _IMPORT_DIRS.append(directory)
+    dirs = [str(d) for d in dirs]
+    _IMPORT_DIRS[:] = dirs + [d for d in _IMPORT_DIRS if d not in dirs]  # this run's first
+    for directory in reversed(dirs):
         if directory not in sys.path:
             sys.path.insert(0, directory)
-            _ADDED_DIRS.append(directory)
+            if directory not in _ADDED_DIRS:
+                _ADDED_DIRS.append(directory)
 
 
 def added_import_dirs() -> list[str]:
@@ -387,7 +388,7 @@ def _shadowed_file(module_name: str) -> Optional[str]:
     """The project's file that `module_name` names in an import directory, when the module
     imported under that name is another one (the standard library's queue for a queue.py)."""
     found = os.path.realpath(getattr(sys.modules.get(module_name), "__file__", None) or "")
-    for directory in _IMPORT_DIRS:
+    for directory in [d for d in _IMPORT_DIRS if d in sys.path]:
         base = os.path.join(directory, *module_name.split("."))
         for candidate in (base + ".py", os.path.join(base, "__init__.py")):
             if os.path.isfile(candidate) and os.path.realpath(candidate) != found:
