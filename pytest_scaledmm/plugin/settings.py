@@ -80,6 +80,9 @@ class Settings:
         if get(opt.EXPLORE.dest):
             if cases:
                 raise pytest.UsageError("--scaledmm-explore searches the axes; it does not take --scaledmm-case")
+            if get(opt.SHARD.dest) is not None:  # every shard would search the same axes
+                raise pytest.UsageError(
+                    f"{sources.label(opt.SHARD)}: --scaledmm-explore searches the axes; it is not split into shards")
             from ..matrix.corpus import DEFAULT_NAME
 
             corpus = get(opt.CORPUS.dest)
