@@ -270,11 +270,23 @@ def test_a_shard_with_no_case_is_a_complete_empty_slice_that_merges(matrix_proje
     assert capsys.readouterr().out.strip() == f"merged 3 shard(s) into {merged}: 2 case(s), complete"
 
 
-def test_an_empty_profile_is_still_no_tests_collected(matrix_project):
-    matrix_project.write_matrix(matrix_text([planted("correct")], cases=0))
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "1/2", "--scaledmm-report", "r.json")
-    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
-    assert matrix_project.report("r.json")["session"]["complete"] is False
+def test_an_empty_shard_with_a_baseline_is_still_gated(matrix_project, pytester):
+    # Its exit status turned from "no tests collected" to 0: the gate must still judge it.
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"out_dtype": ["bf16", "fp16"]}))
+    assert matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "full.json").ret == 0
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "3/3", "--scaledmm-report", "s3.json",
+                                "--scaledmm-baseline", "full.json")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = result.stdout.str()
+    assert "gate FAILED" in text and "the candidate: this is shard 3/3 of a sharded run: merge the shards first" in text
+
+
+def test_explore_is_not_sharded(matrix_project, monkeypatch):
+    matrix_project.write_matrix(MATRIX)
+    monkeypatch.setenv("SCALEDMM_SHARD", "1/2")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-explore", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _usage_lines(result) == ["ERROR: SCALEDMM_SHARD=1/2: --scaledmm-explore searches the axes; it is not split into shards"]
 
 
 # -- --scaledmm-keep spares what is not this job's ------------------------------------------------------
