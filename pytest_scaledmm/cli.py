@@ -284,12 +284,24 @@ def repro_command(args) -> int:
     return EXIT_OK
 
 
+def _is_merged_report(path) -> bool:
+    """A report `scaledmm merge` wrote: its shard block names no index."""
+    import json
+
+    try:
+        with open(path, "rb") as handle:
+            shard = json.load(handle).get("shard")
+    except (OSError, ValueError, AttributeError, RecursionError):
+        return False
+    return isinstance(shard, dict) and "index" in shard and shard["index"] is None
+
+
 @subcommand(
     "merge",
     "join the reports of the shards of one run (pytest --scaledmm-shard I/N) into one; exit 1, with the"
     " report written incomplete, unless every shard 1..N is there once, from one matrix and environment",
     [
-        Arg("out", metavar="OUT", help="the merged report to write (replaced when it is an earlier report)"),
+        Arg("out", metavar="OUT", help="the merged report to write (replaced only when it is an earlier merged report)"),
         Arg("shards", nargs="+", metavar="SHARD", help="shard reports, or directories of *.json shard reports"),
     ],
 )
@@ -299,10 +311,16 @@ def merge_command(args) -> int:
     from .reports.merge import ShardInput, merge_shards
     from .reports.report import ReportError, load_report, write_atomic
     from .reports.report_path import is_report_file
+    from .reports.step_summary import same_file
 
     out = Path(args.out)
     if out.is_dir() or (out.exists() and not is_report_file(out)):
         print(f"scaledmm merge: error: {out} is there and is not a pytest-scaledmm report: it is never overwritten", file=sys.stderr)
+        return EXIT_USAGE
+    if out.exists() and not _is_merged_report(out):
+        # A shard or a whole run's report (the baseline, say) at OUT would be lost to the merge.
+        print(f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten;"
+              " name another file for the merged report", file=sys.stderr)
         return EXIT_USAGE
     paths = []
     for raw in args.shards:
@@ -310,7 +328,7 @@ def merge_command(args) -> int:
         paths += sorted(path.glob("*.json")) if path.is_dir() else [path]
     inputs = []
     for path in paths:
-        if path.resolve() == out.resolve():
+        if same_file(path, out):
             continue  # OUT inside a directory of shards: an earlier merge, not a shard
         try:
             inputs.append(ShardInput(str(path), load_report(path)))

@@ -445,7 +445,12 @@ def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.A
 
 def run(args) -> int:
     data = collect(args.device, probe=not args.no_probe)
-    print(json.dumps(data, indent=1) if args.json else render(data))
+    if args.json:
+        from .reports.report import dumps_strict
+
+        print(dumps_strict(data, indent=1))  # strict JSON: a non-finite number as "inf" or "nan"
+    else:
+        print(render(data))
     return 0
 
 

@@ -108,15 +108,42 @@ def swallows_ctrl_c(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_ac
 '''
 
 
-def test_ctrl_c_swallowed_by_a_kernel_still_ends_the_run(matrix_project, pytester):
+@pytest.fixture
+def sigint(monkeypatch):
+    """SIGINT as the test says, restored after. The run honours the handler it finds, and a
+    process started in the background by a shell without job control (a CI script's `cmd &`,
+    and the xdist workers it spawns) inherits SIGINT ignored: Ctrl-C then never reaches a
+    kernel, and a test relying on the inherited disposition passed or failed by how it was
+    started."""
+    before = signal.getsignal(signal.SIGINT)
+    yield lambda handler: signal.signal(signal.SIGINT, handler)
+    signal.signal(signal.SIGINT, before)
+
+
+def _swallowing_run(matrix_project, pytester):
     pytester.makepyfile(swallowing_kernels=SWALLOWING_KERNEL)
     pytester.syspathinsert()
     matrix = TWO_CASES.replace("planted_kernels:correct", "swallowing_kernels:swallows_ctrl_c")
-    result = _run_interrupted(matrix_project, pytester, matrix=matrix)
+    return _run_interrupted(matrix_project, pytester, matrix=matrix)
+
+
+def test_ctrl_c_swallowed_by_a_kernel_still_ends_the_run(matrix_project, pytester, sigint):
+    sigint(signal.default_int_handler)
+    result = _swallowing_run(matrix_project, pytester)
     assert result.ret == pytest.ExitCode.INTERRUPTED
     session = _session(matrix_project)
     assert session["complete"] is False and session["recorded"] == 0
     assert "interrupted (KeyboardInterrupt)" in session["incomplete_reasons"]
+
+
+def test_ctrl_c_ignored_by_the_process_stays_ignored(matrix_project, pytester, sigint):
+    sigint(signal.SIG_IGN)  # as in a background job: the kernel's SIGINT reaches nobody
+    result = _swallowing_run(matrix_project, pytester)
+    # Each case ran to its verdict (whatever the compiler makes of os.kill), and the run did not stop.
+    assert result.ret in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+    session = _session(matrix_project)
+    assert session["complete"] is True and session["recorded"] == 2
+    assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
 
 
 @pytest.mark.parametrize("option", ["-k", "--scaledmm-case"])

@@ -213,7 +213,7 @@ def test_earlier_report_is_kept_and_writes_are_atomic(tmp_path, monkeypatch):
     def broken_dump(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(report_module.json, "dump", broken_dump)
+    monkeypatch.setattr(report_module, "dumps_strict", broken_dump)
     with pytest.raises(RuntimeError):
         report_module.write_atomic(target, {"new": True})
     assert json.loads(target.read_text()) == {"old": True}

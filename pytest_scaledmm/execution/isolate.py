@@ -80,9 +80,11 @@ def _load_kernel(ref: str) -> Callable:
 # -- the child ---------------------------------------------------------------------------------
 
 
-def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool) -> None:
+def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool, import_dirs=()) -> None:
     """Entry point of the child process: warm up, take the run's settings, then answer requests
-    until told to stop."""
+    until told to stop. `import_dirs`: the project directories the parent put in front of
+    sys.path after it imported torch; torch is imported here without them too, so that a
+    project file named like a module torch imports (queue.py) does not replace it."""
     import faulthandler
     import logging
 
@@ -96,6 +98,8 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool)
     faulthandler.enable(file=log, all_threads=True)
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
+    hidden = [directory for directory in dict.fromkeys(import_dirs) if directory in sys.path]
+    sys.path[:] = [entry for entry in sys.path if entry not in hidden]
     try:
         from .quiet import quiet_torch_imports
 
@@ -108,6 +112,8 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool)
         print(traceback.format_exc(), flush=True)  # the log keeps it should the parent be gone
         conn.send(("error", traceback.format_exc()))
         return
+    finally:
+        sys.path[:0] = hidden  # the kernels import from them, as in the parent
     try:
         setup = conn.recv()
     except EOFError:
@@ -277,12 +283,15 @@ class InProcessRunner:
 def _spawn(log_path: str, requested_device: str, uses_inductor: bool):
     import multiprocessing
 
+    from ..matrix.kernels import added_import_dirs
+
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
     # Not daemonic: Inductor (2.3 at least) starts a compile pool at import, and a daemonic
     # process may not have children. close() and the parent-death signal end it instead.
     proc = context.Process(
-        target=_child_main, args=(child, log_path, requested_device, uses_inductor), name="scaledmm-child", daemon=False
+        target=_child_main, args=(child, log_path, requested_device, uses_inductor, added_import_dirs()),
+        name="scaledmm-child", daemon=False,
     )
     proc.start()
     child.close()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 import sys
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
@@ -341,23 +342,58 @@ def custom_op(fn) -> Optional[object]:
     return None
 
 
+_IMPORT_DIRS: list[str] = []  # where the matrix's kernels import from (add_import_dirs)
+_ADDED_DIRS: list[str] = []  # those of them that were not on sys.path before
+
+
 def add_import_dirs(dirs) -> None:
     """Put the directories at the front of sys.path, as pytest's default (prepend) import mode
     puts a test file's directory: `impl: mykernels:fn` then imports from beside the matrix or
-    from the rootdir without PYTHONPATH. A child process started later (spawn) inherits them."""
-    for directory in reversed([str(d) for d in dirs]):
+    from the rootdir without PYTHONPATH. A child process started later (spawn) inherits them;
+    it imports torch without them (added_import_dirs), as this process did."""
+    dirs = [str(d) for d in dirs]
+    _IMPORT_DIRS[:] = dirs + [d for d in _IMPORT_DIRS if d not in dirs]  # this run's first
+    for directory in reversed(dirs):
         if directory not in sys.path:
             sys.path.insert(0, directory)
+            if directory not in _ADDED_DIRS:
+                _ADDED_DIRS.append(directory)
+
+
+def added_import_dirs() -> list[str]:
+    return [directory for directory in _ADDED_DIRS if directory in sys.path]
 
 
 def load_impl(reference: str) -> KernelFn:
     module_name, _, attr_path = reference.partition(":")
     obj = importlib.import_module(module_name)
     for attr in attr_path.split("."):
-        obj = getattr(obj, attr)
+        try:
+            obj = getattr(obj, attr)
+        except AttributeError:
+            shadowed = _shadowed_file(module_name)
+            if shadowed is None:
+                raise
+            where = getattr(sys.modules.get(module_name), "__file__", None) or "a module imported earlier"
+            raise AttributeError(
+                f"module '{module_name}' is {where}, imported before the matrix's kernels, not {shadowed}: give"
+                " your kernel module a name of its own"
+            ) from None
     if not callable(obj):
         raise TypeError(f"{reference} is not callable")
     return obj
+
+
+def _shadowed_file(module_name: str) -> Optional[str]:
+    """The project's file that `module_name` names in an import directory, when the module
+    imported under that name is another one (the standard library's queue for a queue.py)."""
+    found = os.path.realpath(getattr(sys.modules.get(module_name), "__file__", None) or "")
+    for directory in [d for d in _IMPORT_DIRS if d in sys.path]:
+        base = os.path.join(directory, *module_name.split("."))
+        for candidate in (base + ".py", os.path.join(base, "__init__.py")):
+            if os.path.isfile(candidate) and os.path.realpath(candidate) != found:
+                return candidate
+    return None
 
 
 # How the harness calls a kernel: these positionally, then keywords.

@@ -97,9 +97,11 @@ def pytest_configure(config):
     if not settings.isolate and state.compiles_with_inductor():
         import_torch(inductor=True)  # cases run here: Inductor's import noise would land in the first
     if settings.cases:
+        from .options import CASE
         from .reproduce import check_case_ids
+        from .sources import resolve_options
 
-        check_case_ids(state, settings.cases)
+        check_case_ids(state, settings.cases, resolve_options(config).label(CASE))
     _register_plugins(config, state, baseline)
     from .speed import prefer_work_stealing, share_cpu_threads
 
@@ -125,7 +127,7 @@ def _register_plugins(config, state, baseline) -> None:
         manager.register(BaselineGate(config, state, settings.baseline, baseline), "scaledmm-baseline-gate")
     if settings.first_failure:
         # Under xdist the workers collect, so they order; they read the same file, so they agree.
-        manager.register(FirstFailureOrder(state.report_path.parent), "scaledmm-first-failure")
+        manager.register(FirstFailureOrder(state.report_path.parent, str(state.spec.path)), "scaledmm-first-failure")
     if not settings.worker:
         manager.register(SignatureTicker(config), "scaledmm-ticker")
         from .run_outputs import RunOutputs
@@ -429,6 +431,9 @@ class MatrixReporter:
             if stop:
                 causes.append(f"stopped early: {stop}")
         state.finish(causes)
+        if int(exitstatus) == pytest.ExitCode.NO_TESTS_COLLECTED and not causes and state.empty_shard() is not None:
+            # Its slice is empty and it ran all of it: complete, and no failed CI job to merge around.
+            session.exitstatus = exitstatus = pytest.ExitCode.OK
         if int(exitstatus) not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not state.interruptions:
             try:
                 name = f" ({pytest.ExitCode(exitstatus).name})"
@@ -486,6 +491,11 @@ class MatrixReporter:
         lines[1:1] = self.state.coverage_lines()  # what was really tested, under the headline
         # What a kernel's declaration left untested (matrix/cases.py), right under it.
         lines[1:1] = [f"warning: {w}" for w in self.state.matrix_block()["generation"].get("warnings", [])]
+        total = self.state.empty_shard()
+        if total:
+            index, count = self.state.settings.shard
+            lines.insert(1, f"shard {index}/{count} holds none of the matrix's {total} case(s) (more shards than cases):"
+                            " its empty report merges with the others")
         if self.write_error:  # no report was written: do not point at one
             lines = [line for line in lines if not line.startswith("report: ")]
         for line in lines:
@@ -569,8 +579,9 @@ class BaselineGate:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus):
-        # Other exit statuses fail the session already; --collect-only runs nothing to gate.
-        if exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or self.config.option.collectonly:
+        # Other exit statuses fail the session already; --collect-only runs nothing to gate. The
+        # session's status as it is now: an empty shard's "no tests collected" became OK and is gated.
+        if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or self.config.option.collectonly:
             return
         from ..reports.gate import run_gate
 

@@ -56,7 +56,8 @@ class Option:
 
 MATRIX = Option(
     "--scaledmm-matrix",
-    "run the scaled-mm compatibility matrix from PATH (default: matrix.yaml in the rootdir)",
+    "run the scaled-mm compatibility matrix from PATH, relative to the current directory when it is"
+    " there, else to the rootdir; a directory stands for its matrix.yaml (default: matrix.yaml)",
     {"nargs": "?", "const": "matrix.yaml", "default": None, "metavar": "PATH"},
     path=True,
 )
@@ -69,7 +70,9 @@ PROFILE = Option(
 )
 REPORT = Option(
     "--scaledmm-report",
-    "write the JSON report to PATH (default: .scaledmm/reports/<time>.json under the rootdir)",
+    "write the JSON report to PATH (default: <project>/.scaledmm/reports/report-<UTC time>-<pid>.json,"
+    " the project being the nearest directory at or above the matrix with pytest.ini, pyproject.toml,"
+    " tox.ini, setup.cfg or setup.py (else the matrix's directory), or --rootdir when given)",
     {"default": None, "metavar": "PATH"},
     path=True,
 )
@@ -168,7 +171,8 @@ MAX_AUTOTUNE_CONFIGS = Option(
 )
 FIRST_FAILURE = Option(
     "--scaledmm-first-failure",
-    "run the cases most likely to fail first: last run's failures, then mixed-rank scale pairs under Inductor",
+    "run the cases most likely to fail first: the failures of the newest earlier report in the report's"
+    " directory, then mixed-rank scale pairs under Inductor",
     {"action": "store_true", "default": False},
 )
 
@@ -204,8 +208,9 @@ SHARD = Option(
 )
 KEEP = Option(
     "--scaledmm-keep",
-    "after the run, keep only the N newest reports in the default report directory"
-    " (<project>/.scaledmm/reports); only reports this plugin named there are removed (N >= 1)",
+    "after the run, keep only the N newest reports of this matrix, profile and shard in the default"
+    " report directory (<project>/.scaledmm/reports); only reports this plugin named and wrote there"
+    " are removed, never the baseline or another matrix's, profile's or shard's (N >= 1)",
     {"type": int, "default": None, "metavar": "N"},
 )
 PLUGIN_OPTIONS += [SHARD, KEEP]

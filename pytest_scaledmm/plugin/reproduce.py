@@ -8,13 +8,16 @@ import difflib
 import pytest
 
 
-def check_case_ids(state, wanted) -> None:
-    """Every requested id must be a case of this matrix and profile; otherwise one usage error
-    naming the profile that has it, or the closest ids."""
+def check_case_ids(state, wanted, label: str = "--scaledmm-case") -> None:
+    """Every requested id must be a case of this matrix and profile (and shard); otherwise one
+    usage error, naming `label` (where the ids came from), the profile or shard that has it, or
+    the closest ids."""
     from ..matrix.cases import generate_cases
 
     ids = [case.id for case in state.cases()]
     known = set(ids)
+    shard = getattr(state.settings, "shard", None)
+    whole = {case.id for case in generate_cases(state.spec, state.profile, state.target_arch)[0]} if shard else known
     problems = []
     # Ids of each profile with cases, generated once: a composite has those of its parts (and
     # the included cases, which every profile has and so are known already).
@@ -31,6 +34,9 @@ def check_case_ids(state, wanted) -> None:
     for cid in wanted:
         if cid in known:
             continue
+        if cid in whole:
+            problems.append(f"case id {cid!r} is not in shard {shard[0]}/{shard[1]}: another shard runs it (leave out --scaledmm-shard to run it)")
+            continue
         line = f"unknown case id {cid!r} in profile {state.profile.name!r} of {state.spec.path}"
         elsewhere = []
         for name, profile in state.spec.profiles.items():
@@ -44,7 +50,7 @@ def check_case_ids(state, wanted) -> None:
                 line += "; close matches:\n    " + "\n    ".join(close)
         problems.append(line)
     if problems:
-        raise pytest.UsageError("--scaledmm-case: " + "\n".join(problems))
+        raise pytest.UsageError(f"{label}: " + "\n".join(problems))
 
 
 class ReproducePlugin:

@@ -64,12 +64,14 @@ class RunOutputs:
         return text
 
     def _prune(self) -> list[str]:
-        from ..reports.report_dir import default_report_dir, prune_reports
+        from ..reports.report_dir import default_report_dir, prune_reports, report_series
 
         settings = self.state.settings
         directory = default_report_dir(self.state.spec.path, getattr(self.config.option, "rootdir", None))
         protected = [settings.report] + ([settings.baseline] if settings.baseline else [])
-        removed, problems = prune_reports(directory, settings.keep, protected)
+        # Only earlier runs of this matrix, profile and shard: the project's other jobs keep theirs.
+        series = report_series(self.build_report(self.state))
+        removed, problems = prune_reports(directory, settings.keep, protected, series)
         lines = []
         if removed:
             lines.append(f"--scaledmm-keep {settings.keep}: removed {len(removed)} older report(s) from {directory}")

@@ -125,6 +125,14 @@ class MatrixSession:
                 self._cases = cases
         return self._cases
 
+    def empty_shard(self) -> Optional[int]:
+        """The matrix's number of cases when this shard's slice holds none of them (more shards
+        than cases), else None."""
+        self.cases()
+        if self._shard is not None and not self._cases and self._shard["total_cases"]:
+            return self._shard["total_cases"]
+        return None
+
     # -- running ------------------------------------------------------------------------------
     def context(self):
         if self._context is None:
@@ -311,6 +319,9 @@ class MatrixSession:
         """The session is over; `subset_causes` say why some cases may not have run."""
         self._finished = True
         self._subset_causes = list(subset_causes)
+        if self._environment is None and self.empty_shard() is not None:
+            # No case brought one; `scaledmm merge` checks every shard's environment.
+            self.environment_to_send()
 
     # -- reporting ----------------------------------------------------------------------------
     def matrix_block(self) -> dict:

@@ -80,6 +80,9 @@ class Settings:
         if get(opt.EXPLORE.dest):
             if cases:
                 raise pytest.UsageError("--scaledmm-explore searches the axes; it does not take --scaledmm-case")
+            if get(opt.SHARD.dest) is not None:  # every shard would search the same axes
+                raise pytest.UsageError(
+                    f"{sources.label(opt.SHARD)}: --scaledmm-explore searches the axes; it is not split into shards")
             from ..matrix.corpus import DEFAULT_NAME
 
             corpus = get(opt.CORPUS.dest)
@@ -110,7 +113,7 @@ class Settings:
             allow_missing=get(opt.ALLOW_MISSING.dest),
             allow_capability_loss=get(opt.ALLOW_CAPABILITY_LOSS.dest),
             strict_errors=get(opt.STRICT_ERRORS.dest),
-            **_ci_settings(get),
+            **_ci_settings(get, sources),
         )
 
 
@@ -161,13 +164,18 @@ def _default_report_path(config: pytest.Config, matrix_path: Path) -> Path:
     return default_report_dir(matrix_path, getattr(config.option, "rootdir", None)) / default_report_name()
 
 
-def _ci_settings(get) -> dict:
-    """--scaledmm-shard and --scaledmm-keep, checked (plugin/shard.py, reports/report_dir.py)."""
+def _ci_settings(get, sources) -> dict:
+    """--scaledmm-shard and --scaledmm-keep, checked (plugin/shard.py, reports/report_dir.py); a
+    bad value names where it came from (the flag, SCALEDMM_SHARD=..., the ini file's line)."""
     from ..reports.report_dir import check_keep
-    from .shard import parse_shard
+    from .shard import parse_shard, shard_problem
 
     keep = get(opt.KEEP.dest)
     problem = check_keep(keep)
     if problem:
-        raise pytest.UsageError(f"{opt.KEEP.flag}: {problem}")
-    return {"shard": parse_shard(get(opt.SHARD.dest)), "keep": keep}
+        raise pytest.UsageError(sources.problem(opt.KEEP, problem))
+    shard = get(opt.SHARD.dest)
+    problem = shard_problem(shard) if shard is not None else None
+    if problem:
+        raise pytest.UsageError(sources.problem(opt.SHARD, problem))
+    return {"shard": parse_shard(shard), "keep": keep}

@@ -38,18 +38,23 @@ MODE_COST = {
 _FORMAT = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{1,9})\s*$")
 
 
+def shard_problem(value) -> Optional[str]:
+    """None when `value` is "I/N" with whole numbers 1 <= I <= N, else the problem."""
+    found = _FORMAT.match(str(value))
+    if found and 1 <= int(found.group(1)) <= int(found.group(2)):
+        return None
+    return f"{value!r} is not I/N with whole numbers 1 <= I <= N (e.g. 2/4 for the second of four shards)"
+
+
 def parse_shard(value: Optional[str]) -> Optional[tuple[int, int]]:
     """(I, N) from "I/N" (1-based), None when not given; pytest.UsageError for anything else."""
     if value is None:
         return None
+    problem = shard_problem(value)
+    if problem:
+        raise pytest.UsageError(f"--scaledmm-shard: {problem}")
     found = _FORMAT.match(str(value))
-    if found:
-        index, count = int(found.group(1)), int(found.group(2))
-        if 1 <= index <= count:
-            return index, count
-    raise pytest.UsageError(
-        f"--scaledmm-shard: {value!r} is not I/N with whole numbers 1 <= I <= N (e.g. 2/4 for the second of four shards)"
-    )
+    return int(found.group(1)), int(found.group(2))
 
 
 def case_cost(params) -> float:

@@ -127,7 +127,7 @@ _SECTIONS = {"pyproject.toml": "[tool.pytest.ini_options]", "setup.cfg": "[tool:
 
 
 def _ini_label(config, option: opt.Option, raw) -> str:
-    shown = "" if raw is None else f" = {' '.join(raw) if isinstance(raw, list) else raw}"
+    shown = "" if raw is None else f" = {' '.join(map(str, raw)) if isinstance(raw, list) else raw}"
     name = option.ini_name
     if _overridden(config, name):
         return f"-o {name}{shown.replace(' = ', '=', 1)}"

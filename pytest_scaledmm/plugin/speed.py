@@ -7,6 +7,7 @@ import os
 import shlex
 import time
 from pathlib import Path
+from typing import Optional
 
 from ..verdict import outcome as oc
 from ..matrix.compile_modes import MODES
@@ -22,8 +23,10 @@ def likelihood(params: dict) -> int:
     return 2 * (inductor and mixed) + inductor
 
 
-def last_failures(report_dir: Path) -> set[str]:
-    """Ids that failed in the newest readable report of this rootdir, like pytest's --ff."""
+def last_failures(report_dir: Path, matrix: Optional[str] = None) -> set[str]:
+    """Ids that failed in the newest readable report of the directory (of `matrix`, when given),
+    like pytest's --ff. The unfinished report this run claimed its path with is skipped: it is
+    the newest, and holds no case."""
     from ..reports.report import ReportError, load_report
 
     reports = sorted(report_dir.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
@@ -32,17 +35,22 @@ def last_failures(report_dir: Path) -> set[str]:
             data = load_report(path)
         except ReportError:
             continue
+        if "generated" not in (data.get("session") or {}):
+            continue  # a claimed path's placeholder, not a run's results
+        if matrix is not None and (data.get("matrix") or {}).get("path") != matrix:
+            continue
         return {c["id"] for c in data["cases"] if c["outcome"] in oc.FAILURES}
     return set()
 
 
 class FirstFailureOrder:
-    def __init__(self, report_dir: Path):
+    def __init__(self, report_dir: Path, matrix: Optional[str] = None):
         self.report_dir = report_dir
+        self.matrix = matrix
 
     def pytest_collection_modifyitems(self, items):
         # Same inputs in every xdist worker (the same report file), so the same order everywhere.
-        failed = last_failures(self.report_dir)
+        failed = last_failures(self.report_dir, self.matrix)
         keyed = [(item, getattr(item, "case", None)) for item in items]  # other tests have no case
         keyed.sort(key=lambda pair: (pair[1] is None or pair[1].id not in failed, -likelihood(pair[1].params) if pair[1] else 0))
         items[:] = [item for item, _ in keyed]

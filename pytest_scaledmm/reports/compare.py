@@ -32,7 +32,7 @@ from packaging.version import InvalidVersion, Version
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
 from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
-from .report import ReportError, duplicate_ids, load_report, root_cause_of
+from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
 
 # Outcome categories.
 OK, FAILING, KNOWN, ABSENT = "ok", "failing", "known", "absent"
@@ -310,6 +310,9 @@ def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, dict]
         if column.session.get("complete") is False:
             why = "; ".join(str(r) for r in column.session.get("incomplete_reasons") or [])
             notes.append(f"{column.label}: the run did not finish; its report is partial" + (f" ({why})" if why else ""))
+        advice = shard_advice(report)
+        if advice:
+            notes.append(f"{column.label}: {advice}; this column holds only that shard's cases")
         duplicates = duplicate_ids(report)
         if duplicates:
             cid, count = next(iter(duplicates.items()))

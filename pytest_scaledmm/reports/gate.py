@@ -33,7 +33,6 @@ passing cases only in the candidate are notes.
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
@@ -61,7 +60,7 @@ from .compare import (
 )
 from ..matrix.known_failures import restore_original_outcomes
 from ..verdict import outcome as oc
-from .report import duplicate_ids
+from .report import duplicate_ids, dumps_strict, number, shard_advice, shard_of
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
 # How the opt-ins are spelled where the gate runs: the console script's flags by default.
@@ -214,15 +213,16 @@ def _slacks(report: Mapping) -> tuple[Optional[float], dict[str, frozenset]]:
     matrix = report.get("matrix") or {}
     tolerance = matrix.get("tolerance") or {}
     block = tolerance.get("slack")
+    block = number(block) if number(block) is not None else block  # "inf" as written is inf
     per_case = {}
     for record in report["cases"]:
         checks = record.get("errors") or {}
         found = set()
         for side in ("eager", "compiled"):
             bound = (checks.get(side) or {}).get("bound") or {}
-            slack = bound.get("slack")
-            if type(slack) in (int, float):
-                found.add("nan" if math.isnan(slack) else float(slack))
+            slack = number(bound.get("slack"))
+            if slack is not None:
+                found.add("nan" if math.isnan(slack) else slack)
         if found:
             per_case[record["id"]] = frozenset(found)
     return block, per_case
@@ -244,7 +244,7 @@ def _bound_difference(baseline: Mapping, candidate: Mapping) -> Optional[str]:
 
 
 def _canonical(report: Mapping) -> str:
-    return json.dumps(report, sort_keys=True, default=str)
+    return dumps_strict(report, sort_keys=True)  # a report in memory and its file compare equal
 
 
 def _same_report(baseline: Mapping, candidate: Mapping) -> bool:
@@ -292,6 +292,16 @@ def check(
     reports = {"baseline": baseline, "candidate": candidate}
     if _same_report(baseline[1], candidate[1]):
         reasons.append("baseline and candidate are the same report: a report gated against itself proves nothing")
+    # A shard's report is a complete run of its slice: without this it would fail only as
+    # "cases missing", which does not say to merge the shards first.
+    slices = [(shard_of(data), (data.get("shard") or {}).get("total_ids_sha256")) for _, data in reports.values()]
+    if slices[0][0] is not None and slices[0] == slices[1]:
+        notes.append(f"both reports are shard {'/'.join(map(str, slices[0][0]))} of the same cases: only that slice is gated")
+    else:
+        for role, (_, data) in reports.items():
+            advice = shard_advice(data)
+            if advice:
+                unless(allow_missing, "allow_missing", f"the {role}: {advice}, then gate the merged report", "skipped")
     for role, (_, data) in reports.items():
         duplicates = duplicate_ids(data)
         if duplicates:

@@ -13,6 +13,7 @@ its size and nesting, and refuses a key that appears twice in one object: every 
 from __future__ import annotations
 
 import json
+import math
 import os
 import stat
 import tempfile
@@ -176,16 +177,45 @@ def shared_params(params_list: Iterable[dict]) -> dict:
     return shared
 
 
+# JSON has no spelling for infinities and NaN (json.dumps would write Infinity and NaN, which
+# jq and strict parsers reject): every file written holds these strings instead, as the JUnit
+# properties do, and readers take them back with `number`.
+NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every non-finite float as "inf", "-inf" or "nan": strict JSON."""
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {strict_json(k) if isinstance(k, float) else k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def number(value: Any) -> Optional[float]:
+    """A number as a report holds it (a JSON number or one of NON_FINITE's strings), else None."""
+    if type(value) in (int, float):
+        return float(value)
+    if isinstance(value, str) and value in NON_FINITE:
+        return NON_FINITE[value]
+    return None
+
+
+def dumps_strict(data: Any, **kwargs) -> str:
+    return json.dumps(strict_json(data), allow_nan=False, default=str, **kwargs)
+
+
 def write_atomic(path: Path, data: Any) -> None:
     """Write to a temporary file beside the target and rename over it: a reader sees the old
     report or the new one, never half of one."""
-    import io
-
     from .files import write_text_atomic
 
-    text = io.StringIO()  # serialised in full before the file is touched
-    json.dump(data, text, indent=1, sort_keys=False, default=str)
-    write_text_atomic(path, text.getvalue() + "\n")
+    text = dumps_strict(data, indent=1, sort_keys=False)  # serialised in full before the file is touched
+    write_text_atomic(path, text + "\n")
 
 
 def ids_sha256(ids: Iterable[str]) -> str:
@@ -197,6 +227,22 @@ def ids_sha256(ids: Iterable[str]) -> str:
     for cid in sorted(set(ids)):
         digest.update(cid.encode("utf-8") + b"\n")
     return digest.hexdigest()
+
+
+def shard_of(report: dict) -> Optional[tuple[int, int]]:
+    """(I, N) when the report is shard I of N of a sharded run (not a merge of the shards)."""
+    block = report.get("shard")
+    if isinstance(block, dict) and type(block.get("index")) is int and type(block.get("count")) is int:
+        return block["index"], block["count"]
+    return None
+
+
+def shard_advice(report: dict) -> Optional[str]:
+    """What to do with a shard's report before comparing or gating it, or None."""
+    position = shard_of(report)
+    if position is None or position[1] == 1:  # shard 1/1 holds every case: it is the whole run
+        return None
+    return f"this is shard {position[0]}/{position[1]} of a sharded run: merge the shards first (scaledmm merge)"
 
 
 def duplicate_ids(report: dict) -> dict[str, int]:
@@ -377,9 +423,11 @@ def abandon_report(path, reason: str) -> None:
 # "integer" excludes 6.0 (see _validator).
 _TEXT = {"type": ["string", "null"]}
 _ERROR_INFO = {"type": ["object", "null"], "properties": {"type": _TEXT, "message": _TEXT, "root_type": _TEXT}}
+# A number, or how a non-finite one is written (NON_FINITE).
+_NUMBER = {"type": ["number", "string"], "pattern": "^(-?inf|nan)$"}
 _CHECK = {
     "type": ["object", "null"],
-    "properties": {"bound": {"type": ["object", "null"], "properties": {"slack": {"type": "number"}}}},
+    "properties": {"bound": {"type": ["object", "null"], "properties": {"slack": _NUMBER}}},
 }
 _RECORD = {
     "type": "object",
@@ -420,7 +468,7 @@ REPORT_SCHEMA = {
                 "hash": _TEXT,
                 "profile": _TEXT,
                 "cases": {"type": ["integer", "null"]},
-                "tolerance": {"type": ["object", "null"], "properties": {"slack": {"type": "number"}}},
+                "tolerance": {"type": ["object", "null"], "properties": {"slack": _NUMBER}},
             },
         },
         "session": {
@@ -528,6 +576,8 @@ def _schema_message(error) -> str:
         return f"key '{_json_path([*error.absolute_path, missing])}' is missing"
     shown = repr(value)
     shown = shown if len(shown) <= 60 else shown[:57] + "..."
+    if error.validator == "pattern" and error.validator_value == _NUMBER["pattern"]:
+        return f"key '{where}' is {shown}, not a number (nor inf, -inf or nan)"
     if error.validator == "pattern":
         return f"key '{where}' is {shown}, not an outcome class name"
     if error.validator == "minLength":

@@ -6,14 +6,18 @@ setup.cfg or setup.py (the matrix's own directory when none does), or pytest's `
 given: the same place wherever pytest is started from, unlike pytest's own rootdir, which
 follows the working directory and the command line.
 
-Pruning removes only what this plugin wrote there: regular files named as it names reports
-(`report-<UTC time>-<microseconds>-<pid>.json`) that start as its reports do, oldest first by
-the time in their name, keeping the N newest. It never removes this run's report, the baseline
-the run was given, a report whose run still holds its lock, or any other file.
+Pruning removes only what this plugin wrote there for the same series of runs: regular files
+named as it names reports (`report-<UTC time>-<microseconds>-<pid>.json`) that start as its
+reports do and record the same matrix file, profile and shard as this run, oldest first by the
+time in their name, keeping the N newest. It never removes this run's report, the baseline the
+run was given, a report whose run still holds its lock, a report of another matrix, profile or
+shard in the same project (another job's results, a shard waiting to be merged), or any other
+file.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import stat
@@ -76,9 +80,27 @@ def _same(a: Path, b: Path) -> bool:
         return os.path.abspath(a) == os.path.abspath(b)
 
 
-def prune_reports(directory: Path, keep: int, protected: Iterable[Path] = ()) -> tuple[list[Path], list[str]]:
-    """Remove all but the `keep` newest reports this plugin wrote in `directory`. Returns (the
-    paths removed, one line per failure)."""
+def report_series(report) -> tuple:
+    """What makes reports successive runs of one job: matrix file, profile and shard."""
+    if not isinstance(report, dict):
+        return (None, None, None)
+    matrix = report.get("matrix") if isinstance(report.get("matrix"), dict) else {}
+    shard = report.get("shard") if isinstance(report.get("shard"), dict) else {}
+    position = (shard.get("index"), shard.get("count")) if shard else None
+    return (matrix.get("path"), matrix.get("profile"), position)
+
+
+def _series_of(path: Path) -> tuple:
+    try:
+        with open(path, "rb") as handle:
+            return report_series(json.load(handle))
+    except (OSError, ValueError, RecursionError, MemoryError):
+        return (None, None, None)
+
+
+def prune_reports(directory: Path, keep: int, protected: Iterable[Path] = (), series: Optional[tuple] = None) -> tuple[list[Path], list[str]]:
+    """Remove all but the `keep` newest reports this plugin wrote in `directory` (of `series`,
+    when given: report_series). Returns (the paths removed, one line per failure)."""
     directory = Path(directory)
     protected = [Path(p) for p in protected if p]
     try:
@@ -92,6 +114,7 @@ def prune_reports(directory: Path, keep: int, protected: Iterable[Path] = ()) ->
             (match.group(1), int(match.group(2)), name)
             for name in names
             if (match := _NAME.match(name)) and _written_here(directory / name)
+            and (series is None or _series_of(directory / name) == series)
         ),
         reverse=True,
     )

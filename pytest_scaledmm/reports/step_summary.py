@@ -5,6 +5,7 @@ warning line and nothing else: the run's or the gate's verdict stands as it is."
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Mapping, Optional
 
@@ -24,10 +25,34 @@ def same_file(a, b) -> bool:
         return os.path.abspath(a) == os.path.abspath(b)
 
 
+def _not_appendable(mode: int) -> Optional[str]:
+    # A FIFO would block the run until a reader comes (or forever); a regular file or a
+    # character device (/dev/null, a terminal) takes the text at once.
+    if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
+        return None
+    kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+    return f"it is {kind}, not a file to append to"
+
+
 def append_markdown(path, markdown: str) -> None:
     """Append `markdown` (ending in a line break, after a blank line) to `path`, created 0644
-    less the umask when it is not there. Raises OSError."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    less the umask when it is not there. Never waits on a FIFO. Raises OSError."""
+    try:
+        problem = _not_appendable(os.stat(path).st_mode)
+    except FileNotFoundError:
+        problem = None
+    if problem:
+        raise OSError(problem)
+    # Non-blocking open: a FIFO put there since the check fails at once instead of hanging.
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
+    try:
+        problem = _not_appendable(os.fstat(fd).st_mode)
+        if problem:
+            raise OSError(problem)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
     with os.fdopen(fd, "a", encoding="utf-8") as handle:
         handle.write("\n" + markdown.rstrip("\n") + "\n")
 
@@ -39,8 +64,6 @@ def append_step_summary(markdown: str, environ: Mapping[str, str] = os.environ) 
     if path is None:
         return None
     try:
-        if path.is_dir():
-            raise IsADirectoryError("it is a directory")
         append_markdown(path, markdown)
     except (OSError, ValueError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
