@@ -17,6 +17,7 @@ on stderr naming the file, no traceback).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence, Union
@@ -165,7 +166,9 @@ def compare_command(args) -> int:
 
     comparison = compare_reports(load_reports(args.reports))
     written = []
-    markdown = render_markdown(comparison, args.scaledmm_matrix, args.max_rows)
+    # Replay commands run from anywhere: a matrix given here relative to this directory goes absolute.
+    matrix = os.path.abspath(args.scaledmm_matrix) if args.scaledmm_matrix else None
+    markdown = render_markdown(comparison, matrix, args.max_rows)
     summary = step_summary_path()
     # Files first: a closed stdout (`| head`) must not cost the HTML.
     if args.markdown and args.markdown != "-":
@@ -177,7 +180,7 @@ def compare_command(args) -> int:
     _append_summary("compare", markdown)
     if args.html:
         group_by = [g.strip() for g in args.group_by.split(",") if g.strip()]
-        _write(args.html, render_html(comparison, args.scaledmm_matrix, group_by))
+        _write(args.html, render_html(comparison, matrix, group_by))
         written.append(f"html: {args.html}")
     print(render_text(comparison, max_rows=args.max_rows))
     if args.markdown == "-":

@@ -3,11 +3,14 @@ file or in the rootdir without PYTHONPATH, in the pytest process, in the isolate
 xdist workers; the replay command a failure prints works from any directory."""
 
 import os
+import re
 import shlex
 import textwrap
 
 import pytest
 import yaml
+
+from matrices import IN_PROCESS
 
 KERNELS = '''
 import torch
@@ -118,3 +121,67 @@ def test_a_matrix_whose_conftest_was_not_loaded_is_a_usage_error(pytester, clean
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "conftest.py was not loaded" in result.stderr.str()
     assert f"pytest {project / 'matrix.yaml'} --scaledmm-matrix {project / 'matrix.yaml'}" in result.stderr.str()
+
+
+BIG_M_BUG = KERNELS + '''
+
+def doubled_big_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    out = right(a, b, scale_a, scale_b, bias=bias, out_dtype=torch.float32)
+    return (2 * out if a.shape[0] > 4 else out).to(out_dtype)
+'''
+
+
+def _md_unescaped(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text)
+
+
+def test_a_replay_command_names_the_run_s_profile_seed_and_device_over_the_project_s_ini(
+        pytester, clean_path, monkeypatch, tmp_path):
+    """The project's ini says profile smoke; the run used default (where alone the failing case
+    is), seed 11 and the CPU: the printed command replays that case from another directory, and the
+    summary, the step summary and `scaledmm compare` print the same command."""
+    import html
+
+    from pytest_scaledmm.cli import main
+
+    project = pytester.mkdir("iniproj")
+    (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\nscaledmm_profile = "smoke"\n')
+    (project / "big_m_mod.py").write_text(BIG_M_BUG)
+    (project / "matrix.yaml").write_text(yaml.safe_dump({
+        "version": 1, "kernels": [{"name": "bigm", "impl": "big_m_mod:doubled_big_m"}], "axes": AXES,
+        "profiles": {"smoke": {"cases": 1, "axes": {"m": [4]}}, "default": {"cases": 2}}}, sort_keys=False))
+    step_summary = tmp_path / "step_summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
+    monkeypatch.chdir(project)
+    first = run(pytester, "--scaledmm-matrix", "--scaledmm-profile", "default", "--scaledmm-seed", "11",
+                "--scaledmm-device", "cpu", "--scaledmm-report", str(tmp_path / "r.json"), *IN_PROCESS)
+    first.assert_outcomes(failed=1, passed=1)
+    command = _replay_line(first)
+    words = shlex.split(command)
+    assert words[:3] == ["pytest", str(project / "matrix.yaml"), "--scaledmm-matrix"]
+    assert " --scaledmm-profile default --scaledmm-seed 11 --scaledmm-device cpu --scaledmm-case bigm." in command
+    summary = [line.strip() for line in first.outlines if line.startswith("         replay: ")]
+    assert summary == [f"replay: {command}"]
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY")
+    assert _md_unescaped(step_summary.read_text()).count(f"| {command} |") == 1
+
+    md, page = tmp_path / "compare.md", tmp_path / "compare.html"
+    assert main(["compare", str(tmp_path / "r.json"), "--markdown", str(md), "--html", str(page)]) == 0
+    assert _md_unescaped(md.read_text()).count(f"| {command} |") == 1
+    assert html.unescape(page.read_text()).count(f"<code>{command}</code>") == 2  # the case panel, the root cause
+
+    monkeypatch.chdir(pytester.mkdir("elsewhere"))
+    replayed = run(pytester, *words[1:], *IN_PROCESS)
+    replayed.assert_outcomes(failed=1)
+    assert f"replay: {command}" in replayed.outlines
+
+
+def test_a_replay_command_always_names_the_profile():
+    from pytest_scaledmm.matrix.replay_command import replay_command
+    from pytest_scaledmm.reports.replay import report_replay
+
+    assert replay_command("/p/m.yaml", "c1") == "pytest /p/m.yaml --scaledmm-matrix /p/m.yaml --scaledmm-profile default --scaledmm-case c1"
+    assert replay_command("/p/m.yaml", "c1", "smoke", device="auto").endswith(" --scaledmm-profile smoke --scaledmm-case c1")
+    block = {"path": "/p/m.yaml", "profile": "full", "seed": 3, "forced": {"seed": 3, "device": "cuda:1"}}
+    assert report_replay(block, "c1") == replay_command("/p/m.yaml", "c1", "full", 3, "cuda:1")
+    assert report_replay({**block, "forced": None}, "c1", "/q/m.yaml") == replay_command("/q/m.yaml", "c1", "full")

@@ -287,11 +287,7 @@ class CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailure):
-            from ..matrix.replay_command import replay_command
-
-            state = self.state
-            replay = replay_command(state.spec.path, self.case.id, profile=state.profile.name, seed=state.settings.seed)
-            return format_failure(excinfo.value.record, replay)
+            return format_failure(excinfo.value.record, self.state.replay_command(self.case.id))
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):

@@ -16,6 +16,7 @@ from typing import Mapping, Optional
 
 from ..execution.cache import FreshCache
 from ..matrix.cases import Case, generate_cases
+from ..matrix.replay_command import forced_options, replay_command
 from ..matrix.spec import Spec
 from ..verdict import outcome as oc
 from .settings import Settings
@@ -334,7 +335,13 @@ class MatrixSession:
             "cases": len(cases),
             "arch": self.target_arch,
             "generation": self._generation_notes,
+            # The seed and device the run was given, for replay commands (reports/replay.py).
+            "forced": forced_options(self.settings.seed, self.settings.device),
         }
+
+    def replay_command(self, case_id: str) -> str:
+        """The command that replays one case of this run from any directory."""
+        return replay_command(self.spec.path, case_id, self.profile.name, self.settings.seed, self.settings.device)
 
     def counts(self) -> Counter:
         return Counter(r["outcome"] for r in self._records.values())

@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 import jinja2
 
 from ..verdict import outcome as oc
-from .replay import replay_command, shared_text
+from .replay import report_replay, shared_text
 from .report import root_cause_of, signature_groups
 from .summary import MET_SHOWN, sorted_out, tier_heading
 from .compare import (
@@ -131,8 +131,21 @@ def _environment(kind: str) -> jinja2.Environment:
     return env
 
 
+def _replayer(comparison: Comparison, matrix_path: Optional[str]):
+    """case id (and the label of the report it is read from; default the newest) -> its replay
+    command, with that report's profile, seed and device (reports/replay.py)."""
+    blocks = {c.label: c.matrix for c in comparison.columns}
+    newest = comparison.columns[-1].matrix if comparison.columns else {}
+
+    def replay(case_id: str, label: Optional[str] = None) -> str:
+        return report_replay(blocks.get(label, newest), case_id, matrix_path)
+
+    return replay
+
+
 def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) -> dict:
     matrix = matrix_path or next((c.matrix.get("path") for c in comparison.columns if c.matrix.get("path")), None)
+    replay = _replayer(comparison, matrix_path)
     by_kind = comparison.by_kind()
     outcome_names = [o for o in COUNT_ORDER if any(Counter(c.summary).get(o) for c in comparison.columns)]
     pairs = []
@@ -160,8 +173,8 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
         "counts": {c.label: Counter(c.summary) for c in comparison.columns},
         "max_rows": max_rows,
         "matrix": matrix,
-        "replay": lambda cid: replay_command(matrix, cid),
-        "root_causes": root_cause_rows(comparison, matrix),
+        "replay": replay,
+        "root_causes": root_cause_rows(comparison, matrix_path),
         "kernel_changes": kernel_change_rows(comparison),
     }
 
@@ -179,9 +192,10 @@ def kernel_change_rows(comparison: Comparison) -> list[dict]:
     ]
 
 
-def root_cause_rows(comparison: Comparison, matrix: Optional[str] = None) -> list[dict]:
+def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -> list[dict]:
     """The newest report's root causes, one row per bug (report.signature_groups): failing ones by
-    tier, then tolerated, then informational, under that report's own strictness."""
+    tier, then tolerated, then informational, under that report's own strictness. `matrix_path`:
+    the matrix replay commands name instead of the one the report recorded."""
     if not comparison.columns:
         return []
     column = comparison.columns[-1]
@@ -204,7 +218,7 @@ def root_cause_rows(comparison: Comparison, matrix: Optional[str] = None) -> lis
                 + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
                 "example": g["example"],
                 "shared": shared_text(g.get("shared")),
-                "replay": replay_command(matrix, g["example"]),
+                "replay": report_replay(column.matrix, g["example"], matrix_path),
             })
     return rows
 
@@ -213,7 +227,7 @@ def render_markdown(comparison: Comparison, matrix_path: Optional[str] = None, m
     return _environment("md").get_template("summary.md.j2").render(**_context(comparison, matrix_path, max_rows))
 
 
-def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix: Optional[str]) -> list[dict]:
+def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optional[str]) -> list[dict]:
     rows = []
     for label, ids in groups(comparison, group_by):
         cells = []
@@ -242,7 +256,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix: Optional[s
                         "layer": record.get("layer") or "",
                         "detail": record.get("detail") or "",
                         "change": change or "",
-                        "replay": replay_command(matrix, cid),
+                        "replay": report_replay(column.matrix, cid, matrix_path),
                         "link": _link_text((record.get("known_failure") or {}).get("link")),
                         "href": safe_url((record.get("known_failure") or {}).get("link")) or "",
                     }
@@ -279,7 +293,7 @@ def render_html(
     return (
         _environment("html")
         .get_template("matrix.html.j2")
-        .render(**context, rows=_heatmap(comparison, group_by, context["matrix"]), legend=legend, group_by=list(group_by), title=title)
+        .render(**context, rows=_heatmap(comparison, group_by, matrix_path), legend=legend, group_by=list(group_by), title=title)
     )
 
 

@@ -7,11 +7,17 @@ import json
 from typing import Mapping, Optional
 
 
-def replay_command(matrix_path: Optional[str], case_id: str, **run) -> str:
-    """Runs from any directory (matrix/replay_command.py); `run`: profile, seed."""
-    from ..matrix.replay_command import replay_command as command
+def report_replay(matrix: Optional[Mapping], case_id: str, matrix_path: Optional[str] = None) -> str:
+    """The replay command of a report's case (matrix/replay_command.py), from the report's matrix
+    block: its path (or `matrix_path`), its profile, and the seed and device its run was given."""
+    from ..matrix.replay_command import replay_command
 
-    return command(matrix_path, case_id, **run)
+    matrix = matrix if isinstance(matrix, Mapping) else {}
+    forced = matrix.get("forced") if isinstance(matrix.get("forced"), Mapping) else {}
+    seed = forced.get("seed") if type(forced.get("seed")) is int else None
+    device = forced.get("device") if isinstance(forced.get("device"), str) else None
+    profile = matrix.get("profile") if isinstance(matrix.get("profile"), str) else None
+    return replay_command(matrix_path or matrix.get("path"), case_id, profile, seed, device)
 
 
 def shared_text(shared: Optional[Mapping]) -> str:

@@ -468,6 +468,11 @@ REPORT_SCHEMA = {
                 "hash": _TEXT,
                 "profile": _TEXT,
                 "cases": {"type": ["integer", "null"]},
+                # The seed and device the run was given, which its replay commands name.
+                "forced": {
+                    "type": ["object", "null"],
+                    "properties": {"seed": {"type": ["integer", "null"]}, "device": _TEXT},
+                },
                 "tolerance": {"type": ["object", "null"], "properties": {"slack": _NUMBER}},
             },
         },

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..verdict import outcome as oc
-from .replay import replay_command, shared_text
+from .replay import shared_text
 
 MET_SHOWN = 5  # the other side's behaviours listed under one root cause; the rest are counted
 
@@ -19,10 +19,10 @@ def tier_heading(tier: int) -> str:
     return f"tier {tier}, {title}"
 
 
-def group_lines(group: dict, matrix_path=None) -> list[str]:
+def group_lines(group: dict, replay) -> list[str]:
     """One root cause: the line with its count, worst class, layer and cause; its classes when it
     has several; what it met; the parameters all its cases share; an example case and the command
-    that replays it."""
+    that replays it (`replay`: case id -> command)."""
     layer = f" [{group['layer']}]" if group.get("layer") else ""
     outcomes = group.get("outcomes") or {group["outcome"]: group["count"]}
     mixed = f" ({', '.join(f'{n} {name}' for name, n in outcomes.items())})" if len(outcomes) > 1 else ""
@@ -36,7 +36,7 @@ def group_lines(group: dict, matrix_path=None) -> list[str]:
     if shared:
         lines.append(f"         all: {shared}")
     lines.append(f"         e.g. {group['example']}")
-    lines.append(f"         replay: {replay_command(matrix_path, group['example'])}")
+    lines.append(f"         replay: {replay(group['example'])}")
     return lines
 
 
@@ -56,9 +56,9 @@ def sorted_out(groups: list[dict], strict_errors: bool) -> tuple[list, list, lis
     return failing, tolerated, lenient
 
 
-def root_cause_lines(groups: list[dict], strict_errors: bool, max_groups: int = 30, matrix_path=None) -> list[str]:
+def root_cause_lines(groups: list[dict], strict_errors: bool, replay, max_groups: int = 30) -> list[str]:
     """The root-cause part of the summary: failing causes by tier, then tolerated ones, then
-    informational ones (sorted_out)."""
+    informational ones (sorted_out); `replay`: case id -> its replay command."""
     failing, tolerated, lenient = sorted_out(groups, strict_errors)
     lines = []
     if failing:
@@ -68,18 +68,18 @@ def root_cause_lines(groups: list[dict], strict_errors: bool, max_groups: int = 
             if group["tier"] != heading:
                 heading = group["tier"]
                 lines.append(f" {tier_heading(heading)}:")
-            lines += group_lines(group, matrix_path)
+            lines += group_lines(group, replay)
         if len(failing) > max_groups:
             lines.append(f"  ... {len(failing) - max_groups} more in the report")
     if tolerated:
         lines.append(f"{len(tolerated)} tolerated root cause(s), {tier_heading(tolerated[0]['tier'])}"
                      " (--scaledmm-strict-errors fails on them):")
         for group in tolerated[:max_groups]:
-            lines += group_lines(group, matrix_path)
+            lines += group_lines(group, replay)
     if lenient:
         lines.append(f"{len(lenient)} informational root cause(s), compiled accepts invalid input with the reference's result:")
         for group in lenient[:max_groups]:
-            lines += group_lines(group, matrix_path)
+            lines += group_lines(group, replay)
     return lines
 
 
@@ -105,7 +105,7 @@ def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
         f"{total} cases ({state.profile.name} profile, seed {state.seed}) on {env.get('device_name', '?')} "
         f"[{env.get('arch', '?')}], torch {env.get('torch', '?')}: {dist}",
     ]
-    lines += root_cause_lines(groups, state.settings.strict_errors, max_groups, state.spec.path)
+    lines += root_cause_lines(groups, state.settings.strict_errors, state.replay_command, max_groups)
     unsupported = [g for g in groups if g["outcome"] == oc.UNSUPPORTED]
     if unsupported:
         lines.append(f"{len(unsupported)} unsupported signature(s) (eager and compiled refuse alike):")
