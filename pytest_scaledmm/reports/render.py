@@ -18,7 +18,7 @@ from typing import Optional, Sequence
 import jinja2
 
 from ..verdict import outcome as oc
-from .replay import report_replay, shared_text
+from .replay import report_replay, shared_text, shown_cause
 from .report import root_cause_of, signature_groups
 from .summary import MET_SHOWN, sorted_out, tier_heading
 from .compare import (
@@ -156,7 +156,8 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
     for kind, moved in by_kind.items():
         changes: dict = {}
         for t in moved:
-            key = (f"{t.before_label} → {t.after_label}", t.before_outcome, t.after_outcome, t.root_cause)
+            cause = shown_cause(t.root_cause, (t.before_outcome, t.after_outcome))
+            key = (f"{t.before_label} → {t.after_label}", t.before_outcome, t.after_outcome, cause)
             changes.setdefault(key, []).append(t.case_id)
         grouped[kind] = [
             {"pair": k[0], "before": k[1], "after": k[2], "root_cause": k[3], "count": len(ids), "example": ids[0]}
@@ -174,6 +175,7 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
         "max_rows": max_rows,
         "matrix": matrix,
         "replay": replay,
+        "shown_cause": shown_cause,
         "root_causes": root_cause_rows(comparison, matrix_path),
         "kernel_changes": kernel_change_rows(comparison),
     }
@@ -213,7 +215,7 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
                 "outcome": g["outcome"],
                 "classes": ", ".join(f"{n} {name}" for name, n in outcomes.items()) if len(outcomes) > 1 else "",
                 "layer": g.get("layer") or "",
-                "root_cause": g["root_cause"],
+                "root_cause": shown_cause(g["root_cause"], outcomes or (g["outcome"],)),
                 "met": "; ".join(f"{n} × {what}" for what, n in met[:MET_SHOWN])
                 + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
                 "example": g["example"],
@@ -251,7 +253,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optio
                     {
                         "id": cid,
                         "outcome": record["outcome"],
-                        "signature": record.get("signature") or "",
+                        "signature": shown_cause(record.get("signature") or "", (record["outcome"],)),
                         "root_cause": root_cause_of(record) if record.get("signature") else "",
                         "layer": record.get("layer") or "",
                         "detail": record.get("detail") or "",

@@ -1,5 +1,5 @@
-"""The command that replays one case, and the parameters a group of cases shares, as the
-summaries (terminal, Markdown, HTML) print them beside each root cause."""
+"""The command that replays one case, the parameters a group of cases shares and its cause, as
+the summaries (terminal, Markdown, HTML) print them beside each root cause."""
 
 from __future__ import annotations
 
@@ -18,6 +18,13 @@ def report_replay(matrix: Optional[Mapping], case_id: str, matrix_path: Optional
     device = forced.get("device") if isinstance(forced.get("device"), str) else None
     profile = matrix.get("profile") if isinstance(matrix.get("profile"), str) else None
     return replay_command(matrix_path or matrix.get("path"), case_id, profile, seed, device)
+
+
+def shown_cause(cause: str, outcomes) -> str:
+    """A cause as shown beside its outcome class: without a leading `MISMATCH: ` that repeats
+    the class (the report keeps the full text)."""
+    head, colon, rest = str(cause).partition(": ")
+    return rest if colon and rest and head in set(outcomes) else cause
 
 
 def shared_text(shared: Optional[Mapping]) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ..verdict import outcome as oc
-from .replay import shared_text
+from .replay import shared_text, shown_cause
 
 MET_SHOWN = 5  # the other side's behaviours listed under one root cause; the rest are counted
 
@@ -26,7 +26,8 @@ def group_lines(group: dict, replay) -> list[str]:
     layer = f" [{group['layer']}]" if group.get("layer") else ""
     outcomes = group.get("outcomes") or {group["outcome"]: group["count"]}
     mixed = f" ({', '.join(f'{n} {name}' for name, n in outcomes.items())})" if len(outcomes) > 1 else ""
-    lines = [f"  {group['count']:4d} x {group['outcome']}{mixed}{layer} {group.get('root_cause') or group['signature']}"]
+    cause = shown_cause(group.get("root_cause") or group["signature"], outcomes)
+    lines = [f"  {group['count']:4d} x {group['outcome']}{mixed}{layer} {cause}"]
     met = list((group.get("met") or {}).items())
     if met:
         shown = "; ".join(f"{n} x {what}" for what, n in met[:MET_SHOWN])
