@@ -126,3 +126,13 @@ def test_a_root_cause_says_its_outcome_once_in_the_summary_markdown_and_html(mat
     assert row.count("MISMATCH") == 1
     page = html.read_text()
     assert 'class="sig">MISMATCH' not in page and '<td class="sig">eager+compiled values off the reference</td>' in page
+
+
+def test_xdist_workers_compiling_in_process_read_no_deprecated_dynamo_config(matrix_project, pytester):
+    """Each case restores Dynamo's config; torch's deprecated keys warn when read, and they do
+    nothing, so none is read: no FutureWarning in pytest's warnings summary."""
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"m": [4, 8]}))
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--scaledmm-matrix", "-n", "2", *IN_PROCESS)
+    assert result.ret == 0, result.stdout.str()
+    text = result.stdout.str() + result.stderr.str()
+    assert "FutureWarning" not in text and "warnings summary" not in text, text

@@ -80,13 +80,25 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
     return None
 
 
+def _deprecated_keys(config) -> frozenset:
+    """The config keys torch marks deprecated: reading one warns (FutureWarning) and it does
+    nothing, so it is neither compared nor restored."""
+    entries = getattr(config, "_config", None)
+    if not isinstance(entries, dict):
+        return frozenset()
+    return frozenset(key for key, entry in entries.items() if getattr(entry, "deprecated", False))
+
+
 def _restore_dynamo_config(saved: dict) -> None:
     """Undo what a kernel changed in Dynamo's config (e.g. turning it off) so later cases are not
     affected; only changed keys are written, deprecated ones stay untouched."""
     import torch
 
     config = torch._dynamo.config
+    deprecated = _deprecated_keys(config)
     for key, value in saved.items():
+        if key in deprecated:
+            continue
         try:
             if getattr(config, key) != value:
                 setattr(config, key, value)
