@@ -102,3 +102,13 @@ def test_data_dependent_guards_on_different_expressions_are_one_signature():
         "Consider annotating your code using torch._check*(). Could not guard on data-dependent expression 64*u0 < 2",
     ]
     assert {normalise_message(text) for text in texts} == {"Could not guard on data-dependent expression <expr>"}
+
+
+def test_eager_names_the_bug_when_both_sides_are_off_in_their_own_ways():
+    # Eager misreads one column block; the compiled template returns garbage everywhere.
+    ref = _reference(_value())
+    band = ref.value.clone()
+    band[:, 128:] *= 7.0
+    garbage = ref.value * 0 + 1e22
+    assert _signature(band, garbage, ref).signature == _signature(band, band, ref).signature == (
+        "MISMATCH: eager+compiled values off the reference in a band of columns")
