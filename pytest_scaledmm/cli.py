@@ -245,6 +245,9 @@ def gate_command(args) -> int:
 )
 def doctor_command(args) -> int:
     from .doctor import run
+    from .execution.quiet import import_torch
+
+    import_torch()  # first: without torch's import-time noise (execution/quiet.py)
     from .plugin.options import validate_device
 
     problem = validate_device(args.device)

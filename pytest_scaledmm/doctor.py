@@ -444,6 +444,9 @@ def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.A
 
 
 def run(args) -> int:
+    from .execution.quiet import import_torch
+
+    import_torch()  # first: without torch's import-time noise (execution/quiet.py)
     data = collect(args.device, probe=not args.no_probe)
     if args.json:
         from .reports.report import dumps_strict

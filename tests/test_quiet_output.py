@@ -3,6 +3,8 @@ user's own warnings untouched; a failure says its outcome once, its parameters i
 axis order, and how to replay it; triage says what it tried and what changed."""
 
 import importlib.util
+import subprocess
+import sys
 import warnings
 
 import pytest
@@ -136,3 +138,24 @@ def test_xdist_workers_compiling_in_process_read_no_deprecated_dynamo_config(mat
     assert result.ret == 0, result.stdout.str()
     text = result.stdout.str() + result.stderr.str()
     assert "FutureWarning" not in text and "warnings summary" not in text, text
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numpy") is not None, reason="torch warns about NumPy only without it")
+def test_scaledmm_doctor_prints_no_numpy_warning():
+    done = subprocess.run([sys.executable, "-m", "pytest_scaledmm", "doctor", "--no-probe"], capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("scaledmm doctor\n")
+    assert "Failed to initialize NumPy" not in done.stdout + done.stderr
+
+
+@pytest.mark.skipif(importlib.util.find_spec("numpy") is not None, reason="torch warns about NumPy only without it")
+def test_a_repro_script_prints_no_numpy_warning(matrix_project, pytester):
+    matrix_project.write_matrix(matrix_text([planted("ignores_scale_b")]))
+    result = matrix_project.run("--scaledmm-matrix", *IN_PROCESS, "--scaledmm-repro-dir", "repros")
+    result.assert_outcomes(failed=1)
+    script = next((pytester.path / "repros").glob("repro_*.py"))
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 10, done.stdout + done.stderr  # REPRODUCED
+    assert done.stdout.startswith("the run: MISMATCH")
+    assert "Failed to initialize NumPy" not in done.stdout + done.stderr

@@ -421,6 +421,7 @@ def render_script(
     the result is compiled here, so a script that would not parse is never written. `support`:
     kernel_support of the case's kernel; `fast_accum_keyword`: takes_fast_accum of it."""
     from .. import __version__
+    from ..execution.quiet import TORCH_IMPORT_NOISE
     from ..execution.run import other_m_sizes
     from ..matrix.cases import input_seed
     from ..matrix.compile_modes import compile_mode, compile_settings
@@ -434,6 +435,7 @@ def render_script(
     if env_vars is None:
         env_vars = {k: v for k, v in os.environ.items() if COMPILE_ENV.match(k) and k not in CACHE_ENV}
     name = script_name(record["outcome"], record["signature"])
+    quiet_imports = [[category.__name__, message] for category, message in TORCH_IMPORT_NOISE]  # builtins only
     device = _mapping(environment).get("device")
     row = compile_mode(params["mode"])
     other_m = other_m_sizes(record["id"], params["m"], run_seed) if row.marks_m else []
@@ -454,6 +456,7 @@ def render_script(
             f"SLACK = {literal(float(slack))}",
             f"TIMEOUT_S = {literal(float(timeout_s))}  # a hang past this: the stacks, then a verdict",
             f"ENV = {literal(dict(sorted(env_vars.items())))}  # compile-related variables set in the run",
+            f"QUIET_IMPORTS = {literal(quiet_imports)}  # torch's import-time warnings the run filters",
             f"EXPECTED = {literal(_expected(record))}",
             f"TENSORS = {literal(tensor_facts(params, seed))}",
             f"WRITTEN_BY = {literal('pytest-scaledmm ' + __version__)}",
