@@ -5,6 +5,8 @@ xdist workers; the replay command a failure prints works from any directory."""
 import os
 import re
 import shlex
+import subprocess
+import sys
 import textwrap
 
 import pytest
@@ -185,3 +187,56 @@ def test_a_replay_command_always_names_the_profile():
     block = {"path": "/p/m.yaml", "profile": "full", "seed": 3, "forced": {"seed": 3, "device": "cuda:1"}}
     assert report_replay(block, "c1") == replay_command("/p/m.yaml", "c1", "full", 3, "cuda:1")
     assert report_replay({**block, "forced": None}, "c1", "/q/m.yaml") == replay_command("/q/m.yaml", "c1", "full")
+
+
+PACKAGE_KERNEL = '''
+import torch
+
+
+def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    return ((a.float() @ b.float()) * scale_a.float() * scale_b.float()).to(out_dtype)
+'''
+PLANTED_BESIDE_MATRIX = '''
+import torch
+
+from mykernels.fp8 import scaled_mm
+
+
+def off(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    return (1.25 * scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.float32)).to(out_dtype)
+'''
+
+
+def _run_repro_from_root(script):
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd="/", env=env)
+
+
+def test_a_repro_script_imports_the_kernel_as_the_run_did(pytester, clean_path, monkeypatch):
+    """A kernel beside its matrix imports the project's package from the rootdir: its repro
+    script, run from / in a fresh process, puts the run's import directories first too and
+    reproduces (exit 10), as does one written later by `scaledmm repro`."""
+    from pytest_scaledmm.cli import main
+
+    project = pytester.mkdir("pkgproj")
+    (project / "pyproject.toml").write_text("[tool.pytest.ini_options]\n")
+    (project / "mykernels").mkdir()
+    (project / "mykernels" / "__init__.py").write_text("")
+    (project / "mykernels" / "fp8.py").write_text(PACKAGE_KERNEL)
+    (project / "buggy").mkdir()
+    (project / "buggy" / "planted_beside.py").write_text(PLANTED_BESIDE_MATRIX)
+    (project / "buggy" / "matrix.yaml").write_text(
+        yaml.safe_dump({"version": 1, "kernels": [{"name": "off", "impl": "planted_beside:off"}], "axes": {**AXES, "m": [4]},
+                        "profiles": {"default": {"cases": 1}}}, sort_keys=False))
+    monkeypatch.chdir(project)
+    result = run(pytester, "--scaledmm-matrix", "buggy", "--scaledmm-repro-dir", "repros",
+                 "--scaledmm-report", "r.json", *IN_PROCESS)
+    result.assert_outcomes(failed=1)
+    script = next((project / "repros").glob("repro_*.py"))
+    done = _run_repro_from_root(script)
+    assert done.returncode == 10, done.stdout + done.stderr
+    assert str(project) in script.read_text() and str(project / "buggy") in script.read_text()
+
+    assert main(["repro", str(project / "r.json"), "--out", str(project / "later")]) == 0
+    done = _run_repro_from_root(next((project / "later").glob("repro_*.py")))
+    assert done.returncode == 10, done.stdout + done.stderr

@@ -86,11 +86,13 @@ def pytest_configure(config):
     from ..matrix.kernels import add_import_dirs
 
     import_torch()  # before a user kernel module imports it: without torch's import-time noise
-    add_import_dirs(dict.fromkeys([settings.matrix.parent, Path(config.rootpath)]))  # kernels import like tests
+    import_dirs = [str(d) for d in dict.fromkeys([settings.matrix.parent, Path(config.rootpath)])]
+    add_import_dirs(import_dirs)  # kernels import like tests
     try:
         spec = load_spec(settings.matrix, declared_kernels=declared_kernels(config))
         check_entries(spec.path, spec.known_failures)
         state = MatrixSession(spec, settings)
+        state.import_dirs = tuple(import_dirs)  # repro scripts import the kernels from there too
     except MatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state

@@ -68,7 +68,7 @@ class ReproducePlugin:
             from ..reports.repro import ReproWriter
 
             self.writer = ReproWriter(settings.repro_dir, state.spec, state.kernels(), settings.timeout,
-                                      settings.max_autotune_configs)
+                                      settings.max_autotune_configs, state.import_dirs)
 
     def _controller(self) -> bool:
         return not self.state.settings.worker

@@ -79,6 +79,7 @@ class MatrixSession:
         self._subset_causes: list[str] = []
         self._finished = False  # the final report: until then every report is partial
         self._signalled: Optional[str] = None  # "SIGINT" / "SIGTERM" received while cases ran
+        self.import_dirs: tuple[str, ...] = ()  # put first on sys.path for the kernels (plugin/entry.py)
 
     # -- what came back, read-only outside ------------------------------------------------------
     @property

@@ -259,8 +259,10 @@ def check_reference(reference: str) -> tuple[str, list[str]]:
     return module_name, attr_path.split(".")
 
 
-def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str]) -> str:
-    """Code that defines `kernel` in the script. `name` appears in no code or comment."""
+def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_dirs=()) -> str:
+    """Code that defines `kernel` in the script. `name` appears in no code or comment.
+    `import_dirs`: the directories the run put first on sys.path (the matrix's, the rootdir),
+    which a user kernel's module may need for its own imports of the project's packages."""
     from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
     if fn is not None and BUILTIN_IMPLS.get(name) is fn:
@@ -290,13 +292,15 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str]) -> str:
             where = str(folder.parents[module_name.count(".") - 1] if "." in module_name else folder)
     except Exception:
         pass
+    dirs = list(dict.fromkeys([str(d) for d in import_dirs] + ([where] if where else [])))
     lines = [
-        "# The code under test, imported as the run did (KERNEL_REF).",
+        "# The code under test, imported as the run did (KERNEL_REF): IMPORT_DIRS go first on",
+        "# sys.path, as the run put them (the matrix's directory, the rootdir, then where the module was).",
         f"KERNEL_REF = {literal(reference)}",
-    ]
-    if where:
-        lines.append(f"sys.path.insert(0, {literal(where)})  # where the run imported it from")
-    lines += [
+        f"IMPORT_DIRS = {literal(dirs)}",
+        "for repro_directory in reversed(IMPORT_DIRS):",
+        "    if repro_directory not in sys.path:",
+        "        sys.path.insert(0, repro_directory)",
         "import importlib  # noqa: E402",
         "",
         f"kernel = importlib.import_module({literal(module_name)})",
@@ -507,8 +511,10 @@ def write_script(directory, record: dict, environment: dict, run_seed: int, kern
 class ReproWriter:
     """Writes the first failing record of each signature as it arrives (on the controller)."""
 
-    def __init__(self, directory, spec, kernels: dict, timeout_s: float, max_autotune_configs: int = 0):
+    def __init__(self, directory, spec, kernels: dict, timeout_s: float, max_autotune_configs: int = 0,
+                 import_dirs=()):
         self.directory = Path(directory)
+        self.import_dirs = tuple(import_dirs)
         self.max_autotune_configs = max_autotune_configs
         self.spec = spec
         self.kernels = kernels
@@ -526,7 +532,7 @@ class ReproWriter:
         spec = next((k for k in self.spec.kernels if k.name == name), None)
         try:
             fn = self.kernels.get(name)
-            text = kernel_code(name, fn, spec.impl if spec else None)
+            text = kernel_code(name, fn, spec.impl if spec else None, self.import_dirs)
             path = write_script(self.directory, record, environment, run_seed, text, self.timeout_s, self.spec.slack,
                                 self.max_autotune_configs, kernel_support(spec), takes_fast_accum(fn))
         except Exception as exc:  # a repro that cannot be written must not stop the run
@@ -588,8 +594,9 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     for the given case ids), after the fact. Kernels are found through the matrix the report
     names (or `matrix`); the tensors are regenerated from the recorded seed. A report is data
     from elsewhere: a record whose values are not a case of this plugin is refused, by id."""
-    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
+    from ..matrix.kernels import BUILTIN_IMPLS, add_import_dirs, load_impl
     from .report import load_report
+    from .report_dir import project_dir
     from ..matrix.schema import DEFAULT_LIMITS
     from ..matrix.spec import load_spec
 
@@ -597,7 +604,12 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     matrix_block = _mapping(report.get("matrix"))
     matrix_path = Path(matrix) if matrix else _report_matrix(matrix_block.get("path"))
     impls, specs, slack, limits = {}, {}, 1.0, dict(DEFAULT_LIMITS)
+    import_dirs: list = []
     if matrix_path is not None:
+        # Where the run imported the kernels from (plugin/entry.py): the matrix's directory and
+        # its project's (pytest's rootdir when run on that matrix).
+        import_dirs = [str(d) for d in dict.fromkeys([matrix_path.resolve().parent, project_dir(matrix_path)])]
+        add_import_dirs(import_dirs)
         spec = load_spec(matrix_path)
         impls = {k.name: k.impl for k in spec.kernels}
         specs = {k.name: k for k in spec.kernels}
@@ -626,7 +638,7 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         seen.add(key)
         name = record["params"]["kernel"]
         fn = BUILTIN_IMPLS.get(name) if impls.get(name) is None else None
-        text = kernel_code(name, fn, impls.get(name))
+        text = kernel_code(name, fn, impls.get(name), import_dirs)
         if impls.get(name) is not None:
             try:
                 fn = load_impl(impls[name])
