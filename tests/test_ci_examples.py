@@ -6,6 +6,7 @@ one directory here, and the baseline is an unsharded run of the same matrix."""
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -200,3 +201,43 @@ def test_the_gitlab_pipeline_runs_two_shards_merges_compares_and_gates(workspace
     assert (root / "publish" / f"{RUNNER}.json").is_file()
     markdown = (root / "merged" / f"{RUNNER}-torch{torch}.md").read_text()
     assert "## scaled-mm compatibility matrix" in markdown and "**gate passed" in markdown
+
+
+# -- installing the package ----------------------------------------------------------------------
+
+
+def _pip_installs(script: str) -> list:
+    """The arguments of each `pip install` in a shell line."""
+    installs = []
+    for command in re.split(r"&&|;|\n", script):
+        words = shlex.split(command)
+        if words[:2] == ["pip", "install"]:
+            installs.append(words[2:])
+    return installs
+
+
+def _check_install(script: str) -> None:
+    """The package comes from $SCALEDMM_SPEC, never by name from the package index, where it is not."""
+    installs = _pip_installs(script)
+    assert any("$SCALEDMM_SPEC" in words for words in installs), script
+    assert not any(word.startswith("pytest-scaledmm") for words in installs for word in words), script
+
+
+def test_the_github_workflow_installs_the_package_from_scaledmm_spec():
+    workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
+    assert workflow["env"]["SCALEDMM_SPEC"] == "."  # this repository's checkout
+    for name, job in workflow["jobs"].items():
+        steps = job["steps"]
+        install = next(i for i, step in enumerate(steps) if step.get("name", "").startswith("Install"))
+        _check_install(steps[install]["run"])
+        # "." is the checkout: it must be there before the install.
+        assert any(step.get("uses", "").startswith("actions/checkout@") for step in steps[:install]), name
+
+
+def test_the_gitlab_pipeline_installs_the_package_from_scaledmm_spec():
+    pipeline = yaml.safe_load((EXAMPLES / "gitlab-ci.yml").read_text())
+    assert pipeline["variables"]["SCALEDMM_SPEC"] == "."  # GitLab checks the repository out for every job
+    jobs = [name for name in pipeline if name.startswith("scaledmm-")]
+    assert jobs == ["scaledmm-shard", "scaledmm-gate", "scaledmm-report"]
+    for name in jobs:
+        _check_install("\n".join(line for line in pipeline[name]["before_script"] if "pip install" in line))
