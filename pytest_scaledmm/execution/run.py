@@ -125,7 +125,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     import torch
 
     from ..verdict.inputs import make_inputs
-    from ..verdict.oracle import case_checker
+    from ..verdict.oracle import case_checker, second_call
     from ..verdict.pipeline import eager_compile_check
 
     reason = not_applicable(case, ctx)
@@ -133,7 +133,8 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
         return Outcome(oc.SKIPPED, detail=reason)
 
     params = case.params
-    inputs = make_inputs(params, input_seed(ctx.run_seed, case.id), ctx.device)
+    seed = input_seed(ctx.run_seed, case.id)
+    inputs = make_inputs(params, seed, ctx.device)
     kernel = ctx.kernels[case["kernel"]]
     out_dtype, fast = inputs.out_dtype, inputs.use_fast_accum
     # Only the keywords the kernel's signature takes (kernels.py: the kernel contract).
@@ -154,6 +155,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
             case_checker(params, inputs, ctx.slack), ctx.kernel_specs.get(case["kernel"]), params,
             interrupts=not ctx.in_child, runner=row.runner,
             other_shapes=_other_shapes(case, ctx) if row.marks_m else (),
+            second_call=second_call(params, seed, ctx.device, ctx.slack),
         )
     finally:
         _restore_dynamo_config(saved_config)

@@ -24,14 +24,18 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Optional
 
 from ..verdict.scale_forms import FORMS, own_pairings
-from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, SHAPE_AXES
-from .shapes import DIMS, dim_pools
+from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, SHAPE_AXES, takes_axis
+from .shapes import DIMS, dim_pools, empty_dims
 from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
 
 SCALE_SHORT = {form.id: form.short for form in FORMS}
+FORM_BY_ID = {form.id: form for form in FORMS}
 LAYOUT_SHORT = {"noncontiguous": "nc", "offset": "off", "expanded": "exp"}
 KERNEL_SHORT = {"aten_scaled_mm": "fp8", "int8_w8a8": "w8a8"}
+REGIME_SHORT = {"full_range": "fullrange", "real_scales": "realscales", "near_limit": "nearlimit", "cancelling": "cancel"}
+OPERAND_LAYOUT_SHORT = {"a_padded": "apad", "a_offset": "aoff", "b_row_major": "brow", "b_padded": "bpad",
+                        "scale_on_host": "hostscale"}
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,12 @@ def case_id(params: Mapping[str, Any]) -> str:
     if params.get("activation_rank", 2) == 3:
         parts.append("3d")
     if params.get("special_scale", "none") != "none":
-        parts.append(params["special_scale"])
+        side = params.get("special_side", "a")
+        parts.append(params["special_scale"] + ("_b" if side == "b" else ""))
+    if params.get("value_regime", "standard") != "standard":
+        parts.append(REGIME_SHORT[params["value_regime"]])
+    if params.get("operand_layout", "dense") != "dense":
+        parts.append(OPERAND_LAYOUT_SHORT[params["operand_layout"]])
     # Axes only some kernels take (schema.KERNEL_AXES): in the id only where the case has them.
     if "group_layout" in params:
         parts.append(f"{params['group_layout']}g{params['groups']}-{params['group_sizes']}")
@@ -171,8 +180,9 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: Optional[set
     for name, (_, neutral, takers) in KERNEL_AXES.items():
         given = list(axes.get(name, [neutral]))
         # Only where the profile asks for more than the neutral value: other ids stay as they were.
-        if builtin and kernel.name in takers and (kernel.name in GROUPED_KERNELS or given != [neutral]):
+        if takes_axis(kernel.name, takers, builtin) and (kernel.name in GROUPED_KERNELS or given != [neutral]):
             values[name] = given
+    values.pop("special_side", None)  # which scale a special value goes into: the special slice's
     if builtin and kernel.name in GROUPED_KERNELS:
         # Its operands are built by verdict/grouped.py: no bias, scale layouts, 3-D activations
         # or special scales; no fast accumulation asked for.
@@ -345,7 +355,8 @@ class KernelSpace:
         return self._free[known]
 
     def allowed(self, row: Mapping) -> bool:
-        return self.table_possible(row) and self.free_possible(row) and not self._excluded({**row, "kernel": self.kernel.name})
+        return (production_data_fits(row) and self.table_possible(row) and self.free_possible(row)
+                and not self._excluded({**row, "kernel": self.kernel.name}))
 
     def sizes(self, row: Mapping, draw: tuple) -> Optional[dict]:
         """The row's case: sizes in its classes from the drawn integers (scanning on from them to
@@ -383,6 +394,24 @@ class KernelSpace:
                         if self.allowed({f"scale_{side}": form, f"{dim}_class": name}):
                             found.append((side, form, name))
         return found
+
+
+def production_data_fits(row: Mapping) -> bool:
+    """Whether a (partial) row's value regime and operand layout apply to its scales and dtypes:
+    regimes and layouts are for fp32 scales and unpacked operands; a scale on the host is a
+    one-element scale_a."""
+    regime = row.get("value_regime", "standard")
+    layout = row.get("operand_layout", "dense")
+    if regime == "standard" and layout == "dense":
+        return True
+    forms = [FORM_BY_ID[row[side]] for side in ("scale_a", "scale_b") if side in row]
+    if any(form.scale_dtype != "fp32" for form in forms):
+        return False
+    if any(row.get(side, "").startswith("fp4") for side in ("dtype_a", "dtype_b")):
+        return False
+    if layout == "scale_on_host" and "scale_a" in row and not FORM_BY_ID[row["scale_a"]].per_tensor:
+        return False
+    return True
 
 
 def _covering_rows(space: KernelSpace, values: dict, strength: int) -> list[dict]:
@@ -448,6 +477,12 @@ def _targets(row: Mapping) -> set:
     """What a row covers of the pairs the summary reports: scale pair x mode, scale form x class."""
     found = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
     found |= {("form", side, row[f"scale_{side}"], row[f"{dim}_class"]) for side in "ab" for dim in DIMS}
+    # Production data: each value regime with each operand dtype and output dtype (a regime
+    # bites on the range of one), each operand layout.
+    if "value_regime" in row:
+        found |= {("regime", row["value_regime"], row["dtype_a"]), ("regime-out", row["value_regime"], row["out_dtype"])}
+    if "operand_layout" in row:
+        found.add(("layout", row["operand_layout"]))
     return found
 
 
@@ -502,7 +537,7 @@ def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[lis
 
 
 # Notes that count cases; a composite's are its parts' summed.
-COUNTERS = ("covering_rows", "drawn", "boundary", "special", "truncated")
+COUNTERS = ("covering_rows", "drawn", "empty", "boundary", "special", "truncated")
 
 
 def _composite_cases(spec: Spec, profile: Profile, arch: str) -> tuple[list[Case], dict]:
@@ -569,7 +604,7 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     axes = spec.axes_for(profile)
     kernels = spec.kernels_for(profile)
     budget = profile.cases
-    notes: dict[str, Any] = {"arch": arch, "covering_rows": 0, "drawn": 0, "boundary": 0, "special": 0,
+    notes: dict[str, Any] = {"arch": arch, "covering_rows": 0, "drawn": 0, "empty": 0, "boundary": 0, "special": 0,
                              "truncated": 0, "included": 0}
 
     def excluded(params):
@@ -583,6 +618,9 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     given = given_axes(spec, profile)
     for kernel in kernels:
         values = {**kernel_axes(kernel, axes, given), "mode": modes}
+        if arch == "cpu" and "operand_layout" in values:
+            # One device: a scale on the host is the dense layout there.
+            values["operand_layout"] = [v for v in values["operand_layout"] if v != "scale_on_host"] or ["dense"]
         specials = [v for v in values["special_scale"] if v != "none"]
         if "none" in values["special_scale"]:
             values["special_scale"] = ["none"]  # special values are a slice of their own
@@ -598,13 +636,18 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     core, extra = _boundary(spaces, families)
     boundary_cap = budget * BOUNDARY_SHARE_PERCENT // 100
     boundary = core[:boundary_cap]
-    specials = _special(spaces, families)
-    special = specials[:max(0, budget - len(boundary) - _valid_floor(budget))]
+    specials = _special(spaces, families, list(axes.get("special_side", ["a"])))
+    special_floor = min(len(specials), budget * SPECIAL_SHARE_PERCENT // 100)
+    special = specials[:max(special_floor, budget - len(boundary) - _valid_floor(budget))]
 
     seen: set[str] = set()
     chosen: dict[str, dict[str, list]] = {kernel.name: {"valid": [], "special": [], "boundary": []} for kernel in kernels}
 
+    accumulations = {kernel.name: kernel.accumulation for kernel in kernels if kernel.accumulation}
+
     def take(params, slot) -> bool:
+        if params["kernel"] in accumulations:
+            params = {**params, "accumulation": accumulations[params["kernel"]]}
         if excluded(params):
             return False
         cid = case_id(params)
@@ -615,6 +658,10 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
         return True
 
     valid_budget = budget - len(boundary) - len(special)
+    # Empty dims: one case per kernel and dim at least, out of the valid share.
+    empties = _empty_slice(spaces, empty_dims(axes), families)
+    empties = empties[:min(len(empties), max(len(kernels) * 3, budget * 3 // 100), valid_budget // 4)]
+    valid_budget -= len(empties)
     total = sum(len(valid) for *_, valid in spaces)
     if total > valid_budget:
         # Over budget: keep each kernel's share; the covering guarantee is lost and said so.
@@ -623,6 +670,7 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
         spaces = [(*rest, valid[:share]) for (*rest, valid), share in zip(spaces, shares)]
     for *_, valid in spaces:
         notes["covering_rows"] += sum(take(params, "valid") for params in valid)
+    notes["empty"] = 0
     # The rest of the valid share, kernel by kernel; what a kernel's space cannot fill goes to
     # the kernels that filled theirs, in further rounds.
     open_spaces, round_ = list(spaces), 0
@@ -637,12 +685,14 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
             if missing and added == missing:
                 still_open.append(open_spaces[index])
         open_spaces, round_ = still_open, round_ + 1
+    for params in empties:
+        notes["empty"] += take(params, "boundary" if params["purpose"] == "boundary" else "valid")
     for params in special:
         notes["special"] += take(params, "special")
     for params in boundary:
         notes["boundary"] += take(params, "boundary")
     # Fewer valid cases than their share: the rest of the budget to the other slices.
-    left = budget - notes["covering_rows"] - notes["drawn"] - notes["special"] - notes["boundary"]
+    left = budget - notes["covering_rows"] - notes["drawn"] - notes["empty"] - notes["special"] - notes["boundary"]
     for params, slot in [(p, "special") for p in specials[len(special):]] + [(p, "boundary") for p in core[len(boundary):] + extra]:
         if left <= 0:
             break
@@ -705,6 +755,7 @@ def _valid_floor(budget: int) -> int:
 
 VALID_SHARE_PERCENT = 80  # at least this much of a budget goes to valid configurations
 BOUNDARY_SHARE_PERCENT = 15  # at most this much to boundary cases
+SPECIAL_SHARE_PERCENT = 15  # at least this much to special cases, where the profile asks for them
 
 
 def _mutations(space: KernelSpace, values: dict) -> list[tuple[str, Any]]:
@@ -772,24 +823,62 @@ def _raw_rows(space: KernelSpace, values: dict, count: int) -> list[dict]:
     return rows
 
 
-def _special(spaces: list, families: dict) -> list[dict]:
-    """Each special value x scale form (of scale_a) x compile-mode family, on valid cases; ordered
-    so that a budget cut keeps every value first, then every form, then every family."""
-    per_combo: list[list[dict]] = []
+# The order special values and sides are given to a kernel in, so that a small budget still
+# has a zero and a negative scale on each side first (a pruned channel, a sign dropped).
+SPECIAL_ORDER = (("zero", "b"), ("negative", "a"), ("negative", "b"), ("zero", "a"),
+                 ("nan", "b"), ("inf", "a"), ("inf", "b"), ("nan", "a"))
+
+
+def _special(spaces: list, families: dict, sides: list) -> list[dict]:
+    """Each special value x side (of `sides`) x scale form of that side x compile-mode family, on
+    valid cases. Each kernel's list is ordered every (value, side) first (SPECIAL_ORDER, its
+    multi-element forms first: one zero output channel), then every form, then every family;
+    the kernels' lists are interleaved, so that a budget cut gives every kernel its share."""
+    per_kernel: list[list[dict]] = []
     for kernel, space, covered, specials, valid in spaces:
-        for form in covered["scale_a"]:
-            for value in specials:
-                bases = [p for p in valid if p["scale_a"] == form]
+        ranked: list[tuple] = []
+        combos = [(v, s) for v, s in SPECIAL_ORDER if v in specials and s in sides]
+        for combo_index, (value, side) in enumerate(combos):
+            forms = sorted(covered[f"scale_{side}"], key=lambda f: FORM_BY_ID[f].per_tensor)
+            for form_index, form in enumerate(forms):
+                bases = [p for p in valid if p[f"scale_{side}"] == form]
                 if not bases:
                     continue
                 offset = zlib.crc32(f"{kernel.name}::{value}::{form}".encode())
-                per_combo.append([
-                    {**bases[(offset + index * 3) % len(bases)], "mode": modes[(offset + index) % len(modes)],
-                     "special_scale": value, "purpose": "special"}
-                    for index, (family, modes) in enumerate(families.items())
-                ])
-    ordered = [cases[i] for i in range(max((len(c) for c in per_combo), default=0)) for cases in per_combo if i < len(cases)]
-    return ordered
+                if side == "b":
+                    offset = zlib.crc32(f"{kernel.name}::{value}::b::{form}".encode())
+                for index, (family, modes) in enumerate(families.items()):
+                    case = {**bases[(offset + index * 3) % len(bases)], "mode": modes[(offset + index) % len(modes)],
+                            "special_scale": value, "purpose": "special"}
+                    if side == "b":
+                        case["special_side"] = "b"
+                    ranked.append(((index, form_index, combo_index), case))
+        per_kernel.append([case for _, case in sorted(ranked, key=lambda item: item[0])])
+    return [cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)]
+
+
+def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
+    """Per kernel, each empty dim (M = 0: an idle expert; K = 0; N = 0) on a valid case, once per
+    compile-mode family, kernels interleaved: valid where the kernel's model takes it, else a
+    boundary case naming the refusal."""
+    per_kernel = []
+    for kernel, space, _, _, valid in spaces:
+        found = []
+        for index, (family, modes) in enumerate(families.items()):
+            for dim in dims:
+                if not valid:
+                    break
+                offset = zlib.crc32(f"{kernel.name}::empty::{dim}".encode())
+                base = {k: v for k, v in valid[(offset + index * 5) % len(valid)].items() if k != "special_side"}
+                case = {**base, dim: 0, "mode": modes[(offset + index) % len(modes)], "special_scale": base.get("special_scale", "none")}
+                if "special_scale" not in base:
+                    case.pop("special_scale")
+                broken = space.model.breaks(case)
+                case.update(purpose="boundary", expected_refusal=broken[0]) if broken else case.update(purpose="valid")
+                if len(broken) <= 1:
+                    found.append(case)
+        per_kernel.append(found)
+    return [cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)]
 
 
 def _fill(space: KernelSpace, values: dict, missing: int, seed: int, add) -> int:

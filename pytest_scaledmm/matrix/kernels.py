@@ -67,6 +67,7 @@ class Kernel:
     dtype_pairs: Optional[Sequence[Sequence[str]]] = None
     out_dtypes: Optional[Sequence[str]] = None
     bias_out_dtypes: Optional[Sequence[str]] = None
+    accumulation: Optional[str] = None  # fp32, tensor-core or fast: the bound it is held to on a GPU
 
 
 def _first(out):

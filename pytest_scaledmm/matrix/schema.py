@@ -6,6 +6,8 @@ compile modes come from their tables (verdict/scale_forms.py, compile_modes.py).
 
 from typing import Mapping, Optional
 
+from ..verdict.layouts import OPERAND_LAYOUTS
+from ..verdict.regimes import REGIMES
 from ..verdict.scale_forms import FORMS
 from .compile_modes import MODES
 
@@ -18,6 +20,7 @@ COMPILE_MODES = [mode.name for mode in MODES]
 SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
 SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
 FAMILIES = ["fp8", "int8"]
+ACCUMULATION = ("fp32", "tensor-core", "fast")  # a kernel's declared fp8 accumulation
 # Rank of each scale form's tensor: mixed ranks are what Inductor's scaled-mm lowering trips on.
 SCALE_RANK = {form.id: form.rank for form in FORMS}
 ARCHS = ["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx90a", "gfx942", "gfx950"]
@@ -41,6 +44,16 @@ CATEGORICAL_AXES = {
 # profile gives it more than the neutral value (grouped kernels: always), so that the cases and
 # ids of every other kernel and profile stay as they were.
 GROUPED_KERNELS = ("scaled_grouped_mm",)
+ALL_KERNELS = "*"  # an axis every kernel takes, user kernels included, but the grouped ones
+
+
+def takes_axis(kernel_name: str, takers, builtin: bool) -> bool:
+    """Whether a kernel takes a KERNEL_AXES axis."""
+    if takers == ALL_KERNELS:
+        return kernel_name not in GROUPED_KERNELS
+    return builtin and kernel_name in takers
+
+
 KERNEL_AXES = {
     # torch._scaled_grouped_mm: a [total_M, K] x b [G, K, N] with offsets over M; a [G, M, K] x
     # b [G, K, N]; a [M, total_K] x b [total_K, N] with offsets over K (verdict/grouped.py).
@@ -54,6 +67,12 @@ KERNEL_AXES = {
                                                            "fp8_linear_rowwise")),
     # A rowwise scale of a 3-D activation as amax(dim=-1, keepdim=True) gives it: [B, T, 1].
     "scale_keepdim": ([False, True], False, ("fp8_linear_rowwise",)),
+    # Production data (verdict/regimes.py, verdict/layouts.py), for every kernel but the grouped
+    # ones: the values a case holds, the memory its operands sit in, and which scale a special
+    # value goes into (special cases only).
+    "value_regime": (list(REGIMES), "standard", ALL_KERNELS),
+    "operand_layout": (list(OPERAND_LAYOUTS), "dense", ALL_KERNELS),
+    "special_side": (["a", "b"], "a", ALL_KERNELS),
 }
 SHAPE_AXES = ["m", "k", "n"]
 # What a kernel may declare about the shapes it supports (M counts tokens: B*T for 3-D a).
@@ -92,13 +111,13 @@ def _pair_list(values):
 
 _DIM = {
     "oneOf": [
-        {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 1, "maximum": 65536}},
+        {"type": "array", "minItems": 1, "items": {"type": "integer", "minimum": 0, "maximum": 65536}},
         {
             "type": "object",
             "additionalProperties": False,
             "required": ["min", "max"],
             "properties": {
-                "min": {"type": "integer", "minimum": 1, "maximum": 65536},
+                "min": {"type": "integer", "minimum": 0, "maximum": 65536},
                 "max": {"type": "integer", "minimum": 1, "maximum": 65536},
             },
         },
@@ -188,6 +207,9 @@ _KERNEL = {
                 "dtype_pairs": _pair_list(OPERAND_DTYPES + ["int8"]),
                 "out_dtypes": _enum_list(OUT_DTYPES),
                 "bias_out_dtypes": {**_enum_list(OUT_DTYPES), "minItems": 0},
+                # How its fp8 products are summed on a GPU (verdict/inputs.py ACCUMULATORS): it is
+                # held to fp32 sums, tensor-core sums, or fast (unpromoted) ones.
+                "accumulation": {"enum": list(ACCUMULATION)},
                 **{key: {"type": "integer", "minimum": 1} for key in SHAPE_LIMITS},
             },
         },

@@ -60,6 +60,7 @@ class KernelSpec:
     dtype_pairs: tuple | None = None
     out_dtypes: tuple | None = None
     bias_out_dtypes: tuple | None = None
+    accumulation: str | None = None  # schema.ACCUMULATION; None: by the case (use_fast_accum)
 
 
 @dataclass(frozen=True)
@@ -140,9 +141,10 @@ def _validate(path: Path, data: Any) -> None:
     raise MatrixError(path, key or "(top level)", message)
 
 
-_DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch", *SHAPE_LIMITS, *SUPPORT_RULES)
+_DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch", *SHAPE_LIMITS, *SUPPORT_RULES,
+                    "accumulation")
 # Left out of a declaration's digest when not declared, so that older declarations keep theirs.
-_OPTIONAL_FIELDS = (*SHAPE_LIMITS, *SUPPORT_RULES)
+_OPTIONAL_FIELDS = (*SHAPE_LIMITS, *SUPPORT_RULES, "accumulation")
 
 
 def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) -> KernelSpec:
@@ -165,7 +167,7 @@ def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) 
     rules.update({k: tuple(tuple(p) for p in entry[k]) for k in ("scale_pairs", "dtype_pairs") if entry.get(k) is not None})
     return KernelSpec(
         entry["name"], family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"), fn,
-        **limits, **rules,
+        **limits, **rules, accumulation=entry.get("accumulation"),
     )
 
 

@@ -142,6 +142,7 @@ class OpModel:
     # only from cases with a `bias_dtype` axis.
     bias_matches_out: bool = False
     fp8_out_recipes: Optional[tuple] = None  # the recipe pairs that give an fp8 output (rowwise_out_dtype)
+    col_major_b: bool = False  # b must be column-major (operand_layout: b_row_major refused)
 
 
 # The key each rule gives, and whether it reads M, K or N (then generation looks for sizes).
@@ -221,6 +222,8 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> 
                 if len(shape) == 2 and strides[1] != 1:
                     found.append("rowwise_layout")
                     break
+    if model.col_major_b and params.get("operand_layout") == "b_row_major":
+        found.append("operand_layout")
     if params.get("bias") and model.bias_out_dtypes is not None and params.get("out_dtype") not in model.bias_out_dtypes:
         found.append("bias_dtype")
     if params.get("bias") and model.bias_matches_out and "bias_dtype" in params:
@@ -260,7 +263,7 @@ _GPU_SCALED_MM = dict(
     single_block_pairs=(("BlockWise128x128", "BlockWise1x128"),),
     blockwise_m_multiple=4, scale_offset_multiple=4, k_multiple=(16, "k_alignment"), n_multiple=(16, "n_alignment"),
     e5m2_pair=True, bias_out_dtypes=("bf16", "fp16", "e4m3fn"), blockwise_fast_accum=True,
-    bias_matches_out=True, fp8_out_recipes=(_TT,),
+    bias_matches_out=True, fp8_out_recipes=(_TT,), col_major_b=True,
 )
 _CPU = "measured on the CPU, torch 2.13 (scripts/measure_support.py)"
 _GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); other GPUs not measured"

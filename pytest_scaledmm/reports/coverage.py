@@ -113,7 +113,35 @@ def coverage_block(records: Iterable[Mapping], possible: Optional[Mapping], arch
             "missing": [list(item) for item in missing[:SHOWN_MISSING]],
         }
     block["pairwise"] = pairwise
+    block["production"] = production_counts(ran, checked)
     return block
+
+
+# Production-data properties of a case (matrix/schema.KERNEL_AXES), each with the value a case
+# without it has.
+PRODUCTION_AXES = {"value_regime": "standard", "operand_layout": "dense", "special_side": "a"}
+
+
+def production_counts(ran: list, checked: list) -> dict:
+    """Per value regime, operand layout and special-value side: cases run and, of those, checked
+    against the reference with valid inputs (special side: special cases only)."""
+    checked_ids = {id(r) for r in checked}
+    found: dict[str, dict] = {}
+    for axis, neutral in PRODUCTION_AXES.items():
+        counts: dict[str, dict] = {}
+        for record in ran:
+            params = record.get("params") or {}
+            if axis == "special_side" and purpose_of(record) != "special":
+                continue
+            if params.get("group_layout"):
+                continue  # grouped cases take none of these
+            entry = counts.setdefault(str(params.get(axis, neutral)), {"run": 0, "reference_checked": 0})
+            entry["run"] += 1
+            errors = record.get("errors") or {}
+            if id(record) in checked_ids or (axis == "special_side" and errors.get("eager") is not None):
+                entry["reference_checked"] += 1
+        found[axis] = dict(sorted(counts.items()))
+    return found
 
 
 def mismatch_groups(records: Iterable[Mapping]) -> list[dict]:
@@ -143,6 +171,13 @@ def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[s
         share = f" ({100 * numbers['covered'] // numbers['possible']} %)" if numbers["possible"] else ""
         parts.append(f"{measure} {numbers['covered']}/{numbers['possible']}{share}")
     lines.append(f"pairwise coverage among valid cases run [{coverage.get('arch')}]: " + ", ".join(parts))
+    production = coverage.get("production") or {}
+    if any(len(counts) > 1 or next(iter(counts), PRODUCTION_AXES[axis]) != PRODUCTION_AXES[axis]
+           for axis, counts in production.items() if axis in PRODUCTION_AXES):
+        words = {"value_regime": "value regimes", "operand_layout": "operand layouts", "special_side": "special side"}
+        lines.append("production data (run/reference-checked): " + "; ".join(
+            f"{words[axis]} " + ", ".join(f"{value} {c['run']}/{c['reference_checked']}" for value, c in counts.items())
+            for axis, counts in production.items() if axis in words and counts))
     for group in mismatch_groups(records):
         if group["purpose"] == "boundary":
             what = f"{group['count']} boundary case(s) expected to be refused ({group['refusal']}) accepted by eager"

@@ -11,10 +11,21 @@ repeats one value): `scale_layout` applies to both scales, `activation_rank` to 
 from __future__ import annotations
 
 import math
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from .layouts import DENSE, place_a, place_b, place_scale_a
 from .microscaling import FP4_TORCH_NAMES, draw_block_scale, draw_fp4_operand, draw_global_scale, operand_values, scale_values
+from .regimes import (
+    NEAR_LIMIT_TARGET,
+    OUT_HEADROOM,
+    cancel,
+    full_range_operands,
+    power_of_two_at_most,
+    real_scale_factors,
+    regime_of,
+)
 from .scale_forms import WHOLE, scale_form
 
 FP8_TORCH_NAMES = {
@@ -52,6 +63,8 @@ ACCUMULATORS = {
     "fp8-tensor-core": {"u_acc": 2.0**-13, "c_acc": 4.0, "promote_every": 128},
     # With fast accumulation it grows with K all the way (needed 2.32, cuBLAS rowwise, K = 16384).
     "fp8-tensor-core-fast": {"u_acc": 2.0**-13, "c_acc": 6.0, "promote_every": math.inf},
+    # A GPU not calibrated on (not an H200, or ROCm): fewer bits kept, no promotion assumed.
+    "fp8-uncalibrated": {"u_acc": 2.0**-11, "c_acc": 8.0, "promote_every": math.inf},
 }
 C_EP = 8.0  # fp32 roundings of the scale and bias epilogue: 4 counted, a margin of 2
 C_OUT = 1.0  # the output dtype's one rounding to nearest
@@ -100,6 +113,7 @@ class CaseInputs:
     finite_scale_a: Any = None  # scale_a before the special value, for tolerances; on the CPU
     # Tensors the kernel is passed by keyword after bias, in order (offs, scale_result).
     extras: dict = field(default_factory=dict)
+    finite_scale_b: Any = None  # scale_b before a special value written into it; on the CPU
 
     def args(self):
         return (self.a, self.b, self.scale_a, self.scale_b, self.bias, *self.extras.values())
@@ -123,8 +137,9 @@ def _operand(side: str, m: int, k: int, n: int) -> tuple[int, int]:
     return (m, k) if side == "a" else (k, n)
 
 
-def _scale_tensor(form_id: str, side: str, m: int, k: int, n: int, generator):
-    """One element per block of the operand (scale_forms.py), in the form's memory order."""
+def _scale_tensor(form_id: str, side: str, m: int, k: int, n: int, generator, grid=None):
+    """One element per block of the operand (scale_forms.py), in the form's memory order; `grid`
+    (rows x cols of the form's grid) gives the values instead of a draw."""
     import torch
 
     def draw(*shape):
@@ -138,8 +153,17 @@ def _scale_tensor(form_id: str, side: str, m: int, k: int, n: int, generator):
         blocks = draw_block_scale(form.scale_dtype, form.grid(side, *operand), generator)
         return (blocks, draw_global_scale(generator)) if form.global_scale else blocks
     rows, cols = form.grid(side, *operand)
-    scale = draw(cols, rows).t() if form.column_major else draw(rows, cols)
+    if grid is not None:
+        scale = grid.t().contiguous().t() if form.column_major else grid.contiguous()
+    else:
+        scale = draw(cols, rows).t() if form.column_major else draw(rows, cols)
     return scale if form.rank == 2 else scale.reshape(form.shape(side, *operand))
+
+
+def _grid_of(scale, form_id: str, side: str, m: int, k: int, n: int):
+    """A scale's values as its form's (rows x cols) grid, float32."""
+    form = scale_form(form_id)
+    return scale.reshape(form.grid(side, *_operand(side, m, k, n))).float()
 
 
 def _with_special(scale, special: str):
@@ -211,14 +235,11 @@ def _placed(scale, device: str, layout: str):
     return _each(scale, lambda t: lay_out(_move(t, device), layout))
 
 
-def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
+def _draw_operands(params: Mapping[str, Any], generator) -> tuple:
+    """(a M x K, b K x N column-major) of the standard regime."""
     import torch
 
-    generator = torch.Generator().manual_seed(seed)
-    if params.get("group_layout"):
-        return _grouped_inputs(params, generator, device)
     m, k, n = params["m"], params["k"], params["n"]
-    dtype_a, dtype_b = torch_dtype(params["dtype_a"]), torch_dtype(params["dtype_b"])
     if params["dtype_a"] == "int8":
         a = torch.randint(-127, 128, (m, k), generator=generator, dtype=torch.int8)
         b = torch.randint(-127, 128, (n, k), generator=generator, dtype=torch.int8).t()
@@ -227,31 +248,96 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         a = draw_fp4_operand(m, k, generator)
         b = draw_fp4_operand(n, k, generator).t()
     else:
-        a = (torch.randn(m, k, generator=generator) * 2).to(dtype_a)
-        b = (torch.randn(n, k, generator=generator) * 2).to(dtype_b).t()  # K x N, column-major
+        a = (torch.randn(m, k, generator=generator) * 2).to(torch_dtype(params["dtype_a"]))
+        b = (torch.randn(n, k, generator=generator) * 2).to(torch_dtype(params["dtype_b"])).t()  # K x N, column-major
+    return a, b
+
+
+def _operands_and_scales(params: Mapping[str, Any], generator) -> tuple:
+    """(a, b, scale_a, scale_b) of the case's value regime (regimes.py), on the CPU."""
+    m, k, n = params["m"], params["k"], params["n"]
+    regime = regime_of(params)
+    if regime == "full_range":
+        a, b, grid_a, grid_b = full_range_operands(params, generator)
+        return (a, b, _scale_tensor(params["scale_a"], "a", m, k, n, generator, grid_a),
+                _scale_tensor(params["scale_b"], "b", m, k, n, generator, grid_b))
+    a, b = _draw_operands(params, generator)
+    if regime == "cancelling":
+        a, b = cancel(a, b, generator)
     scale_a = _scale_tensor(params["scale_a"], "a", m, k, n, generator)
     scale_b = _scale_tensor(params["scale_b"], "b", m, k, n, generator)
     if params["dtype_a"] == "int8":
         # int8 values span +-127, so dequantisation scales are ~1/127 (absmax / 127 in practice);
         # larger ones overflow fp16 outputs for any K worth testing.
         scale_a, scale_b = scale_a / 127, scale_b / 127
+    if regime == "real_scales":
+        grid_a, grid_b = (_grid_of(s, params[f"scale_{side}"], side, m, k, n) for s, side in ((scale_a, "a"), (scale_b, "b")))
+        factor_a, factor_b = real_scale_factors(grid_a, grid_b, generator)
+        scale_a = _scale_tensor(params["scale_a"], "a", m, k, n, generator, grid_a * factor_a)
+        scale_b = _scale_tensor(params["scale_b"], "b", m, k, n, generator, grid_b * factor_b)
+    return a, b, scale_a, scale_b
+
+
+def _peak(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
+    """An upper bound of every |output| before bias: max of (|A| @ |B|) of the dequantised operands."""
+    m, k, n = params["m"], params["k"], params["n"]
+    if not (m and k and n):
+        return 0.0
+    big_a = operand_values(a).abs() * _expand_scale(scale_a, params["scale_a"], "a", m, k).abs()
+    big_b = operand_values(b).abs() * _expand_scale(scale_b, params["scale_b"], "b", k, n).abs()
+    return float((big_a @ big_b).max())
+
+
+def second_call_seed(seed: int) -> int:
+    """The input seed of a case's second call (other values, the same shape), from its own seed."""
+    return zlib.crc32(f"{seed}::second".encode())
+
+
+def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    if params.get("group_layout"):
+        return _grouped_inputs(params, generator, device)
+    m, k, n = params["m"], params["k"], params["n"]
+    regime = regime_of(params)
+    a, b, scale_a, scale_b = _operands_and_scales(params, generator)
     out_dtype = torch_dtype(params["out_dtype"])
-    if params["out_dtype"] in FP8_TORCH_NAMES:
+    fp8_out = params["out_dtype"] in FP8_TORCH_NAMES
+    fp32_scales = not isinstance(scale_a, tuple) and scale_a.dtype == torch.float32
+    if regime != "standard" and fp32_scales and not fp8_out and params["out_dtype"] in OUT_HEADROOM:
+        # Outputs stay representable: a power of two on scale_a (exact) keeps the peak below
+        # the headroom of the output dtype.
+        peak = _peak(a, b, scale_a, scale_b, params)
+        if peak > OUT_HEADROOM[params["out_dtype"]]:
+            scale_a = scale_a * power_of_two_at_most(OUT_HEADROOM[params["out_dtype"]] / peak)
+    if fp8_out and regime != "near_limit":
         scale_a = scale_a * _fp8_out_shrink(a, b, scale_a, scale_b, params)
     bias = None
     if params.get("bias"):
-        # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
-        # below a bf16 output's resolution and a kernel that drops it would pass.
-        spread = 4 * math.sqrt(k) * _mean_abs(scale_a) * _mean_abs(scale_b)
+        if regime == "standard":
+            # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
+            # below a bf16 output's resolution and a kernel that drops it would pass.
+            spread = 4 * math.sqrt(k) * _mean_abs(scale_a) * _mean_abs(scale_b)
+            spread = spread if math.isfinite(spread) else 1.0  # an empty dim: no scale element
+        else:
+            spread = _output_spread(a, b, scale_a, scale_b, params)
         bias = (torch.randn(n, generator=generator) * spread).to(torch_dtype(bias_dtype_name(params)))
+    if regime == "near_limit" and fp32_scales:
+        scale_a, bias = _near_limit(a, b, scale_a, scale_b, bias, params)
 
     layout = params.get("scale_layout", "contiguous")
     if layout == "expanded":  # the reference must see the repeated value too
         scale_a, scale_b = (_each(s, lambda t: lay_out(t, layout).clone()) for s in (scale_a, scale_b))
-    finite_scale_a = scale_a
-    scale_a = _with_special(scale_a, params.get("special_scale", "none"))
+    finite_scale_a, finite_scale_b = scale_a, scale_b
+    special = params.get("special_scale", "none")
+    if params.get("special_side", "a") == "b":
+        scale_b = _with_special(scale_b, special)
+    else:
+        scale_a = _with_special(scale_a, special)
+    operand_layout = params.get("operand_layout", DENSE)
     batches = activation_batches(params)
-    a = _move(a, device)
+    a = place_a(_move(a, device), operand_layout)
     if batches:
         a = a.view(batches, m // batches, k)
         if params.get("scale_keepdim") and scale_a.numel() == m:
@@ -262,20 +348,56 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         extras["scale_result"] = _move(torch.tensor(scale_result_of(params)), device)
     return CaseInputs(
         a,
-        _move(b, device),
-        _placed(scale_a, device, layout),
+        place_b(_move(b, device), operand_layout),
+        place_scale_a(_placed(scale_a, device, layout), operand_layout),
         _placed(scale_b, device, layout),
         _move(bias, device),
         out_dtype,
         bool(params.get("use_fast_accum")),
         finite_scale_a,
         extras,
+        finite_scale_b,
     )
+
+
+def _output_spread(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
+    """The rms of the exact product's elements, estimated from the dequantised operands' rms:
+    a bias on the output's scale."""
+    m, k, n = params["m"], params["k"], params["n"]
+    if not (m and k and n):
+        return 1.0
+    big_a = operand_values(a) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
+    big_b = operand_values(b) * _expand_scale(scale_b, params["scale_b"], "b", k, n)
+    spread = float(big_a.pow(2).mean().sqrt() * big_b.pow(2).mean().sqrt()) * math.sqrt(k)
+    return spread if math.isfinite(spread) and spread > 0 else 1.0
+
+
+def _near_limit(a, b, scale_a, scale_b, bias, params: Mapping[str, Any]):
+    """(scale_a, bias) times one power of two that puts the largest exact |output| (bias
+    included, scale_result applied) in (target/2, target] of NEAR_LIMIT_TARGET."""
+    import torch
+
+    m, k, n = params["m"], params["k"], params["n"]
+    if not (m and n):
+        return scale_a, bias
+    big_a = operand_values(a) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
+    big_b = operand_values(b) * _expand_scale(scale_b, params["scale_b"], "b", k, n)
+    value = big_a @ big_b
+    if bias is not None:
+        value = value + bias.double()
+    peak = float(value.abs().max()) * (scale_result_of(params) or 1.0 if params["out_dtype"] in FP8_TORCH_NAMES else 1.0)
+    target = NEAR_LIMIT_TARGET.get(params["out_dtype"])
+    if not target or not peak or not math.isfinite(peak):
+        return scale_a, bias
+    factor = power_of_two_at_most(target / peak)
+    return scale_a * factor, None if bias is None else (bias.double() * factor).to(bias.dtype)
 
 
 def _fp8_out_shrink(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
     """A power of two that keeps every output of an fp8 case, scale_result and bias included,
     below FP8_OUT_LIMIT (an upper bound from |a| @ |b|), so that a right result never saturates."""
+    if not (a.numel() and b.numel()):
+        return 1.0
     peak = (a.float().abs() @ b.float().abs()).max().item() * scale_a.abs().max().item() * scale_b.abs().max().item()
     peak *= 2 * max(1.0, scale_result_of(params) or 1.0)  # room for the bias (about 4 sqrt(K) spreads)
     return 2.0 ** -max(0, math.ceil(math.log2(peak / FP8_OUT_LIMIT))) if peak > 0 else 1.0
@@ -293,25 +415,47 @@ def _expand_scale(scale, form_id: str, side: str, rows: int, cols: int):
     return s.expand(-1, cols) if col_block is WHOLE else s.repeat_interleave(col_block, dim=1)[:, :cols]
 
 
-def accumulator(params: Mapping[str, Any], device_type: str) -> str:
-    """The accumulator family a case is held to: fp8 operands on a GPU sum on tensor cores (with
-    or without fast accumulation); the CPU, int8 (exact int32 sums, fp32 epilogue) and anything
-    else sum in fp32."""
+def accumulator(params: Mapping[str, Any], device_type: str, calibrated: bool = True) -> str:
+    """The accumulator family a case is held to: the CPU, int8 (exact int32 sums, fp32 epilogue)
+    and a kernel that declares `accumulation: fp32` sum in fp32; fp8 operands on a GPU otherwise
+    sum on tensor cores, fast (unpromoted) where the case asks for fast accumulation or the kernel
+    declares it. On a GPU the tensor-core families were not calibrated on, the conservative
+    family judges instead."""
     fp8 = params.get("dtype_a") in FP8_TORCH_NAMES or params.get("dtype_b") in FP8_TORCH_NAMES
-    if device_type == "cpu" or not fp8:
+    declared = params.get("accumulation")
+    if device_type == "cpu" or not fp8 or declared == "fp32":
         return "fp32"
-    return "fp8-tensor-core-fast" if params.get("use_fast_accum") else "fp8-tensor-core"
+    if not calibrated:
+        return "fp8-uncalibrated"
+    fast = params.get("use_fast_accum") or declared == "fast"
+    return "fp8-tensor-core-fast" if fast else "fp8-tensor-core"
 
 
-def dequantised(params: Mapping[str, Any], inputs: CaseInputs, scale_a=None):
+# GPUs the tensor-core families were calibrated on (calibration/*.json): the H200 (sm90).
+CALIBRATED_CAPABILITIES = ((9, 0),)
+
+
+def calibrated_device(device) -> bool:
+    """Whether the tensor-core families were calibrated on this device (CUDA capability)."""
+    import torch
+
+    if device.type != "cuda":
+        return True
+    if getattr(torch.version, "hip", None):
+        return False
+    return tuple(torch.cuda.get_device_capability(device)) in CALIBRATED_CAPABILITIES
+
+
+def dequantised(params: Mapping[str, Any], inputs: CaseInputs, scale_a=None, scale_b=None):
     """(A, B, bias) in float64 on the CPU: A = a * scale_a (M x K, 3-D activations flattened to
-    M tokens), B = b * scale_b (K x N), bias (N) or None. `scale_a` replaces the case's."""
+    M tokens), B = b * scale_b (K x N), bias (N) or None. `scale_a` / `scale_b` replace the case's."""
     import torch
 
     m, k, n = params["m"], params["k"], params["n"]
     scale_a = inputs.scale_a if scale_a is None else scale_a
+    scale_b = inputs.scale_b if scale_b is None else scale_b
     a = operand_values(inputs.a).reshape(m, k) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
-    b = operand_values(inputs.b) * _expand_scale(inputs.scale_b, params["scale_b"], "b", k, n)
+    b = operand_values(inputs.b) * _expand_scale(scale_b, params["scale_b"], "b", k, n)
     bias = None if inputs.bias is None else inputs.bias.detach().to("cpu", torch.float64)
     return a, b, bias
 
@@ -363,17 +507,19 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
         return _grouped_reference(params, inputs, slack)
     k = params["k"]
     a, b, bias = dequantised(params, inputs, scale_a)
-    finite_scale = inputs.finite_scale_a
-    if params.get("special_scale", "none") == "none" or finite_scale is None or scale_a is finite_scale:
+    finite_a, finite_b = inputs.finite_scale_a, inputs.finite_scale_b
+    special = params.get("special_scale", "none") != "none"
+    if not special or (finite_a is None and finite_b is None) or scale_a is finite_a:
         terms = bound_terms(a, b, bias)
         value = terms["value"]
         magnitude = value.abs()
     else:
         value = a @ b if bias is None else a @ b + bias
-        terms = bound_terms(dequantised(params, inputs, finite_scale)[0], b, bias)
+        finite = dequantised(params, inputs, finite_a, finite_b)
+        terms = bound_terms(finite[0], finite[1], bias)
         magnitude = terms["value"].abs()
         magnitude = torch.where(torch.isfinite(value), torch.maximum(magnitude, value.abs()), magnitude)
-    family = accumulator(params, inputs.a.device.type)
+    family = accumulator(params, inputs.a.device.type, calibrated_device(inputs.a.device))
     u_out = OUT_ROUNDOFF[params["out_dtype"]]
     tiny = torch.finfo(inputs.out_dtype).tiny
     tolerance = tolerance_of(terms, k, family, u_out, slack, tiny, magnitude)
@@ -425,7 +571,7 @@ def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: flo
 
     value = torch.zeros(expected_shape(params), dtype=torch.float64)
     tolerance = torch.zeros_like(value)
-    family = accumulator(params, inputs.a.device.type)
+    family = accumulator(params, inputs.a.device.type, calibrated_device(inputs.a.device))
     u_out = OUT_ROUNDOFF[params["out_dtype"]]
     tiny = torch.finfo(inputs.out_dtype).tiny
     for a, b, rows in group_products(params, inputs.a, inputs.b, inputs.scale_a, inputs.scale_b):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional, Sequence
@@ -370,6 +371,106 @@ def changed_inputs_outcome(changed: Mapping[str, Mapping[str, str]], checked: Ou
     )
 
 
+SECOND_CALL = "second call"  # the label of the serving-loop call with other inputs
+
+
+def _storage_key(t) -> Optional[tuple]:
+    import torch
+
+    if not isinstance(t, torch.Tensor) or not t.numel():
+        return None
+    try:
+        storage = t.untyped_storage()
+    except Exception:  # a tensor without storage (a subclass): nothing to compare
+        return None
+    return (str(storage.device), storage.data_ptr()) if storage.data_ptr() else None
+
+
+def shared_storage(out, given: tuple, names: list) -> Optional[str]:
+    """The name of the input whose storage `out` shares, or None."""
+    key = _storage_key(out)
+    if key is None:
+        return None
+    for name, arg in zip(names, given):
+        if _storage_key(arg) == key:
+            return name
+    return None
+
+
+def serving_loop_problem(first_raw, first_kept, first_given: tuple, second_raw, second_given: tuple, names: list,
+                         held: bool) -> Optional[str]:
+    """What a second call with other inputs showed about the outputs, None when nothing: an output
+    sharing storage with an input or with the previous call's output, or the first output changed
+    by the second call. `held`: outputs must survive later calls (not so under CUDA graphs)."""
+    import torch
+
+    for raw, given in ((first_raw, first_given), (second_raw, second_given)):
+        name = shared_storage(raw, given, names)
+        if name:
+            return f"output shares storage with input {name}"
+    if not held:
+        return None
+    if _storage_key(second_raw) is not None and _storage_key(second_raw) == _storage_key(first_raw):
+        return "output shares storage with the previous call's output"
+    if isinstance(first_raw, torch.Tensor) and isinstance(first_kept, torch.Tensor) and first_raw.numel():
+        try:
+            same = first_raw.shape == first_kept.shape and torch.equal(_bits(first_raw), _bits(first_kept))
+        except Exception:
+            same = True  # unreadable: the side checks name it
+        if not same:
+            return "first output changed by the second call"
+    return None
+
+
+def _second_check(found: Optional[dict]) -> Optional[dict]:
+    """The second call's check as a failed side check, or None when it passed."""
+    if found is None or found.get("ok"):
+        return None
+    from .classify import problem_of
+
+    return {**found, "ok": False, "problem": f"{SECOND_CALL} with other inputs: {problem_of(found)}"}
+
+
+def _worse(check: Optional[dict], second: Optional[dict]) -> Optional[dict]:
+    """A side's check with its second call's failure folded in (the first output's own failure first)."""
+    if second is None or check is None or not check.get("ok"):
+        return check
+    return {**second, "first_call": {"ok": True, "ratio": check.get("ratio")}}
+
+
+def _serving_call(call: Callable, first_given: tuple, first_raw, first_kept, second: "PristineInputs",
+                  spec: OtherShape, device: str, caught: Callable, side: str, held: bool, compare: Callable,
+                  fresh: Optional[Callable] = None) -> Optional[dict]:
+    """One side's second call with other inputs (eager_compile_check's `second_call`): its failed
+    check, or None. `first_given` are the first call's copies (for storage sharing); `compare`
+    records what the call changed in its inputs; `fresh` makes the copies (marking dims)."""
+    from .oracle import guarded
+
+    given = fresh(second) if fresh else second.fresh()
+    raised = False
+    try:
+        raw = call(*given)
+        sync(device)
+    except BaseException as exc:
+        error = caught(exc, side, "runtime")
+        raised = True
+        compare(given, raised)
+        return {"ok": False, "ratio": math.inf, "problem": f"{SECOND_CALL} with other inputs raised {error.type}"}
+    compare(given, raised)
+    problem = serving_loop_problem(first_raw, first_kept, first_given, raw, given, second.names, held)
+    if problem:
+        return {"ok": False, "ratio": math.inf, "problem": problem}
+    found = guarded(spec.check, True, _clone(raw), None, device)[0]
+    return _second_check(found)
+
+
+def holds_outputs(settings: Mapping[str, Any]) -> bool:
+    """Whether compiled outputs must survive later calls: not under CUDA graphs, whose trees
+    reuse output memory by design (torch.compiler.cudagraph_mark_step_begin)."""
+    options = settings.get("options") or {}
+    return settings.get("mode") not in ("reduce-overhead", "max-autotune") and not options.get("triton.cudagraphs")
+
+
 @dataclass
 class Sides:
     """What one eager -> compile -> check run produced; `outcome` is the case's verdict."""
@@ -391,6 +492,7 @@ def eager_compile_check(
     interrupts: bool = True,
     runner: str = "compile",
     other_shapes: Sequence[OtherShape] = (),
+    second_call: Optional[OtherShape] = None,
 ) -> Sides:
     """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
     the second runs the cached code), check each side with the side-checker `check`
@@ -401,7 +503,13 @@ def eager_compile_check(
     (PristineInputs); a call that changed one makes the case a MISMATCH (changed_inputs_outcome).
     `runner` (compile_modes.RUNNERS) says how the compiled side is made; a dynamic-M runner also
     calls it at each of `other_shapes`, M marked, and counts the frames compiled
-    (dynamic_m_outcome). An Inductor side records the kernel it chose (kernel_choice)."""
+    (dynamic_m_outcome). An Inductor side records the kernel it chose (kernel_choice).
+
+    `second_call` (inputs of the same shape, other values, their own checker) is what a serving
+    loop does next: each side calls again with those inputs (the compiled side on its cached
+    code); the second output must match its own reference, the first must be unchanged after it,
+    and no output may share storage with an input or with the previous output
+    (serving_loop_problem). Without it the compiled side runs the same inputs twice."""
     import torch
 
     from .classify import classify, crash_outcome
@@ -425,25 +533,32 @@ def eager_compile_check(
 
     unreadable: list = []  # a call that ran, yet whose inputs cannot be read back: the harness's problem
 
-    def compare(given: tuple, side: str, raised: bool) -> None:
+    def compare(given: tuple, side: str, raised: bool, source: Optional[PristineInputs] = None) -> None:
         try:
-            changed.setdefault(side, {}).update(pristine.changes(given))
+            changed.setdefault(side, {}).update((source or pristine).changes(given))
         except Exception as exc:
             # A call that raised may have left the device unreadable (a sticky CUDA error): its
             # error is the outcome.
             if not raised:
                 unreadable.append(exc)
 
+    second_pristine = PristineInputs(second_call.args, pristine.names) if second_call is not None else None
+    seconds: dict = {}  # side -> the second call's failed check, or None
     given = pristine.fresh()
     start = time.perf_counter()
+    eager_raw = None
     try:
-        eager_out = _clone(fn(*given))
+        eager_raw = fn(*given)
         sync(device)
+        eager_out = _clone(eager_raw)
     except BaseException as exc:
         eager_error = caught(exc, "eager", "eager")
     timing["eager_s"] = time.perf_counter() - start
     compare(given, "eager", eager_error is not None)
-    del given
+    if second_pristine is not None and eager_error is None:
+        seconds["eager"] = _serving_call(fn, given, eager_raw, eager_out, second_pristine, second_call, device,
+                                         caught, "eager", True, lambda g, raised: compare(g, "eager", raised, second_pristine))
+    del given, eager_raw
 
     # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
     torch._dynamo.reset()
@@ -461,6 +576,10 @@ def eager_compile_check(
             mark_m(copies, dims, marked)
         return copies
 
+    def fresh_source(inputs: PristineInputs) -> None:
+        nonlocal source
+        source = inputs
+
     def compare_compiled(given: tuple, raised: bool) -> None:
         try:
             changed.setdefault("compiled", {}).update(source.changes(given))
@@ -473,16 +592,27 @@ def eager_compile_check(
         given = fresh(pristine)
         try:
             start = time.perf_counter()
-            first = _clone(compiled.fn(*given))
+            first_raw = compiled.fn(*given)
             sync(device)
+            first = _clone(first_raw)
             timing["compile_s"] = time.perf_counter() - start
             compare_compiled(given, False)
-            given = fresh(pristine)
-            start = time.perf_counter()
-            second = _clone(compiled.fn(*given))
-            sync(device)
-            timing["run_s"] = time.perf_counter() - start
-            compiled_outs = (first, second)
+            if second_pristine is not None:
+                start = time.perf_counter()
+                seconds["compiled"] = _serving_call(
+                    compiled.fn, given, first_raw, first, second_pristine, second_call, device, caught, "compiled",
+                    holds_outputs(settings), lambda g, raised: (fresh_source(second_pristine), compare_compiled(g, raised)),
+                    fresh)
+                fresh_source(pristine)  # the first call's copies are the ones compared last
+                timing["run_s"] = time.perf_counter() - start
+                compiled_outs = (first,)
+            else:
+                given = fresh(pristine)
+                start = time.perf_counter()
+                second = _clone(compiled.fn(*given))
+                sync(device)
+                timing["run_s"] = time.perf_counter() - start
+                compiled_outs = (first, second)
             for other in other_shapes:
                 given = fresh(PristineInputs(other.args, pristine.names))
                 start = time.perf_counter()
@@ -510,6 +640,7 @@ def eager_compile_check(
     if unreadable:
         raise unreadable[0]
     eager_check, compiled_check = guarded(check, eager_error is None, eager_out, compiled_outs, device)
+    eager_check, compiled_check = _worse(eager_check, seconds.get("eager")), _worse(compiled_check, seconds.get("compiled"))
     result = classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check, kernel, params)
     if any(changed.values()):
         result = changed_inputs_outcome(changed, result)

@@ -117,6 +117,11 @@ REFUSALS = (
            r"is only supported for ROCm \d|Block-wise scaling for Float8_e8m0fnu (is only supported|requires ROCm)|"
            r"Per-row scaling is not supported for this platform",
            "this ROCm release or platform", "archs"),
+    # Operand layouts cuBLASLt has no kernel for: a row-major b (Blas.cpp / ScaledBlas.cpp and the
+    # meta function, which Inductor's lowering also runs on the CPU: "mat_b must be col_major").
+    _entry("operand_layout", FP8_BUILTINS, (_RT, _VAL),
+           r"mat(2|_b) must be col.?major|mat(1|_a) must be row.?major|mat2 must be (column|col).?major",
+           "this operand layout (a row-major b)", "operand layouts without b_row_major"),
     # No kernel for this backend in this torch: CPU fp8 _scaled_mm before 2.8 (NotImplementedError).
     # torch._scaled_grouped_mm has no CPU kernel (torch 2.13).
     _entry("backend", FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS, (_NI, _RT),

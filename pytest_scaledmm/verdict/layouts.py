@@ -1,0 +1,61 @@
+"""Operand layouts: the same operand values in the memory a serving framework hands a kernel.
+
+- dense: a row-major, b column-major, each alone in its storage;
+- a_padded: a row-major with a row stride larger than K (a padded activation buffer);
+- a_offset: a a column slice of a wider buffer at a storage offset (q of a fused QKV output:
+  row stride 3K, offset K);
+- b_row_major: b row-major (K x N contiguous), as a weight stored untransposed;
+- b_padded: b column-major with a leading dimension larger than K;
+- scale_on_host: a one-element scale_a on the CPU while the operands are on the GPU (a scalar
+  handed between processes); on the CPU it is the dense layout.
+
+Unused storage holds NaN (fp8) or -128 (int8), so a kernel that reads past a view's strides or
+offset computes garbage, not a near miss. No torch import at module level.
+"""
+
+from __future__ import annotations
+
+OPERAND_LAYOUTS = ("dense", "a_padded", "a_offset", "b_row_major", "b_padded", "scale_on_host")
+DENSE = "dense"
+PAD = 16  # elements of padding: keeps 16-byte row alignment, as allocators and cuBLASLt want
+
+
+def _filled(shape: tuple, like):
+    import torch
+
+    if like.dtype == torch.int8:
+        return torch.full(shape, -128, dtype=torch.int8, device=like.device)
+    return torch.full(shape, float("nan"), dtype=torch.float32, device=like.device).to(like.dtype)
+
+
+def place_a(a, layout: str):
+    """a (M x K, row-major) in `layout`, on its device."""
+    m, k = a.shape
+    if layout == "a_padded":
+        buffer = _filled((m, k + PAD), a)
+        buffer[:, :k] = a
+        return buffer[:, :k]
+    if layout == "a_offset":
+        buffer = _filled((m, 3 * k), a)
+        buffer[:, k:2 * k] = a
+        return buffer[:, k:2 * k]
+    return a
+
+
+def place_b(b, layout: str):
+    """b (K x N, column-major) in `layout`, on its device."""
+    k, n = b.shape
+    if layout == "b_row_major":
+        return b.contiguous()
+    if layout == "b_padded":
+        buffer = _filled((n, k + PAD), b)
+        buffer[:, :k] = b.t()
+        return buffer[:, :k].t()
+    return b
+
+
+def place_scale_a(scale, layout: str):
+    """scale_a on the host for scale_on_host when it has one element, else as it is."""
+    if layout == "scale_on_host" and not isinstance(scale, tuple) and scale.numel() == 1:
+        return scale.to("cpu")
+    return scale

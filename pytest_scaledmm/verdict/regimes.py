@@ -1,0 +1,158 @@
+"""Value regimes: the numbers a case's operands and scales hold, as production quantisers make them.
+
+A regime changes values, never shapes or layouts; every value it draws is exactly what the
+reference (inputs.reference) dequantises, so each regime keeps an exact float64 reference and
+the same bound. `standard` is the synthetic draw (a small normal, scales in 2^[-2, 2]).
+
+- full_range: operands quantised from a high-precision tensor, each scale block's amax mapped to
+  the dtype's maximum (448 for e4m3fn, 240 for e4m3fnuz, 57344 for e5m2, 127 for int8, -128
+  reached as clipped schemes do); activations with outlier channels 100x the rest and a few
+  subnormals; the scales are the quantiser's amax / max.
+- real_scales: scales as real quantisers make them: scale_b tiny (below 2^-14, a weight with
+  amax 0.02), scale_a large (above 2^10), each per-channel or per-block scale spanning four
+  decades in one tensor.
+- near_limit: outputs near the output dtype's limits while the exact result stays inside them
+  (fp16 within a factor of two of 65504, bf16 and fp32 about 2^64, fp8 past 448 before
+  scale_result brings it back).
+- cancelling: sums that cancel: most pairs of K products are exact negatives of each other, so
+  the result is near zero while its terms are large (a low-precision accumulator shows).
+
+No torch import at module level: generation reads REGIMES without torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+REGIMES = ("standard", "full_range", "real_scales", "near_limit", "cancelling")
+STANDARD = "standard"
+# Largest finite value of each operand dtype (what a quantiser maps amax to).
+QMAX = {"e4m3fn": 448.0, "e5m2": 57344.0, "e4m3fnuz": 240.0, "e5m2fnuz": 57344.0, "int8": 127.0}
+OUTLIER_FACTOR = 100.0  # LLM activation outlier channels, against the median channel
+TINY_SCALE = 2.0**-20  # scale_b multiplier of real_scales: every element below 2^-14
+LARGE_SCALE = 2.0**16  # scale_a multiplier of real_scales: every element above 2^10
+DECADES = 2.0  # per-element spread of a multi-element scale: 10^[-2, 2]
+# Output peaks near_limit aims at (the largest |value| lands in (target/2, target]).
+NEAR_LIMIT_TARGET = {"fp16": 60000.0, "bf16": 2.0**64, "fp32": 2.0**64, "e4m3fn": 336.0}
+# Any regime keeps outputs this far below the output dtype's largest value (near_limit aside).
+OUT_HEADROOM = {"fp16": 65504.0 / 8, "bf16": 2.0**100, "fp32": 2.0**100}
+CANCEL_SHARE = 7 / 8  # share of K pairs that cancel exactly
+
+
+def regime_of(params: Mapping[str, Any]) -> str:
+    return params.get("value_regime", STANDARD)
+
+
+def _block_amax(x, block: tuple, whole):
+    """Per scale block of a (rows x cols) float tensor: the amax over the block (a partial last
+    block counts what it has)."""
+    import torch
+
+    rows, cols = x.shape
+    rb = rows if block[0] is whole else block[0]
+    cb = cols if block[1] is whole else block[1]
+    rb, cb = max(rb, 1), max(cb, 1)
+    gr, gc = -(-rows // rb), -(-cols // cb)
+    padded = torch.zeros(gr * rb, gc * cb, dtype=x.dtype)
+    padded[:rows, :cols] = x.abs()
+    return padded.reshape(gr, rb, gc, cb).amax(dim=(1, 3))
+
+
+def _expand(grid, block: tuple, whole, rows: int, cols: int):
+    rb = rows if block[0] is whole else block[0]
+    cb = cols if block[1] is whole else block[1]
+    return grid.repeat_interleave(max(rb, 1), dim=0)[:rows].repeat_interleave(max(cb, 1), dim=1)[:, :cols]
+
+
+def quantise(x, dtype_name: str, block: tuple, whole, generator):
+    """(q, scale grid): x (rows x cols, float64) quantised per block as a real quantiser does:
+    scale = amax / max of the dtype, q = x / scale rounded into the dtype; int8 clips at -128 as
+    asymmetric schemes do, and a few elements are set to the dtype's smallest subnormal's
+    neighbourhood (fp8) or -128 (int8), so every full-range tensor holds both ends."""
+    import torch
+
+    from .inputs import torch_dtype
+
+    qmax = QMAX[dtype_name]
+    amax = _block_amax(x, block, whole)
+    grid = torch.where(amax > 0, amax / qmax, torch.ones_like(amax)).to(torch.float32)
+    rows, cols = x.shape
+    scaled = x / _expand(grid.double(), block, whole, rows, cols)
+    if dtype_name == "int8":
+        q = scaled.round().clamp(-128, 127)
+        if q.numel():
+            picks = torch.randint(0, q.numel(), (max(1, q.numel() // 64),), generator=generator)
+            q.view(-1)[picks] = -128.0
+        return q.to(torch.int8), grid
+    dtype = torch_dtype(dtype_name)
+    q = scaled.clamp(-qmax, qmax)
+    if q.numel():
+        subnormal = torch.finfo(dtype).smallest_normal / 2
+        picks = torch.randint(0, q.numel(), (max(1, q.numel() // 64),), generator=generator)
+        signs = torch.randint(0, 2, picks.shape, generator=generator).double() * 2 - 1
+        q.view(-1)[picks] = subnormal * signs
+    return q.to(torch.float32).to(dtype), grid
+
+
+def full_range_operands(params: Mapping[str, Any], generator):
+    """(a M x K, b K x N column-major, scale grid of a, scale grid of b) for full_range: an
+    activation with outlier channels and a weight, each quantised per its scale form's blocks."""
+    import torch
+
+    from .scale_forms import WHOLE, scale_form
+
+    m, k, n = params["m"], params["k"], params["n"]
+    x = torch.randn(m, k, generator=generator, dtype=torch.float64)
+    if k:
+        outliers = torch.randperm(k, generator=generator)[: max(1, k // 32)]
+        x[:, outliers] *= OUTLIER_FACTOR
+    w = torch.randn(n, k, generator=generator, dtype=torch.float64) * 0.05
+    form_a, form_b = scale_form(params["scale_a"]), scale_form(params["scale_b"])
+    a, grid_a = quantise(x, params["dtype_a"], form_a.block("a"), WHOLE, generator)
+    # b's blocks are over (K x N): quantise its transpose with the block transposed.
+    block_b = form_b.block("b")
+    bt, grid_bt = quantise(w, params["dtype_b"], (block_b[1], block_b[0]), WHOLE, generator)
+    return a, bt.t(), grid_a, grid_bt.t().contiguous()
+
+
+def real_scale_factors(grid_a, grid_b, generator):
+    """Multipliers of real_scales for the scale grids (float32 tensors, one element per block):
+    scale_a large, scale_b tiny, a multi-element scale spread over four decades."""
+    import torch
+
+    def spread(grid):
+        if grid.numel() <= 1:
+            return torch.ones_like(grid)
+        exponents = (torch.rand(grid.shape, generator=generator) * 2 - 1) * DECADES
+        return torch.pow(10.0, exponents).float()
+
+    return LARGE_SCALE * spread(grid_a), TINY_SCALE * spread(grid_b)
+
+
+def cancel(a, b, generator):
+    """a (M x K) and b (K x N) whose K products cancel in pairs: column 2i+1 of a repeats column
+    2i and row 2i+1 of b negates row 2i, for CANCEL_SHARE of the pairs; the other pairs keep
+    7/8 of a's value, so a small residual is left. Pairs never straddle a scale block (blocks
+    along K have even sizes)."""
+    import torch
+
+    k = a.shape[1]
+    pairs = k // 2
+    if not pairs:
+        return a, b
+    af = a.to(torch.float32)
+    bf = b.to(torch.float32)
+    cancelled = torch.rand(pairs, generator=generator) < CANCEL_SHARE
+    even = torch.arange(pairs) * 2
+    keep = torch.where(cancelled, torch.ones(pairs), torch.full((pairs,), 0.875))
+    af[:, even + 1] = af[:, even] * keep
+    bf[even + 1, :] = -bf[even, :]
+    if a.dtype == torch.int8:
+        return af.round().clamp(-127, 127).to(torch.int8), bf.round().clamp(-127, 127).to(torch.int8).t().contiguous().t()
+    return af.to(a.dtype), bf.to(b.dtype).t().contiguous().t()
+
+
+def power_of_two_at_most(ratio: float) -> float:
+    """The largest power of two not above `ratio` (> 0)."""
+    return 2.0 ** math.floor(math.log2(ratio))
