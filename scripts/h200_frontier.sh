@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The frontier profiles on one GPU: the composite `frontier` where matrix.yaml defines it, else
-# frontier-api, frontier-grouped and frontier-compile. One repro script per failure signature,
+# Profiles on one GPU: PROFILES (space-separated, e.g. "default full"), else the frontier
+# profiles: the composite `frontier` where matrix.yaml defines it, else frontier-api,
+# frontier-grouped and frontier-compile. WORKERS xdist workers (8). One repro script per failure signature,
 # each rerun in a fresh process (four at a time) into $OUT/repros.txt; median seconds per case by
 # mode into $OUT/mode_seconds.txt. The carried wheels (.whl/) are unpacked onto PYTHONPATH and the
 # plugin is loaded from this checkout with -p, so nothing is installed.
@@ -14,9 +15,11 @@ python3 -c "import pytest_scaledmm.plugin.entry, jsonschema, allpairspy" || exit
 LOAD="-p pytest_scaledmm.plugin.entry"
 python3 -c "import importlib.metadata as m, sys; sys.exit(not any(e.value.startswith('pytest_scaledmm') for e in m.entry_points(group='pytest11')))" && LOAD=""
 cd /tmp
-PROFILES="frontier-api frontier-grouped frontier-compile"
-python3 -c "import sys; from pytest_scaledmm.matrix.spec import load_spec; load_spec(sys.argv[1]).profile('frontier')" \
-  "$REPO/matrix.yaml" 2>/dev/null && PROFILES=frontier
+if [ -z "${PROFILES:-}" ]; then
+  PROFILES="frontier-api frontier-grouped frontier-compile"
+  python3 -c "import sys; from pytest_scaledmm.matrix.spec import load_spec; load_spec(sys.argv[1]).profile('frontier')" \
+    "$REPO/matrix.yaml" 2>/dev/null && PROFILES=frontier
+fi
 echo "profiles: $PROFILES"
 REPROS=${REPROS:-/tmp/repros}
 rm -rf "$REPROS"
@@ -24,7 +27,7 @@ for p in $PROFILES; do
   # The autotune cap for the profiles with max-autotune GEMM-backend modes.
   extra=""; case $p in frontier|frontier-compile) extra="--scaledmm-max-autotune-configs 4";; esac
   timeout -s INT "${RUN_TIMEOUT_S:-420}" python3 -m pytest $LOAD -p no:cacheprovider -q --tb=no -rN -W ignore \
-    --scaledmm-matrix "$REPO/matrix.yaml" --scaledmm-profile $p --scaledmm-report "$OUT/$p.json" -n 8 \
+    --scaledmm-matrix "$REPO/matrix.yaml" --scaledmm-profile $p --scaledmm-report "$OUT/$p.json" -n "${WORKERS:-8}" \
     --scaledmm-repro-dir "$REPROS/$p" $extra > "$OUT/$p.log" 2>&1
   echo "$p rc=$?"; tail -22 "$OUT/$p.log" | cut -c1-260
 done
