@@ -27,7 +27,7 @@ def _expand(scale, rows: int, cols: int):
 
 
 def _kernel(a, b, scale_a, scale_b, bias, out_dtype, *, read_a=None, read_b=None, scales=None, epilogue=None):
-    tokens = a.reshape(-1, a.shape[-1])
+    tokens = a.reshape(a.shape[:-1].numel(), a.shape[-1])
     m, k = tokens.shape
     n = b.shape[-1]
     left = read_a(tokens) if read_a else tokens.to(torch.float32)

@@ -633,6 +633,10 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
         valid = [space.sizes(row, draw) for row, draw in zip(rows, draws)]
         spaces.append((kernel, space, values, specials, [_purposed(p) for p in valid if p is not None]))
 
+    # Empty dims the kernels take: one case per kernel and dim at least, out of the valid share
+    # (an empty dim a model refuses names a reason the boundary slice already has).
+    empties = [p for p in _empty_slice(spaces, empty_dims(axes), families) if p["purpose"] == "valid"]
+    empties = empties[:min(len(empties), max(len(kernels) * 3, budget * 3 // 100), budget // 8)]
     core, extra = _boundary(spaces, families)
     boundary_cap = budget * BOUNDARY_SHARE_PERCENT // 100
     boundary = core[:boundary_cap]
@@ -657,11 +661,7 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
         chosen[params["kernel"]][slot].append(params)
         return True
 
-    valid_budget = budget - len(boundary) - len(special)
-    # Empty dims: one case per kernel and dim at least, out of the valid share.
-    empties = _empty_slice(spaces, empty_dims(axes), families)
-    empties = empties[:min(len(empties), max(len(kernels) * 3, budget * 3 // 100), valid_budget // 4)]
-    valid_budget -= len(empties)
+    valid_budget = budget - len(boundary) - len(special) - len(empties)
     total = sum(len(valid) for *_, valid in spaces)
     if total > valid_budget:
         # Over budget: keep each kernel's share; the covering guarantee is lost and said so.
@@ -686,7 +686,7 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
                 still_open.append(open_spaces[index])
         open_spaces, round_ = still_open, round_ + 1
     for params in empties:
-        notes["empty"] += take(params, "boundary" if params["purpose"] == "boundary" else "valid")
+        notes["empty"] += take(params, "valid")
     for params in special:
         notes["special"] += take(params, "special")
     for params in boundary:
@@ -847,20 +847,23 @@ def _special(spaces: list, families: dict, sides: list) -> list[dict]:
                 offset = zlib.crc32(f"{kernel.name}::{value}::{form}".encode())
                 if side == "b":
                     offset = zlib.crc32(f"{kernel.name}::{value}::b::{form}".encode())
-                for index, (family, modes) in enumerate(families.items()):
+                family_list = list(families.items())
+                for index, (family, modes) in enumerate(family_list):
                     case = {**bases[(offset + index * 3) % len(bases)], "mode": modes[(offset + index) % len(modes)],
                             "special_scale": value, "purpose": "special"}
                     if side == "b":
                         case["special_side"] = "b"
-                    ranked.append(((index, form_index, combo_index), case))
+                    # Rotated, so that the first round already spreads over the families.
+                    round_ = (index - combo_index - form_index) % len(family_list)
+                    ranked.append(((round_, form_index, combo_index), case))
         per_kernel.append([case for _, case in sorted(ranked, key=lambda item: item[0])])
     return [cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)]
 
 
 def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
     """Per kernel, each empty dim (M = 0: an idle expert; K = 0; N = 0) on a valid case, once per
-    compile-mode family, kernels interleaved: valid where the kernel's model takes it, else a
-    boundary case naming the refusal."""
+    compile-mode family, kernels interleaved: purpose valid where the kernel's model takes it,
+    else boundary with the refusal."""
     per_kernel = []
     for kernel, space, _, _, valid in spaces:
         found = []

@@ -143,6 +143,7 @@ class OpModel:
     bias_matches_out: bool = False
     fp8_out_recipes: Optional[tuple] = None  # the recipe pairs that give an fp8 output (rowwise_out_dtype)
     col_major_b: bool = False  # b must be column-major (operand_layout: b_row_major refused)
+    same_device_scales: bool = False  # scales on the operands' device (scale_device: scale_on_host refused)
 
 
 # The key each rule gives, and whether it reads M, K or N (then generation looks for sizes).
@@ -224,6 +225,8 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> 
                     break
     if model.col_major_b and params.get("operand_layout") == "b_row_major":
         found.append("operand_layout")
+    if model.same_device_scales and params.get("operand_layout") == "scale_on_host":
+        found.append("scale_device")
     if params.get("bias") and model.bias_out_dtypes is not None and params.get("out_dtype") not in model.bias_out_dtypes:
         found.append("bias_dtype")
     if params.get("bias") and model.bias_matches_out and "bias_dtype" in params:
@@ -263,7 +266,7 @@ _GPU_SCALED_MM = dict(
     single_block_pairs=(("BlockWise128x128", "BlockWise1x128"),),
     blockwise_m_multiple=4, scale_offset_multiple=4, k_multiple=(16, "k_alignment"), n_multiple=(16, "n_alignment"),
     e5m2_pair=True, bias_out_dtypes=("bf16", "fp16", "e4m3fn"), blockwise_fast_accum=True,
-    bias_matches_out=True, fp8_out_recipes=(_TT,), col_major_b=True,
+    bias_matches_out=True, fp8_out_recipes=(_TT,), col_major_b=True, same_device_scales=True,
 )
 _CPU = "measured on the CPU, torch 2.13 (scripts/measure_support.py)"
 _GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); other GPUs not measured"
@@ -314,6 +317,7 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     ("int8_w8a8", "cpu"): OpModel(_CPU, raw_operands=True),
     ("int8_w8a8", "gpu"): OpModel(
         _GPU, raw_operands=True, min_m=(17, "int8_min_m"), k_multiple=(8, "int8_alignment"), n_multiple=(8, "int8_alignment"),
+        same_device_scales=True,
     ),
 }
 

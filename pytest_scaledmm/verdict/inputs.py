@@ -195,7 +195,7 @@ def lay_out(t, layout: str):
     if layout == "contiguous":
         return t
     if layout == "expanded":
-        return t.reshape(-1)[0].clone().expand(t.shape) if t.dim() else t
+        return t.reshape(-1)[0].clone().expand(t.shape) if t.dim() and t.numel() else t
     extent = _extent(t)
     if layout == "offset":
         buffer = torch.full((2 * extent,), math.nan, dtype=t.dtype, device=t.device)

@@ -404,7 +404,9 @@ def serving_loop_problem(first_raw, first_kept, first_given: tuple, second_raw, 
     by the second call. `held`: outputs must survive later calls (not so under CUDA graphs)."""
     import torch
 
-    for raw, given in ((first_raw, first_given), (second_raw, second_given)):
+    # Under CUDA graphs the first output is the graph's memory, overwritten by design: not read.
+    calls = ((first_raw, first_given), (second_raw, second_given)) if held else ((second_raw, second_given),)
+    for raw, given in calls:
         name = shared_storage(raw, given, names)
         if name:
             return f"output shares storage with input {name}"
@@ -457,7 +459,10 @@ def _serving_call(call: Callable, first_given: tuple, first_raw, first_kept, sec
         compare(given, raised)
         return {"ok": False, "ratio": math.inf, "problem": f"{SECOND_CALL} with other inputs raised {error.type}"}
     compare(given, raised)
-    problem = serving_loop_problem(first_raw, first_kept, first_given, raw, given, second.names, held)
+    try:
+        problem = serving_loop_problem(first_raw, first_kept, first_given, raw, given, second.names, held)
+    except Exception as exc:  # the first output cannot be read back after the second call
+        problem = f"first output unreadable after the second call ({type(exc).__name__})"
     if problem:
         return {"ok": False, "ratio": math.inf, "problem": problem}
     found = guarded(spec.check, True, _clone(raw), None, device)[0]
@@ -599,11 +604,14 @@ def eager_compile_check(
             compare_compiled(given, False)
             if second_pristine is not None:
                 start = time.perf_counter()
-                seconds["compiled"] = _serving_call(
-                    compiled.fn, given, first_raw, first, second_pristine, second_call, device, caught, "compiled",
-                    holds_outputs(settings), lambda g, raised: (fresh_source(second_pristine), compare_compiled(g, raised)),
-                    fresh)
-                fresh_source(pristine)  # the first call's copies are the ones compared last
+                try:
+                    seconds["compiled"] = _serving_call(
+                        compiled.fn, given, first_raw, first, second_pristine, second_call, device, caught, "compiled",
+                        holds_outputs(settings), lambda g, raised: (fresh_source(second_pristine), compare_compiled(g, raised)),
+                        fresh)
+                finally:
+                    fresh_source(pristine)  # the first call's copies are the ones compared last
+                del first_raw
                 timing["run_s"] = time.perf_counter() - start
                 compiled_outs = (first,)
             else:

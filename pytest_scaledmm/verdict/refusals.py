@@ -119,9 +119,17 @@ REFUSALS = (
            "this ROCm release or platform", "archs"),
     # Operand layouts cuBLASLt has no kernel for: a row-major b (Blas.cpp / ScaledBlas.cpp and the
     # meta function, which Inductor's lowering also runs on the CPU: "mat_b must be col_major").
+    # cuBLASLt on the H200 (torch 2.11): "Only multiplication of row-major and column-major
+    # matrices is supported by cuBLASLt".
     _entry("operand_layout", FP8_BUILTINS, (_RT, _VAL),
-           r"mat(2|_b) must be col.?major|mat(1|_a) must be row.?major|mat2 must be (column|col).?major",
+           r"mat(2|_b) must be col.?major|mat(1|_a) must be row.?major|mat2 must be (column|col).?major|"
+           r"Only multiplication of row-major and column-major matrices is supported by cuBLASLt",
            "this operand layout (a row-major b)", "operand layouts without b_row_major"),
+    # A scale on the host beside GPU operands (H200, torch 2.11: eager _scaled_mm and the int8
+    # epilogue refuse it).
+    _entry("scale_device", FP8_BUILTINS + INT8_BUILTINS, (_RT,),
+           r"Expected all tensors to be on the same device|found at least two devices",
+           "a scale on another device than the operands", "operand layouts without scale_on_host"),
     # No kernel for this backend in this torch: CPU fp8 _scaled_mm before 2.8 (NotImplementedError).
     # torch._scaled_grouped_mm has no CPU kernel (torch 2.13).
     _entry("backend", FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS, (_NI, _RT),

@@ -50,10 +50,11 @@ def _block_amax(x, block: tuple, whole):
     import torch
 
     rows, cols = x.shape
-    rb = rows if block[0] is whole else block[0]
-    cb = cols if block[1] is whole else block[1]
-    rb, cb = max(rb, 1), max(cb, 1)
-    gr, gc = -(-rows // rb), -(-cols // cb)
+    rb = max(rows if block[0] is whole else block[0], 1)
+    cb = max(cols if block[1] is whole else block[1], 1)
+    # A whole dimension is one block even when it is empty (the scale still has its element).
+    gr = 1 if block[0] is whole else -(-rows // rb)
+    gc = 1 if block[1] is whole else -(-cols // cb)
     padded = torch.zeros(gr * rb, gc * cb, dtype=x.dtype)
     padded[:rows, :cols] = x.abs()
     return padded.reshape(gr, rb, gc, cb).amax(dim=(1, 3))
