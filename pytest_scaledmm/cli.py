@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence, Union
 
 from . import __version__
-from .plugin.options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
+from .plugin.options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, ALLOW_WORSE, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -204,11 +204,12 @@ def compare_command(args) -> int:
         ),
         shared(ALLOW_MISSING, "compare a partial run: an incomplete report and missing baseline cases are notes, not failures"),
         shared(ALLOW_CAPABILITY_LOSS, "accept cases that ran in the baseline and are UNSUPPORTED or SKIPPED now"),
+        shared(ALLOW_WORSE, "accept cases that fail the same way as in the baseline but by much more"),
         Arg("--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"),
     ],
 )
 def gate_command(args) -> int:
-    from .reports.gate import GateFailure, run_gate
+    from .reports.gate import run_gate
     from .reports.report import load_report
 
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
@@ -219,19 +220,16 @@ def gate_command(args) -> int:
         matrix_path=args.scaledmm_matrix,
         allow_missing=args.scaledmm_allow_missing,
         allow_capability_loss=args.scaledmm_allow_capability_loss,
+        allow_worse=args.scaledmm_allow_worse,
     )
     from .reports.render import md_escape
 
     lines = result.lines()
     markdown = "\n".join([f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]])
     _append_summary("gate", markdown, args.markdown)
-    try:
-        result.raise_for_failure()
-    except GateFailure:
-        print("\n".join(lines), file=sys.stderr)
-        return EXIT_GATE_FAILED
+    # The verdict, pass or fail, on one stream (stdout): stderr is for usage errors and warnings.
     print("\n".join(lines))
-    return EXIT_OK
+    return EXIT_OK if result.passed else EXIT_GATE_FAILED
 
 
 @subcommand(
@@ -355,8 +353,9 @@ def merge_command(args) -> int:
         return EXIT_OK
     more = f" (and {len(result.reasons) - 1} more reason(s) in its session.incomplete_reasons)" if len(result.reasons) > 1 else ""
     line = f"merged report {out} is INCOMPLETE: {result.reasons[0]}{more}"
+    from .reports.printable import printable
     from .reports.render import md_escape
 
     _append_summary("merge", f"**{md_escape(line)}**")
-    print(f"scaledmm merge: {line}", file=sys.stderr)
+    print(printable(f"scaledmm merge: {line}"), file=sys.stderr)
     return EXIT_GATE_FAILED

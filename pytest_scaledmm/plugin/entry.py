@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ..verdict import outcome as oc
-from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, add_pytest_options
+from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, ALLOW_WORSE, add_pytest_options
 
 STATE_KEY = pytest.StashKey["MatrixSession"]()
 LOCK_KEY = pytest.StashKey["ReportLock"]()
@@ -591,7 +591,9 @@ class BaselineGate:
             spec=self.state.spec,
             allow_missing=settings.allow_missing,
             allow_capability_loss=settings.allow_capability_loss,
-            flags={"allow_missing": ALLOW_MISSING.flag, "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag},
+            allow_worse=settings.allow_worse,
+            flags={"allow_missing": ALLOW_MISSING.flag, "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag,
+                   "allow_worse": ALLOW_WORSE.flag},
         )
         if not self.result.passed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,135 @@
+"""Routes found by a third hostile review: a gate talked into green (a failure grown worse, a
+catch-all known failure, a strict baseline against a lax candidate, report text that repaints
+the terminal or speaks to the CI runner), artifacts that bite (replay commands, repro imports,
+outputs written over reports), and runs that end badly (signals, duplicate shards, settings).
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from matrices import IN_PROCESS, matrix_text, planted
+from reports_factory import case, report, write
+
+from pytest_scaledmm.cli import main
+from pytest_scaledmm.matrix.errors import MatrixError
+from pytest_scaledmm.matrix.known_failures import Catalogue
+
+BASE = dict(torch="2.11.0")
+CAND = dict(torch="2.13.0")
+BAND = "MISMATCH: compiled values off the reference in a band of rows"
+
+
+def _gate(tmp_path, baseline, candidate, *extra):
+    b = write(tmp_path / "baseline.json", baseline)
+    c = write(tmp_path / "candidate.json", candidate)
+    return main(["gate", "--baseline", str(b), "--candidate", str(c), *extra])
+
+
+def _off(cid, ratio, rows, signature=BAND):
+    record = case(cid, "MISMATCH", signature)
+    check = {"ok": False, "ratio": ratio, "max_abs": 1.0, "pattern": "in a band of rows", "where": f"rows {rows} of 16",
+             "bound": {"slack": 1.0}}
+    record["errors"] = {"eager": {"ok": True, "ratio": 0.5, "bound": {"slack": 1.0}}, "compiled": check}
+    record["layer"] = "compiled"
+    return record
+
+
+# -- the gate --------------------------------------------------------------------------------------
+
+
+def test_a_failure_grown_worse_is_a_regression_saying_by_how_much(tmp_path, capsys):
+    baseline = report([case("c1", "PASS"), _off("c2", 1e4, "3-3")], **BASE)
+    candidate = report([case("c1", "PASS"), _off("c2", 6e6, "1-15")], **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 1
+    out = capsys.readouterr().out
+    assert "gate FAILED: 1 case(s) newly fail or fail worse" in out, out
+    assert "worse: 1 case MISMATCH -> MISMATCH" in out
+    assert "error/bound 1e+04 -> 6e+06 (x600)" in out and "off rows 1 -> 15 (x15)" in out, out
+    # The opt-in turns it into a note that still says it.
+    assert _gate(tmp_path, baseline, candidate, "--allow-worse") == 0
+    out = capsys.readouterr().out
+    assert "gate passed" in out and "note: accepted (--allow-worse): worse: 1 case" in out
+
+
+def test_a_failure_about_as_bad_stays_no_news(tmp_path, capsys):
+    baseline = report([case("c1", "PASS"), _off("c2", 1e4, "3-4")], **BASE)
+    candidate = report([case("c1", "PASS"), _off("c2", 5e4, "3-6")], **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 0, capsys.readouterr()
+
+
+@pytest.mark.parametrize("signature", ["values off the reference", "eager+compiled", "InductorError",
+                                       "MISMATCH: eager+compiled values off the reference by one constant factor"])
+def test_a_known_failure_made_of_harness_words_is_a_usage_error(tmp_path, capsys, signature):
+    with pytest.raises(MatrixError, match=r"known_failures\[0\]\.signature.*names no root cause"):
+        Catalogue.from_entries([{"match": {"kernel": "my_fp8"}, "signature": signature}], tmp_path / "matrix.yaml")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(["aten_scaled_mm"], known_failures=[{"match": {"kernel": "aten_scaled_mm"},
+                                                                      "signature": signature}]))
+    baseline = report([case("c1", "PASS")], **BASE)
+    candidate = report([case("c1", "MISMATCH", BAND)], **CAND)
+    assert _gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "known_failures[0].signature" in err and "matrix.yaml" in err
+
+
+def test_a_pass_that_fails_under_the_same_torch_release_is_never_known(tmp_path, capsys):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(["aten_scaled_mm"], known_failures=[
+        {"match": {"kernel": "aten_scaled_mm"}, "signature": "RuntimeError: scale must be contiguous"}]))
+    signature = "COMPILE_ONLY_ERROR: RuntimeError: scale must be contiguous"
+    baseline = report([case("c1", "PASS"), case("c2", "PASS")], torch="2.13.0")
+    candidate = report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], torch="2.13.0+cu128")
+    assert _gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 1
+    out = capsys.readouterr().out
+    assert "regression: 1 case" in out and "(e.g. c2)" in out and "same torch release (2.13.0)" in out, out
+    # Another release: the entry covers both runs, so the failure is the known one.
+    assert _gate(tmp_path, report([case("c1", "PASS"), case("c2", "PASS")], **BASE),
+                 report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], **CAND),
+                 "--matrix", str(matrix)) == 0, capsys.readouterr()
+
+
+def test_a_strict_baseline_judges_a_lax_candidate_strictly(tmp_path, capsys):
+    boundary = case("c2", "PASS", m=0, purpose="boundary")
+    parity = case("c2", "BOUNDARY_PARITY", "eager ValueError: M <> compiled InductorError: M", m=0, purpose="boundary")
+    baseline = report([case("c1", "PASS"), boundary], session={"strict_errors": True}, **BASE)
+    candidate = report([case("c1", "PASS"), parity], session={"strict_errors": False}, **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 1
+    out = capsys.readouterr().out
+    assert "regression: 1 case PASS -> BOUNDARY_PARITY" in out, out
+    assert "judged strictly" in out and "capability gained" not in out
+    # Both lax: tolerated, as before.
+    lax = report([case("c1", "PASS"), boundary], session={"strict_errors": False}, **BASE)
+    assert _gate(tmp_path, lax, candidate) == 0, capsys.readouterr()
+
+
+CRAFTED = "x\r\x1b[32mgate passed\x1b[0m\n::notice title=ok::all green\n::stop-commands::tok\u202e"
+
+
+def _no_command_lines(text):
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        assert not stripped.startswith("::") and not stripped.startswith("##["), line
+    assert "\r" not in text and "\x1b" not in text and "\u202e" not in text
+
+
+def test_gate_and_merge_lines_are_printable_whatever_the_report_holds(tmp_path, capsys):
+    baseline = report([case("c1", "PASS"), case("c2", "PASS")], **BASE)
+    candidate = report([case("c1", "PASS"), case("c2", "MISMATCH", CRAFTED)],
+                       session={"complete": False, "incomplete_reasons": [CRAFTED]}, **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 1
+    out, err = capsys.readouterr()
+    assert "gate FAILED" in out and err == ""
+    _no_command_lines(out)
+    assert "\\r" in out and "\\x1b" in out and "\\n" in out
+    shard = report([case("c1", "PASS")], session={"complete": False, "incomplete_reasons": [CRAFTED]}, **CAND)
+    shard["shard"] = {"index": 1, "count": 1, "total_cases": 1, "total_ids_sha256": "0"}
+    write(tmp_path / "s1.json", shard)
+    assert main(["merge", str(tmp_path / "out.json"), str(tmp_path / "s1.json")]) == 1
+    out, err = capsys.readouterr()
+    assert "INCOMPLETE" in out + err
+    _no_command_lines(out + err)
