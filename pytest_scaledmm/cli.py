@@ -285,6 +285,9 @@ def repro_command(args) -> int:
         print(path)
     if not written:
         print("no failures in the report: nothing to reproduce")
+    if written and not args.scaledmm_matrix:
+        print("scaledmm repro: note: no --matrix: the report's matrix and its kernels were not imported;"
+              " built-in kernels are embedded, others are imported by the script itself", file=sys.stderr)
     return EXIT_OK
 
 

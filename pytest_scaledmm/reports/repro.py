@@ -259,10 +259,11 @@ def check_reference(reference: str) -> tuple[str, list[str]]:
     return module_name, attr_path.split(".")
 
 
-def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_dirs=()) -> str:
+def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_dirs=(), *, resolve: bool = True) -> str:
     """Code that defines `kernel` in the script. `name` appears in no code or comment.
-    `import_dirs`: the directories the run put first on sys.path (the matrix's, the rootdir),
-    which a user kernel's module may need for its own imports of the project's packages."""
+    `import_dirs`: the directories the run imported from (the matrix's, the rootdir), which a
+    user kernel's module may need for its own imports of the project's packages. `resolve`
+    False: the module is not imported here (a report's kernel, its matrix not confirmed)."""
     from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
     if fn is not None and BUILTIN_IMPLS.get(name) is fn:
@@ -283,6 +284,8 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_d
     module_name, attrs = check_reference(reference)
     where = None
     try:
+        if not resolve:
+            raise LookupError(module_name)
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
         if getattr(module, "__file__", None):
             # mypkg.kernels lives in <root>/mypkg/kernels.py: <root> goes on sys.path.
@@ -294,13 +297,13 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_d
         pass
     dirs = list(dict.fromkeys([str(d) for d in import_dirs] + ([where] if where else [])))
     lines = [
-        "# The code under test, imported as the run did (KERNEL_REF): IMPORT_DIRS go first on",
-        "# sys.path, as the run put them (the matrix's directory, the rootdir, then where the module was).",
+        "# The code under test, imported by name (KERNEL_REF). IMPORT_DIRS (the matrix's directory, the",
+        "# rootdir, where the module was) go last on sys.path: a file there never shadows torch's imports.",
         f"KERNEL_REF = {literal(reference)}",
         f"IMPORT_DIRS = {literal(dirs)}",
-        "for repro_directory in reversed(IMPORT_DIRS):",
+        "for repro_directory in IMPORT_DIRS:",
         "    if repro_directory not in sys.path:",
-        "        sys.path.insert(0, repro_directory)",
+        "        sys.path.append(repro_directory)",
         "import importlib  # noqa: E402",
         "",
         f"kernel = importlib.import_module({literal(module_name)})",
@@ -580,15 +583,6 @@ def _record_problem(record, limits) -> Optional[str]:
     return f"key 'params': {problem[1]}" if problem else None
 
 
-def _report_matrix(path_text) -> Optional[Path]:
-    """The matrix a report names, when that is a file here."""
-    try:
-        path = Path(path_text)
-        return path if path.is_file() else None
-    except (TypeError, ValueError, OSError):
-        return None
-
-
 def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeout_s: float = 300.0) -> list[Path]:
     """`scaledmm repro REPORT --out DIR`: scripts for a report's failures (one per signature, or
     for the given case ids), after the fact. Kernels are found through the matrix the report
@@ -602,15 +596,17 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
 
     report = load_report(report_path)
     matrix_block = _mapping(report.get("matrix"))
-    matrix_path = Path(matrix) if matrix else _report_matrix(matrix_block.get("path"))
+    # A report is data from elsewhere (an unpacked CI artifact): the matrix it names, and the
+    # kernels that matrix names, are never read or imported unless the user gives --matrix.
+    matrix_path = Path(matrix) if matrix else None
     impls, specs, slack, limits = {}, {}, 1.0, dict(DEFAULT_LIMITS)
     import_dirs: list = []
     if matrix_path is not None:
         # Where the run imported the kernels from (plugin/entry.py): the matrix's directory and
         # its project's (pytest's rootdir when run on that matrix).
         import_dirs = [str(d) for d in dict.fromkeys([matrix_path.resolve().parent, project_dir(matrix_path)])]
-        add_import_dirs(import_dirs)
         spec = load_spec(matrix_path)
+        add_import_dirs(import_dirs)
         impls = {k.name: k.impl for k in spec.kernels}
         specs = {k.name: k for k in spec.kernels}
         slack, limits = spec.slack, dict(spec.limits)
