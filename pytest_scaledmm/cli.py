@@ -96,8 +96,18 @@ def _usage_errors() -> tuple:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        try:  # a file name that is not UTF-8 is shown escaped, never a traceback
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
     try:
         return int(args.run(args))
+    except OutputRefused as exc:
+        from .reports.printable import printable
+
+        print(printable(f"scaledmm {args.command}: error: {exc}"), file=sys.stderr)
+        return EXIT_USAGE
     except _usage_errors() as exc:
         # The message names the file (and key); a traceback would only bury it.
         print(f"scaledmm {args.command}: error: {exc}", file=sys.stderr)
@@ -112,11 +122,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 141
 
 
-def _write(path: str, text: str) -> None:
+class OutputRefused(Exception):
+    """An output path that would replace or append to a file the command did not make for it."""
+
+
+# How each file `compare` writes begins: an existing file without it is not one of ours.
+OUTPUT_MARKS = {"--html": '<meta name="generator" content="pytest-scaledmm compare">',
+                "--markdown": "## scaled-mm compatibility matrix"}
+
+
+def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
+    """OutputRefused (one line naming the flag and the path) unless `path` may take this output:
+    never a directory, a report read, any pytest-scaledmm report or shard, nor (to replace) a
+    file this command did not write for the same flag."""
+    from pathlib import Path
+
+    from .reports.report_path import is_report_file
+    from .reports.step_summary import same_file
+
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    if path.is_dir():
+        raise OutputRefused(f"{flag} {path}: it is a directory; name a file")
+    if any(same_file(path, i) for i in inputs) or is_report_file(path):
+        raise OutputRefused(f"{flag} {path}: it is a pytest-scaledmm report; it is never overwritten (a file name forgotten?)")
+    if append:
+        return
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).decode("utf-8", "replace")
+    except OSError as exc:
+        raise OutputRefused(f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
+    if OUTPUT_MARKS[flag] not in head:
+        raise OutputRefused(f"{flag} {path}: it is there and was not written by scaledmm compare: it is never overwritten")
+
+
+def _write(path: str, text: str, flag: str = "--html") -> None:
     """A Markdown or HTML file, whole or not at all, 0644 (reports/files.py)."""
     from .reports.files import write_text_atomic
 
-    write_text_atomic(path, text)
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise OutputRefused(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
 
 
 def _append_summary(command: str, markdown: str, also: Optional[str] = None) -> None:
@@ -164,7 +213,14 @@ def compare_command(args) -> int:
 
     from .reports.step_summary import same_file, step_summary_path
 
-    comparison = compare_reports(load_reports(args.reports))
+    loaded = load_reports(args.reports)
+    inputs = [path for path, _ in loaded]
+    if args.markdown and args.markdown != "-":
+        summary = step_summary_path()
+        check_output("--markdown", args.markdown, inputs, append=summary is not None and same_file(summary, args.markdown))
+    if args.html:
+        check_output("--html", args.html, inputs)
+    comparison = compare_reports(loaded)
     written = []
     # Replay commands run from anywhere: a matrix given here relative to this directory goes absolute.
     matrix = os.path.abspath(args.scaledmm_matrix) if args.scaledmm_matrix else None
@@ -175,7 +231,7 @@ def compare_command(args) -> int:
         if summary is not None and same_file(summary, args.markdown):
             written.append(f"markdown: appended to {args.markdown}")  # a step summary is never truncated
         else:
-            _write(args.markdown, markdown)
+            _write(args.markdown, markdown, "--markdown")
             written.append(f"markdown: {args.markdown}")
     _append_summary("compare", markdown)
     if args.html:
@@ -214,6 +270,8 @@ def gate_command(args) -> int:
 
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
     candidate = (args.candidate, load_report(args.candidate))
+    if args.markdown:
+        check_output("--markdown", args.markdown, [args.scaledmm_baseline, args.candidate], append=True)
     result = run_gate(
         baseline,
         candidate,

@@ -189,3 +189,106 @@ def test_repro_imports_nothing_a_report_names_without_matrix(tmp_path, capsys, m
         sys.modules.pop("evil", None)
     text = next((tmp_path / "out2").glob("repro_*.py")).read_text()
     assert "sys.path.append(repro_directory)" in text and "sys.path.insert(0" not in text
+
+
+def _two_reports(tmp_path):
+    b = write(tmp_path / "baseline.json", report([case("c1", "PASS")], **BASE))
+    c = write(tmp_path / "candidate.json", report([case("c1", "PASS")], **CAND))
+    return b, c
+
+
+@pytest.mark.parametrize("flag", ["--html", "--markdown"])
+def test_compare_never_writes_over_a_report(tmp_path, capsys, flag):
+    b, c = _two_reports(tmp_path)
+    before = b.read_bytes()
+    # `compare --html reports/*.json`: the shell made the first report the HTML's name.
+    assert main(["compare", flag, str(b), str(c)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(b) in err and "never overwritten" in err, err
+    assert b.read_bytes() == before
+    # A file of the user's that compare did not write is not replaced either; its own output is.
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    assert main(["compare", str(b), str(c), flag, str(mine)]) == 2
+    assert mine.read_text() == "mine"
+    out = tmp_path / "out.html"
+    assert main(["compare", str(b), str(c), flag, str(out)]) == 0
+    assert main(["compare", str(b), str(c), flag, str(out)]) == 0, capsys.readouterr()
+
+
+def test_gate_markdown_never_appends_to_a_report(tmp_path, capsys):
+    b, c = _two_reports(tmp_path)
+    before = c.read_bytes()
+    assert main(["gate", "--baseline", str(b), "--candidate", str(c), "--markdown", str(c)]) == 2
+    assert c.read_bytes() == before and "never overwritten" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [["compare", "{b}", "--html", "{dir}"], ["repro", "{b}", "--out", "{b}"],
+                                  ["compare", "{b}", "--markdown", "{dir}"]])
+def test_path_errors_of_the_cli_are_one_line_exit_2(tmp_path, capsys, args):
+    b, _ = _two_reports(tmp_path)
+    (tmp_path / "d").mkdir()
+    before = b.read_bytes()
+    assert main([a.format(b=b, dir=tmp_path / "d") for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert b.read_bytes() == before
+
+
+def test_a_report_name_that_is_not_utf8_is_shown_escaped(tmp_path):
+    b, _ = _two_reports(tmp_path)
+    odd = tmp_path / os.fsdecode(b"r\xff.json")
+    write(odd, report([case("c1", "PASS"), case("c2", "MISMATCH", BAND)], **CAND))
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    same = write(tmp_path / "same-env.json", report([case("c1", "PASS")], **CAND))  # labels from the file names
+    for args in (["compare", str(same), str(odd)], ["gate", "--baseline", str(b), "--candidate", str(odd)],
+                 ["merge", str(tmp_path / "m.json"), str(odd)]):
+        done = subprocess.run([sys.executable, "-m", "pytest_scaledmm", *args], capture_output=True, env=env, timeout=120)
+        assert b"Traceback" not in done.stderr and done.returncode in (0, 1), (args, done.stderr[-500:])
+        if args[0] != "gate":
+            assert b"\\udcff" in done.stdout + done.stderr, args
+
+
+def test_a_report_path_that_is_also_a_pytest_output_is_a_usage_error(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    for flag in ("--junitxml", "--debug"):
+        result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "out.json", f"{flag}=out.json")
+        assert result.ret == pytest.ExitCode.USAGE_ERROR, flag
+        assert f"is also {flag}'s file" in result.stderr.str()
+        assert not (matrix_project.path / "out.json").exists() or "testsuite" not in (matrix_project.path / "out.json").read_text()
+
+
+def _mismatch_record(kernel, cid):
+    from test_artifact_safety import BASE_PARAMS
+
+    return {"id": cid, "params": {**BASE_PARAMS, "kernel": kernel}, "outcome": "MISMATCH",
+            "signature": "MISMATCH: compiled values off the reference", "layer": "compiled"}
+
+
+def test_repro_scripts_are_named_per_root_cause_and_never_replace_another(tmp_path):
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
+    from pytest_scaledmm.reports import repro
+
+    code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
+    one = repro.write_script(tmp_path, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
+    two = repro.write_script(tmp_path, _mismatch_record("aten_scaled_mm_other", "b-1"), {}, 1, code, 10.0)
+    assert one != two and one.exists() and two.exists()
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert {e["case"] for e in index.values()} == {"a-1", "b-1"}
+    # An index that claims the second cause's name for the first: the first gets a name of its own.
+    index[one.name] = {**index[one.name], "kernel": "someone_else"}
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    again = repro.write_script(tmp_path, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
+    assert again != one and again.name.endswith("_2.py")
+    # A file there that pytest-scaledmm did not write, or an index that is not one, is never replaced.
+    other = tmp_path / "foreign"
+    other.mkdir()
+    (other / one.name).write_text("print('mine')\n")
+    with pytest.raises(repro.ReproError, match="never replaced"):
+        repro.write_script(other, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
+    assert (other / one.name).read_text() == "print('mine')\n"
+    (other / one.name).unlink()
+    (other / "index.json").write_text('{"schema": "something else"}')
+    with pytest.raises(repro.ReproError, match="never overwritten"):
+        repro.write_script(other, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
+    assert json.loads((other / "index.json").read_text()) == {"schema": "something else"}

@@ -69,7 +69,7 @@ def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_p
     by_kernel = {entry["case"].split(".")[0]: name for name, entry in index.items()}
     assert set(by_kernel) == {"mine", "forgets_scale"}
     for name, entry in index.items():
-        assert name == repro.script_name(entry["outcome"], entry["signature"])
+        assert name == repro.script_name(entry["outcome"], entry["cause"], entry["kernel"])
     assert "repro scripts: 2 in" in result.stdout.str()
 
     mine = pytester.path / "repros" / by_kernel["mine"]
@@ -258,7 +258,7 @@ def _compile_path_repros(matrix_project, pytester, kernels, mode, *options):
     matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "r.json", "--scaledmm-repro-dir",
                        "repros", "--no-scaledmm-triage", *options)
     records = json.loads((pytester.path / "r.json").read_text())["cases"]
-    return {r["params"]["kernel"]: (r, pytester.path / "repros" / repro.script_name(r["outcome"], r["signature"] or ""))
+    return {r["params"]["kernel"]: (r, pytester.path / "repros" / repro.record_script_name(r))
             for r in records}
 
 
