@@ -184,7 +184,8 @@ def test_a_script_judges_an_alike_refusal_as_the_run_did(matrix_project, pyteste
     assert cases["declares_nothing"]["eager_error"]["type"] != wrapped["type"], wrapped  # differently wrapped
     for kernel, case in cases.items():
         out_dir = pytester.path / kernel
-        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"]]) == 0
+        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"],
+                         "--matrix", str(pytester.path / "matrix.yaml")]) == 0
         (script,) = out_dir.glob("repro_*.py")
         code, out = _run_script(script, cwd=pytester.path)
         assert f"observed: {case['outcome']}: {case['signature']}\n" in out, out
