@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence, Union
 
 from . import __version__
-from .plugin.options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
+from .plugin.options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, ALLOW_WORSE, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -96,8 +96,18 @@ def _usage_errors() -> tuple:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = build_parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):
+        try:  # a file name that is not UTF-8 is shown escaped, never a traceback
+            stream.reconfigure(errors="backslashreplace")
+        except (AttributeError, ValueError, OSError):
+            pass
     try:
         return int(args.run(args))
+    except OutputRefused as exc:
+        from .reports.printable import printable
+
+        print(printable(f"scaledmm {args.command}: error: {exc}"), file=sys.stderr)
+        return EXIT_USAGE
     except _usage_errors() as exc:
         # The message names the file (and key); a traceback would only bury it.
         print(f"scaledmm {args.command}: error: {exc}", file=sys.stderr)
@@ -112,11 +122,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 141
 
 
-def _write(path: str, text: str) -> None:
+class OutputRefused(Exception):
+    """An output path that would replace or append to a file the command did not make for it."""
+
+
+# How each file `compare` writes begins: an existing file without it is not one of ours.
+OUTPUT_MARKS = {"--html": '<meta name="generator" content="pytest-scaledmm compare">',
+                "--markdown": "## scaled-mm compatibility matrix"}
+
+
+def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
+    """OutputRefused (one line naming the flag and the path) unless `path` may take this output:
+    never a directory, a report read, any pytest-scaledmm report or shard, nor (to replace) a
+    file this command did not write for the same flag."""
+    from pathlib import Path
+
+    from .reports.report_path import is_report_file
+    from .reports.step_summary import same_file
+
+    path = Path(path)
+    if not os.path.lexists(path):
+        return
+    if path.is_dir():
+        raise OutputRefused(f"{flag} {path}: it is a directory; name a file")
+    if any(same_file(path, i) for i in inputs) or is_report_file(path):
+        raise OutputRefused(f"{flag} {path}: it is a pytest-scaledmm report; it is never overwritten (a file name forgotten?)")
+    if append:
+        return
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(4096).decode("utf-8", "replace")
+    except OSError as exc:
+        raise OutputRefused(f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
+    if OUTPUT_MARKS[flag] not in head:
+        raise OutputRefused(f"{flag} {path}: it is there and was not written by scaledmm compare: it is never overwritten")
+
+
+def _write(path: str, text: str, flag: str = "--html") -> None:
     """A Markdown or HTML file, whole or not at all, 0644 (reports/files.py)."""
     from .reports.files import write_text_atomic
 
-    write_text_atomic(path, text)
+    try:
+        write_text_atomic(path, text)
+    except OSError as exc:
+        raise OutputRefused(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
 
 
 def _append_summary(command: str, markdown: str, also: Optional[str] = None) -> None:
@@ -164,7 +213,14 @@ def compare_command(args) -> int:
 
     from .reports.step_summary import same_file, step_summary_path
 
-    comparison = compare_reports(load_reports(args.reports))
+    loaded = load_reports(args.reports)
+    inputs = [path for path, _ in loaded]
+    if args.markdown and args.markdown != "-":
+        summary = step_summary_path()
+        check_output("--markdown", args.markdown, inputs, append=summary is not None and same_file(summary, args.markdown))
+    if args.html:
+        check_output("--html", args.html, inputs)
+    comparison = compare_reports(loaded)
     written = []
     # Replay commands run from anywhere: a matrix given here relative to this directory goes absolute.
     matrix = os.path.abspath(args.scaledmm_matrix) if args.scaledmm_matrix else None
@@ -175,7 +231,7 @@ def compare_command(args) -> int:
         if summary is not None and same_file(summary, args.markdown):
             written.append(f"markdown: appended to {args.markdown}")  # a step summary is never truncated
         else:
-            _write(args.markdown, markdown)
+            _write(args.markdown, markdown, "--markdown")
             written.append(f"markdown: {args.markdown}")
     _append_summary("compare", markdown)
     if args.html:
@@ -204,34 +260,34 @@ def compare_command(args) -> int:
         ),
         shared(ALLOW_MISSING, "compare a partial run: an incomplete report and missing baseline cases are notes, not failures"),
         shared(ALLOW_CAPABILITY_LOSS, "accept cases that ran in the baseline and are UNSUPPORTED or SKIPPED now"),
+        shared(ALLOW_WORSE, "accept cases that fail the same way as in the baseline but by much more"),
         Arg("--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"),
     ],
 )
 def gate_command(args) -> int:
-    from .reports.gate import GateFailure, run_gate
+    from .reports.gate import run_gate
     from .reports.report import load_report
 
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
     candidate = (args.candidate, load_report(args.candidate))
+    if args.markdown:
+        check_output("--markdown", args.markdown, [args.scaledmm_baseline, args.candidate], append=True)
     result = run_gate(
         baseline,
         candidate,
         matrix_path=args.scaledmm_matrix,
         allow_missing=args.scaledmm_allow_missing,
         allow_capability_loss=args.scaledmm_allow_capability_loss,
+        allow_worse=args.scaledmm_allow_worse,
     )
     from .reports.render import md_escape
 
     lines = result.lines()
     markdown = "\n".join([f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]])
     _append_summary("gate", markdown, args.markdown)
-    try:
-        result.raise_for_failure()
-    except GateFailure:
-        print("\n".join(lines), file=sys.stderr)
-        return EXIT_GATE_FAILED
+    # The verdict, pass or fail, on one stream (stdout): stderr is for usage errors and warnings.
     print("\n".join(lines))
-    return EXIT_OK
+    return EXIT_OK if result.passed else EXIT_GATE_FAILED
 
 
 @subcommand(
@@ -287,6 +343,9 @@ def repro_command(args) -> int:
         print(path)
     if not written:
         print("no failures in the report: nothing to reproduce")
+    if written and not args.scaledmm_matrix:
+        print("scaledmm repro: note: no --matrix: the report's matrix and its kernels were not imported;"
+              " built-in kernels are embedded, others are imported by the script itself", file=sys.stderr)
     return EXIT_OK
 
 
@@ -355,8 +414,9 @@ def merge_command(args) -> int:
         return EXIT_OK
     more = f" (and {len(result.reasons) - 1} more reason(s) in its session.incomplete_reasons)" if len(result.reasons) > 1 else ""
     line = f"merged report {out} is INCOMPLETE: {result.reasons[0]}{more}"
+    from .reports.printable import printable
     from .reports.render import md_escape
 
     _append_summary("merge", f"**{md_escape(line)}**")
-    print(f"scaledmm merge: {line}", file=sys.stderr)
+    print(printable(f"scaledmm merge: {line}"), file=sys.stderr)
     return EXIT_GATE_FAILED

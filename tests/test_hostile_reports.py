@@ -28,7 +28,7 @@ from pytest_scaledmm.reports.gate import check
 
 BASE = dict(torch="2.11.0")
 CAND = dict(torch="2.13.0")
-OFF = "MISMATCH: compiled values off the reference"
+OFF = "MISMATCH: compiled LoweringException: AssertionError: target"
 IN_PROGRESS = "run in progress or killed before it wrote its report"
 
 
@@ -57,7 +57,7 @@ def _matrix(tmp_path, entries, name="matrix.yaml"):
 
 def _xfail(cid, original="MISMATCH", signature=OFF, entry=0):
     record = case(cid, "XFAIL", signature)
-    record["known_failure"] = {"entry": entry, "signature": "compiled values off the reference", "original_outcome": original}
+    record["known_failure"] = {"entry": entry, "signature": "LoweringException: AssertionError", "original_outcome": original}
     return record
 
 
@@ -75,7 +75,7 @@ def test_catch_all_signature_is_a_matrix_error_naming_file_and_key(tmp_path, sig
 
 
 def test_meaningful_signature_is_accepted(tmp_path):
-    path = _matrix(tmp_path, [{"match": {"mode": "aot_eager"}, "signature": "MISMATCH: compiled values off"}])
+    path = _matrix(tmp_path, [{"match": {"mode": "aot_eager"}, "signature": "LoweringException: AssertionError"}])
     assert len(Catalogue.from_spec(load_spec(path)).entries) == 1
 
 
@@ -110,31 +110,31 @@ def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_
     # The entry's range leaves out the baseline's torch: the baseline passed and nothing said it
     # might fail there, so PASS -> XFAIL is a new failure (it used to be a note). An entry that
     # covered the baseline too (its pass there was "fixed upstream") keeps it a known failure.
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "torch": torch, "signature": "compiled values off the reference"}])
+    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "torch": torch, "signature": "LoweringException: AssertionError"}])
     code = _gate(tmp_path, report([case("c1", "PASS")], **BASE), report([case("c1", "MISMATCH", OFF)], **CAND), "--matrix", str(matrix))
     captured = capsys.readouterr()
     if passes:
         assert code == 0 and "1 case(s) known failure" in captured.out
     else:
         assert code == 1
-        assert "regression: 1 case PASS -> XFAIL" in captured.err
+        assert "regression: 1 case PASS -> XFAIL" in captured.out
 
 
 def test_candidate_cannot_choose_its_catalogue_by_naming_another_matrix(tmp_path, capsys):
     # The candidate names a lenient matrix (path and matching hash) that the baseline never ran.
-    lenient = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "compiled values off the reference"}], "lenient.yaml")
+    lenient = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}], "lenient.yaml")
     digest = load_spec(lenient).digest
     baseline = report([case("c1", "PASS"), case("c2", "PASS")], matrix_path=str(tmp_path / "strict.yaml"), matrix_hash="a" * 16, **BASE)
     candidate = report([case("c1", "PASS"), _xfail("c2")], matrix_path=str(lenient), matrix_hash=digest, **CAND)
     code = _gate(tmp_path, baseline, candidate)
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     assert code == 1
     assert "regression: 1 case PASS -> MISMATCH" in err
     assert "note: no known-failure catalogue:" in err and "the baseline" in err
 
 
 def test_candidate_matrix_named_by_both_reports_is_the_catalogue(tmp_path, capsys):
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "compiled values off the reference"}])
+    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}])
     digest = load_spec(matrix).digest
     same = dict(matrix_path=str(matrix), matrix_hash=digest)
     baseline = report([case("c1", "PASS"), case("c2", "PASS")], **same, **BASE)
@@ -149,7 +149,7 @@ def test_candidate_matrix_named_by_both_reports_is_the_catalogue(tmp_path, capsy
 def test_failing_case_missing_from_the_baseline_fails_the_gate(tmp_path, capsys):
     # It used to be a note: "only in the candidate fail (not gated: no baseline)".
     code = _gate(tmp_path, report([case("c1", "PASS")], **BASE), report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND))
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     assert code == 1
     assert "1 case(s) fail in the candidate and have no record in the baseline, e.g. c2" in err
 
@@ -158,7 +158,7 @@ def test_case_failing_where_the_baseline_did_not_run_it_fails_the_gate(tmp_path,
     # UNSUPPORTED in the baseline, MISMATCH now: a failure the baseline did not have.
     code = _gate(tmp_path, report([case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no")], **BASE),
                  report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND))
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     assert code == 1
     assert "1 case(s) ran for the first time and fail" in err and "c2" in err
 
@@ -226,7 +226,7 @@ def test_killed_rerun_leaves_no_complete_looking_report(matrix_project, pytester
     path = str(matrix_project.path / "report.json")
     previous = str(matrix_project.path / "report.previous.json")
     assert main(["gate", "--baseline", previous, "--candidate", path]) == 1
-    assert "the candidate run is incomplete: " + IN_PROGRESS in capsys.readouterr().err
+    assert "the candidate run is incomplete: " + IN_PROGRESS in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -275,7 +275,7 @@ def test_runs_held_to_different_record_bounds_are_not_proven(tmp_path, capsys):
     baseline = report([_bounded(case("c1", "PASS"), 1.0), _bounded(case("c2", "PASS"), 1.0)], **BASE)
     candidate = report([_bounded(case("c1", "PASS"), 1.0e30), _bounded(case("c2", "PASS"), 1.0e30)], **CAND)
     assert _gate(tmp_path, baseline, candidate) == 1
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     assert "not proven: the two runs were held to different bounds" in err and "2 case(s)" in err
 
 
@@ -285,7 +285,7 @@ def test_runs_with_different_matrix_tolerance_are_not_proven(tmp_path, capsys):
     baseline["matrix"]["tolerance"] = {"slack": 1.0}
     candidate["matrix"]["tolerance"] = {"slack": 1000.0}
     assert _gate(tmp_path, baseline, candidate) == 1
-    assert "not proven: the two runs were held to different bounds" in capsys.readouterr().err
+    assert "not proven: the two runs were held to different bounds" in capsys.readouterr().out
 
 
 def test_same_bounds_pass(tmp_path):
@@ -300,7 +300,7 @@ def test_same_bounds_pass(tmp_path):
 def test_nothing_run_and_checked_in_common_is_not_proven(tmp_path, capsys):
     cases = [case("c1", "UNSUPPORTED", "ValueError: no"), case("c2", "SKIPPED")]
     assert _gate(tmp_path, report(cases, **BASE), report(cases, **CAND)) == 1
-    assert "not proven: no case in common was run and checked" in capsys.readouterr().err
+    assert "not proven: no case in common was run and checked" in capsys.readouterr().out
 
 
 # -- F. records edited against themselves ------------------------------------------------------------
@@ -315,28 +315,28 @@ def test_failure_edited_to_pass_fails_the_gate(tmp_path, capsys):
     edited[1]["outcome"] = "PASS"  # signature and error left: the record contradicts itself
     edited[1]["eager_error"] = {"type": "builtins.ValueError", "message": "bad", "root_type": "builtins.ValueError"}
     assert _gate(tmp_path, report(_failing_pair(), **BASE), report(edited, **CAND)) == 1
-    assert "candidate: 1 passing record(s) carry a failure's signature or error, e.g. c2" in capsys.readouterr().err
+    assert "candidate: 1 passing record(s) carry a failure's signature or error, e.g. c2" in capsys.readouterr().out
 
 
 def test_pass_with_only_an_error_fails_the_gate(tmp_path, capsys):
     edited = [case("c1", "PASS"), case("c2", "PASS")]
     edited[1]["compiled_error"] = {"type": "builtins.RuntimeError", "message": "x", "root_type": "builtins.RuntimeError"}
     assert _gate(tmp_path, report(_failing_pair(), **BASE), report(edited, **CAND)) == 1
-    assert "passing record(s) carry a failure's signature or error, e.g. c2" in capsys.readouterr().err
+    assert "passing record(s) carry a failure's signature or error, e.g. c2" in capsys.readouterr().out
 
 
 def test_summary_that_disagrees_with_the_records_fails_the_gate(tmp_path, capsys):
     candidate = report([case("c1", "PASS"), case("c2", "PASS")], **CAND)
     candidate["summary"] = {"ERROR_PARITY": 1, "PASS": 1}  # the summary of the run before the edit
     assert _gate(tmp_path, report(_failing_pair(), **BASE), candidate) == 1
-    assert "candidate: its summary does not match its records" in capsys.readouterr().err
+    assert "candidate: its summary does not match its records" in capsys.readouterr().out
 
 
 def test_fixed_upstream_without_its_known_failure_fails_the_gate(tmp_path, capsys):
     # It used to be read as a PASS.
     candidate = report([case("c1", "PASS"), case("c2", "FIXED_UPSTREAM")], **CAND)
     assert _gate(tmp_path, report(_failing_pair(), **BASE), candidate) == 1
-    assert "candidate: 1 case(s) FIXED_UPSTREAM without its original outcome, e.g. c2" in capsys.readouterr().err
+    assert "candidate: 1 case(s) FIXED_UPSTREAM without its original outcome, e.g. c2" in capsys.readouterr().out
 
 
 # -- G. counts ----------------------------------------------------------------------------------------------
@@ -366,7 +366,7 @@ def test_counts_must_agree_with_the_records(tmp_path, capsys, session, expected)
         else:
             one["session"][key] = value
     assert _gate(tmp_path, report([case("c1", "PASS")], **BASE), one) == 1
-    assert expected in capsys.readouterr().err
+    assert expected in capsys.readouterr().out
 
 
 # -- H. malformed reports --------------------------------------------------------------------------------
@@ -420,7 +420,7 @@ def test_malformed_report_is_one_line_naming_file_and_key(tmp_path, capsys, muta
 
 @pytest.mark.parametrize("params", [[1, 2], None, "x"])
 def test_malformed_params_with_a_catalogue_is_exit_2(tmp_path, capsys, params):
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "compiled values off the reference"}])
+    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}])
     bad = report([case("c1", "MISMATCH", OFF)], **CAND)
     bad["cases"][0]["params"] = params
     assert _gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
@@ -429,7 +429,7 @@ def test_malformed_params_with_a_catalogue_is_exit_2(tmp_path, capsys, params):
 
 
 def test_signature_that_is_not_text_with_a_catalogue_is_exit_2(tmp_path, capsys):
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "compiled values off the reference"}])
+    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}])
     bad = report([case("c1", "MISMATCH", OFF)], **CAND)
     bad["cases"][0]["signature"] = 5
     assert _gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
@@ -562,7 +562,7 @@ def test_report_directory_unwritable_mid_run_is_one_error_line(matrix_project, p
 def test_same_report_path_twice_fails(tmp_path, capsys):
     path = write(tmp_path / "r.json", report([case("c1", "PASS")]))
     assert main(["gate", "--baseline", str(path), "--candidate", str(tmp_path / "." / "r.json")]) == 1
-    assert "baseline and candidate are the same report" in capsys.readouterr().err
+    assert "baseline and candidate are the same report" in capsys.readouterr().out
 
 
 def test_byte_identical_copies_fail(tmp_path, capsys):
@@ -570,7 +570,7 @@ def test_byte_identical_copies_fail(tmp_path, capsys):
     copy = tmp_path / "copy.json"
     copy.write_bytes(path.read_bytes())
     assert main(["gate", "--baseline", str(path), "--candidate", str(copy)]) == 1
-    assert "baseline and candidate are the same report" in capsys.readouterr().err
+    assert "baseline and candidate are the same report" in capsys.readouterr().out
 
 
 def test_same_report_reason_comes_from_the_gate_itself(tmp_path):

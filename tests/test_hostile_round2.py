@@ -163,7 +163,7 @@ def _edited_pass(tmp_path, edit, capsys):
     b, c = write(tmp_path / "b.json", base), write(tmp_path / "c.json", cand)
     capsys.readouterr()
     code = main(["gate", "--baseline", str(b), "--candidate", str(c)])
-    return code, capsys.readouterr().err
+    return code, capsys.readouterr().out
 
 
 def test_a_pass_without_checks_fails_the_gate(tmp_path, capsys):

@@ -69,7 +69,7 @@ def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_p
     by_kernel = {entry["case"].split(".")[0]: name for name, entry in index.items()}
     assert set(by_kernel) == {"mine", "forgets_scale"}
     for name, entry in index.items():
-        assert name == repro.script_name(entry["outcome"], entry["signature"])
+        assert name == repro.script_name(entry["outcome"], entry["cause"], entry["kernel"])
     assert "repro scripts: 2 in" in result.stdout.str()
 
     mine = pytester.path / "repros" / by_kernel["mine"]
@@ -184,7 +184,8 @@ def test_a_script_judges_an_alike_refusal_as_the_run_did(matrix_project, pyteste
     assert cases["declares_nothing"]["eager_error"]["type"] != wrapped["type"], wrapped  # differently wrapped
     for kernel, case in cases.items():
         out_dir = pytester.path / kernel
-        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"]]) == 0
+        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"],
+                         "--matrix", str(pytester.path / "matrix.yaml")]) == 0
         (script,) = out_dir.glob("repro_*.py")
         code, out = _run_script(script, cwd=pytester.path)
         assert f"observed: {case['outcome']}: {case['signature']}\n" in out, out
@@ -258,7 +259,7 @@ def _compile_path_repros(matrix_project, pytester, kernels, mode, *options):
     matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "r.json", "--scaledmm-repro-dir",
                        "repros", "--no-scaledmm-triage", *options)
     records = json.loads((pytester.path / "r.json").read_text())["cases"]
-    return {r["params"]["kernel"]: (r, pytester.path / "repros" / repro.script_name(r["outcome"], r["signature"] or ""))
+    return {r["params"]["kernel"]: (r, pytester.path / "repros" / repro.record_script_name(r))
             for r in records}
 
 

@@ -15,9 +15,10 @@ Applied to a record:
 - a pass that an entry covers becomes FIXED_UPSTREAM (retire the entry);
 - a failure with another signature stays a failure; the record notes which entry it missed.
 
-A signature must say something: one that normalises to fewer than MIN_SIGNATURE_CHARS characters
-(" ", "M") would be a substring of every failure of its kind, and is a MatrixError naming the
-file and the key.
+A signature must name a root cause: one that normalises to fewer than MIN_SIGNATURE_CHARS
+characters (" ", "M"), or that is made only of words the harness itself writes into signatures
+("values off the reference", "eager+compiled", "InductorError": HARNESS_WORDS), would be a
+substring of every failure of its kind, and is a MatrixError naming the file and the key.
 
 No torch import here: the gate applies the catalogue to reports on machines without torch.
 """
@@ -48,6 +49,27 @@ def _normalised(signature: str) -> str:
     return normalise_message(signature, max_lines=1)
 
 
+# Words every signature of a kind carries because the harness, or the wrapper every compiled
+# error comes in, writes them: a signature of only these names no cause.
+HARNESS_WORDS = frozenset(
+    w.lower()
+    for w in (
+        *oc.FAILURES, *(c.name for c in oc.CLASSES),
+        # classify.py's templates
+        "values", "off", "the", "reference", "in", "a", "an", "band", "of", "rows", "columns", "by", "one",
+        "constant", "factor", "eager", "compiled", "compile", "and", "raise", "raises", "raised", "different",
+        "differently", "error", "errors", "accepts", "what", "refuses", "refused", "invalid", "input", "returns",
+        "returned", "result", "results", "wrong", "passes", "function", "ran", "no", "graph", "torch",
+        "max", "err", "tol", "abs", "rel", "nan", "inf", "positions", "differ", "from", "infinities", "non",
+        "finite", "sign", "output", "x", "n", "s", "got", "expected", "kernel", "case", "side", "sides",
+        "both", "call", "with", "without", "on", "to", "is", "not", "it", "its", "for",
+        # wrappers of every compiled-side error
+        "InductorError", "BackendCompilerFailed", "TorchRuntimeError", "TorchDynamoException", "Observed",
+        "InternalTorchDynamoError", "Unsupported",
+    )
+)
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
+
 _CLASS_PREFIX = re.compile(r"^(?:" + "|".join(sorted(oc.FAILURES, key=len, reverse=True)) + r")\s*:?")
 
 
@@ -66,6 +88,14 @@ def check_entries(path, entries: Iterable[Mapping]) -> None:
                 f"known_failures[{i}].signature",
                 f"{signature!r} is {len(meaningful)} character(s) once normalised ({meaningful!r}): it would match"
                 f" nearly every failure; give at least {MIN_SIGNATURE_CHARS} characters of the expected signature",
+            )
+        if not [w for w in _WORD.findall(_normalised(signature)) if w.lower() not in HARNESS_WORDS]:
+            raise MatrixError(
+                path,
+                f"known_failures[{i}].signature",
+                f"{signature!r} is made only of words the harness writes into every signature of its kind:"
+                " it names no root cause; give the error's own type and message (e.g. 'LoweringException:"
+                " AssertionError'), not the outcome or the side",
             )
 
 

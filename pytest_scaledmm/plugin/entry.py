@@ -13,12 +13,13 @@ short (a subset, -x, Ctrl-C, SIGTERM, an internal error, an unusual exit status)
 from __future__ import annotations
 
 import time
+from typing import Optional
 from pathlib import Path
 
 import pytest
 
 from ..verdict import outcome as oc
-from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, add_pytest_options
+from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, ALLOW_WORSE, add_pytest_options
 
 STATE_KEY = pytest.StashKey["MatrixSession"]()
 LOCK_KEY = pytest.StashKey["ReportLock"]()
@@ -157,11 +158,29 @@ def _abandon_requested_report(config, error) -> None:
         abandon_report(requested_report(config), f"stopped by a usage error before any case ran: {error}")
 
 
+# pytest's own outputs (option dest -> flag): a report at one of their paths would be overwritten.
+_PYTEST_OUTPUTS = {"xmlpath": "--junitxml", "reportlog": "--report-log", "debug": "--debug", "resultlog": "--resultlog"}
+
+
+def _output_clash(config, path: Path) -> Optional[str]:
+    """The flag of a pytest output written to the report path, or None."""
+    from ..reports.step_summary import same_file
+
+    for dest, flag in _PYTEST_OUTPUTS.items():
+        value = getattr(config.option, dest, None)
+        if isinstance(value, str) and value and same_file(Path(config.invocation_params.dir, value), path):
+            return flag
+    return None
+
+
 def _claim_report_path(config, path: Path) -> None:
     """Before any case runs: the report can be written there, no other live run writes it, and
     an earlier report there moves aside for an unfinished one (reports/report.py, start_report)."""
     from ..reports.report import ReportLock, ReportLocked, check_writable, start_report
 
+    clash = _output_clash(config, path)
+    if clash:
+        raise pytest.UsageError(f"--scaledmm-report: {path} is also {clash}'s file: one of them would overwrite the other")
     try:
         check_writable(path)
     except OSError as exc:
@@ -591,7 +610,9 @@ class BaselineGate:
             spec=self.state.spec,
             allow_missing=settings.allow_missing,
             allow_capability_loss=settings.allow_capability_loss,
-            flags={"allow_missing": ALLOW_MISSING.flag, "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag},
+            allow_worse=settings.allow_worse,
+            flags={"allow_missing": ALLOW_MISSING.flag, "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag,
+                   "allow_worse": ALLOW_WORSE.flag},
         )
         if not self.result.passed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

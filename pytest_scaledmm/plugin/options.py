@@ -103,6 +103,12 @@ ALLOW_CAPABILITY_LOSS = Option(
     " instead of a failure)",
     {"action": "store_true", "default": False},
 )
+ALLOW_WORSE = Option(
+    "--scaledmm-allow-worse",
+    "let the gate accept cases that fail in both reports the same way but by much more (error/bound"
+    " past 10x, off elements, rows or columns past 2x): a note instead of a failure",
+    {"action": "store_true", "default": False},
+)
 STRICT_ERRORS = Option(
     "--scaledmm-strict-errors",
     "fail the run (and the gate) on error parity on invalid input too: boundary cases where eager and"
@@ -187,6 +193,7 @@ PLUGIN_OPTIONS = [
     BASELINE,
     ALLOW_MISSING,
     ALLOW_CAPABILITY_LOSS,
+    ALLOW_WORSE,
     STRICT_ERRORS,
     TIMEOUT,
     ISOLATE,

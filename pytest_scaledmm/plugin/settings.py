@@ -40,6 +40,7 @@ class Settings:
     baseline: Optional[str]
     allow_missing: bool
     allow_capability_loss: bool
+    allow_worse: bool
     strict_errors: bool  # error parity on invalid input fails the run; recorded as session.strict_errors
     shard: Optional[tuple[int, int]] = None  # --scaledmm-shard (I, N), 1-based; None: every case
     keep: Optional[int] = None  # --scaledmm-keep: reports kept in the default report directory
@@ -112,6 +113,7 @@ class Settings:
             baseline=get(opt.BASELINE.dest),
             allow_missing=get(opt.ALLOW_MISSING.dest),
             allow_capability_loss=get(opt.ALLOW_CAPABILITY_LOSS.dest),
+            allow_worse=get(opt.ALLOW_WORSE.dest),
             strict_errors=get(opt.STRICT_ERRORS.dest),
             **_ci_settings(get, sources),
         )

@@ -34,6 +34,7 @@ passing cases only in the candidate are notes.
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -63,8 +64,14 @@ from ..verdict import outcome as oc
 from .report import duplicate_ids, dumps_strict, number, shard_advice, shard_of
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
+# A case that fails in both reports with one signature, but by more: its error/bound grew past
+# WORSE_RATIO times, or its off elements, rows or columns past WORSE_COUNT times.
+WORSE = "worse"
+WORSE_RATIO = 10.0
+WORSE_COUNT = 2.0
 # How the opt-ins are spelled where the gate runs: the console script's flags by default.
-CLI_FLAGS = {"allow_missing": "--allow-missing", "allow_capability_loss": "--allow-capability-loss"}
+CLI_FLAGS = {"allow_missing": "--allow-missing", "allow_capability_loss": "--allow-capability-loss",
+             "allow_worse": "--allow-worse"}
 
 
 class GateFailure(Exception):
@@ -113,6 +120,12 @@ class GateResult:
         return unexplained
 
     def lines(self) -> list[str]:
+        """The verdict, reasons and notes: one printable line each (report text escaped)."""
+        from .printable import printable_lines
+
+        return printable_lines(self._lines())
+
+    def _lines(self) -> list[str]:
         baseline, candidate = (c.label for c in self.comparison.columns)
         if self.passed:
             partial = " (a partial comparison: see the notes)" if self.waived else ""
@@ -120,7 +133,8 @@ class GateResult:
         elif self.failures:
             others = len(self.reasons) - self.failure_reasons
             more = f", and {others} other reason(s)" if others > 0 else ""
-            head = [f"gate FAILED: {len(self.failures)} case(s) newly fail in {candidate} against {baseline}{more}"]
+            how = "newly fail or fail worse" if any(t.kind == WORSE for t in self.failures) else "newly fail"
+            head = [f"gate FAILED: {len(self.failures)} case(s) {how} in {candidate} against {baseline}{more}"]
         else:
             head = [f"gate FAILED: {candidate} against {baseline} is not proven ({len(self.reasons)} reason(s))"]
         return head + [f"  {r}" for r in self.reasons] + [f"  note: {n}" for n in self.notes]
@@ -141,6 +155,53 @@ def _group_reasons(transitions: list[Transition], limit: int) -> list[str]:
     if len(ordered) > limit:
         reasons.append(f"... and {len(ordered) - limit} more root cause(s)")
     return reasons
+
+
+_BAND = re.compile(r"\b(rows|columns) (\d+)-(\d+) of \d+")
+
+
+def _how_bad(record: Optional[Mapping]) -> dict[str, float]:
+    """How far a failing record is off, per measure, over its failed checks: error/bound (the
+    largest ratio), off elements (a count a check records) and the width of a band of off rows
+    or columns (from its `where`)."""
+    found: dict[str, float] = {}
+    checks = (record or {}).get("errors") or {}
+    for side in ("eager", "compiled"):
+        check = checks.get(side)
+        if not isinstance(check, Mapping) or check.get("ok") is not False:
+            continue
+        values = {"error/bound": number(check.get("ratio"))}
+        for key in ("off_elements", "off"):
+            if type(check.get(key)) is int:
+                values["off elements"] = float(check[key])
+        band = _BAND.search(check.get("where") or "") if isinstance(check.get("where"), str) else None
+        if band:
+            values[f"off {band.group(1)}"] = float(int(band.group(3)) - int(band.group(2)) + 1)
+        for measure, value in values.items():
+            if value is not None and not math.isnan(value):
+                found[measure] = max(found.get(measure, value), value)
+    return found
+
+
+def _growth(before: Optional[Mapping], after: Optional[Mapping]) -> list[str]:
+    """Each measure that grew past its factor, as "error/bound 1e+04 -> 6e+06 (x600)"."""
+    was, now = _how_bad(before), _how_bad(after)
+    grown = []
+    for measure in sorted(set(was) & set(now)):
+        old, new = was[measure], now[measure]
+        factor = WORSE_RATIO if measure == "error/bound" else WORSE_COUNT
+        if old >= 0 and new > old * factor and new > old:
+            times = "inf" if math.isinf(new) or old == 0 else f"{new / old:.3g}"
+            shown = (lambda v: f"{v:.3g}") if measure == "error/bound" else (lambda v: f"{v:g}")
+            grown.append(f"{measure} {shown(old)} -> {shown(new)} (x{times})")
+    return grown
+
+
+def _release(report: Mapping) -> Optional[str]:
+    from ..matrix.known_failures import torch_release
+
+    release = torch_release(str((report.get("environment") or {}).get("torch") or ""))
+    return release.base_version if release is not None else None
 
 
 def _tolerated(outcome: str) -> bool:
@@ -272,6 +333,7 @@ def check(
     *,
     allow_missing: bool = False,
     allow_capability_loss: bool = False,
+    allow_worse: bool = False,
     catalogue_note: Optional[str] = None,
     flags: Mapping[str, str] = CLI_FLAGS,
 ) -> GateResult:
@@ -320,6 +382,11 @@ def check(
     bounds = _bound_difference(baseline[1], candidate[1])
     if bounds:
         reasons.append(bounds)
+    # A strict baseline's error parity on invalid input is judged strictly in the candidate too:
+    # a candidate run without strict errors cannot excuse what the baseline held to them.
+    judged_strictly = oc.strict_errors_of(baseline[1].get("session") or {}) and not oc.strict_errors_of(
+        candidate[1].get("session") or {}
+    )
 
     # Expected failures: restored in both reports, then recomputed from the catalogue.
     restored = []
@@ -333,6 +400,8 @@ def check(
             reasons.append(f"{role}: {len(ids)} case(s) {outcome} without its original outcome, e.g. {ids[0]}")
         if catalogue:
             data = catalogue.apply_report(data)
+        if role == "candidate" and judged_strictly:
+            data = {**data, "session": {**(data.get("session") or {}), "strict_errors": True}}
         restored.append((path, data))
     if catalogue_note:
         notes.append(catalogue_note)
@@ -363,12 +432,37 @@ def check(
     # baseline's run too; otherwise it is the regression it is.
     baseline_env = baseline[1].get("environment") or {}
     known, newly_known = [], []
+    # A pass that fails under the same torch release was broken by the kernel, not by torch.
+    same_release = _release(baseline[1]) is not None and _release(baseline[1]) == _release(candidate[1])
     for t in by_kind[KNOWN_FAILURE]:
-        (known if _covered_in_baseline(t, catalogue, baseline_env) else newly_known).append(t)
+        covered = not same_release and _covered_in_baseline(t, catalogue, baseline_env)
+        (known if covered else newly_known).append(t)
     failures = [t for kind in FAILING_KINDS for t in by_kind[kind]] + [replace(t, kind=REGRESSION) for t in newly_known]
     failure_reasons = _group_reasons(failures, limit)
-    # Failures the baseline cannot show to be old: no record there, or it did not run the case.
     strict = comparison.columns[-1].strict
+    # The same failure, by much more: news the gate does not pass without the opt-in.
+    worse: dict[tuple, list] = {}
+    for cid in comparison.case_ids:
+        before, after = comparison.grid[cid]
+        if before is None or after is None or classify(before, after, strict) is not None:
+            continue
+        if category(after["outcome"], strict) not in (FAILING, KNOWN):
+            continue
+        grown = _growth(before, after)
+        if grown:
+            t = Transition(WORSE, cid, comparison.columns[0].label, comparison.columns[1].label, before, after)
+            worse.setdefault((t.before_outcome, t.after_outcome, t.root_cause), []).append((t, grown))
+    for (was, now, cause), members in sorted(worse.items(), key=lambda item: (-len(item[1]), item[0])):
+        t, grown = members[0]
+        count = f"{len(members)} cases" if len(members) > 1 else "1 case"
+        text = (f"{WORSE}: {count} {was} -> {now}: {cause or '(no signature)'}, off by more: {', '.join(grown)}"
+                f" (e.g. {t.case_id})")
+        if allow_worse:
+            unless(True, "allow_worse", text, "accepted")
+        else:
+            failure_reasons.append(text)
+            failures += [m for m, _ in members]
+    # Failures the baseline cannot show to be old: no record there, or it did not run the case.
     unbacked = [
         (t, "fail in the candidate and have no record in the baseline")
         for t in by_kind[CASE_ADDED]
@@ -394,6 +488,11 @@ def check(
             "accepted",
         )
     notes += [n for n in comparison.notes if n not in comparison.report_notes]
+    if judged_strictly:
+        notes.append(
+            "the baseline ran with strict errors and the candidate without: the candidate's error parity on"
+            " invalid input is judged strictly, as the baseline's was"
+        )
     if not strict:
         tolerated = [c for c in candidate[1]["cases"] if _tolerated(c["outcome"])]
         if tolerated:
@@ -401,7 +500,12 @@ def check(
                 f"{len(tolerated)} case(s) of error parity on invalid input, tolerated: the candidate ran without"
                 f" strict errors (session.strict_errors false), e.g. {tolerated[0]['id']}"
             )
-    if newly_known:
+    if newly_known and same_release:
+        notes.append(
+            f"{len(newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts,"
+            f" under the same torch release ({_release(candidate[1])}): torch did not change, so they count as regressions"
+        )
+    elif newly_known:
         notes.append(
             f"{len(newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts;"
             " the entry did not cover the baseline's run, so they count as regressions"
@@ -469,6 +573,7 @@ def run_gate(
     spec=None,
     allow_missing: bool = False,
     allow_capability_loss: bool = False,
+    allow_worse: bool = False,
     flags: Mapping[str, str] = CLI_FLAGS,
 ) -> GateResult:
     """The gate as `scaledmm gate` and `pytest --scaledmm-baseline` run it."""
@@ -479,6 +584,7 @@ def run_gate(
         catalogue,
         allow_missing=allow_missing,
         allow_capability_loss=allow_capability_loss,
+        allow_worse=allow_worse,
         catalogue_note=note,
         flags=flags,
     )

@@ -348,13 +348,12 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) ->
     return "\n".join(_printable(line) for line in lines)
 
 
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
-
-
 def _printable(line: str) -> str:
     """A terminal line with control characters from report text (escape sequences, carriage
-    returns, line breaks) shown as escapes instead of acted on."""
-    return _CONTROL.sub(lambda m: ascii(m.group(0))[1:-1], line)
+    returns, line breaks) shown as escapes instead of acted on (reports/printable.py)."""
+    from .printable import printable
+
+    return printable(line)
 
 
 def _abbrev(name: str) -> str:

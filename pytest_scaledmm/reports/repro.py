@@ -54,9 +54,27 @@ class ReproError(Exception):
     """A script could not be written for this case (the reason is in the message)."""
 
 
-def script_name(outcome: str, signature: str) -> str:
-    digest = hashlib.sha256(f"{outcome}\0{signature}".encode()).hexdigest()[:10]
-    return f"repro_{digest}.py"
+def script_name(outcome: str, cause: str, kernel: Optional[str] = None) -> str:
+    """The script's file name: a short hash of the outcome, the root cause and the kernel (one
+    "values off the reference" in two kernels is two bugs)."""
+    key = f"{outcome}\0{cause}" + (f"\0{kernel}" if kernel is not None else "")
+    return f"repro_{hashlib.sha256(key.encode()).hexdigest()[:10]}.py"
+
+
+def cause_key(record: dict) -> tuple:
+    """(outcome, root cause, kernel): what one script stands for."""
+    from .report import root_cause_of
+
+    kernel = _mapping(record.get("params")).get("kernel")
+    return record["outcome"], root_cause_of(record), kernel if isinstance(kernel, str) else None
+
+
+def record_script_name(record: dict) -> str:
+    return script_name(*cause_key(record))
+
+
+# Every script this module writes holds this line: a file without it is never replaced.
+WRITTEN_MARK = "WRITTEN_BY = 'pytest-scaledmm "
 
 
 # -- values as literals ----------------------------------------------------------------------
@@ -259,10 +277,11 @@ def check_reference(reference: str) -> tuple[str, list[str]]:
     return module_name, attr_path.split(".")
 
 
-def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_dirs=()) -> str:
+def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_dirs=(), *, resolve: bool = True) -> str:
     """Code that defines `kernel` in the script. `name` appears in no code or comment.
-    `import_dirs`: the directories the run put first on sys.path (the matrix's, the rootdir),
-    which a user kernel's module may need for its own imports of the project's packages."""
+    `import_dirs`: the directories the run imported from (the matrix's, the rootdir), which a
+    user kernel's module may need for its own imports of the project's packages. `resolve`
+    False: the module is not imported here (a report's kernel, its matrix not confirmed)."""
     from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
     if fn is not None and BUILTIN_IMPLS.get(name) is fn:
@@ -283,6 +302,8 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_d
     module_name, attrs = check_reference(reference)
     where = None
     try:
+        if not resolve:
+            raise LookupError(module_name)
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
         if getattr(module, "__file__", None):
             # mypkg.kernels lives in <root>/mypkg/kernels.py: <root> goes on sys.path.
@@ -294,13 +315,13 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_d
         pass
     dirs = list(dict.fromkeys([str(d) for d in import_dirs] + ([where] if where else [])))
     lines = [
-        "# The code under test, imported as the run did (KERNEL_REF): IMPORT_DIRS go first on",
-        "# sys.path, as the run put them (the matrix's directory, the rootdir, then where the module was).",
+        "# The code under test, imported by name (KERNEL_REF). IMPORT_DIRS (the matrix's directory, the",
+        "# rootdir, where the module was) go last on sys.path: a file there never shadows torch's imports.",
         f"KERNEL_REF = {literal(reference)}",
         f"IMPORT_DIRS = {literal(dirs)}",
-        "for repro_directory in reversed(IMPORT_DIRS):",
+        "for repro_directory in IMPORT_DIRS:",
         "    if repro_directory not in sys.path:",
-        "        sys.path.insert(0, repro_directory)",
+        "        sys.path.append(repro_directory)",
         "import importlib  # noqa: E402",
         "",
         f"kernel = importlib.import_module({literal(module_name)})",
@@ -438,7 +459,7 @@ def render_script(
     seed = input_seed(run_seed, record["id"])
     if env_vars is None:
         env_vars = {k: v for k, v in os.environ.items() if COMPILE_ENV.match(k) and k not in CACHE_ENV}
-    name = script_name(record["outcome"], record["signature"])
+    name = record_script_name(record)
     quiet_imports = [[category.__name__, message] for category, message in TORCH_IMPORT_NOISE]  # builtins only
     device = _mapping(environment).get("device")
     row = compile_mode(params["mode"])
@@ -492,20 +513,56 @@ def write_script(directory, record: dict, environment: dict, run_seed: int, kern
     from .report import write_atomic
 
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ReproError(f"{directory} is there and is not a directory")
     directory.mkdir(parents=True, exist_ok=True)
-    path = directory / script_name(record["outcome"], record["signature"])
+    index_path = directory / "index.json"
+    index = _read_index(index_path)
+    outcome, cause, kernel = cause_key(record)
+    entry = {"outcome": outcome, "signature": record["signature"], "cause": cause, "kernel": kernel, "case": record["id"]}
+    name = record_script_name(record)
+    for attempt in range(2, 1000):  # another cause's script under this name is never replaced
+        known = index.get(name)
+        if not isinstance(known, dict) or (known.get("outcome"), known.get("cause", known.get("signature")),
+                                            known.get("kernel")) == (outcome, cause, kernel):
+            break
+        name = f"{record_script_name(record)[:-3]}_{attempt}.py"
+    path = directory / name
+    if os.path.lexists(path) and not _our_script(path):
+        raise ReproError(f"{path} is there and was not written by pytest-scaledmm: it is never replaced")
     text = render_script(record, environment, run_seed, kernel_text, timeout_s, slack,
                          max_autotune_configs=max_autotune_configs, support=support,
                          fast_accum_keyword=fast_accum_keyword)
     write_text_atomic(path, text, SCRIPT_MODE)
-    index_path = directory / "index.json"
-    try:
-        index = json.loads(index_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        index = {}
-    index[path.name] = {"outcome": record["outcome"], "signature": record["signature"], "case": record["id"]}
+    index[path.name] = entry
     write_atomic(index_path, dict(sorted(index.items())))
     return path
+
+
+def _our_script(path: Path) -> bool:
+    try:
+        if not path.is_file() or path.is_symlink():
+            return False
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            return WRITTEN_MARK in handle.read(1 << 20)
+    except OSError:
+        return False
+
+
+def _read_index(path: Path) -> dict:
+    """The directory's index.json ({script name: what it reproduces}); {} when there is none.
+    A file there that is not such an index is never overwritten."""
+    if not os.path.lexists(path):
+        return {}
+    try:
+        if path.is_symlink() or not path.is_file():
+            raise ValueError
+        index = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(index, dict) or not all(re.fullmatch(r"repro_[0-9a-f]{10}(_\d+)?\.py", k) for k in index):
+            raise ValueError
+    except (OSError, ValueError):
+        raise ReproError(f"{path} is there and is not an index of repro scripts: it is never overwritten") from None
+    return index
 
 
 class ReproWriter:
@@ -525,7 +582,7 @@ class ReproWriter:
     def add(self, record: dict, environment: dict, run_seed: int) -> Optional[Path]:
         if record["outcome"] not in REPRODUCIBLE or not record.get("signature"):
             return None
-        key = f"{record['outcome']}\0{record['signature']}"
+        key = cause_key(record)
         if key in self.written or key in self.errors:
             return None
         name = record["params"]["kernel"]
@@ -566,6 +623,10 @@ def _record_problem(record, limits) -> Optional[str]:
     for key in ("id", "outcome"):
         if not isinstance(record.get(key), str):
             return f"key {key!r} is not a string"
+    from ..matrix.replay_command import valid_case_id
+
+    if not valid_case_id(record["id"]):
+        return "key 'id' is not a case id this plugin writes"
     if record.get("signature") is not None and not isinstance(record["signature"], str):
         return "key 'signature' is not a string"
     schema = CORPUS_SCHEMA["properties"]["cases"]["items"]["properties"]["params"]
@@ -580,15 +641,6 @@ def _record_problem(record, limits) -> Optional[str]:
     return f"key 'params': {problem[1]}" if problem else None
 
 
-def _report_matrix(path_text) -> Optional[Path]:
-    """The matrix a report names, when that is a file here."""
-    try:
-        path = Path(path_text)
-        return path if path.is_file() else None
-    except (TypeError, ValueError, OSError):
-        return None
-
-
 def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeout_s: float = 300.0) -> list[Path]:
     """`scaledmm repro REPORT --out DIR`: scripts for a report's failures (one per signature, or
     for the given case ids), after the fact. Kernels are found through the matrix the report
@@ -601,16 +653,20 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     from ..matrix.spec import load_spec
 
     report = load_report(report_path)
+    if os.path.lexists(directory) and not Path(directory).is_dir():
+        raise ReproError(f"--out {directory}: it is there and is not a directory")
     matrix_block = _mapping(report.get("matrix"))
-    matrix_path = Path(matrix) if matrix else _report_matrix(matrix_block.get("path"))
+    # A report is data from elsewhere (an unpacked CI artifact): the matrix it names, and the
+    # kernels that matrix names, are never read or imported unless the user gives --matrix.
+    matrix_path = Path(matrix) if matrix else None
     impls, specs, slack, limits = {}, {}, 1.0, dict(DEFAULT_LIMITS)
     import_dirs: list = []
     if matrix_path is not None:
         # Where the run imported the kernels from (plugin/entry.py): the matrix's directory and
         # its project's (pytest's rootdir when run on that matrix).
         import_dirs = [str(d) for d in dict.fromkeys([matrix_path.resolve().parent, project_dir(matrix_path)])]
-        add_import_dirs(import_dirs)
         spec = load_spec(matrix_path)
+        add_import_dirs(import_dirs)
         impls = {k.name: k.impl for k in spec.kernels}
         specs = {k.name: k for k in spec.kernels}
         slack, limits = spec.slack, dict(spec.limits)
@@ -632,7 +688,7 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         problem = _record_problem(record, limits)
         if problem:
             raise ReproError(f"{report_path}: case {_text(record.get('id'))!r}: {problem}")
-        key = (record["outcome"], record.get("signature"))
+        key = cause_key({**record, "signature": record.get("signature") or record["outcome"]})
         if not wanted and key in seen:
             continue
         seen.add(key)
@@ -648,8 +704,11 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         if support is None and name in BUILTIN_IMPLS:
             support = {"name": name, "builtin": True}  # a built-in whose declarations are not at hand
         record = {**record, "signature": record.get("signature") or record["outcome"]}
-        written.append(write_script(directory, record, _mapping(report.get("environment")), seed, text, timeout_s, slack,
-                                    support=support, fast_accum_keyword=takes_fast_accum(fn)))
+        try:
+            written.append(write_script(directory, record, _mapping(report.get("environment")), seed, text, timeout_s,
+                                        slack, support=support, fast_accum_keyword=takes_fast_accum(fn)))
+        except OSError as exc:
+            raise ReproError(f"cannot write into {directory}: {exc.strerror or exc}") from None
     missing = wanted - ids
     if missing:
         raise ReproError(f"{report_path}: no case {', '.join(repr(m) for m in sorted(missing))}")
