@@ -420,3 +420,41 @@ def merge_command(args) -> int:
     _append_summary("merge", f"**{md_escape(line)}**")
     print(printable(f"scaledmm merge: {line}"), file=sys.stderr)
     return EXIT_GATE_FAILED
+
+
+@subcommand(
+    "init",
+    "write a tox.ini (one env per torch release, report, gate) and a CI workflow for this project's matrix",
+    [
+        Arg("--torch", nargs="+", required=True, metavar="VERSION",
+            help="torch releases to test, the pinned one (the baseline) first, e.g. 2.11.0 2.13.0"),
+        Arg("--matrix", default="matrix.yaml", metavar="PATH", help="the project's matrix file (default: %(default)s)"),
+        Arg("--profile", default="default", help="profile the envs and CI run (default: %(default)s)"),
+        Arg("--ci", nargs="+", default=["github"], choices=["github", "gitlab", "none"],
+            help="CI workflows to write (default: github): .github/workflows/scaledmm.yml, scaledmm.gitlab-ci.yml"),
+        Arg("--runners", nargs="+", default=["gpu"], metavar="LABEL", help="CI runner labels, one kind of GPU each (default: gpu)"),
+        Arg("--shards", type=int, default=2, help="CI jobs per runner and torch release (default: %(default)s)"),
+        Arg("--spec", help="what pip installs for pytest-scaledmm (default: where this one was installed from)"),
+        Arg("--dir", default=".", help="the project directory (default: the current one)"),
+    ],
+)
+def init_command(args) -> int:
+    from pathlib import Path
+
+    from .scaffold import InitError, make_plan, write_project
+
+    directory = Path(args.dir)
+    try:
+        plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory)
+        written = write_project(directory, plan, [kind for kind in args.ci if kind != "none"])
+    except InitError as exc:
+        print(f"scaledmm init: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    for path in written:
+        print(f"wrote {path}")
+    if plan.spec.startswith("pytest-scaledmm @ file:") and len(written) > 1:
+        print(f"note: SCALEDMM_SPEC in the CI file is a path on this machine ({plan.spec}):"
+              " set it to what your CI can install, e.g. a git URL of your fork (--spec)")
+    envs = ",".join(plan.env(v) for v in plan.torch)
+    print(f"next: tox -e {envs},report  then  tox -e gate")
+    return EXIT_OK

@@ -1,14 +1,22 @@
-"""examples/github-actions.yml and examples/gitlab-ci.yml, run here: each job's shell commands in
-order, on the CPU, with two shards of a tiny matrix, the matrix variables substituted. Install
-steps, artifact transfers and the baseline download are skipped: the shard and merge steps share
-one directory here, and the baseline is an unsharded run of the same matrix."""
+"""examples/github-actions.yml and examples/gitlab-ci.yml, run here: each job's shell steps in
+order, on the CPU, with two shards of a tiny matrix, the matrix variables substituted, across three
+pipeline runs: the first on main with no baseline (it publishes one and skips the gate with a
+notice), a second that gates and passes, a third whose kernel regressed, which the gate fails.
+
+Install steps are skipped (this interpreter has the package). Every job starts in a fresh copy of
+the checkout; artifacts move between jobs through a directory per run, the way the examples name
+them: GitHub's upload/download actions and the baseline download from main are played by
+`_github_action`, GitLab's job-artifacts API by a `curl` on PATH that serves the files a
+successful pipeline on main left (`_FAKE_CURL`)."""
 
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
+import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -18,8 +26,31 @@ import yaml
 from matrices import matrix_text, planted
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
-TINY = matrix_text([planted("correct")], {"mode": ["eager", "aot_eager"], "out_dtype": ["bf16", "fp16"]})
+# The user's kernel lives in the checkout; the third run's checkout has a broken one.
+TINY = matrix_text([planted("my_fp8", "scaled_mm", module="mykernel")],
+                   {"mode": ["eager", "aot_eager"], "out_dtype": ["bf16", "fp16"]})
+KERNEL = {"correct": "from planted_kernels import correct as scaled_mm\n",
+          "regressed": "from planted_kernels import ignores_scale_b as scaled_mm\n"}
 RUNNER = "cpu"
+NOTICE = "no baseline for cpu yet"
+
+# A stand-in for GitLab's job-artifacts API: `.../jobs/artifacts/main/raw/<path>?job=<name>`
+# answers with $MAIN_ARTIFACTS/<job name>/<path> (what the last successful pipeline on main left),
+# else 404; it writes --output and prints --write-out's %{http_code} as curl does.
+_FAKE_CURL = r"""
+import os, pathlib, sys, urllib.parse
+args = sys.argv[1:]
+output = args[args.index("--output") + 1]
+url = urllib.parse.urlsplit(args[-1])
+prefix = f"{os.environ['CI_API_V4_URL']}/projects/{os.environ['CI_PROJECT_ID']}/jobs/artifacts/main/raw/"
+full = f"{url.scheme}://{url.netloc}{url.path}"
+assert full.startswith(prefix), full
+job = urllib.parse.parse_qs(url.query)["job"][0]
+source = pathlib.Path(os.environ["MAIN_ARTIFACTS"], job, full[len(prefix):])
+found = source.is_file()
+pathlib.Path(output).write_bytes(source.read_bytes() if found else b'{"message":"404 Not Found"}')
+sys.stdout.write("200" if found else "404")
+"""
 
 
 def _torch_version() -> str:
@@ -29,47 +60,33 @@ def _torch_version() -> str:
 
 
 def _commands(directory: Path) -> Path:
-    """`python`, `pytest` and `scaledmm` of this interpreter, whatever else is on PATH."""
+    """`python`, `pytest`, `scaledmm` of this interpreter (whatever else is on PATH), and `curl`."""
     directory.mkdir(exist_ok=True)
-    for name, run in (("python", ""), ("pytest", " -m pytest"), ("scaledmm", " -m pytest_scaledmm")):
+    for name, run in (("python", ""), ("pytest", " -m pytest"), ("scaledmm", " -m pytest_scaledmm"),
+                      ("curl", f" {directory / 'curl.py'}")):
         path = directory / name
         path.write_text(f'#!/bin/sh\nexec "{sys.executable}"{run} "$@"\n')
         path.chmod(0o755)
+    (directory / "curl.py").write_text(_FAKE_CURL)
     return directory
 
 
 def _environment(root: Path) -> dict:
     tests = str(Path(__file__).parent)
-    env = {
+    return {
         **os.environ,
         "PATH": os.pathsep.join([str(_commands(root / ".bin")), os.environ.get("PATH", "")]),
         "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")])),
-        # The examples' own options plus what keeps this test short: cases in the pytest process.
+        # What keeps this test short: cases in the pytest process.
         "PYTEST_ADDOPTS": "-p no:cacheprovider -W ignore --scaledmm-isolate=no --no-scaledmm-triage",
-        "GITHUB_STEP_SUMMARY": str(root / "step-summary.md"),
     }
-    return env
 
 
-@pytest.fixture(scope="module")
-def workspace(tmp_path_factory):
-    """A checkout with the tiny matrix and the baseline an earlier run on main would have left."""
-    root = tmp_path_factory.mktemp("ci")
+def _checkout(root: Path, kernel: str) -> Path:
+    """A fresh clone of the user's project, as every CI job starts with."""
+    root.mkdir(parents=True)
     (root / "matrix.yaml").write_text(TINY)
-    (root / "baseline").mkdir()
-    env = {k: v for k, v in _environment(root).items() if k != "GITHUB_STEP_SUMMARY"}
-    command = [sys.executable, "-m", "pytest", "--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", f"baseline/{RUNNER}.json"]
-    proc = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:]
-    return root
-
-
-def _fresh(workspace: Path, name: str) -> Path:
-    root = workspace / name
-    root.mkdir()
-    (root / "matrix.yaml").write_text(TINY)
-    (root / "baseline").mkdir()
-    (root / "baseline" / f"{RUNNER}.json").write_bytes((workspace / "baseline" / f"{RUNNER}.json").read_bytes())
+    (root / "mykernel.py").write_text(KERNEL[kernel])
     return root
 
 
@@ -78,40 +95,134 @@ def _bash(script: str, root: Path, env: dict) -> subprocess.CompletedProcess:
                           capture_output=True, text=True)
 
 
+def _copy_tree(source: Path, target: Path) -> None:
+    """The files under `source` (or the file `source`) into `target`, as an artifact holds them."""
+    target.mkdir(parents=True, exist_ok=True)
+    if source.is_file():
+        shutil.copy2(source, target / source.name)
+    for path in source.rglob("*"):
+        if path.is_file():
+            (target / path.relative_to(source)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target / path.relative_to(source))
+
+
 # -- GitHub Actions ------------------------------------------------------------------------------
 
 _EXPRESSION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
 
 
-def _substitute(text: str, values: dict) -> str:
-    def one(match):
-        key = match.group(1)
-        assert key in values, f"the test does not know the expression {key!r}"
-        return str(values[key])
+class GithubRun:
+    """One workflow run: its ref, its artifacts, and the baseline artifacts the last run on main
+    published (`main`, shared by the runs of a test)."""
 
-    return _EXPRESSION.sub(one, text)
+    def __init__(self, tmp: Path, name: str, workflow: dict, *, ref: str, kernel: str, main: Path):
+        self.tmp, self.name, self.workflow, self.ref, self.kernel, self.main = tmp, name, workflow, ref, kernel, main
+        self.artifacts = tmp / name / "artifacts"
+        self.artifacts.mkdir(parents=True)
+
+    def _value(self, term: str, context: dict):
+        term = term.strip()
+        if term[:1] == "'" and term[-1:] == "'":
+            return term[1:-1]
+        if term.startswith("steps."):  # a step that did not run has no outputs: ''
+            return context.get(term, "")
+        assert term in context, f"the test does not know the expression {term!r}"
+        return str(context[term])
+
+    def _condition(self, condition: str, context: dict, status: str) -> bool:
+        """The few GitHub expressions the examples use: always(), success(), `a == b` and `&&`."""
+        result = True
+        for term in condition.split("&&"):
+            term = term.strip()
+            if term == "always()":
+                continue
+            if term == "success()":
+                result = result and status == "success"
+            else:
+                left, equals, right = term.partition("==")
+                assert equals, f"the test does not know the condition {term!r}"
+                result = result and self._value(left, context) == self._value(right, context)
+        # Without always(), a step runs only while the job has not failed.
+        return result and ("always()" in condition or status == "success")
+
+    def _action(self, step: dict, root: Path, context: dict) -> tuple:
+        """(exit status, output) of a `uses:` step."""
+        uses, given = step["uses"], {k: _EXPRESSION.sub(lambda m: self._value(m.group(1), context), str(v))
+                                     for k, v in step.get("with", {}).items()}
+        if uses.startswith(("actions/checkout@", "actions/setup-python@")):
+            return 0, ""
+        if uses.startswith("actions/upload-artifact@"):
+            source = root / given["path"]
+            if not source.exists():
+                return 0, "no files found"
+            _copy_tree(source, self.artifacts / given["name"])
+            return 0, f"uploaded {given['name']}"
+        if uses.startswith("actions/download-artifact@"):
+            assert given.get("merge-multiple") == "True"
+            names = [p for p in self.artifacts.iterdir() if Path(p.name).match(given["pattern"])]
+            for artifact in names:
+                _copy_tree(artifact, root / given["path"])
+            return 0, f"downloaded {len(names)}"
+        if uses.startswith("dawidd6/action-download-artifact@"):
+            assert given["branch"] == "main"
+            artifact = self.main / given["name"]
+            if artifact.is_dir():
+                _copy_tree(artifact, root / given["path"])
+                return 0, f"downloaded {given['name']}"
+            if given["if_no_artifact_found"] == "fail":
+                return 1, "no artifact found"
+            return 0, "no artifact found"
+        raise AssertionError(f"the test does not know the action {uses}")
+
+    def job(self, job_name: str, matrix: dict, env: dict) -> list:
+        """(step name, exit status or None when skipped, output) of each step of one job."""
+        job = self.workflow["jobs"][job_name]
+        label = "-".join(str(v) for v in matrix.values()) or "all"
+        root = _checkout(self.tmp / self.name / f"{job_name}-{label}", self.kernel)
+        outputs = root / ".github-output"
+        env = {**env, "GITHUB_OUTPUT": str(outputs), "GITHUB_STEP_SUMMARY": str(self.tmp / self.name / "summary.md")}
+        context = {f"matrix.{k}": v for k, v in matrix.items()}
+        context.update({f"env.{k}": v for k, v in env.items()})
+        context["github.ref"] = self.ref
+        status, results = "success", []
+        for step in job["steps"]:
+            name = step.get("name", step.get("uses", ""))
+            if name.startswith("Install") or not self._condition(step.get("if", "success()"), context, status):
+                results.append((name, None, ""))
+                continue
+            if "uses" in step:
+                code, output = self._action(step, root, context)
+            else:
+                outputs.write_text("")
+                script = _EXPRESSION.sub(lambda m: self._value(m.group(1), context), step["run"])
+                proc = _bash(script, root, env)
+                code, output = proc.returncode, proc.stdout + proc.stderr
+                for line in outputs.read_text().splitlines():
+                    key, _, value = line.partition("=")
+                    context[f"steps.{step['id']}.outputs.{key}"] = value
+            results.append((name, code, output))
+            if code:
+                status = "failure"
+        return results
+
+    def pipeline(self, env: dict) -> dict:
+        """Every job of the run, for one runner and this torch: {job: steps}."""
+        torch = _torch_version()
+        jobs = {}
+        for shard in (1, 2):
+            jobs[f"shard{shard}"] = self.job("shard", {"runner": RUNNER, "torch": torch, "shard": shard}, env)
+            assert all(not code for _, code, _ in jobs[f"shard{shard}"]), jobs[f"shard{shard}"]
+        jobs["gate"] = self.job("gate", {"runner": RUNNER, "torch": torch}, env)
+        jobs["summary"] = self.job("summary", {}, env)
+        # dawidd6/action-download-artifact takes the last *successful* run on main by default.
+        if self.ref == "refs/heads/main" and not any(code for steps in jobs.values() for _, code, _ in steps):
+            shutil.rmtree(self.main, ignore_errors=True)
+            _copy_tree(self.artifacts, self.main)
+        return jobs
 
 
-def _github_steps(job: dict, values: dict):
-    """(name, script) of each run step, substituted; install steps and `uses:` steps left out."""
-    for step in job["steps"]:
-        if "uses" in step or step.get("name", "").startswith("Install"):
-            continue
-        assert step.get("if") in (None, "always()"), step  # a condition the test would have to evaluate
-        yield step.get("name", ""), _substitute(step["run"], values)
-
-
-def _github_run(root: Path, workflow: dict, job_name: str, matrix: dict, env: dict) -> list:
-    job = workflow["jobs"][job_name]
-    values = {f"matrix.{k}": v for k, v in matrix.items()}
-    values.update({f"env.{k}": v for k, v in env.items()})
-    results = []
-    for name, script in _github_steps(job, values):
-        proc = _bash(script, root, env)
-        results.append((name, proc))
-        if proc.returncode != 0:
-            break
-    return results
+def _ran(steps: list) -> dict:
+    return {name: (code, output) for name, code, output in steps if code is not None}
 
 
 def _github_env(workflow: dict, root: Path) -> dict:
@@ -121,86 +232,190 @@ def _github_env(workflow: dict, root: Path) -> dict:
     return env
 
 
-def test_the_github_workflow_runs_two_shards_merges_compares_and_gates(workspace):
+def test_the_github_workflow_bootstraps_its_baseline_then_gates(tmp_path):
     workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
     assert list(workflow["jobs"]) == ["shard", "gate", "summary"]
     strategy = workflow["jobs"]["shard"]["strategy"]["matrix"]
     assert len(strategy["shard"]) == int(workflow["env"]["SHARDS"])  # kept in step
-    root = _fresh(workspace, "github")
-    env = _github_env(workflow, root)
+    env = _github_env(workflow, tmp_path)
     torch = _torch_version()
-    for shard in (1, 2):
-        results = _github_run(root, workflow, "shard", {"runner": RUNNER, "torch": torch, "shard": shard}, env)
-        assert all(proc.returncode == 0 for _, proc in results), results[-1][1].stdout[-3000:] + results[-1][1].stderr[-3000:]
-    results = _github_run(root, workflow, "gate", {"runner": RUNNER, "torch": torch}, env)
-    failed = [(name, proc.stdout[-2000:] + proc.stderr[-2000:]) for name, proc in results if proc.returncode]
-    assert not failed and [name for name, _ in results] == [
-        "Merge the shards", "Compare with the baseline", "Gate", "Prepare the next baseline"]
-    assert "gate passed: no new failure" in results[2][1].stdout
-    results = _github_run(root, workflow, "summary", {}, env)
-    assert all(proc.returncode == 0 for _, proc in results)
+    main = tmp_path / "main-artifacts"
 
-    merged = json.loads((root / "merged" / f"{RUNNER}-torch{torch}.json").read_text())
-    baseline = json.loads((root / "baseline" / f"{RUNNER}.json").read_text())
+    # 1. The first run on main: no baseline anywhere.
+    first = GithubRun(tmp_path, "first", workflow, ref="refs/heads/main", kernel="correct", main=main)
+    gate = _ran(first.pipeline(env)["gate"])
+    assert "Compare with the baseline" not in gate and "Gate" not in gate
+    assert all(not code for code, _ in gate.values()), gate
+    assert f"::notice title=scaled-mm gate skipped::{NOTICE}" in gate["Look for the baseline"][1]
+    assert f"**scaled-mm gate skipped:** {NOTICE}" in (tmp_path / "first" / "summary.md").read_text()
+    published = main / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json"
+    assert json.loads(published.read_text())["session"]["complete"] is True
+    assert (first.artifacts / "scaledmm-matrix-html" / "matrix.html").is_file()
+
+    # 2. A pull request: the baseline from main, the same kernel; the gate passes.
+    second = GithubRun(tmp_path, "second", workflow, ref="refs/pull/1/merge", kernel="correct", main=main)
+    jobs = second.pipeline(env)
+    gate = _ran(jobs["gate"])
+    assert all(not code for code, _ in gate.values()), gate
+    assert list(gate)[3:] == ["Download the baseline", "Merge the shards", "Look for the baseline", "Compare with the baseline",
+                              "Gate", "Prepare the next baseline", "actions/upload-artifact@v4"]
+    assert "gate passed: no new failure" in gate["Gate"][1]
+    assert NOTICE not in gate["Look for the baseline"][1]
+    assert not (second.artifacts / f"scaledmm-baseline-{RUNNER}").exists()  # only main publishes
+    merged = json.loads((second.artifacts / f"scaledmm-merged-{RUNNER}-torch{torch}" / f"{RUNNER}-torch{torch}.json").read_text())
     assert merged["session"]["complete"] is True and merged["shard"]["count"] == 2
-    assert {c["id"]: c["outcome"] for c in merged["cases"]} == {c["id"]: c["outcome"] for c in baseline["cases"]}
-    assert (root / "publish" / f"{RUNNER}.json").is_file()  # the next baseline, on main
-    assert (root / "matrix.html").is_file()
-    summary = (root / "step-summary.md").read_text()
-    assert summary.count("## scaled-mm compatibility matrix") >= 3  # two shards, the compare, the grid
+    summary = (tmp_path / "second" / "summary.md").read_text()
     assert "merged 2 shard(s) into" in summary and "**gate passed: no new failure" in summary
     for shard in (1, 2):
-        junit = ET.parse(root / "shards" / f"{RUNNER}-torch{torch}-shard{shard}.xml")
-        for prop in junit.getroot().iter("property"):
+        xml = second.artifacts / f"scaledmm-{RUNNER}-torch{torch}-shard{shard}" / f"{RUNNER}-torch{torch}-shard{shard}.xml"
+        for prop in ET.parse(xml).getroot().iter("property"):
             json.loads(prop.get("value"))
 
+    # 3. A push to main whose kernel regressed: the gate fails, the baseline stays as it was.
+    third = GithubRun(tmp_path, "third", workflow, ref="refs/heads/main", kernel="regressed", main=main)
+    before = published.read_bytes()
+    gate = _ran(third.pipeline(env)["gate"])
+    assert gate["Gate"][0] == 1 and "gate FAILED" in gate["Gate"][1], gate["Gate"]
+    assert "Prepare the next baseline" not in gate
+    assert published.read_bytes() == before  # the failed run on main keeps the old baseline
+    assert (third.artifacts / f"scaledmm-merged-{RUNNER}-torch{torch}").is_dir()  # uploaded always
 
-def test_the_github_workflow_fails_the_gate_job_on_a_missing_shard(workspace):
+
+def test_the_github_workflow_fails_the_gate_job_on_a_missing_shard(tmp_path):
     workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
-    root = _fresh(workspace, "github-missing")
-    env = _github_env(workflow, root)
+    env = _github_env(workflow, tmp_path)
     torch = _torch_version()
-    results = _github_run(root, workflow, "shard", {"runner": RUNNER, "torch": torch, "shard": 1}, env)
-    assert all(proc.returncode == 0 for _, proc in results)
-    results = _github_run(root, workflow, "gate", {"runner": RUNNER, "torch": torch}, env)
-    name, proc = results[-1]
-    assert name == "Merge the shards" and proc.returncode == 1
-    assert proc.stderr.strip().endswith("is INCOMPLETE: shard(s) 2/2 missing: 1 of 2 not given")
+    run = GithubRun(tmp_path, "missing", workflow, ref="refs/pull/1/merge", kernel="correct", main=tmp_path / "main")
+    assert all(not code for _, code, _ in run.job("shard", {"runner": RUNNER, "torch": torch, "shard": 1}, env))
+    steps = [step for step in run.job("gate", {"runner": RUNNER, "torch": torch}, env) if step[1] is not None]
+    name, code, output = steps[-2]  # the merged report is uploaded whatever happened
+    assert name == "Merge the shards" and code == 1
+    assert output.strip().endswith("is INCOMPLETE: shard(s) 2/2 missing: 1 of 2 not given")
+    assert steps[-1][0] == "actions/upload-artifact@v4"
 
 
 # -- GitLab CI -----------------------------------------------------------------------------------
 
 
-def _gitlab_run(root: Path, pipeline: dict, job_name: str, variables: dict, env: dict) -> subprocess.CompletedProcess:
-    job = pipeline[job_name]
-    # before_script installs packages and fetches the baseline: skipped here.
-    script = "\n".join(job["script"])
-    return _bash(script, root, {**env, **variables})
+class GitlabPipeline:
+    """One pipeline: its jobs' artifacts, by job name as GitLab names a parallel:matrix job."""
+
+    def __init__(self, tmp: Path, name: str, pipeline: dict, *, ref: str, kernel: str, main: Path):
+        self.tmp, self.name, self.pipeline, self.ref, self.kernel, self.main = tmp, name, pipeline, ref, kernel, main
+        self.artifacts = tmp / name / "artifacts"
+        self.results = {}
+
+    def job(self, job_name: str, variables: dict, env: dict, needs=()) -> subprocess.CompletedProcess:
+        job = self.pipeline[job_name]
+        label = f"{job_name}: [{', '.join(variables.values())}]" if variables else job_name
+        # pytest refuses a path with brackets: the checkout's directory is named without them.
+        root = _checkout(self.tmp / self.name / re.sub(r"[^\w.+-]", "_", label), self.kernel)
+        for need in needs:  # `needs:` brings the artifacts of those jobs
+            _copy_tree(self.artifacts / need, root)
+        # before_script installs packages: skipped here.
+        proc = _bash("\n".join(job["script"]), root, {**env, **variables, "MAIN_ARTIFACTS": str(self.main)})
+        if proc.returncode == 0 or job["artifacts"].get("when") == "always":
+            for path in job["artifacts"]["paths"]:
+                if (root / path).exists():
+                    _copy_tree(root / path, (self.artifacts / label / path).parent if (root / path).is_file()
+                               else self.artifacts / label / path)
+        self.results[label] = proc
+        return proc
+
+    def run(self, env: dict) -> subprocess.CompletedProcess:
+        """Every job for one runner and this torch; the gate job's result."""
+        torch = _torch_version()
+        shards = []
+        for shard in ("1", "2"):
+            proc = self.job("scaledmm-shard", {"RUNNER": RUNNER, "TORCH": torch, "SHARD": shard}, env)
+            assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+            shards.append(f"scaledmm-shard: [{RUNNER}, {torch}, {shard}]")
+        gate = self.job("scaledmm-gate", {"RUNNER": RUNNER, "TORCH": torch}, env, needs=shards)
+        report = self.job("scaledmm-report", {}, env, needs=[f"scaledmm-gate: [{RUNNER}, {torch}]"])
+        assert report.returncode == 0, report.stderr[-3000:]
+        # The job-artifacts API serves the last *successful* pipeline on main.
+        if self.ref == "main" and all(proc.returncode == 0 for proc in self.results.values()):
+            shutil.rmtree(self.main, ignore_errors=True)
+            _copy_tree(self.artifacts, self.main)
+        return gate
 
 
-def test_the_gitlab_pipeline_runs_two_shards_merges_compares_and_gates(workspace):
+def test_the_gitlab_pipeline_bootstraps_its_baseline_then_gates(tmp_path):
     pipeline = yaml.safe_load((EXAMPLES / "gitlab-ci.yml").read_text())
     assert pipeline["stages"] == ["matrix", "gate", "report"]
     matrix = pipeline["scaledmm-shard"]["parallel"]["matrix"][0]
     assert len(matrix["SHARD"]) == int(pipeline["variables"]["SHARDS"])
-    root = _fresh(workspace, "gitlab")
-    env = _environment(root)
-    env.pop("GITHUB_STEP_SUMMARY")
+    env = _environment(tmp_path)
     env.update({k: str(v) for k, v in pipeline["variables"].items()})
     torch = _torch_version()
-    env.update({"SHARDS": "2", "PINNED_TORCH": torch})
-    for shard in ("1", "2"):
-        proc = _gitlab_run(root, pipeline, "scaledmm-shard", {"RUNNER": RUNNER, "TORCH": torch, "SHARD": shard}, env)
-        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    proc = _gitlab_run(root, pipeline, "scaledmm-gate", {"RUNNER": RUNNER, "TORCH": torch}, env)
+    env.update({"SHARDS": "2", "PINNED_TORCH": torch, "CI_API_V4_URL": "https://gitlab.example.com/api/v4",
+                "CI_PROJECT_ID": "7", "CI_JOB_TOKEN": "token"})
+    main = tmp_path / "main-artifacts"
+    gate_job = f"scaledmm-gate: [{RUNNER}, {torch}]"
+
+    first = GitlabPipeline(tmp_path, "first", pipeline, ref="main", kernel="correct", main=main)
+    proc = first.run(env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"NOTICE: {NOTICE}" in proc.stdout and "gate passed" not in proc.stdout
+    # What the next pipelines fetch, under the name the URL in the example asks for.
+    assert json.loads((main / gate_job / "publish" / f"{RUNNER}.json").read_text())["session"]["complete"] is True
+    assert NOTICE in (main / gate_job / "merged" / f"{RUNNER}-torch{torch}.md").read_text()
+
+    second = GitlabPipeline(tmp_path, "second", pipeline, ref="feature", kernel="correct", main=main)
+    proc = second.run(env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "merged 2 shard(s) into" in proc.stdout and "gate passed: no new failure" in proc.stdout
-    proc = _gitlab_run(root, pipeline, "scaledmm-report", {}, env)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert (root / "summary.md").is_file() and (root / "matrix.html").is_file()
-    assert (root / "publish" / f"{RUNNER}.json").is_file()
-    markdown = (root / "merged" / f"{RUNNER}-torch{torch}.md").read_text()
+    assert NOTICE not in proc.stdout
+    markdown = (second.artifacts / gate_job / "merged" / f"{RUNNER}-torch{torch}.md").read_text()
     assert "## scaled-mm compatibility matrix" in markdown and "**gate passed" in markdown
+    report = second.artifacts / "scaledmm-report"
+    assert (report / "summary.md").is_file() and (report / "matrix.html").is_file()
+
+    third = GitlabPipeline(tmp_path, "third", pipeline, ref="main", kernel="regressed", main=main)
+    before = (main / gate_job / "publish" / f"{RUNNER}.json").read_bytes()
+    proc = third.run(env)
+    assert proc.returncode == 1 and "gate FAILED" in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (main / gate_job / "publish" / f"{RUNNER}.json").read_bytes() == before
+
+
+def test_the_gitlab_gate_job_fails_when_the_baseline_cannot_be_fetched(tmp_path):
+    """Only "not found" is a first run: any other answer fails the job rather than skip the gate."""
+    pipeline = yaml.safe_load((EXAMPLES / "gitlab-ci.yml").read_text())
+    env = _environment(tmp_path)
+    env.update({k: str(v) for k, v in pipeline["variables"].items()})
+    env.update({"PINNED_TORCH": "2.11.0", "CI_API_V4_URL": "https://elsewhere.example.com/api/v4",
+                "CI_PROJECT_ID": "7", "CI_JOB_TOKEN": "token"})
+    fetch = next(line for line in pipeline["scaledmm-gate"]["script"] if "curl" in line)
+    root = _checkout(tmp_path / "job", "correct")
+    (root / "baseline").mkdir()
+    # A curl that cannot connect, as curl exits then (7), before any HTTP status.
+    (tmp_path / ".bin" / "curl").write_text("#!/bin/sh\nprintf 000\nexit 7\n")
+    proc = _bash(fetch, root, {**env, "RUNNER": RUNNER, "MAIN_ARTIFACTS": str(tmp_path)})
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == "cannot fetch the baseline (curl exit 7): the gate cannot judge"
+
+
+# -- the files themselves ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example, schema", [("github-actions.yml", "vendor.github-workflows"),
+                                             ("gitlab-ci.yml", "vendor.gitlab-ci")])
+def test_the_examples_validate_against_their_ci_services_schemas(example, schema):
+    """check-jsonschema's vendored copies of the schemas (SchemaStore's), offline."""
+    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(EXAMPLES / example)]
+    proc = subprocess.run(command, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "ok -- validation done" in proc.stdout
+
+
+def test_the_schema_check_catches_a_broken_workflow(tmp_path):
+    """The check above can fail: a step with both `run` and `uses` is refused."""
+    workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
+    workflow["jobs"]["gate"]["steps"][0]["run"] = "true"
+    broken = tmp_path / "broken.yml"
+    broken.write_text(yaml.safe_dump(workflow))
+    command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", str(broken)]
+    assert subprocess.run(command, capture_output=True, text=True).returncode == 1
 
 
 # -- installing the package ----------------------------------------------------------------------

@@ -1,0 +1,217 @@
+"""`scaledmm init`: a tox.ini and a CI workflow for a user's own project and torch releases.
+
+The CI templates beside this file are examples/github-actions.yml and examples/gitlab-ci.yml
+(tests/test_init.py keeps them identical); init changes only the values the user chose.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Sequence
+
+TEMPLATES = Path(__file__).parent
+CI_TARGETS = {"github": ".github/workflows/scaledmm.yml", "gitlab": "scaledmm.gitlab-ci.yml"}
+
+
+class InitError(ValueError):
+    """One line for the user: which option or file, and why."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    torch: tuple          # releases, the pinned one (the baseline) first
+    matrix: str           # relative to the project directory
+    profile: str
+    spec: str             # what pip installs for pytest-scaledmm
+    runners: tuple
+    shards: int
+    hypothesis: str       # pinned in every env so that case ids line up
+
+    def env(self, version: str) -> str:
+        major, minor = version.split(".")[:2]
+        return f"torch{major}{minor}"
+
+
+def _version(text: str) -> str:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        version = Version(text)
+    except InvalidVersion:
+        raise InitError(f"--torch {text}: not a version (e.g. 2.11.0)") from None
+    if len(version.release) < 2 or version.local:
+        raise InitError(f"--torch {text}: give a release such as 2.11.0 (no local build tag)")
+    return text
+
+
+def installed_spec() -> Optional[str]:
+    """A pip requirement for the pytest-scaledmm this command runs from: the URL pip recorded,
+    or the source checkout it is imported from."""
+    try:
+        direct = importlib.metadata.distribution("pytest-scaledmm").read_text("direct_url.json")
+    except importlib.metadata.PackageNotFoundError:
+        direct = None
+    if direct:
+        info = json.loads(direct)
+        url = info.get("url", "")
+        vcs = info.get("vcs_info")
+        if vcs:
+            return f"pytest-scaledmm @ {vcs['vcs']}+{url}@{vcs.get('commit_id', '')}".rstrip("@")
+        if url:
+            return f"pytest-scaledmm @ {url}"
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file() and 'name = "pytest-scaledmm"' in (checkout / "pyproject.toml").read_text():
+        return f"pytest-scaledmm @ {checkout.as_uri()}"
+    return None
+
+
+def make_plan(torch: Sequence[str], matrix: str, profile: str, spec: Optional[str], runners: Sequence[str],
+              shards: int, directory: Path) -> Plan:
+    versions = tuple(_version(v) for v in torch)
+    if len(versions) < 2:
+        raise InitError("--torch: name at least two releases, the pinned one first (e.g. --torch 2.11.0 2.13.0)")
+    plan_envs = {}
+    for version in versions:
+        name = Plan.env(None, version)
+        if name in plan_envs:
+            raise InitError(f"--torch {plan_envs[name]} and {version}: one env per minor release ({name})")
+        plan_envs[name] = version
+    if not (directory / matrix).is_file():
+        raise InitError(f"--matrix {matrix}: no such file in {directory} (write your matrix.yaml first)")
+    if shards < 1:
+        raise InitError(f"--shards {shards}: must be 1 or more")
+    for runner in runners:
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", runner):
+            raise InitError(f"--runners {runner}: a runner label is letters, digits, '.', '_' and '-'")
+    spec = spec or installed_spec()
+    if not spec:
+        raise InitError("--spec: pytest-scaledmm is not on the package index: say what pip installs "
+                        "(a git URL of your fork, a wheel, a path)")
+    try:
+        hypothesis = importlib.metadata.version("hypothesis")
+    except importlib.metadata.PackageNotFoundError:
+        hypothesis = "6.170.17"
+    return Plan(versions, matrix, profile, spec, tuple(runners), shards, hypothesis)
+
+
+def render_tox(plan: Plan) -> str:
+    envs = [plan.env(v) for v in plan.torch]
+    factors = ",".join(e[len("torch"):] for e in envs)
+    deps = "\n".join(f"    {plan.env(v)}: torch=={v}" for v in plan.torch)
+    return f"""\
+# Written by `scaledmm init`: the scaled-mm matrix of this project on each torch release.
+#
+#   tox -e {",".join(envs)},report     one report per release in reports/, then the comparison
+#   tox -e gate                        exit 1 on a new failure of {envs[-1]} against {envs[0]}
+#   SCALEDMM_PROFILE=smoke tox -e {envs[0]}   another profile
+#   SCALEDMM_WORKERS=0 tox -e {envs[0]}       no xdist (default: one worker per core)
+[tox]
+requires = tox>=4.11
+env_list =
+    torch{{{factors}}}
+    report
+
+[scaledmm]
+# pytest-scaledmm is not on the package index: this is where pip gets it.
+spec = {plan.spec}
+# The same hypothesis everywhere, so that case ids line up across envs.
+hypothesis = hypothesis=={plan.hypothesis}
+
+[testenv]
+description = run the scaled-mm matrix on the torch release named by the env
+# Your kernels are imported from this checkout (the matrix's directory and the rootdir are on
+# sys.path). If your project is a package that must be installed, remove skip_install.
+skip_install = true
+deps =
+    {{[scaledmm]spec}}
+    {{[scaledmm]hypothesis}}
+{deps}
+pass_env =
+    CUDA_VISIBLE_DEVICES
+    HIP_VISIBLE_DEVICES
+    SCALEDMM_*
+    TORCHINDUCTOR_*
+# pytest exits 1 when cases fail: that is data for the report, not a broken env.
+commands =
+    python -c 'import sys, pytest; rc = int(pytest.main(sys.argv[1:])); sys.exit(0 if rc == 1 else rc)' \\
+        -p no:cacheprovider -q --scaledmm-matrix {{toxinidir}}{{/}}{plan.matrix} \\
+        --scaledmm-profile {{env:SCALEDMM_PROFILE:{plan.profile}}} -n {{env:SCALEDMM_WORKERS:auto}} \\
+        --scaledmm-report {{toxinidir}}{{/}}reports{{/}}{{envname}}.json {{posargs}}
+
+[testenv:report]
+description = compare every report in reports/ (terminal table, Markdown and HTML)
+# Reading reports needs no torch: the package alone, without its dependencies, and what it reads with.
+skip_install = true
+deps =
+    {{[scaledmm]hypothesis}}
+    jinja2>=3.1
+    packaging>=23
+    pyyaml>=6
+    jsonschema>=4.17
+commands_pre =
+    python -m pip install --quiet --no-deps "{{[scaledmm]spec}}"
+commands =
+    scaledmm compare {{toxinidir}}{{/}}reports \\
+        --markdown {{toxinidir}}{{/}}reports{{/}}summary.md --html {{toxinidir}}{{/}}reports{{/}}matrix.html {{posargs}}
+
+[testenv:gate]
+description = exit 1 when {envs[-1]} has a new failure against {envs[0]}
+skip_install = true
+deps = {{[testenv:report]deps}}
+commands_pre = {{[testenv:report]commands_pre}}
+commands =
+    scaledmm gate --baseline {{toxinidir}}{{/}}reports{{/}}{envs[0]}.json \\
+        --candidate {{toxinidir}}{{/}}reports{{/}}{envs[-1]}.json {{posargs}}
+"""
+
+
+def _yaml_list(values) -> str:
+    return "[" + ", ".join(json.dumps(v) if re.fullmatch(r"[0-9.]+", v) else v for v in values) + "]"
+
+
+def _replace(text: str, old: str, new: str, count: int) -> str:
+    if text.count(old) != count:  # the template changed: a test would say so first
+        raise AssertionError(f"template line {old!r} found {text.count(old)} times, expected {count}")
+    return text.replace(old, new)
+
+
+def render_ci(kind: str, plan: Plan) -> str:
+    text = (TEMPLATES / Path(kind + ("-actions.yml" if kind == "github" else "-ci.yml")).name).read_text()
+    spec = json.dumps(plan.spec)
+    text = _replace(text, 'SCALEDMM_SPEC: "."', f"SCALEDMM_SPEC: {spec}", 1)
+    text = _replace(text, "MATRIX_FILE: matrix.yaml", f"MATRIX_FILE: {json.dumps(plan.matrix)}", 1)
+    text = _replace(text, "PROFILE: default", f"PROFILE: {json.dumps(plan.profile)}", 1)
+    text = _replace(text, 'PINNED_TORCH: "2.11.0"', f"PINNED_TORCH: {json.dumps(plan.torch[0])}", 1)
+    shards = [str(i) for i in range(1, plan.shards + 1)]
+    if kind == "github":
+        text = _replace(text, "SHARDS: 4 ", f"SHARDS: {plan.shards} ", 1)
+        text = _replace(text, 'torch: ["2.11.0", "2.13.0"]', f"torch: {_yaml_list(plan.torch)}", 2)
+        text = _replace(text, "runner: [h200, l40s]", f"runner: {_yaml_list(plan.runners)}", 2)
+        text = _replace(text, "shard: [1, 2, 3, 4]", f"shard: [{', '.join(shards)}]", 1)
+    else:
+        text = _replace(text, 'SHARDS: "4" ', f'SHARDS: "{plan.shards}" ', 1)
+        text = _replace(text, 'TORCH: ["2.11.0", "2.13.0"]', f"TORCH: {_yaml_list(plan.torch)}", 2)
+        text = _replace(text, "RUNNER: [h200, l40s]", f"RUNNER: {_yaml_list(plan.runners)}", 2)
+        text = _replace(text, 'SHARD: ["1", "2", "3", "4"]', f"SHARD: [{', '.join(json.dumps(s) for s in shards)}]", 1)
+    return text
+
+
+def write_project(directory: Path, plan: Plan, ci: Sequence[str]) -> list:
+    """Every file, or none: an existing one is never overwritten."""
+    files = {"tox.ini": render_tox(plan)}
+    for kind in ci:
+        files[CI_TARGETS[kind]] = render_ci(kind, plan)
+    for name in files:
+        if (directory / name).exists():
+            raise InitError(f"{directory / name} exists: not overwritten (move it away, or run init with another --dir)")
+    written = []
+    for name, text in files.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        written.append(path)
+    return written

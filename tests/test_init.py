@@ -1,0 +1,97 @@
+"""`scaledmm init`, run as the console script: the files it writes for a project's own matrix and
+torch releases, what it refuses, and that its CI templates are the examples the CI test runs."""
+
+import configparser
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def init(directory: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pytest_scaledmm", "init", *args], cwd=directory,
+                          capture_output=True, text=True)
+
+
+@pytest.fixture
+def project(tmp_path):
+    (tmp_path / "matrix.yaml").write_text("version: 1\n")
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", ["github-actions.yml", "gitlab-ci.yml"])
+def test_the_templates_are_the_examples(name):
+    """examples/ is what init writes for the plugin's own matrix: one text, tested by test_ci_examples."""
+    assert (ROOT / "pytest_scaledmm" / "scaffold" / name).read_text() == (ROOT / "examples" / name).read_text()
+
+
+def test_init_writes_tox_and_both_ci_files_for_the_chosen_releases(project):
+    proc = init(project, "--torch", "2.10.0", "2.12.1", "2.13.0", "--ci", "github", "gitlab",
+                "--runners", "h100", "mi300", "--shards", "3", "--spec", "pytest-scaledmm @ git+https://example.com/me/fork@v1")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-1] == "next: tox -e torch210,torch212,torch213,report  then  tox -e gate"
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(project / "tox.ini")
+    assert tox["tox"]["env_list"].split() == ["torch{210,212,213}", "report"]
+    assert tox["scaledmm"]["spec"] == "pytest-scaledmm @ git+https://example.com/me/fork@v1"
+    deps = tox["testenv"]["deps"].split("\n")
+    assert "torch212: torch==2.12.1" in deps and "{[scaledmm]spec}" in deps
+    assert "-n {env:SCALEDMM_WORKERS:auto}" in tox["testenv"]["commands"]
+    assert "reports{/}torch210.json" in tox["testenv:gate"]["commands"]
+    assert "reports{/}torch213.json" in tox["testenv:gate"]["commands"]
+
+    github = yaml.safe_load((project / ".github" / "workflows" / "scaledmm.yml").read_text())
+    assert github["env"]["PINNED_TORCH"] == "2.10.0" and github["env"]["SHARDS"] == 3
+    assert github["env"]["SCALEDMM_SPEC"] == "pytest-scaledmm @ git+https://example.com/me/fork@v1"
+    for job in ("shard", "gate"):
+        assert github["jobs"][job]["strategy"]["matrix"]["torch"] == ["2.10.0", "2.12.1", "2.13.0"]
+        assert github["jobs"][job]["strategy"]["matrix"]["runner"] == ["h100", "mi300"]
+    assert github["jobs"]["shard"]["strategy"]["matrix"]["shard"] == [1, 2, 3]
+    gitlab = yaml.safe_load((project / "scaledmm.gitlab-ci.yml").read_text())
+    assert gitlab["variables"]["PINNED_TORCH"] == "2.10.0" and gitlab["variables"]["SHARDS"] == "3"
+    assert gitlab["scaledmm-shard"]["parallel"]["matrix"][0] == {
+        "RUNNER": ["h100", "mi300"], "TORCH": ["2.10.0", "2.12.1", "2.13.0"], "SHARD": ["1", "2", "3"]}
+    for path in (project / ".github" / "workflows" / "scaledmm.yml", project / "scaledmm.gitlab-ci.yml"):
+        schema = "vendor.github-workflows" if "github" in str(path) else "vendor.gitlab-ci"
+        check = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+                               capture_output=True, text=True)
+        assert check.returncode == 0, check.stdout
+
+
+def test_init_names_where_this_pytest_scaledmm_came_from_and_says_ci_needs_another(project):
+    proc = init(project, "--torch", "2.11.0", "2.13.0")
+    assert proc.returncode == 0, proc.stderr
+    spec = f"pytest-scaledmm @ {ROOT.as_uri()}"  # this checkout, installed editable
+    assert f"spec = {spec}" in (project / "tox.ini").read_text()
+    assert f"note: SCALEDMM_SPEC in the CI file is a path on this machine ({spec})" in proc.stdout
+    assert not (project / "scaledmm.gitlab-ci.yml").exists()  # github only, by default
+
+
+def test_init_refuses_to_overwrite_and_writes_nothing(project):
+    (project / ".github" / "workflows").mkdir(parents=True)
+    (project / ".github" / "workflows" / "scaledmm.yml").write_text("mine\n")
+    proc = init(project, "--torch", "2.11.0", "2.13.0", "--spec", "x")
+    assert proc.returncode == 2
+    assert proc.stderr == (f"scaledmm init: error: {Path('.github/workflows/scaledmm.yml')} exists: not overwritten"
+                           " (move it away, or run init with another --dir)\n")
+    assert not (project / "tox.ini").exists()
+    assert (project / ".github" / "workflows" / "scaledmm.yml").read_text() == "mine\n"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--torch", "2.13.0"], "--torch: name at least two releases, the pinned one first (e.g. --torch 2.11.0 2.13.0)"),
+    (["--torch", "2.11.0", "two"], "--torch two: not a version (e.g. 2.11.0)"),
+    (["--torch", "2.11.0", "2.13.0+cpu"], "--torch 2.13.0+cpu: give a release such as 2.11.0 (no local build tag)"),
+    (["--torch", "2.11.0", "2.11.1"], "--torch 2.11.0 and 2.11.1: one env per minor release (torch211)"),
+    (["--torch", "2.11.0", "2.13.0", "--matrix", "ci/m.yaml"], "--matrix ci/m.yaml: no such file in . (write your matrix.yaml first)"),
+    (["--torch", "2.11.0", "2.13.0", "--runners", "a b"], "--runners a b: a runner label is letters, digits, '.', '_' and '-'"),
+    (["--torch", "2.11.0", "2.13.0", "--shards", "0"], "--shards 0: must be 1 or more"),
+])
+def test_init_refuses_bad_input_with_one_line(project, args, message):
+    proc = init(project, *args, "--spec", "x")
+    assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"scaledmm init: error: {message}\n", "")
+    assert not (project / "tox.ini").exists()
