@@ -292,3 +292,47 @@ def test_repro_scripts_are_named_per_root_cause_and_never_replace_another(tmp_pa
     with pytest.raises(repro.ReproError, match="never overwritten"):
         repro.write_script(other, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
     assert json.loads((other / "index.json").read_text()) == {"schema": "something else"}
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+HERE = os.path.dirname(__file__)
+
+
+def _signalled_run(tmp_path, wait_s, name="SIGINT", count=2):
+    """pytest on a matrix whose kernel hangs, sent `count` signals 0.3 s apart (the first to
+    pytest, the others to its process group, as `timeout -s INT` and a CI cancel do), `wait_s`
+    after it claimed its report path."""
+    import shutil
+    import time
+
+    shutil.copy(os.path.join(HERE, "planted_crash.py"), tmp_path)
+    (tmp_path / "matrix.yaml").write_text(matrix_text([planted("hangs", module="planted_crash")], {"m": [4, 8]}))
+    report_path = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--scaledmm-matrix",
+                             "matrix.yaml", "--scaledmm-report", "r.json", "--no-scaledmm-triage", "--scaledmm-timeout", "120"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not report_path.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(wait_s)
+    number = getattr(signal, name)
+    os.kill(proc.pid, number)
+    for _ in range(count - 1):
+        time.sleep(0.3)
+        try:
+            os.killpg(proc.pid, number)
+        except ProcessLookupError:
+            break
+    out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out.decode(errors="replace"), json.loads(report_path.read_text())["session"]
+
+
+@pytest.mark.parametrize("wait_s, name", [(0.0, "SIGINT"), (1.0, "SIGINT"), (4.0, "SIGINT"), (4.0, "SIGTERM")])
+def test_repeated_signals_end_the_run_with_exit_2_and_no_traceback(tmp_path, wait_s, name):
+    code, out, session = _signalled_run(tmp_path, wait_s, name)
+    assert code == 2, out[-3000:]
+    assert "Traceback (most recent call last)" not in out and len(out.splitlines()) < 40, out[-3000:]
+    assert session["complete"] is False
+    reasons = " ".join(session["incomplete_reasons"])
+    assert ("interrupted" if name == "SIGINT" else "terminated") in reasons, reasons
