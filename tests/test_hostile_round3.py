@@ -336,3 +336,28 @@ def test_repeated_signals_end_the_run_with_exit_2_and_no_traceback(tmp_path, wai
     assert session["complete"] is False
     reasons = " ".join(session["incomplete_reasons"])
     assert ("interrupted" if name == "SIGINT" else "terminated") in reasons, reasons
+
+
+def test_merge_names_a_shard_given_twice_as_duplicated(tmp_path, capsys):
+    shard = report([case("c1", "PASS")], **CAND)
+    shard["shard"] = {"index": 1, "count": 2, "total_cases": 2, "total_ids_sha256": "0"}
+    s1 = write(tmp_path / "s1.json", shard)
+    assert main(["merge", str(tmp_path / "out.json"), str(s1), str(s1)]) == 1
+    err = capsys.readouterr().err
+    assert "shard 1/2 is duplicated: given 2 times" in err.splitlines()[0], err
+
+
+def test_coverage_counts_only_cases_checked_against_the_reference():
+    from pytest_scaledmm.reports.coverage import coverage_block, coverage_lines
+
+    records = [case("c1", "UNSUPPORTED", "ValueError: no"), case("c2", "ERROR_PARITY", "eager A <> compiled B")]
+    for r in records:
+        r["params"]["purpose"] = "valid"
+    possible = {"aten_scaled_mm": {"scale_pair_mode": [["tensor_0d", "tensor_1d", "inductor"]], "form_class": []}}
+    block = coverage_block(records, possible, "cpu")
+    assert block["cases"]["reference_checked_valid"] == 0
+    assert block["pairwise"]["scale_pair x mode"]["covered"] == 0
+    assert "scale_pair x mode 0/1 (0 %)" in coverage_lines(block)[1]
+    checked = case("c3", "PASS")
+    checked["params"]["purpose"] = "valid"
+    assert coverage_block(records + [checked], possible, "cpu")["pairwise"]["scale_pair x mode"]["covered"] == 1
