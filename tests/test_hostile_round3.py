@@ -361,3 +361,33 @@ def test_coverage_counts_only_cases_checked_against_the_reference():
     checked = case("c3", "PASS")
     checked["params"]["purpose"] = "valid"
     assert coverage_block(records + [checked], possible, "cpu")["pairwise"]["scale_pair x mode"]["covered"] == 1
+
+
+@pytest.mark.parametrize("variable, value", [("SCALEDMM_MAX_AUTOTUNE_CONFIGS", "-1"), ("SCALEDMM_SEED", "-1"),
+                                             ("SCALEDMM_SEED", "\u0663"), ("SCALEDMM_EXPLORE_EXAMPLES", "0")])
+def test_numeric_settings_out_of_range_are_one_usage_error(matrix_project, monkeypatch, variable, value):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    monkeypatch.setenv(variable, value)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and variable in errors[0], result.stderr.lines
+
+
+def test_a_seed_in_other_digits_on_the_command_line_is_refused(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-seed", "\u0663")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+@pytest.mark.parametrize("target, expected", [("/etc/passwd", "must be object, not text"),
+                                              ("/dev/zero", "not a regular file"), ("/nonexistent", "no such file")])
+def test_an_include_that_is_no_corpus_is_one_short_error(tmp_path, target, expected):
+    from pytest_scaledmm.matrix.spec import load_spec
+
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(["aten_scaled_mm"], include=[target]))
+    with pytest.raises(MatrixError) as excinfo:
+        load_spec(matrix)
+    message = str(excinfo.value)
+    assert expected in message and len(message) < 200 and "root:" not in message, message
