@@ -276,7 +276,7 @@ def test_run_reports_what_was_tested_and_model_mismatches(matrix_project):
     pairwise = report["coverage"]["pairwise"]
     assert pairwise["scale_pair x mode"] == {"covered": 3, "possible": 3, "missing": []}
     assert pairwise["scale_form x shape_class"]["covered"] == pairwise["scale_form x shape_class"]["possible"] > 0
-    assert "pairwise coverage among valid cases run [cpu]: scale_pair x mode 3/3 (100 %)" in out
+    assert "pairwise coverage among valid cases checked [cpu]: scale_pair x mode 3/3 (100 %)" in out
 
 
 def test_declared_pairs_and_dtype_rules_make_refusals_unsupported():

@@ -292,3 +292,102 @@ def test_repro_scripts_are_named_per_root_cause_and_never_replace_another(tmp_pa
     with pytest.raises(repro.ReproError, match="never overwritten"):
         repro.write_script(other, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
     assert json.loads((other / "index.json").read_text()) == {"schema": "something else"}
+
+
+# -- runs ------------------------------------------------------------------------------------------
+
+HERE = os.path.dirname(__file__)
+
+
+def _signalled_run(tmp_path, wait_s, name="SIGINT", count=2):
+    """pytest on a matrix whose kernel hangs, sent `count` signals 0.3 s apart (the first to
+    pytest, the others to its process group, as `timeout -s INT` and a CI cancel do), `wait_s`
+    after it claimed its report path."""
+    import shutil
+    import time
+
+    shutil.copy(os.path.join(HERE, "planted_crash.py"), tmp_path)
+    (tmp_path / "matrix.yaml").write_text(matrix_text([planted("hangs", module="planted_crash")], {"m": [4, 8]}))
+    report_path = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--scaledmm-matrix",
+                             "matrix.yaml", "--scaledmm-report", "r.json", "--no-scaledmm-triage", "--scaledmm-timeout", "120"],
+                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not report_path.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(wait_s)
+    number = getattr(signal, name)
+    os.kill(proc.pid, number)
+    for _ in range(count - 1):
+        time.sleep(0.3)
+        try:
+            os.killpg(proc.pid, number)
+        except ProcessLookupError:
+            break
+    out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out.decode(errors="replace"), json.loads(report_path.read_text())["session"]
+
+
+@pytest.mark.parametrize("wait_s, name", [(0.0, "SIGINT"), (1.0, "SIGINT"), (4.0, "SIGINT"), (4.0, "SIGTERM")])
+def test_repeated_signals_end_the_run_with_exit_2_and_no_traceback(tmp_path, wait_s, name):
+    code, out, session = _signalled_run(tmp_path, wait_s, name)
+    assert code == 2, out[-3000:]
+    assert "Traceback (most recent call last)" not in out and len(out.splitlines()) < 40, out[-3000:]
+    assert session["complete"] is False
+    reasons = " ".join(session["incomplete_reasons"])
+    assert ("interrupted" if name == "SIGINT" else "terminated") in reasons, reasons
+
+
+def test_merge_names_a_shard_given_twice_as_duplicated(tmp_path, capsys):
+    shard = report([case("c1", "PASS")], **CAND)
+    shard["shard"] = {"index": 1, "count": 2, "total_cases": 2, "total_ids_sha256": "0"}
+    s1 = write(tmp_path / "s1.json", shard)
+    assert main(["merge", str(tmp_path / "out.json"), str(s1), str(s1)]) == 1
+    err = capsys.readouterr().err
+    assert "shard 1/2 is duplicated: given 2 times" in err.splitlines()[0], err
+
+
+def test_coverage_counts_only_cases_checked_against_the_reference():
+    from pytest_scaledmm.reports.coverage import coverage_block, coverage_lines
+
+    records = [case("c1", "UNSUPPORTED", "ValueError: no"), case("c2", "ERROR_PARITY", "eager A <> compiled B")]
+    for r in records:
+        r["params"]["purpose"] = "valid"
+    possible = {"aten_scaled_mm": {"scale_pair_mode": [["tensor_0d", "tensor_1d", "inductor"]], "form_class": []}}
+    block = coverage_block(records, possible, "cpu")
+    assert block["cases"]["reference_checked_valid"] == 0
+    assert block["pairwise"]["scale_pair x mode"]["covered"] == 0
+    assert "scale_pair x mode 0/1 (0 %)" in coverage_lines(block)[1]
+    checked = case("c3", "PASS")
+    checked["params"]["purpose"] = "valid"
+    assert coverage_block(records + [checked], possible, "cpu")["pairwise"]["scale_pair x mode"]["covered"] == 1
+
+
+@pytest.mark.parametrize("variable, value", [("SCALEDMM_MAX_AUTOTUNE_CONFIGS", "-1"), ("SCALEDMM_SEED", "-1"),
+                                             ("SCALEDMM_SEED", "\u0663"), ("SCALEDMM_EXPLORE_EXAMPLES", "0")])
+def test_numeric_settings_out_of_range_are_one_usage_error(matrix_project, monkeypatch, variable, value):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    monkeypatch.setenv(variable, value)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and variable in errors[0], result.stderr.lines
+
+
+def test_a_seed_in_other_digits_on_the_command_line_is_refused(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-seed", "\u0663")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+
+
+@pytest.mark.parametrize("target, expected", [("/etc/passwd", "must be object, not text"),
+                                              ("/dev/zero", "not a regular file"), ("/nonexistent", "no such file")])
+def test_an_include_that_is_no_corpus_is_one_short_error(tmp_path, target, expected):
+    from pytest_scaledmm.matrix.spec import load_spec
+
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(["aten_scaled_mm"], include=[target]))
+    with pytest.raises(MatrixError) as excinfo:
+        load_spec(matrix)
+    message = str(excinfo.value)
+    assert expected in message and len(message) < 200 and "root:" not in message, message

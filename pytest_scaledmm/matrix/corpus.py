@@ -18,6 +18,7 @@ the matrix default. This module reads and writes the file; which entries to add 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,7 +101,15 @@ def read_entries(path: Path) -> list[dict]:
         key = ""
         for part in error.absolute_path:
             key += f"[{part}]" if isinstance(part, int) else (f".{part}" if key else str(part))
-        raise MatrixError(path, key or "(top level)", error.message)
+        # jsonschema's message quotes the value: a file that is not a corpus (/etc/passwd) would
+        # be pasted into the line. Its type is said instead; other messages are cut short.
+        if error.validator == "type":
+            kind = {dict: "a mapping", list: "a list", str: "text", bool: "a boolean", int: "a number",
+                    float: "a number", type(None): "empty"}.get(type(error.instance), type(error.instance).__name__)
+            message = f"must be {error.validator_value}, not {kind}" + (" (not a corpus file?)" if not key else "")
+        else:
+            message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
+        raise MatrixError(path, key or "(top level)", message)
     return list(data["cases"])
 
 
@@ -119,8 +128,14 @@ def included_cases(matrix_path: Path, text: str) -> list[IncludedCase]:
     found: list[IncludedCase] = []
     for i, name in enumerate(includes):
         target = (matrix_path.parent / name).resolve()
-        if not target.is_file():
-            raise MatrixError(matrix_path, f"include[{i}]", f"no such file: {target}")
+        try:
+            mode = os.stat(target).st_mode
+        except FileNotFoundError:
+            raise MatrixError(matrix_path, f"include[{i}]", f"no such file: {target}") from None
+        except OSError as exc:
+            raise MatrixError(matrix_path, f"include[{i}]", f"cannot be read: {target}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(mode):
+            raise MatrixError(matrix_path, f"include[{i}]", f"not a regular file (a device, a FIFO, a directory): {target}")
         found += load_corpus(target)
     return found
 

@@ -48,6 +48,14 @@ def pytest_load_initial_conftests(early_config, parser, args):
     if getattr(early_config.known_args_namespace, "scaledmm_matrix", None) is not None:
         from ..execution.quiet import import_torch
 
+        import os
+
+        if "PYTEST_XDIST_WORKER" not in os.environ and SIGNALS_KEY not in early_config.stash:
+            # From here, not from the session's start: a signal during torch's import or the
+            # conftests is noted and ends the run in pytest_configure, inside pytest's session.
+            guard = SignalGuard(deferred=True)
+            early_config.stash[SIGNALS_KEY] = guard
+            guard.install()
         import_torch()
 
 
@@ -59,11 +67,17 @@ def _state(config):
 def pytest_configure(config):
     from .settings import Settings
 
+    guard = config.stash.get(SIGNALS_KEY, None)
     try:
         settings = Settings.from_config(config)
-    except pytest.UsageError as exc:
-        _abandon_requested_report(config, exc)
+    except BaseException as exc:
+        if guard is not None:
+            guard.restore()
+        if isinstance(exc, pytest.UsageError):
+            _abandon_requested_report(config, exc)
         raise
+    if guard is not None and (settings is None or settings.worker):
+        guard.restore()
     if settings is None:
         from .sources import not_run_hint_plugin
 
@@ -71,13 +85,44 @@ def pytest_configure(config):
         if hint is not None:
             config.pluginmanager.register(hint, "scaledmm-not-run-hint")
         return
+    config.addinivalue_line("markers", "scaledmm: a case of the scaled-mm compatibility matrix")
+    if not settings.worker:
+        if guard is None:  # not through pytest_load_initial_conftests (a plugin given in-process)
+            guard = SignalGuard(deferred=True)
+            config.stash[SIGNALS_KEY] = guard
+            guard.install()
+        try:
+            guard.arm()
+            _configure_matrix_run(config, settings)
+            guard.arm()
+        except KeyboardInterrupt:
+            guard.restore()
+            if _writes_report(config, settings):
+                from ..reports.report import abandon_report, start_report
+
+                reason = f"{guard.reason(guard.seen or 'SIGINT')} before any case ran"
+                try:  # claimed already (this run holds the lock): its stub says why it stopped
+                    start_report(settings.report, reason) if LOCK_KEY in config.stash else abandon_report(settings.report, reason)
+                except OSError:
+                    pass
+            import sys
+
+            print(f"scaledmm: {guard.reason(guard.seen or 'SIGINT')} before any case ran", file=sys.stderr)
+            raise
+        except BaseException:
+            guard.restore()
+            raise
+        return
+    _configure_matrix_run(config, settings)
+
+
+def _configure_matrix_run(config, settings) -> None:
     from ..matrix.errors import MatrixError
     from ..matrix.known_failures import check_entries
     from ..matrix.spec import load_spec
     from .hookspecs import declared_kernels
     from .session import MatrixSession
 
-    config.addinivalue_line("markers", "scaledmm: a case of the scaled-mm compatibility matrix")
     # The baseline before the claim: it may be the report this run replaces.
     baseline = _load_baseline(settings.baseline) if settings.baseline and not settings.worker else None
     # Claimed before the matrix is read: a run refused from here on leaves an unfinished report.
@@ -365,6 +410,122 @@ def format_failure(record: dict, replay: str | None = None) -> str:
     return "\n".join(lines)
 
 
+ENDING_GRACE_S = 5.0  # how long after a session a signal ended a further SIGINT is ignored
+SIGNALS_KEY = pytest.StashKey["SignalGuard"]()
+
+
+class SignalGuard:
+    """SIGINT and SIGTERM from the start of a matrix run to its end. The first ends the session
+    as Ctrl-C does (SIGTERM as Terminated); any later one, whatever the moment (a CI cancel or
+    `timeout -s INT` sends one to pytest, then one to its process group), is noted and never
+    raised into the ending session, so that the run ends with exit 2, its report incomplete and
+    "interrupted", not with a traceback per signal. Both are noted so that a kernel swallowing
+    the exception cannot hide them."""
+
+    def __init__(self, deferred: bool = False):
+        self.old: dict = {}
+        self.seen: Optional[str] = None  # the signal that ends the session; SIGTERM wins
+        self.state = None
+        self.deferred = deferred  # before pytest's session: noted only, raised by `arm`
+
+    def install(self) -> None:
+        import signal
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for name in ("SIGTERM", "SIGINT"):
+            number = getattr(signal, name, None)
+            if number is not None:
+                self.old[number] = signal.signal(number, self.handle)
+
+    @staticmethod
+    def reason(name: str) -> str:
+        return TERMINATED if name == "SIGTERM" else "interrupted (SIGINT)"
+
+    def handle(self, signum, frame):
+        import signal
+
+        name = signal.Signals(signum).name
+        old = self.old.get(signum)
+        if name == "SIGINT" and old == signal.SIG_IGN:
+            return None
+        first = self.seen is None
+        if name == "SIGTERM" or first:
+            self.seen = name
+        if self.state is not None:
+            self.state.note_signal(name)
+            self.state.interrupted(self.reason(name))
+        if not first or self.deferred:
+            return None
+        if name == "SIGTERM":
+            raise Terminated()
+        if callable(old) and old is not signal.default_int_handler:
+            return old(signum, frame)
+        raise KeyboardInterrupt()
+
+    def arm(self, deferred: Optional[bool] = None) -> None:
+        """At a safe point of pytest's session (a hook of this plugin, not inside torch's
+        import or the generation's drawing, where pytest cannot show the traceback): a signal
+        noted before ends the run now. `deferred` False: later ones are raised where they land."""
+        if deferred is not None:
+            self.deferred = deferred
+        if self.seen == "SIGTERM":
+            raise Terminated()
+        if self.seen is not None:
+            raise KeyboardInterrupt()
+
+    def attach(self, state) -> None:
+        """From here on signals are noted in `state`, one that came before too."""
+        self.state = state
+        if self.seen is not None:
+            state.note_signal(self.seen)
+            state.interrupted(self.reason(self.seen))
+
+    def restore(self) -> None:
+        import signal
+
+        ending = self.seen is not None and self.old
+        for number, old in self.old.items():
+            old = old if old is not None else signal.SIG_DFL
+            if ending and old in (signal.default_int_handler, signal.SIG_DFL):
+                # The session ended on a signal: one more in the last moments of the process
+                # would be a traceback or a kill after the report; it has nothing left to stop.
+                old = _ending_handler(old, time.monotonic() + ENDING_GRACE_S)
+            signal.signal(number, old)
+        self.old = {}
+        if ending:
+            import atexit
+
+            atexit.register(_ignore_signals_at_exit)
+
+
+def _ending_handler(old, deadline: float):
+    """A signal just after a session that a signal ended: the process is exiting, nothing is
+    left to interrupt. After the grace (in-process, as under pytester) it acts as `old` did."""
+    import os
+    import signal
+
+    def handler(signum, frame):
+        if time.monotonic() < deadline:
+            return
+        if old is signal.SIG_DFL:
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+        else:
+            old(signum, frame)
+
+    return handler
+
+
+def _ignore_signals_at_exit() -> None:
+    # The interpreter drops Python handlers as it finalises: a signal then would kill it.
+    import signal
+
+    for number in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_IGN)
+
+
 class MatrixReporter:
     """Registered only for a matrix run; on the controller it gathers every case's record,
     including those xdist workers send in their reports' user_properties, and tells whether the
@@ -376,12 +537,24 @@ class MatrixReporter:
         self.state = state
         self._last_write = time.monotonic()
         self.deselected = 0
-        self._old_handlers: dict = {}
         self.write_error = None  # why the last report write failed
 
     def pytest_sessionstart(self, session):
-        if not self.state.settings.worker:
-            self._install_signal_handlers()
+        guard = self.config.stash.get(SIGNALS_KEY, None)
+        if guard is not None:
+            guard.attach(self.state)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_collection(self, session):
+        # The cases are generated while collecting: a signal there ends the run after it.
+        guard = self.config.stash.get(SIGNALS_KEY, None)
+        if guard is not None:
+            guard.deferred = True
+        try:
+            return (yield)
+        finally:
+            if guard is not None:
+                guard.arm(deferred=False)
 
     def pytest_deselected(self, items):
         self.deselected += sum(1 for item in items if isinstance(item, CaseItem))
@@ -458,39 +631,10 @@ class MatrixReporter:
                 name = ""
             state.interrupted(f"session exit status {int(exitstatus)}{name}")
 
-    def _install_signal_handlers(self) -> None:
-        import signal
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return
-        state = self.state
-
-        def on_sigterm(signum, frame):
-            state.note_signal("SIGTERM")
-            state.interrupted(TERMINATED)
-            raise Terminated()
-
-        def on_sigint(signum, frame):
-            old = self._old_handlers.get(signal.SIGINT)
-            if old == signal.SIG_IGN:
-                return
-            state.note_signal("SIGINT")
-            if callable(old) and old is not signal.default_int_handler:
-                return old(signum, frame)
-            raise KeyboardInterrupt()
-
-        for name, handler in (("SIGTERM", on_sigterm), ("SIGINT", on_sigint)):
-            number = getattr(signal, name, None)
-            if number is not None:
-                self._old_handlers[number] = signal.signal(number, handler)
-
     def _restore_signal_handlers(self) -> None:
-        import signal
-
-        for number, old in self._old_handlers.items():
-            signal.signal(number, old if old is not None else signal.SIG_DFL)
-        self._old_handlers = {}
+        guard = self.config.stash.get(SIGNALS_KEY, None)
+        if guard is not None:
+            guard.restore()
 
     def pytest_unconfigure(self, config):
         self._restore_signal_handlers()

@@ -10,11 +10,26 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
 DEVICE_CHOICES_HELP = "auto (cuda when torch sees a GPU, else cpu), cpu, cuda (xdist worker gwN takes GPU N mod GPUs) or cuda:N"
+
+
+def integer(value) -> int:
+    """An integer written in ASCII digits: int() also reads "٣" and "1_000", which no shell,
+    ini file or report spells a number as."""
+    if type(value) is int:
+        return value
+    text = value.strip() if isinstance(value, str) else value
+    if not isinstance(text, str) or not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise ValueError(f"invalid int value: {value!r}")
+    return int(text)
+
+
+integer.__name__ = "int"  # argparse names the type in its message
 
 
 @dataclass(frozen=True)
@@ -76,7 +91,7 @@ REPORT = Option(
     path=True,
 )
 SEED = Option(
-    "--scaledmm-seed", "seed for case generation and inputs (default: the matrix's seed)", {"type": int, "default": None, "metavar": "N"}
+    "--scaledmm-seed", "seed for case generation and inputs (default: the matrix's seed)", {"type": integer, "default": None, "metavar": "N"}
 )
 DEVICE = Option("--scaledmm-device", f"device to run on: {DEVICE_CHOICES_HELP}", {"default": "auto", "metavar": "DEVICE"})
 REUSE_CACHE = Option(
@@ -159,7 +174,7 @@ EXPLORE = Option(
 EXPLORE_EXAMPLES = Option(
     "--scaledmm-explore-examples",
     "examples hypothesis tries per kernel in explore mode (default 100)",
-    {"type": int, "default": 100, "metavar": "N"},
+    {"type": integer, "default": 100, "metavar": "N"},
 )
 CORPUS = Option(
     "--scaledmm-corpus",
@@ -172,7 +187,7 @@ CORPUS = Option(
 MAX_AUTOTUNE_CONFIGS = Option(
     "--scaledmm-max-autotune-configs",
     "GEMM configs an autotuning mode may benchmark per case (default 4; 0 = Inductor's full search)",
-    {"type": int, "default": 4, "metavar": "N"},
+    {"type": integer, "default": 4, "metavar": "N"},
 )
 FIRST_FAILURE = Option(
     "--scaledmm-first-failure",
@@ -274,8 +289,8 @@ def parse_value(option: Option, value: Any) -> Any:
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
         raise ValueError(f"expected {_expected(option)}")
     convert = option.kwargs.get("type")
-    if convert in (int, float):
-        if isinstance(value, float) and convert is int:
+    if convert in (int, float, integer):
+        if isinstance(value, float) and convert in (int, integer):
             raise ValueError("expected an integer")
         try:
             value = convert(value.strip() if isinstance(value, str) else value)
@@ -291,7 +306,7 @@ def parse_value(option: Option, value: Any) -> Any:
 
 def _expected(option: Option) -> str:
     convert = option.kwargs.get("type")
-    return {int: "an integer", float: "a number"}.get(convert, "text")
+    return {int: "an integer", integer: "an integer", float: "a number"}.get(convert, "text")
 
 
 def check_seconds(option: Option, value: float) -> str | None:

@@ -65,6 +65,12 @@ class Settings:
             if seconds and not problem:
                 problem = (sources.problem(option, seconds) if sources.given[option.dest].origin != "command line"
                            else opt.check_seconds(option, get(option.dest)))
+        # Whole-number settings in range: a negative config count would reach Inductor as it is.
+        for option, low, high in ((opt.SEED, 0, 2**63 - 1), (opt.MAX_AUTOTUNE_CONFIGS, 0, 10**6),
+                                  (opt.EXPLORE_EXAMPLES, 1, 10**9)):
+            value = get(option.dest)
+            if value is not None and not problem and not low <= value <= high:
+                problem = sources.problem(option, f"must be a whole number from {low} to {high}, got {value}")
         if problem:
             raise pytest.UsageError(problem)
         if device.startswith("cuda"):

@@ -3,8 +3,9 @@
 Counts of cases run, reference-checked with valid inputs, boundary (invalid by design), special
 and skipped; model mismatches (a case where eager contradicts the kernel's support model: a valid
 case refused, a boundary case accepted, meaning the op changed); and pairwise coverage among the
-valid cases that ran: scale pair x compile mode, and scale form x shape class, each as covered /
-possible, where possible is what the support model allows within the profile's axes.
+valid cases checked against the reference: scale pair x compile mode, and scale form x shape
+class, each as covered / possible, where possible is what the support model allows within the
+profile's axes.
 """
 
 from __future__ import annotations
@@ -94,10 +95,11 @@ def coverage_block(records: Iterable[Mapping], possible: Optional[Mapping], arch
             "model_mismatch": len(mismatches),
         },
     }
-    valid_ran = [r for r in ran if purpose_of(r) == "valid"]
-    pair_mode = {(r["params"]["kernel"], r["params"]["scale_a"], r["params"]["scale_b"], r["params"]["mode"]) for r in valid_ran}
+    # Pairs count only where a case was checked against the reference: an UNSUPPORTED or an
+    # ERROR_PARITY case ran but tested nothing of the pair.
+    pair_mode = {(r["params"]["kernel"], r["params"]["scale_a"], r["params"]["scale_b"], r["params"]["mode"]) for r in checked}
     form_class = set()
-    for r in valid_ran:
+    for r in checked:
         params = r["params"]
         for side in ("a", "b"):
             for name in classes_of(params).values():
@@ -170,7 +172,7 @@ def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[s
     for measure, numbers in coverage["pairwise"].items():
         share = f" ({100 * numbers['covered'] // numbers['possible']} %)" if numbers["possible"] else ""
         parts.append(f"{measure} {numbers['covered']}/{numbers['possible']}{share}")
-    lines.append(f"pairwise coverage among valid cases run [{coverage.get('arch')}]: " + ", ".join(parts))
+    lines.append(f"pairwise coverage among valid cases checked [{coverage.get('arch')}]: " + ", ".join(parts))
     production = coverage.get("production") or {}
     if any(len(counts) > 1 or next(iter(counts), PRODUCTION_AXES[axis]) != PRODUCTION_AXES[axis]
            for axis, counts in production.items() if axis in PRODUCTION_AXES):

@@ -82,13 +82,15 @@ def _shard_set(shards: Sequence[ShardInput], reasons: list[str]) -> int:
         shown = ", ".join(f"{s.path} is {_index(s)}/{s.report['shard']['count']}" for s in shards)
         reasons.append(f"the shards disagree on N: {shown}")
     given = Counter(_index(s) for s in shards)
-    missing = [i for i in range(1, count + 1) if not given.get(i)]
-    if missing:
-        reasons.append(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: {len(missing)} of {count} not given")
+    # A shard given twice first: it is why another looks missing (`merge OUT s1.json s1.json`).
     for index, times in sorted(given.items()):
         if times > 1:
             paths = ", ".join(s.path for s in shards if _index(s) == index)
-            reasons.append(f"shard {index}/{count} is given {times} times ({paths})")
+            reasons.append(f"shard {index}/{count} is duplicated: given {times} times ({paths})")
+    missing = [i for i in range(1, count + 1) if not given.get(i)]
+    if missing:
+        reasons.append(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: {len(missing)} of {count} not given")
+    for index in sorted(given):
         if index > count:
             reasons.append(f"shard {index} is beyond N = {count}")
     return count
