@@ -1,10 +1,30 @@
 import json
 import os
+import shutil
+import tempfile
 import textwrap
 from pathlib import Path
 
 import pytest
 import importlib
+
+# The test session's compile caches live in a temporary directory, never in the user's default
+# Inductor cache (/tmp/torchinductor_<user>) or Triton cache (~/.triton): set before torch is
+# imported, inherited by xdist workers, isolated children and every subprocess a test starts.
+# (Inductor itself writes its default into TORCHINDUCTOR_CACHE_DIR on first use, so a variable
+# left unset here would hand the default on to every child.)
+SESSION_CACHES_ENV = "PYTEST_SCALEDMM_TEST_CACHES"
+_OWN_CACHES = None
+if not os.environ.get(SESSION_CACHES_ENV):  # an xdist worker uses its controller's
+    _OWN_CACHES = tempfile.mkdtemp(prefix="scaledmm-test-caches-")
+    os.environ[SESSION_CACHES_ENV] = _OWN_CACHES
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "inductor")
+os.environ["TRITON_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "triton")
+
+
+def pytest_unconfigure(config):
+    if _OWN_CACHES:
+        shutil.rmtree(_OWN_CACHES, ignore_errors=True)
 
 # pytester's in-process runs drop the modules a run imported; these register global caches and
 # op libraries and refuse a second import, so load them before any run.

@@ -721,6 +721,14 @@ def _load_baseline(path: str) -> dict:
         raise pytest.UsageError(f"--scaledmm-baseline: {exc}") from None
 
 
+class GateFailedEntry:
+    """A stats entry of the terminal reporter: counted in pytest's last line, and nothing else."""
+
+    count_towards_summary = True
+    when = "gate"
+    nodeid = ""
+
+
 class BaselineGate:
     """--scaledmm-baseline REPORT: `scaledmm gate` at session end, same rules. The session's exit
     status is the gate's: 1 when it fails (a case newly fails, the run is incomplete, cases are
@@ -771,6 +779,10 @@ class BaselineGate:
     def pytest_terminal_summary(self, terminalreporter):
         if self.result is None:
             return
+        if not self.result.passed:
+            # pytest's last line counts what is in its stats: "11 passed, 1 baseline gate failed",
+            # not "11 passed" on exit 1 with the reason only above it.
+            terminalreporter.stats.setdefault("baseline gate failed", []).append(GateFailedEntry())
         terminalreporter.section("scaled-mm baseline gate", red=not self.result.passed, green=self.result.passed)
         for line in self.result.lines():
             terminalreporter.write_line(line)

@@ -368,7 +368,20 @@ class MatrixSession:
         from ..reports.coverage import coverage_block, coverage_lines
 
         records = self._records.values()
-        return coverage_lines(coverage_block(records, self._possible, self.target_arch), records)
+        block = coverage_block(records, self._possible, self.target_arch)
+        lines = coverage_lines(block, records)
+        # pytest counts as skipped every case it was told to skip (UNSUPPORTED ones too): the tested
+        # line gives the same number, by outcome.
+        skipped: dict = {}
+        for record in records:
+            known = oc.outcome_class(record.get("outcome"))
+            if known is not None and known.pytest_status == "skipped":
+                skipped[record["outcome"]] = skipped.get(record["outcome"], 0) + 1
+        tail = f", {block['cases']['skipped']} skipped"
+        if lines and lines[0].startswith("tested: ") and lines[0].endswith(tail):
+            by_outcome = ", ".join(f"{outcome} {count}" for outcome, count in sorted(skipped.items()))
+            lines[0] = lines[0][: -len(tail)] + f", {sum(skipped.values())} skipped" + (f" ({by_outcome})" if by_outcome else "")
+        return lines
 
     def build_report(self) -> dict:
         """The report as it stands: partial (complete: false) until the session has finished."""

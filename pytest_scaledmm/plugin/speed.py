@@ -1,5 +1,5 @@
-"""Getting to the first failure fast: likely-failing cases first, each new signature printed as
-it appears; CPU threads shared out between xdist workers, and cases balanced between them."""
+"""Getting to the first failure fast: likely-failing cases first, each new signature noted with
+the time it appeared; CPU threads shared out between xdist workers, and cases balanced between them."""
 
 from __future__ import annotations
 
@@ -57,12 +57,15 @@ class FirstFailureOrder:
 
 
 class SignatureTicker:
-    """Prints each new failure signature the moment its first case reports."""
+    """Notes each new failure signature when its first case reports, with the time it took to
+    appear, and lists them in a section of the terminal summary: a line written during the run
+    would break pytest's progress line."""
 
     def __init__(self, config):
         self.config = config
         self.started = time.monotonic()
         self.seen: set[tuple] = set()
+        self.lines: list[str] = []
 
     def pytest_runtest_logreport(self, report):
         if report.when != "call":
@@ -74,12 +77,16 @@ class SignatureTicker:
         if key in self.seen:
             return
         self.seen.add(key)
-        terminal = self.config.pluginmanager.get_plugin("terminalreporter")
-        if terminal is not None:
-            elapsed = time.monotonic() - self.started
-            from ..execution.triage import headline
+        from ..execution.triage import headline
 
-            terminal.write_line(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})")
+        elapsed = time.monotonic() - self.started
+        self.lines.append(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})")
+
+    def pytest_terminal_summary(self, terminalreporter):
+        if self.lines:
+            terminalreporter.section("scaled-mm signatures, as they appeared")
+            for line in self.lines:
+                terminalreporter.write_line(line)
 
 
 def _dist_given(config) -> bool:

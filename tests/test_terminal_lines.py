@@ -1,0 +1,42 @@
+"""What pytest's own terminal lines say in a matrix run: the progress line is left whole, the
+`tested:` line's skipped count is pytest's, and a baseline gate's exit 1 is named in the last line."""
+
+import re
+
+from matrices import IN_PROCESS, matrix_text, planted
+
+
+def test_new_signatures_wait_for_the_summary_and_leave_the_progress_line_whole(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("correct"), planted("ignores_scale_b")],
+                                            {"mode": ["eager", "aot_eager"]}))
+    result = matrix_project.run("--scaledmm-matrix", *IN_PROCESS)
+    assert result.ret == 1
+    progress = [line for line in result.outlines if line.startswith("matrix.yaml ")]
+    # One line: the four results, then the percentage; no line written into the middle of it.
+    assert len(progress) == 1 and re.fullmatch(r"matrix\.yaml [.F]{4} +\[100%\]", progress[0]), result.outlines
+    section = next(i for i, line in enumerate(result.outlines) if "scaled-mm signatures, as they appeared" in line)
+    ticks = [i for i, line in enumerate(result.outlines) if "new signature: MISMATCH" in line]
+    assert len(ticks) == 1 and ticks[0] == section + 1  # one signature, once, in its section
+    assert re.match(r"\[scaledmm \+\d+\.\ds\] new signature: MISMATCH", result.outlines[ticks[0]])
+
+
+def test_the_tested_line_counts_the_skipped_cases_pytest_counts(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("refuses_m1", min_m=2)], {"m": [1, 4]}))
+    result = matrix_project.run("--scaledmm-matrix", *IN_PROCESS)
+    result.assert_outcomes(passed=1, skipped=1)  # M = 1 is UNSUPPORTED: pytest skips it
+    tested = next(line for line in result.outlines if line.startswith("tested: "))
+    assert tested.endswith(", 1 skipped (UNSUPPORTED 1)"), tested
+
+
+def test_a_failed_baseline_gate_is_named_in_pytests_last_line(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"out_dtype": ["bf16", "fp16"]}))
+    matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "baseline.json", *IN_PROCESS).assert_outcomes(passed=2)
+    # A subset of the baseline's cases: the gate fails on the missing ones.
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-baseline", "baseline.json", "-k", "bf16",
+                                "--scaledmm-report", "subset.json", *IN_PROCESS)
+    assert result.ret == 1
+    last = result.outlines[-1]
+    assert re.fullmatch(r"=+ 1 passed, 1 deselected, 1 baseline gate failed in [\d.]+s.* =+", last), last
+    passing = matrix_project.run("--scaledmm-matrix", "--scaledmm-baseline", "baseline.json",
+                                 "--scaledmm-report", "again.json", *IN_PROCESS)
+    assert passing.ret == 0 and "baseline gate failed" not in passing.outlines[-1]
