@@ -192,7 +192,8 @@ def test_a_repro_script_reproduces_the_change(mutating, pytester):
     result.assert_outcomes(failed=2)
     for case in mutating.report()["cases"]:
         out_dir = pytester.path / case["params"]["kernel"]
-        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"]]) == 0
+        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"],
+                         "--matrix", str(pytester.path / "matrix.yaml")]) == 0
         (script,) = out_dir.glob("repro_*.py")
         done = subprocess.run([sys.executable, str(script), "--strict-inputs"], capture_output=True, text=True,
                               timeout=180, cwd=pytester.path)
