@@ -75,7 +75,8 @@ def _add_argument(parser: argparse.ArgumentParser, argument: Union[Arg, Option])
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="scaledmm", description="Compare and gate pytest-scaledmm reports across PyTorch versions and machines."
+        prog="scaledmm", description="Compare and gate pytest-scaledmm reports across PyTorch versions and machines;"
+        " set a project up for it (init)."
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)

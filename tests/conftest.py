@@ -15,11 +15,15 @@ import importlib
 # left unset here would hand the default on to every child.)
 SESSION_CACHES_ENV = "PYTEST_SCALEDMM_TEST_CACHES"
 _OWN_CACHES = None
-if not os.environ.get(SESSION_CACHES_ENV):  # an xdist worker uses its controller's
-    _OWN_CACHES = tempfile.mkdtemp(prefix="scaledmm-test-caches-")
-    os.environ[SESSION_CACHES_ENV] = _OWN_CACHES
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "inductor")
-os.environ["TRITON_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "triton")
+
+
+def _use_session_caches() -> None:
+    global _OWN_CACHES
+    if not os.environ.get(SESSION_CACHES_ENV):  # an xdist worker uses its controller's
+        _OWN_CACHES = tempfile.mkdtemp(prefix="scaledmm-test-caches-")
+        os.environ[SESSION_CACHES_ENV] = _OWN_CACHES
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "triton")
 
 
 def pytest_unconfigure(config):
@@ -47,7 +51,8 @@ TESTS_DIR = Path(__file__).parent
 def pytest_configure(config):
     # `pytest --scaledmm-matrix` from this checkout loads this file too; it runs no pytester test.
     if config.getoption("scaledmm_matrix", None) is not None:
-        return
+        return  # a matrix run: its caches are the plugin's (--scaledmm-reuse-cache: the user's)
+    _use_session_caches()
     from pytest_scaledmm.execution.quiet import quiet_torch_imports
 
     with quiet_torch_imports():  # torch's import-time noise, once per xdist worker otherwise

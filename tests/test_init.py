@@ -95,3 +95,29 @@ def test_init_refuses_bad_input_with_one_line(project, args, message):
     proc = init(project, *args, "--spec", "x")
     assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"scaledmm init: error: {message}\n", "")
     assert not (project / "tox.ini").exists()
+
+
+def test_tox_reads_the_written_tox_ini_as_meant(project):
+    """tox itself (no env is created): the envs, each release's pin, -n auto, the gate's reports."""
+    assert init(project, "--torch", "2.11.0", "2.13.0", "--ci", "none", "--spec", "pytest-scaledmm @ file:///x").returncode == 0
+    assert not (project / ".github").exists()
+    tox = [sys.executable, "-m", "tox", "-c", str(project / "tox.ini")]
+    listed = subprocess.run(tox + ["list", "--no-desc"], capture_output=True, text=True, cwd=project)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split() == ["torch211", "torch213", "report", "gate"]
+    shown = subprocess.run(tox + ["config", "-e", "torch213,gate", "-k", "deps", "commands"],
+                           capture_output=True, text=True, cwd=project)
+    assert shown.returncode == 0, shown.stderr
+    torch213, gate = shown.stdout.split("[testenv:gate]")
+    assert "pytest-scaledmm @ file:///x" in torch213 and "torch==2.13.0" in torch213 and "torch==2.11.0" not in torch213
+    assert f"--scaledmm-matrix {project / 'matrix.yaml'} --scaledmm-profile default -n auto" in torch213
+    assert f"--baseline {project / 'reports' / 'torch211.json'} --candidate {project / 'reports' / 'torch213.json'}" in gate
+    assert "torch" not in gate.split("commands")[0]  # reading reports installs no torch
+
+
+def test_pytest_xdist_is_a_dependency_of_the_package_not_an_extra():
+    """`-n` in the README's commands, tox envs and CI files works wherever the package is installed."""
+    import importlib.metadata
+
+    requires = importlib.metadata.requires("pytest-scaledmm") or []
+    assert any(r.startswith("pytest-xdist") and "extra ==" not in r for r in requires), requires

@@ -1,8 +1,10 @@
 """Speed features: likely failures first, each new signature printed once, cases balanced between
 xdist workers, CPU threads shared out between them."""
 
+import re
+
 import pytest
-from matrices import matrix_text, planted
+from matrices import IN_PROCESS, matrix_text, planted
 
 from pytest_scaledmm.execution import device
 
@@ -68,3 +70,13 @@ def test_threads_are_shared_out_between_workers(monkeypatch):
     assert device.threads_per_worker() == 4
     monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "32")
     assert device.threads_per_worker() == 1
+
+
+def test_n_auto_runs_the_matrix_on_a_worker_per_core(matrix_project, cpu_fp8_mm):
+    """The README's main-job command: `pytest --scaledmm-matrix -n auto` (pytest-xdist is a
+    dependency of the package)."""
+    matrix_project.write_matrix(matrix_text(["aten_scaled_mm"], {"out_dtype": ["bf16", "fp16"]}))
+    result = matrix_project.run("--scaledmm-matrix", "-n", "auto", "--scaledmm-report", "report.json", *IN_PROCESS)
+    result.assert_outcomes(passed=2)
+    assert any(re.fullmatch(r"created: (\d+)/\1 workers", line) for line in result.outlines), result.outlines
+    assert len(matrix_project.report()["cases"]) == 2 and matrix_project.report()["session"]["complete"] is True
