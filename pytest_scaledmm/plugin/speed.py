@@ -79,7 +79,9 @@ class SignatureTicker:
             elapsed = time.monotonic() - self.started
             from ..execution.triage import headline
 
-            terminal.write_line(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})")
+            from ..reports.printable import printable
+
+            terminal.write_line(printable(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})"))
 
 
 def _dist_given(config) -> bool:
