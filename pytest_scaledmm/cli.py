@@ -144,9 +144,9 @@ def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
     path = Path(path)
     if not os.path.lexists(path):
         return
-    if path.is_dir():
+    if path.is_dir() and not append:  # an append target that cannot take it is a warning (step_summary.py)
         raise OutputRefused(f"{flag} {path}: it is a directory; name a file")
-    if any(same_file(path, i) for i in inputs) or is_report_file(path):
+    if not path.is_dir() and (any(same_file(path, i) for i in inputs) or is_report_file(path)):
         raise OutputRefused(f"{flag} {path}: it is a pytest-scaledmm report; it is never overwritten (a file name forgotten?)")
     if append:
         return

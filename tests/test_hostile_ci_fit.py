@@ -178,10 +178,10 @@ def test_a_shard_gated_or_compared_alone_says_to_merge_first(tmp_path, capsys):
     advice = "this is shard 1/2 of a sharded run: merge the shards first (scaledmm merge)"
 
     assert main(["gate", "--baseline", str(full), "--candidate", str(shard)]) == 1
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     assert f"the candidate: {advice}, then gate the merged report" in err.splitlines()[1]
     assert main(["gate", "--baseline", str(shard), "--candidate", str(full)]) == 1
-    assert f"the baseline: {advice}" in capsys.readouterr().err
+    assert f"the baseline: {advice}" in capsys.readouterr().out
     # --allow-missing is the opt-in for a partial comparison: a note then.
     assert main(["gate", "--baseline", str(full), "--candidate", str(shard), "--allow-missing"]) == 0
     assert f"note: skipped (--allow-missing): the candidate: {advice}" in capsys.readouterr().out

@@ -391,3 +391,20 @@ def test_an_include_that_is_no_corpus_is_one_short_error(tmp_path, target, expec
         load_spec(matrix)
     message = str(excinfo.value)
     assert expected in message and len(message) < 200 and "root:" not in message, message
+
+
+HOSTILE_KERNEL = '''
+def shouts(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    raise RuntimeError("bad\\x1b[2K\\r\\u202egate passed ::warning title=x::y")
+'''
+
+
+def test_the_pytest_summary_prints_kernel_text_as_printable_lines(matrix_project, pytester):
+    pytester.makepyfile(hostile=HOSTILE_KERNEL)
+    pytester.syspathinsert()
+    matrix_project.write_matrix(matrix_text([planted("shouts", module="hostile")]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    summary = result.stdout.str().split("scaled-mm matrix", 1)[-1]
+    assert "shouts" in summary and "bad\\x1b[2K" in summary, summary
+    bad = [line for line in summary.splitlines() if "\x1b" in line or "\r" in line or "\u202e" in line]
+    assert not bad, bad

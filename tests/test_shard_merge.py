@@ -104,7 +104,7 @@ def test_two_shards_merged_equal_one_unsharded_run(runs, tmp_path, capsys):
     "shards, reason",
     [
         (["s1"], "shard(s) 2/2 missing: 1 of 2 not given"),
-        (["s1", "s1", "s2"], "shard 1/2 is given 2 times"),
+        (["s1", "s1", "s2"], "shard 1/2 is duplicated: given 2 times"),
     ],
 )
 def test_a_missing_or_duplicated_shard_is_incomplete_and_the_gate_fails(runs, tmp_path, capsys, shards, reason):
@@ -116,7 +116,7 @@ def test_a_missing_or_duplicated_shard_is_incomplete_and_the_gate_fails(runs, tm
     report = json.loads(merged.read_text())
     assert report["session"]["complete"] is False and any(reason in r for r in report["session"]["incomplete_reasons"])
     assert main(["gate", "--baseline", str(root / "full.json"), "--candidate", str(merged)]) == 1
-    assert "the candidate run is incomplete" in capsys.readouterr().err
+    assert "the candidate run is incomplete" in capsys.readouterr().out
 
 
 def test_shards_of_different_runs_or_unsharded_reports_do_not_merge(runs, tmp_path, capsys):

@@ -353,7 +353,10 @@ class CaseItem(pytest.Item):
 
     def repr_failure(self, excinfo, style=None):
         if isinstance(excinfo.value, CaseFailure):
-            return format_failure(excinfo.value.record, self.state.replay_command(self.case.id))
+            from ..reports.printable import printable
+
+            text = format_failure(excinfo.value.record, self.state.replay_command(self.case.id))
+            return "\n".join(printable(line) for line in text.splitlines())  # the kernel's text is data
         return super().repr_failure(excinfo, style=style)
 
     def reportinfo(self):
@@ -659,8 +662,10 @@ class MatrixReporter:
                             " its empty report merges with the others")
         if self.write_error:  # no report was written: do not point at one
             lines = [line for line in lines if not line.startswith("report: ")]
+        from ..reports.printable import printable
+
         for line in lines:
-            terminalreporter.write_line(line)
+            terminalreporter.write_line(printable(line))  # record text (signatures, ids) is data
 
 
 def _selection_options(config, settings) -> list[str]:
@@ -803,7 +808,9 @@ def pytest_terminal_summary(terminalreporter, config):
         for index, records in sorted(entries.items()):
             entry = records[0]["known_failure"]
             link = f" {entry['link']}" if entry.get("link") else ""
-            terminalreporter.write_line(
+            from ..reports.printable import printable
+
+            terminalreporter.write_line(printable(
                 f"known_failures[{index}] ({entry['signature']}){link}: {len(records)} case(s) pass now, retire the entry"
                 f" (e.g. {records[0]['id']})"
-            )
+            ))

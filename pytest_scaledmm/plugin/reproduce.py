@@ -130,5 +130,7 @@ class ReproducePlugin:
             )
         if lines:
             terminalreporter.section("scaled-mm triage and repro")
+            from ..reports.printable import printable
+
             for line in lines:
-                terminalreporter.write_line(line)
+                terminalreporter.write_line(printable(line))

@@ -19,8 +19,10 @@ class RunOutputs:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter):
+        from ..reports.printable import printable
+
         for line in self._emit():
-            terminalreporter.write_line(line, yellow=line.startswith("warning"))
+            terminalreporter.write_line(printable(line), yellow=line.startswith("warning"))
 
     def pytest_unconfigure(self, config):
         for line in self._emit():  # no terminal reporter (-p no:terminal): still done, said on stderr

@@ -80,7 +80,9 @@ class SignatureTicker:
         from ..execution.triage import headline
 
         elapsed = time.monotonic() - self.started
-        self.lines.append(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})")
+        from ..reports.printable import printable
+
+        self.lines.append(printable(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})"))
 
     def pytest_terminal_summary(self, terminalreporter):
         if self.lines:
