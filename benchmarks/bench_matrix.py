@@ -43,8 +43,10 @@ def run_harness(args, configs: int, extra: list[str]) -> dict:
     first_failure = None
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO) as proc:
         for line in proc.stdout:
-            if first_failure is None and TICK.search(line):
-                first_failure = time.perf_counter() - start
+            # The summary lists each new signature with the time it appeared.
+            found = TICK.search(line)
+            if first_failure is None and found:
+                first_failure = float(found.group(1))
     wall = time.perf_counter() - start
     data = json.loads(report.read_text())
     return {"wall": wall, "first_failure": first_failure, "report": data, "returncode": proc.returncode}
