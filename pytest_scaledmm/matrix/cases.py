@@ -777,6 +777,8 @@ def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
         candidates: dict[str, list[dict]] = {}
 
         def consider(changed):
+            if not production_data_fits(changed):
+                return
             broken = space.model.breaks(changed)
             if len(broken) == 1 and not space._excluded(changed):
                 candidates.setdefault(broken[0], []).append(changed)

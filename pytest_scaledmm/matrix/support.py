@@ -144,6 +144,7 @@ class OpModel:
     fp8_out_recipes: Optional[tuple] = None  # the recipe pairs that give an fp8 output (rowwise_out_dtype)
     col_major_b: bool = False  # b must be column-major (operand_layout: b_row_major refused)
     same_device_scales: bool = False  # scales on the operands' device (scale_device: scale_on_host refused)
+    host_scalar_ok: bool = False  # but a 0-D scale on the host is taken as a scalar
 
 
 # The key each rule gives, and whether it reads M, K or N (then generation looks for sizes).
@@ -226,7 +227,10 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> 
     if model.col_major_b and params.get("operand_layout") == "b_row_major":
         found.append("operand_layout")
     if model.same_device_scales and params.get("operand_layout") == "scale_on_host":
-        found.append("scale_device")
+        # A 0-D host scale is a scalar to an elementwise epilogue (int8); the fp8 GEMMs refuse any.
+        form = scale_form(params["scale_a"])
+        if form.per_tensor and not (model.host_scalar_ok and form.rank == 0):
+            found.append("scale_device")
     if params.get("bias") and model.bias_out_dtypes is not None and params.get("out_dtype") not in model.bias_out_dtypes:
         found.append("bias_dtype")
     if params.get("bias") and model.bias_matches_out and "bias_dtype" in params:
@@ -317,7 +321,7 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     ("int8_w8a8", "cpu"): OpModel(_CPU, raw_operands=True),
     ("int8_w8a8", "gpu"): OpModel(
         _GPU, raw_operands=True, min_m=(17, "int8_min_m"), k_multiple=(8, "int8_alignment"), n_multiple=(8, "int8_alignment"),
-        same_device_scales=True,
+        same_device_scales=True, host_scalar_ok=True,
     ),
 }
 
