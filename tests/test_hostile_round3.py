@@ -449,3 +449,12 @@ def test_signals_after_the_last_case_still_end_the_run_as_interrupted(matrix_pro
     assert session["complete"] is False and "interrupted (SIGINT)" in session["incomplete_reasons"], session
     assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
     signal.signal(signal.SIGINT, before)  # this process's own handler, past the run's grace
+
+
+def test_a_step_summary_that_names_a_report_is_never_appended_to(tmp_path, monkeypatch, capsys):
+    b, c = _two_reports(tmp_path)
+    before = b.read_bytes()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(b))
+    assert main(["gate", "--baseline", str(b), "--candidate", str(c)]) == 0
+    assert b.read_bytes() == before
+    assert "never appended to" in capsys.readouterr().err
