@@ -221,6 +221,8 @@ def compare_command(args) -> int:
         check_output("--markdown", args.markdown, inputs, append=summary is not None and same_file(summary, args.markdown))
     if args.html:
         check_output("--html", args.html, inputs)
+        if args.markdown and args.markdown != "-" and same_file(args.html, args.markdown):
+            raise OutputRefused(f"--html {args.html}: --markdown names the same file; one would overwrite the other")
     comparison = compare_reports(loaded)
     written = []
     # Replay commands run from anywhere: a matrix given here relative to this directory goes absolute.

@@ -103,7 +103,7 @@ def test_when_no_package_loads_here_an_aoti_crash_is_skipped_and_the_gate_calls_
                                                                        "path": "matrix.yaml", "profile": "smoke", "seed": 1}})
     capsys.readouterr()
     assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
-    err = capsys.readouterr().err
+    err = capsys.readouterr().out
     assert "capability lost: 1 case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate" in err, err
 
 

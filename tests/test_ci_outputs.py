@@ -73,8 +73,8 @@ def test_compare_and_gate_append_to_the_step_summary(tmp_path, monkeypatch, caps
     (tmp_path / "nowhere").write_text("")
     capsys.readouterr()
     assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
-    err = capsys.readouterr().err
-    assert "scaledmm gate: warning: $GITHUB_STEP_SUMMARY: cannot append to" in err and "gate FAILED" in err
+    out, err = capsys.readouterr()
+    assert "scaledmm gate: warning: $GITHUB_STEP_SUMMARY: cannot append to" in err and "gate FAILED" in out
 
 
 # -- JUnit XML -------------------------------------------------------------------------------------

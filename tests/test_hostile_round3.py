@@ -408,3 +408,53 @@ def test_the_pytest_summary_prints_kernel_text_as_printable_lines(matrix_project
     assert "shouts" in summary and "bad\\x1b[2K" in summary, summary
     bad = [line for line in summary.splitlines() if "\x1b" in line or "\r" in line or "\u202e" in line]
     assert not bad, bad
+
+
+def test_a_failure_whose_measures_were_edited_out_is_not_no_news(tmp_path, capsys):
+    baseline = report([case("c1", "PASS"), _off("c2", 1e4, "3-3")], **BASE)
+    stripped = _off("c2", float("nan"), "3-3")
+    stripped["errors"]["compiled"].pop("where")
+    stripped["errors"]["compiled"]["ratio"] = "nan"
+    assert _gate(tmp_path, baseline, report([case("c1", "PASS"), stripped], **CAND)) == 1
+    out = capsys.readouterr().out
+    assert "error/bound 1e+04 in the baseline, not recorded in the candidate" in out, out
+
+
+def test_compare_refuses_one_file_for_html_and_markdown(tmp_path, capsys):
+    b, c = _two_reports(tmp_path)
+    out = tmp_path / "both"
+    assert main(["compare", str(b), str(c), "--html", str(out), "--markdown", str(out)]) == 2
+    assert "same file" in capsys.readouterr().err and not out.exists()
+
+
+SIGNAL_AT_THE_END = '''
+import os, signal, pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    # After the last case, before the report is written: another plugin's teardown.
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGINT)
+'''
+
+
+def test_signals_after_the_last_case_still_end_the_run_as_interrupted(matrix_project, pytester):
+    pytester.makeconftest(SIGNAL_AT_THE_END)
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    before = signal.getsignal(signal.SIGINT)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "Traceback (most recent call last)" not in result.stdout.str() + result.stderr.str()
+    session = matrix_project.report("r.json")["session"]
+    assert session["complete"] is False and "interrupted (SIGINT)" in session["incomplete_reasons"], session
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    signal.signal(signal.SIGINT, before)  # this process's own handler, past the run's grace
+
+
+def test_a_step_summary_that_names_a_report_is_never_appended_to(tmp_path, monkeypatch, capsys):
+    b, c = _two_reports(tmp_path)
+    before = b.read_bytes()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(b))
+    assert main(["gate", "--baseline", str(b), "--candidate", str(c)]) == 0
+    assert b.read_bytes() == before
+    assert "never appended to" in capsys.readouterr().err

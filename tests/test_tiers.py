@@ -232,7 +232,7 @@ def test_the_gate_applies_the_candidates_strictness(matrix_project, pytester):
 
 
 def test_gate_rule_by_hand_made_reports(tmp_path):
-    base = write(tmp_path / "base.json", report([case("c", "PASS")]))
+    base = write(tmp_path / "base.json", report([case("c", "PASS")], session={"strict_errors": False}))
     parity = case("c", oc.BOUNDARY_PARITY, "eager ValueError: x <> compiled RuntimeError: y")
     for strict, passes in ((False, True), (True, False)):
         cand = write(tmp_path / f"c{strict}.json", report([parity], session={"strict_errors": strict}))
@@ -240,6 +240,10 @@ def test_gate_rule_by_hand_made_reports(tmp_path):
         assert result.passed is passes, result.reasons
         if passes:
             assert any("error parity on invalid input, tolerated" in n for n in result.notes)
+    # A strict baseline (missing: strict) judges a lax candidate strictly.
+    strict_base = write(tmp_path / "strict.json", report([case("c", "PASS")]))
+    lax = write(tmp_path / "lax.json", report([parity], session={"strict_errors": False}))
+    assert not gate.check((strict_base, json.loads(strict_base.read_text())), (lax, json.loads(lax.read_text()))).passed
     # Parity restored (both refuse alike now) is no capability lost.
     was = case("c", oc.BOUNDARY_PARITY, "eager ValueError: x <> compiled RuntimeError: y")
     now = case("c", oc.UNSUPPORTED, "ValueError: x")

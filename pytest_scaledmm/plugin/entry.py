@@ -543,6 +543,7 @@ class MatrixReporter:
         self.write_error = None  # why the last report write failed
 
     def pytest_sessionstart(self, session):
+        self.session = session
         guard = self.config.stash.get(SIGNALS_KEY, None)
         if guard is not None:
             guard.attach(self.state)
@@ -558,6 +559,17 @@ class MatrixReporter:
         finally:
             if guard is not None:
                 guard.arm(deferred=False)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtestloop(self, session):
+        # After the last case the session is ending: a signal is noted (sessionfinish writes the
+        # report with it and exits 2), never raised into pytest's or a plugin's teardown.
+        try:
+            return (yield)
+        finally:
+            guard = self.config.stash.get(SIGNALS_KEY, None)
+            if guard is not None:
+                guard.deferred = True
 
     def pytest_deselected(self, items):
         self.deselected += sum(1 for item in items if isinstance(item, CaseItem))
@@ -601,15 +613,33 @@ class MatrixReporter:
     def pytest_sessionfinish(self, session, exitstatus):
         if self.state.settings.worker:
             return
+        guard = self.config.stash.get(SIGNALS_KEY, None)
+        if guard is not None:
+            guard.deferred = True  # the report is being written: a signal now is noted, not raised
+        seen = guard.seen if guard is not None else None
         try:
             self._finish(session, exitstatus)
             # Even with no record: an older report at this path must not stand in for this run.
             if _writes_report(self.config, self.state.settings):
                 self._write()
+                if guard is not None and guard.seen != seen:
+                    self._write()  # a signal came while it was written: the report says so
                 if self.write_error:  # the results are lost: the session never exits 0
                     session.exitstatus = pytest.ExitCode.USAGE_ERROR
         finally:
-            self._restore_signal_handlers()
+            self.seen_at_write = guard.seen if guard is not None else None
+        self._interrupted_after_all(session)
+
+    def _interrupted_after_all(self, session) -> None:
+        """A signal noted, not raised (after the last case): the session still ends as
+        interrupted, its report rewritten when the signal came after it was written."""
+        guard = self.config.stash.get(SIGNALS_KEY, None)
+        if guard is None or guard.seen is None or self.write_error:
+            return
+        if guard.seen != self.seen_at_write and _writes_report(self.config, self.state.settings):
+            self.seen_at_write = guard.seen
+            self._write()
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
 
     def _finish(self, session, exitstatus) -> None:
         """What the final report needs to say why it is incomplete (session.incomplete_reasons)."""
@@ -639,7 +669,13 @@ class MatrixReporter:
         if guard is not None:
             guard.restore()
 
+    @pytest.hookimpl(tryfirst=True)
     def pytest_unconfigure(self, config):
+        # Signals stay noted until here: the other plugins' teardown and the terminal summary
+        # ran after the report was written, and a signal then must not be a traceback.
+        session = getattr(self, "session", None)
+        if session is not None and not self.state.settings.worker and getattr(self, "seen_at_write", "unset") != "unset":
+            self._interrupted_after_all(session)
         self._restore_signal_handlers()
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):

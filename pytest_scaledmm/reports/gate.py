@@ -184,9 +184,12 @@ def _how_bad(record: Optional[Mapping]) -> dict[str, float]:
 
 
 def _growth(before: Optional[Mapping], after: Optional[Mapping]) -> list[str]:
-    """Each measure that grew past its factor, as "error/bound 1e+04 -> 6e+06 (x600)"."""
+    """Each measure that grew past its factor, as "error/bound 1e+04 -> 6e+06 (x600)"; a
+    measure the baseline's record has and the candidate's lost (or made NaN) cannot be shown
+    not to have grown."""
     was, now = _how_bad(before), _how_bad(after)
-    grown = []
+    grown = [f"{measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
+             for measure in sorted(set(was) - set(now))]
     for measure in sorted(set(was) & set(now)):
         old, new = was[measure], now[measure]
         factor = WORSE_RATIO if measure == "error/bound" else WORSE_COUNT

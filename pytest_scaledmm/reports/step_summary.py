@@ -43,6 +43,10 @@ def append_markdown(path, markdown: str) -> None:
         problem = None
     if problem:
         raise OSError(problem)
+    from .report_path import is_report_file
+
+    if is_report_file(Path(path)):  # Markdown appended to a report would make it unreadable
+        raise OSError("it is a pytest-scaledmm report, never appended to")
     # Non-blocking open: a FIFO put there since the check fails at once instead of hanging.
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK, 0o644)
     try:
