@@ -125,8 +125,8 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     import torch
 
     from ..verdict.inputs import make_inputs
-    from ..verdict.oracle import case_checker, second_call
-    from ..verdict.pipeline import eager_compile_check
+    from ..verdict.oracle import case_checker
+    from ..verdict.pipeline import eager_compile_check, second_call
 
     reason = not_applicable(case, ctx)
     if reason:

@@ -300,6 +300,7 @@ class KernelSpace:
         self._table: dict = {}
         self._known: dict = {}
         self._free: dict = {}
+        self._host: dict = {}
         # The size-independent axes, with those only this kernel takes (schema.KERNEL_AXES).
         self.free_axes = FREE_AXES + tuple(axis for axis in values if axis in KERNEL_AXES)
         self.classes = {f"{dim}_class": list(size_pools[dim]) for dim in DIMS}
@@ -354,9 +355,21 @@ class KernelSpace:
             )
         return self._free[known]
 
+    def host_scale_possible(self, row: Mapping) -> bool:
+        """Whether the model takes a host scale_a of the row's form (a rule that reads a table
+        axis and a free one, so neither check alone sees it)."""
+        if row.get("operand_layout") != "scale_on_host" or "scale_a" not in row:
+            return True
+        key = row["scale_a"]
+        if key not in self._host:
+            probe = {**self._neutral(), "kernel": self.kernel.name, "scale_a": key, "operand_layout": "scale_on_host",
+                     "m": 16, "k": 128, "n": 128}
+            self._host[key] = "scale_device" not in self.model.breaks(probe)
+        return self._host[key]
+
     def allowed(self, row: Mapping) -> bool:
-        return (production_data_fits(row) and self.table_possible(row) and self.free_possible(row)
-                and not self._excluded({**row, "kernel": self.kernel.name}))
+        return (production_data_fits(row) and self.host_scale_possible(row) and self.table_possible(row)
+                and self.free_possible(row) and not self._excluded({**row, "kernel": self.kernel.name}))
 
     def sizes(self, row: Mapping, draw: tuple) -> Optional[dict]:
         """The row's case: sizes in its classes from the drawn integers (scanning on from them to
@@ -638,7 +651,8 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     empties = [p for p in _empty_slice(spaces, empty_dims(axes), families) if p["purpose"] == "valid"]
     empties = empties[:min(len(empties), max(len(kernels) * 3, budget * 3 // 100), budget // 8)]
     core, extra = _boundary(spaces, families)
-    boundary_cap = budget * BOUNDARY_SHARE_PERCENT // 100
+    # Each refusal reason under each family fits up to BOUNDARY_MAX_PERCENT.
+    boundary_cap = max(budget * BOUNDARY_SHARE_PERCENT // 100, min(len(core), budget * BOUNDARY_MAX_PERCENT // 100))
     boundary = core[:boundary_cap]
     specials = _special(spaces, families, list(axes.get("special_side", ["a"])))
     special_floor = min(len(specials), budget * SPECIAL_SHARE_PERCENT // 100)
@@ -755,6 +769,7 @@ def _valid_floor(budget: int) -> int:
 
 VALID_SHARE_PERCENT = 80  # at least this much of a budget goes to valid configurations
 BOUNDARY_SHARE_PERCENT = 15  # at most this much to boundary cases
+BOUNDARY_MAX_PERCENT = 20  # or up to this much, to hold each refusal reason under each family once
 SPECIAL_SHARE_PERCENT = 15  # at least this much to special cases, where the profile asks for them
 
 

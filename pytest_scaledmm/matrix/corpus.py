@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from . import bounded_yaml
 from .errors import MatrixError
-from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, SHAPE_AXES, size_problem
+from .schema import ACCUMULATION, AXIS_DEFAULTS, CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES, size_problem
 
 CORPUS_VERSION = 1
 DEFAULT_NAME = "scaledmm-corpus.yaml"
@@ -34,6 +34,9 @@ DEFAULT_NAME = "scaledmm-corpus.yaml"
 _VALUES = {name: list(values) for name, values in CATEGORICAL_AXES.items()}
 for _side in ("dtype_a", "dtype_b"):
     _VALUES[_side] = _VALUES[_side] + ["int8"]  # the int8 family's operands
+# The axes some kernels take (value regimes, layouts, grouped GEMM ...), and a declared accumulation.
+_VALUES.update({name: list(values) for name, (values, _, _) in KERNEL_AXES.items()})
+_VALUES["accumulation"] = list(ACCUMULATION)
 
 CORPUS_SCHEMA = {
     "type": "object",
@@ -59,7 +62,7 @@ CORPUS_SCHEMA = {
                         "properties": {
                             "kernel": {"type": "string", "minLength": 1},
                             **{name: {"enum": values} for name, values in _VALUES.items()},
-                            **{dim: {"type": "integer", "minimum": 1, "maximum": 65536} for dim in SHAPE_AXES},
+                            **{dim: {"type": "integer", "minimum": 0, "maximum": 65536} for dim in SHAPE_AXES},
                             # Why generation made the case (cases.py); a record's params carry it.
                             "purpose": {"enum": ["valid", "boundary", "special"]},
                             "expected_refusal": {"type": "string", "pattern": "^[a-z0-9_]{1,40}$"},

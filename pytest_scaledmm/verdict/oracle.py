@@ -48,16 +48,6 @@ def case_checker(params, inputs, slack: float) -> Callable:
     return check
 
 
-def second_call(params, seed: int, device: str, slack: float):
-    """The case's serving-loop call (pipeline.eager_compile_check's `second_call`): inputs of the
-    same shape from second_call_seed, with their own checker."""
-    from .inputs import make_inputs, second_call_seed
-    from .pipeline import SECOND_CALL, OtherShape
-
-    inputs = make_inputs(params, second_call_seed(seed), device)
-    return OtherShape(SECOND_CALL, inputs.args(), case_checker(params, inputs, slack))
-
-
 def reference_checker(ref, shape, dtype) -> Callable:
     """A side-checker against a given inputs.Reference, without parity (triage's plain matmul)."""
     from .inputs import compare

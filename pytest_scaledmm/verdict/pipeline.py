@@ -187,6 +187,16 @@ class OtherShape:
     check: Callable
 
 
+def second_call(params, seed: int, device: str, slack: float):
+    """The case's serving-loop call (pipeline.eager_compile_check's `second_call`): inputs of the
+    same shape from second_call_seed, with their own checker."""
+    from .inputs import make_inputs, second_call_seed
+    from .oracle import case_checker
+
+    inputs = make_inputs(params, second_call_seed(seed), device)
+    return OtherShape(SECOND_CALL, inputs.args(), case_checker(params, inputs, slack))
+
+
 def varying_dims(args: tuple, other: tuple) -> list:
     """Per argument, the dims whose size differs between two shapes of one case: what M
     sets (the activation's rows, a row-wise scale's), and what a dynamic-M runner marks."""
@@ -443,30 +453,41 @@ def _worse(check: Optional[dict], second: Optional[dict]) -> Optional[dict]:
 def _serving_call(call: Callable, first_given: tuple, first_raw, first_kept, second: "PristineInputs",
                   spec: OtherShape, device: str, caught: Callable, side: str, held: bool, compare: Callable,
                   fresh: Optional[Callable] = None) -> Optional[dict]:
-    """One side's second call with other inputs (eager_compile_check's `second_call`): its failed
-    check, or None. `first_given` are the first call's copies (for storage sharing); `compare`
-    records what the call changed in its inputs; `fresh` makes the copies (marking dims)."""
+    """One side's serving-loop calls after the first (eager_compile_check's `second_call`): the
+    second input set twice, so that a ring of two output buffers also hands the third caller the
+    first one's memory. Its failed check, or None. `first_given` are the first call's copies (for
+    storage sharing); `compare` records what a call changed in its inputs; `fresh` makes the
+    copies (marking dims)."""
     from .oracle import guarded
 
-    given = fresh(second) if fresh else second.fresh()
-    raised = False
-    try:
-        raw = call(*given)
-        sync(device)
-    except BaseException as exc:
-        error = caught(exc, side, "runtime")
-        raised = True
-        compare(given, raised)
-        return {"ok": False, "ratio": math.inf, "problem": f"{SECOND_CALL} with other inputs raised {error.type}"}
-    compare(given, raised)
-    try:
-        problem = serving_loop_problem(first_raw, first_kept, first_given, raw, given, second.names, held)
-    except Exception as exc:  # the first output cannot be read back after the second call
-        problem = f"first output unreadable after the second call ({type(exc).__name__})"
-    if problem:
-        return {"ok": False, "ratio": math.inf, "problem": problem}
-    found = guarded(spec.check, True, _clone(raw), None, device)[0]
-    return _second_check(found)
+    earlier = [first_raw]
+    for _ in range(SERVING_CALLS - 1):
+        given = fresh(second) if fresh else second.fresh()
+        try:
+            raw = call(*given)
+            sync(device)
+        except BaseException as exc:
+            error = caught(exc, side, "runtime")
+            compare(given, True)
+            return {"ok": False, "ratio": math.inf, "problem": f"{SECOND_CALL} with other inputs raised {error.type}"}
+        compare(given, False)
+        try:
+            problem = serving_loop_problem(first_raw, first_kept, first_given, raw, given, second.names, held)
+            if problem is None and held and _storage_key(raw) is not None:
+                if any(_storage_key(raw) == _storage_key(out) for out in earlier[1:]):
+                    problem = "output shares storage with the previous call's output"
+        except Exception as exc:  # the first output cannot be read back after a later call
+            problem = f"first output unreadable after the second call ({type(exc).__name__})"
+        if problem:
+            return {"ok": False, "ratio": math.inf, "problem": problem}
+        found = _second_check(guarded(spec.check, True, _clone(raw), None, device)[0])
+        if found:
+            return found
+        earlier.append(raw)
+    return None
+
+
+SERVING_CALLS = 3  # the first call, then the second input set twice
 
 
 def holds_outputs(settings: Mapping[str, Any]) -> bool:

@@ -29,6 +29,7 @@ REGIMES = ("standard", "full_range", "real_scales", "near_limit", "cancelling")
 STANDARD = "standard"
 # Largest finite value of each operand dtype (what a quantiser maps amax to).
 QMAX = {"e4m3fn": 448.0, "e5m2": 57344.0, "e4m3fnuz": 240.0, "e5m2fnuz": 57344.0, "int8": 127.0}
+FP8_DTYPES = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz", "e5m2fnuz": "float8_e5m2fnuz"}
 OUTLIER_FACTOR = 100.0  # LLM activation outlier channels, against the median channel
 TINY_SCALE = 2.0**-20  # scale_b multiplier of real_scales: every element below 2^-14
 LARGE_SCALE = 2.0**16  # scale_a multiplier of real_scales: every element above 2^10
@@ -73,8 +74,6 @@ def quantise(x, dtype_name: str, block: tuple, whole, generator):
     neighbourhood (fp8) or -128 (int8), so every full-range tensor holds both ends."""
     import torch
 
-    from .inputs import torch_dtype
-
     qmax = QMAX[dtype_name]
     amax = _block_amax(x, block, whole)
     grid = torch.where(amax > 0, amax / qmax, torch.ones_like(amax)).to(torch.float32)
@@ -86,7 +85,7 @@ def quantise(x, dtype_name: str, block: tuple, whole, generator):
             picks = torch.randint(0, q.numel(), (max(1, q.numel() // 64),), generator=generator)
             q.view(-1)[picks] = -128.0
         return q.to(torch.int8), grid
-    dtype = torch_dtype(dtype_name)
+    dtype = getattr(torch, FP8_DTYPES[dtype_name])
     q = scaled.clamp(-qmax, qmax)
     if q.numel():
         subnormal = torch.finfo(dtype).smallest_normal / 2
@@ -111,6 +110,13 @@ def full_range_operands(params: Mapping[str, Any], generator):
     w = torch.randn(n, k, generator=generator, dtype=torch.float64) * 0.05
     form_a, form_b = scale_form(params["scale_a"]), scale_form(params["scale_b"])
     a, grid_a = quantise(x, params["dtype_a"], form_a.block("a"), WHOLE, generator)
+    if m >= 2 and k and params["dtype_a"] != "int8":
+        # One token of subnormals only (the row with the smallest amax, so each block keeps its
+        # maximum): a kernel that flushes subnormal operands zeroes that output row.
+        row = int(x.abs().amax(dim=1).argmin())
+        subnormal = torch.finfo(a.dtype).smallest_normal / 2
+        signs = torch.randint(0, 2, (k,), generator=generator).float() * 2 - 1
+        a[row] = (signs * subnormal).to(a.dtype)
     # b's blocks are over (K x N): quantise its transpose with the block transposed.
     block_b = form_b.block("b")
     bt, grid_bt = quantise(w, params["dtype_b"], (block_b[1], block_b[0]), WHOLE, generator)
@@ -131,24 +137,42 @@ def real_scale_factors(grid_a, grid_b, generator):
     return LARGE_SCALE * spread(grid_a), TINY_SCALE * spread(grid_b)
 
 
+CANCEL_BLOCK = 128  # partners stay inside one block of K, where every scale form has one scale
+
+
+def _partners(k: int):
+    """(first, second) indices along K that cancel: inside each block of CANCEL_BLOCK, element i
+    of its first half with element i of its second half, so that a partial sum holds the large
+    terms long before their partners cancel them (a chunked low-precision sum shows)."""
+    import torch
+
+    firsts, seconds = [], []
+    for start in range(0, k, CANCEL_BLOCK):
+        width = min(CANCEL_BLOCK, k - start)
+        half = width // 2
+        firsts.append(torch.arange(start, start + half))
+        seconds.append(torch.arange(start + half, start + 2 * half))
+    return torch.cat(firsts), torch.cat(seconds)
+
+
 def cancel(a, b, generator):
-    """a (M x K) and b (K x N) whose K products cancel in pairs: column 2i+1 of a repeats column
-    2i and row 2i+1 of b negates row 2i, for CANCEL_SHARE of the pairs; the other pairs keep
-    7/8 of a's value, so a small residual is left. Pairs never straddle a scale block (blocks
-    along K have even sizes)."""
+    """a (M x K) and b (K x N) whose K products cancel in pairs: a's partner column repeats the
+    first's and b's partner row negates the first's, for CANCEL_SHARE of the pairs; the other
+    pairs keep 7/8 of a's value, so a small residual is left. Partners are half a block apart
+    and never straddle a scale block (_partners)."""
     import torch
 
     k = a.shape[1]
-    pairs = k // 2
-    if not pairs:
+    if k < 2:
         return a, b
+    first, second = _partners(k)
+    pairs = first.numel()
     af = a.to(torch.float32)
     bf = b.to(torch.float32)
     cancelled = torch.rand(pairs, generator=generator) < CANCEL_SHARE
-    even = torch.arange(pairs) * 2
     keep = torch.where(cancelled, torch.ones(pairs), torch.full((pairs,), 0.875))
-    af[:, even + 1] = af[:, even] * keep
-    bf[even + 1, :] = -bf[even, :]
+    af[:, second] = af[:, first] * keep
+    bf[second, :] = -bf[first, :]
     if a.dtype == torch.int8:
         return af.round().clamp(-127, 127).to(torch.int8), bf.round().clamp(-127, 127).to(torch.int8).t().contiguous().t()
     return af.to(a.dtype), bf.to(b.dtype).t().contiguous().t()
