@@ -237,6 +237,7 @@ def test_a_repro_script_imports_the_kernel_as_the_run_did(pytester, clean_path, 
     assert done.returncode == 10, done.stdout + done.stderr
     assert str(project) in script.read_text() and str(project / "buggy") in script.read_text()
 
-    assert main(["repro", str(project / "r.json"), "--out", str(project / "later")]) == 0
+    assert main(["repro", str(project / "r.json"), "--out", str(project / "later"),
+                 "--matrix", str(project / "buggy" / "matrix.yaml")]) == 0
     done = _run_repro_from_root(next((project / "later").glob("repro_*.py")))
     assert done.returncode == 10, done.stdout + done.stderr

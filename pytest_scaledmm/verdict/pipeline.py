@@ -569,7 +569,7 @@ def eager_compile_check(
                 unreadable.append(exc)
 
     second_pristine = PristineInputs(second_call.args, pristine.names) if second_call is not None else None
-    seconds: dict = {}  # side -> the second call's failed check, or None
+    later_calls: dict = {}  # side -> the serving loop's failed check after the first call, or None
     given = pristine.fresh()
     start = time.perf_counter()
     eager_raw = None
@@ -582,7 +582,7 @@ def eager_compile_check(
     timing["eager_s"] = time.perf_counter() - start
     compare(given, "eager", eager_error is not None)
     if second_pristine is not None and eager_error is None:
-        seconds["eager"] = _serving_call(fn, given, eager_raw, eager_out, second_pristine, second_call, device,
+        later_calls["eager"] = _serving_call(fn, given, eager_raw, eager_out, second_pristine, second_call, device,
                                          caught, "eager", True, lambda g, raised: compare(g, "eager", raised, second_pristine))
     del given, eager_raw
 
@@ -626,7 +626,7 @@ def eager_compile_check(
             if second_pristine is not None:
                 start = time.perf_counter()
                 try:
-                    seconds["compiled"] = _serving_call(
+                    later_calls["compiled"] = _serving_call(
                         compiled.fn, given, first_raw, first, second_pristine, second_call, device, caught, "compiled",
                         holds_outputs(settings), lambda g, raised: (fresh_source(second_pristine), compare_compiled(g, raised)),
                         fresh)
@@ -669,7 +669,7 @@ def eager_compile_check(
     if unreadable:
         raise unreadable[0]
     eager_check, compiled_check = guarded(check, eager_error is None, eager_out, compiled_outs, device)
-    eager_check, compiled_check = _worse(eager_check, seconds.get("eager")), _worse(compiled_check, seconds.get("compiled"))
+    eager_check, compiled_check = _worse(eager_check, later_calls.get("eager")), _worse(compiled_check, later_calls.get("compiled"))
     result = classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check, kernel, params)
     if any(changed.values()):
         result = changed_inputs_outcome(changed, result)
