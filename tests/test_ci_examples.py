@@ -374,7 +374,7 @@ def test_the_gitlab_pipeline_bootstraps_its_baseline_then_gates(tmp_path):
     third = GitlabPipeline(tmp_path, "third", pipeline, ref="main", kernel="regressed", main=main)
     before = (main / gate_job / "publish" / f"{RUNNER}.json").read_bytes()
     proc = third.run(env)
-    assert proc.returncode == 1 and "gate FAILED" in proc.stderr, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert proc.returncode == 1 and "gate FAILED" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (main / gate_job / "publish" / f"{RUNNER}.json").read_bytes() == before
 
 

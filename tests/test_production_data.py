@@ -143,10 +143,11 @@ def test_full_range_operands_reach_the_dtype_maximum_with_exact_references():
             continue
         inputs = make_inputs(params, 7, "cpu")
         values = inputs.a.float()
-        top = values.abs().max().item()
-        assert top == QMAX[params["dtype_a"]], (case.id, top)
         if params["dtype_a"] == "int8":
-            assert values.min().item() == -128
+            # Symmetric at 127 on the amax's side, -128 reached as clipped schemes do.
+            assert values.min().item() == -128 and bool((values.abs() == 127).any()), case.id
+        else:
+            assert values.abs().max().item() == QMAX[params["dtype_a"]], case.id
         seen.add(params["dtype_a"])
         ref = reference(params, inputs)
         assert torch.isfinite(ref.value).all() and (ref.tolerance > 0).all()
@@ -158,7 +159,8 @@ def test_near_limit_outputs_stay_representable_and_close_to_the_limit():
 
     for case in _default_cases():
         params = case.params
-        if params.get("value_regime") != "near_limit" or params["out_dtype"] != "fp16" or not params["m"] * params["n"]:
+        if (params.get("value_regime") != "near_limit" or params["out_dtype"] != "fp16" or params["purpose"] != "valid"
+                or not params["m"] * params["n"]):
             continue
         ref = reference(params, make_inputs(params, 3, "cpu"))
         peak = ref.value.abs().max().item()
@@ -174,7 +176,7 @@ def test_real_scales_are_tiny_and_large_and_span_decades():
         inputs = make_inputs(params, 5, "cpu")
         assert inputs.scale_b.abs().max().item() < 2**-14, case.id
         assert inputs.scale_a.abs().min().item() > 2**10, case.id
-        if inputs.scale_b.numel() > 1:
+        if inputs.scale_b.numel() > 1 and params.get("scale_layout") != "expanded":  # expanded: one value
             spread = inputs.scale_b.abs().max().item() / inputs.scale_b.abs().min().item()
             assert spread > 100, (case.id, spread)
 
@@ -182,7 +184,8 @@ def test_real_scales_are_tiny_and_large_and_span_decades():
 def test_cancelling_sums_are_near_zero_against_their_terms():
     for case in _default_cases():
         params = case.params
-        if params.get("value_regime") != "cancelling" or params.get("bias") or params["k"] < 64 or not params["m"] * params["n"]:
+        if (params.get("value_regime") != "cancelling" or params.get("bias") or params["k"] < 64 or params["purpose"] != "valid"
+                or not params["m"] * params["n"]):
             continue
         from pytest_scaledmm.verdict.inputs import bound_terms, dequantised
 

@@ -474,7 +474,8 @@ def _top_up(space: KernelSpace, rows: list[dict], values: dict) -> list[dict]:
     stop before it has them all)."""
     added = []
     seen_pair_mode = {(r["scale_a"], r["scale_b"], r["mode"]) for r in rows}
-    seen_form_class = {(side, r[f"scale_{side}"], r[f"{dim}_class"]) for r in rows for side in "ab" for dim in DIMS}
+    seen_form_class = {(side, r[f"scale_{side}"], r[f"{dim}_class"]) for r in rows for side in "ab" for dim in DIMS
+                       if r.get("scale_layout") != "expanded"}
     wanted = [{"scale_a": a, "scale_b": b, "mode": mode} for a, b in space.possible_pairs() for mode in values["mode"]
               if (a, b, mode) not in seen_pair_mode]
     wanted += [{f"scale_{side}": form, f"{cls[0]}_class": cls} for side, form, cls in space.possible_form_classes()
@@ -489,7 +490,9 @@ def _top_up(space: KernelSpace, rows: list[dict], values: dict) -> list[dict]:
 def _targets(row: Mapping) -> set:
     """What a row covers of the pairs the summary reports: scale pair x mode, scale form x class."""
     found = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
-    found |= {("form", side, row[f"scale_{side}"], row[f"{dim}_class"]) for side in "ab" for dim in DIMS}
+    # An expanded scale is one value broadcast: its form's blocks are not exercised.
+    if row.get("scale_layout") != "expanded":
+        found |= {("form", side, row[f"scale_{side}"], row[f"{dim}_class"]) for side in "ab" for dim in DIMS}
     # Production data: each value regime with each operand dtype and output dtype (a regime
     # bites on the range of one), each operand layout.
     if "value_regime" in row:

@@ -273,6 +273,8 @@ def _operands_and_scales(params: Mapping[str, Any], generator) -> tuple:
     if regime == "real_scales":
         grid_a, grid_b = (_grid_of(s, params[f"scale_{side}"], side, m, k, n) for s, side in ((scale_a, "a"), (scale_b, "b")))
         factor_a, factor_b = real_scale_factors(grid_a, grid_b, generator)
+        if params["dtype_a"] == "int8":
+            factor_a = factor_a * 127  # its scales were divided by 127 above: large means above 2^10 still
         scale_a = _scale_tensor(params["scale_a"], "a", m, k, n, generator, grid_a * factor_a)
         scale_b = _scale_tensor(params["scale_b"], "b", m, k, n, generator, grid_b * factor_b)
     return a, b, scale_a, scale_b
@@ -310,7 +312,11 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         # the headroom of the output dtype.
         peak = _peak(a, b, scale_a, scale_b, params)
         if peak > OUT_HEADROOM[params["out_dtype"]]:
-            scale_a = scale_a * power_of_two_at_most(OUT_HEADROOM[params["out_dtype"]] / peak)
+            factor = power_of_two_at_most(OUT_HEADROOM[params["out_dtype"]] / peak)
+            if regime == "real_scales":  # scale_b only gets tinier; scale_a stays above 2^10
+                scale_b = scale_b * factor
+            else:
+                scale_a = scale_a * factor
     if fp8_out and regime != "near_limit":
         scale_a = scale_a * _fp8_out_shrink(a, b, scale_a, scale_b, params)
     bias = None

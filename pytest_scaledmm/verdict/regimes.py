@@ -33,7 +33,7 @@ FP8_DTYPES = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "flo
 OUTLIER_FACTOR = 100.0  # LLM activation outlier channels, against the median channel
 TINY_SCALE = 2.0**-20  # scale_b multiplier of real_scales: every element below 2^-14
 LARGE_SCALE = 2.0**16  # scale_a multiplier of real_scales: every element above 2^10
-DECADES = 2.0  # per-element spread of a multi-element scale: 10^[-2, 2]
+DECADES = 2.0  # per-element spread of a multi-element scale: 2 * DECADES decades
 # Output peaks near_limit aims at (the largest |value| lands in (target/2, target]).
 NEAR_LIMIT_TARGET = {"fp16": 60000.0, "bf16": 2.0**64, "fp32": 2.0**64, "e4m3fn": 336.0}
 # Any regime keeps outputs this far below the output dtype's largest value (near_limit aside).
@@ -125,16 +125,18 @@ def full_range_operands(params: Mapping[str, Any], generator):
 
 def real_scale_factors(grid_a, grid_b, generator):
     """Multipliers of real_scales for the scale grids (float32 tensors, one element per block):
-    scale_a large, scale_b tiny, a multi-element scale spread over four decades."""
+    scale_a large and spread upwards, scale_b tiny and spread downwards, so every element of
+    scale_a stays above 2^10 and every one of scale_b below 2^-14; a multi-element scale spans
+    four decades."""
     import torch
 
-    def spread(grid):
+    def spread(grid, sign):
         if grid.numel() <= 1:
             return torch.ones_like(grid)
-        exponents = (torch.rand(grid.shape, generator=generator) * 2 - 1) * DECADES
+        exponents = torch.rand(grid.shape, generator=generator) * 2 * DECADES * sign
         return torch.pow(10.0, exponents).float()
 
-    return LARGE_SCALE * spread(grid_a), TINY_SCALE * spread(grid_b)
+    return LARGE_SCALE * spread(grid_a, 1), TINY_SCALE * spread(grid_b, -1)
 
 
 CANCEL_BLOCK = 128  # partners stay inside one block of K, where every scale form has one scale
