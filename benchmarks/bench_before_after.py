@@ -36,7 +36,12 @@ def run(root: Path, profile: str, workers: int) -> dict:
         raise SystemExit(f"no report from {root}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
     data = json.loads(report.read_text())
     checked = data.get("coverage", {}).get("cases", {}).get("reference_checked_valid")
-    return {"wall": wall, "cases": len(data["cases"]), "checked": checked, "exit": done.returncode}
+    outcomes: dict = {}
+    for case in data["cases"]:
+        outcomes[case["outcome"]] = outcomes.get(case["outcome"], 0) + 1
+    return {"wall": wall, "cases": len(data["cases"]), "checked": checked, "exit": done.returncode,
+            "outcomes": dict(sorted(outcomes.items(), key=lambda item: -item[1])),
+            "production": data.get("coverage", {}).get("production")}
 
 
 def main(argv=None) -> int:
@@ -58,6 +63,9 @@ def main(argv=None) -> int:
     for label, figures in (("before " + args.before, before), ("after (this checkout)", after)):
         print(f"  {label:24} {figures['cases']:5d} cases, {figures['checked']} reference-checked valid, "
               f"{figures['wall']:7.1f} s, {figures['cases'] / figures['wall']:.2f} cases/s, exit {figures['exit']}")
+        print(f"    outcomes: {figures['outcomes']}")
+        if figures["production"]:
+            print(f"    production data: {json.dumps(figures['production'])}")
     print(f"  wall after / before: {after['wall'] / before['wall']:.2f}")
     return 0
 
