@@ -62,7 +62,8 @@ def planted_run(tmp_path_factory):
     import sys
 
     folder = tmp_path_factory.mktemp("planted-production")
-    shutil.copy(TESTS / "planted_production_kernels.py", folder)
+    for module in ("planted_production_kernels.py", "planted_kernels.py"):
+        shutil.copy(TESTS / module, folder)
     (folder / "matrix.yaml").write_text(shipped_default_matrix(["aten_scaled_mm", *planted_entries()], CASES_PER_KERNEL))
     report = folder / "report.json"
     done = subprocess.run(

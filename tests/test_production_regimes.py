@@ -111,7 +111,8 @@ def ring2(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False)
 def test_a_kernel_with_two_output_buffers_in_turn_fails_the_serving_loop(tmp_path):
     """Two preallocated buffers used in turn: the third call of the serving loop overwrites the
     first output."""
-    (tmp_path / "planted_production_kernels.py").write_text((TESTS / "planted_production_kernels.py").read_text())
+    for module in ("planted_production_kernels.py", "planted_kernels.py"):
+        (tmp_path / module).write_text((TESTS / module).read_text())
     (tmp_path / "ring.py").write_text(RING)
     (tmp_path / "matrix.yaml").write_text(textwrap.dedent("""\
         version: 1

@@ -280,14 +280,20 @@ def _operands_and_scales(params: Mapping[str, Any], generator) -> tuple:
     return a, b, scale_a, scale_b
 
 
+def _dequantised_draw(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> tuple:
+    """(A M x K, B K x N) in float64 of operands and scales still being drawn (dequantised()
+    reads a finished CaseInputs)."""
+    m, k, n = params["m"], params["k"], params["n"]
+    return (operand_values(a) * _expand_scale(scale_a, params["scale_a"], "a", m, k),
+            operand_values(b) * _expand_scale(scale_b, params["scale_b"], "b", k, n))
+
+
 def _peak(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
     """An upper bound of every |output| before bias: max of (|A| @ |B|) of the dequantised operands."""
-    m, k, n = params["m"], params["k"], params["n"]
-    if not (m and k and n):
+    if not (params["m"] and params["k"] and params["n"]):
         return 0.0
-    big_a = operand_values(a).abs() * _expand_scale(scale_a, params["scale_a"], "a", m, k).abs()
-    big_b = operand_values(b).abs() * _expand_scale(scale_b, params["scale_b"], "b", k, n).abs()
-    return float((big_a @ big_b).max())
+    big_a, big_b = _dequantised_draw(a, b, scale_a, scale_b, params)
+    return float((big_a.abs() @ big_b.abs()).max())
 
 
 def second_call_seed(seed: int) -> int:
@@ -369,25 +375,19 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
 def _output_spread(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
     """The rms of the exact product's elements, estimated from the dequantised operands' rms:
     a bias on the output's scale."""
-    m, k, n = params["m"], params["k"], params["n"]
-    if not (m and k and n):
+    if not (params["m"] and params["k"] and params["n"]):
         return 1.0
-    big_a = operand_values(a) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
-    big_b = operand_values(b) * _expand_scale(scale_b, params["scale_b"], "b", k, n)
-    spread = float(big_a.pow(2).mean().sqrt() * big_b.pow(2).mean().sqrt()) * math.sqrt(k)
+    big_a, big_b = _dequantised_draw(a, b, scale_a, scale_b, params)
+    spread = float(big_a.pow(2).mean().sqrt() * big_b.pow(2).mean().sqrt()) * math.sqrt(params["k"])
     return spread if math.isfinite(spread) and spread > 0 else 1.0
 
 
 def _near_limit(a, b, scale_a, scale_b, bias, params: Mapping[str, Any]):
     """(scale_a, bias) times one power of two that puts the largest exact |output| (bias
     included, scale_result applied) in (target/2, target] of NEAR_LIMIT_TARGET."""
-    import torch
-
-    m, k, n = params["m"], params["k"], params["n"]
-    if not (m and n):
+    if not (params["m"] and params["n"]):
         return scale_a, bias
-    big_a = operand_values(a) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
-    big_b = operand_values(b) * _expand_scale(scale_b, params["scale_b"], "b", k, n)
+    big_a, big_b = _dequantised_draw(a, b, scale_a, scale_b, params)
     value = big_a @ big_b
     if bias is not None:
         value = value + bias.double()
