@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Optional, Sequence, Union
 
 from . import __version__
-from .plugin.options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, ALLOW_WORSE, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
+from .plugin.options import ALLOW_CAPABILITY_LOSS, ALLOW_LOOSER_SLACK, ALLOW_MISSING, ALLOW_WORSE, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -264,6 +264,7 @@ def compare_command(args) -> int:
         shared(ALLOW_MISSING, "compare a partial run: an incomplete report and missing baseline cases are notes, not failures"),
         shared(ALLOW_CAPABILITY_LOSS, "accept cases that ran in the baseline and are UNSUPPORTED or SKIPPED now"),
         shared(ALLOW_WORSE, "accept cases that fail the same way as in the baseline but by much more"),
+        shared(ALLOW_LOOSER_SLACK, "accept a kernel whose own tolerance slack is larger than in the baseline"),
         Arg("--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"),
     ],
 )
@@ -282,6 +283,7 @@ def gate_command(args) -> int:
         allow_missing=args.scaledmm_allow_missing,
         allow_capability_loss=args.scaledmm_allow_capability_loss,
         allow_worse=args.scaledmm_allow_worse,
+        allow_looser_slack=args.scaledmm_allow_looser_slack,
     )
     from .reports.render import md_escape
 

@@ -16,7 +16,6 @@ from typing import Callable, Mapping, Optional
 from ..verdict import outcome as oc
 from ..matrix.cases import Case, input_seed
 from ..matrix.compile_modes import compile_mode, compile_settings
-from ..matrix.kernels import call_keywords
 from ..verdict.outcome import Outcome
 from ..matrix.spec import KernelSpec
 
@@ -75,6 +74,10 @@ def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
     if row.marks_m and case["m"] < 2:
         return f"mode {case['mode']} needs M >= 2: Dynamo specialises sizes 0 and 1 whatever is marked"
     fn = ctx.kernels.get(case["kernel"])
+    if kernel.contract != "call":
+        from ..matrix.kernels import prepare_callable
+
+        fn = prepare_callable(kernel) if kernel.contract == "prepare" else fn
     if case.params.get("use_fast_accum") and fn is not None and not accepts_keyword(fn, "use_fast_accum"):
         return f"kernel {kernel.name} has no use_fast_accum parameter: it cannot be asked for fast accumulation"
     return None
@@ -134,33 +137,33 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
 
     params = case.params
     seed = input_seed(ctx.run_seed, case.id)
-    inputs = make_inputs(params, seed, ctx.device)
+    spec = ctx.kernel_specs[case["kernel"]]
     kernel = ctx.kernels[case["kernel"]]
-    out_dtype, fast = inputs.out_dtype, inputs.use_fast_accum
-    # Only the keywords the kernel's signature takes (kernels.py: the kernel contract).
-    keywords = call_keywords(kernel, None, out_dtype, fast)
-    keywords.pop("bias")
-
-    extra_names = tuple(inputs.extras)  # offs, scale_result: tensors passed by keyword after bias
-
-    def scaled_mm_case(a, b, scale_a, scale_b, bias, *extra):
-        return kernel(a, b, scale_a, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
-
+    slack = ctx.slack * (spec.slack or 1.0)
     row = compile_mode(params["mode"])
     saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()
     try:
+        inputs = make_inputs(params, seed, ctx.device)
+        try:
+            call = _case_call(spec, kernel, inputs, params)
+        except Exception as exc:
+            # The prepare step or module factory raised: neither side can run, alike.
+            return _build_failed(exc, spec, params)
         # In the isolated child a KeyboardInterrupt can only come from the kernel: a CRASH.
         sides = eager_compile_check(
-            scaled_mm_case, inputs.args(), compile_settings(params["mode"], ctx.max_autotune_configs), ctx.device,
-            case_checker(params, inputs, ctx.slack), ctx.kernel_specs.get(case["kernel"]), params,
+            call.fn, call.args, compile_settings(params["mode"], ctx.max_autotune_configs), ctx.device,
+            case_checker(params, inputs, slack), spec, params,
             interrupts=not ctx.in_child, runner=row.runner,
-            other_shapes=_other_shapes(case, ctx) if row.marks_m else (),
-            second_call=second_call(params, seed, ctx.device, ctx.slack),
+            other_shapes=_other_shapes(case, ctx, spec, kernel, inputs, call, slack) if row.marks_m else (),
+            second_call=_second_call(spec, kernel, inputs, params, seed, ctx.device, slack, call),
+            names=call.names,
         )
     finally:
         _restore_dynamo_config(saved_config)
         _restore_stance(saved_stance)
     result = sides.outcome
+    if spec.slack:
+        result.extra["kernel_slack"] = {"slack": spec.slack, "reason": spec.slack_reason}
     if result.outcome != oc.CRASH and result.eager_error is None:
         result = _with_opcheck(result, case, ctx, kernel, inputs)
     return result
@@ -176,9 +179,44 @@ def other_m_sizes(case_id: str, m: int, run_seed: int) -> list:
             for f in OTHER_M_FACTORS]
 
 
-def _other_shapes(case: Case, ctx: RunContext) -> list:
+def _case_call(spec: KernelSpec, kernel, inputs, params, built=None):
+    from ..matrix.kernels import kernel_accepts_fast_accum, prepare_callable
+    from ..verdict.contracts import case_call
+
+    return case_call(kernel, inputs, contract=spec.contract, prepare=prepare_callable(spec),
+                     dynamic=params.get("activation") == "dynamic", forms=(params["scale_a"], params["scale_b"]),
+                     use_fast_accum_keyword=kernel_accepts_fast_accum(spec), built=built)
+
+
+def _build_failed(exc: Exception, spec: KernelSpec, params) -> Outcome:
+    """Judged as a refusal on both sides (classify): outside the kernel's declaration it is
+    UNSUPPORTED, inside it the kernel's own failure."""
+    from ..verdict.classify import classify
+    from ..verdict.outcome import describe_exception
+
+    error = describe_exception(exc, "eager")
+    result = classify(error, describe_exception(exc, "eager"), 0, None, None, spec, params)
+    what = "module factory" if spec.contract == "module" else "prepare step"
+    result.detail = f"the kernel's {what} raised before any call; {result.detail}"
+    result.eager_error = result.compiled_error = error
+    return result
+
+
+def _second_call(spec: KernelSpec, kernel, inputs, params, seed: int, device: str, slack: float, call):
+    """The serving loop's next call (contracts.serving_inputs), with its own checker."""
+    from ..verdict.contracts import serving_inputs
+    from ..verdict.oracle import case_checker
+    from ..verdict.pipeline import SECOND_CALL, OtherShape
+
+    other = serving_inputs(spec.contract, params, inputs, seed, device)
+    return OtherShape(SECOND_CALL, _case_call(spec, kernel, other, params, call.built).args,
+                      case_checker(params, other, slack))
+
+
+def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, call, slack: float) -> list:
     """The case at the other M values of a dynamic-M mode (other_m_sizes), each with its own
-    inputs and float64 reference."""
+    inputs and float64 reference; a kernel whose weights are built once keeps the first's."""
+    from ..verdict.contracts import with_weights_of
     from ..verdict.inputs import make_inputs
     from ..verdict.oracle import case_checker
     from ..verdict.pipeline import OtherShape
@@ -186,8 +224,9 @@ def _other_shapes(case: Case, ctx: RunContext) -> list:
     shapes = []
     for other in other_m_sizes(case.id, case["m"], ctx.run_seed):
         params = {**case.params, "m": other["m"]}
-        inputs = make_inputs(params, other["seed"], ctx.device)
-        shapes.append(OtherShape(other["label"], inputs.args(), case_checker(params, inputs, ctx.slack)))
+        inputs = with_weights_of(first, make_inputs(params, other["seed"], ctx.device), spec.contract)
+        args = _case_call(spec, kernel, inputs, params, call.built).args
+        shapes.append(OtherShape(other["label"], args, case_checker(params, inputs, slack)))
     return shapes
 
 

@@ -609,6 +609,19 @@ def _add_included(spec: Spec, cases: list[Case], seen: set) -> int:
     return added
 
 
+def kernel_case_params(kernel) -> dict:
+    """What a kernel's declaration adds to each of its cases' params (and so to their ids): its
+    accumulation, and a dynamic activation with its quantiser's divisor."""
+    found = {}
+    if kernel.accumulation:
+        found["accumulation"] = kernel.accumulation
+    if kernel.activation == "dynamic":
+        found["activation"] = "dynamic"
+        if kernel.activation_divisor:
+            found["activation_divisor"] = float(kernel.activation_divisor)
+    return found
+
+
 def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool) -> tuple[list[Case], dict]:
     """The cases of a profile that has `cases` (see generate_cases).
 
@@ -664,11 +677,10 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     seen: set[str] = set()
     chosen: dict[str, dict[str, list]] = {kernel.name: {"valid": [], "special": [], "boundary": []} for kernel in kernels}
 
-    accumulations = {kernel.name: kernel.accumulation for kernel in kernels if kernel.accumulation}
+    declared_params = {kernel.name: kernel_case_params(kernel) for kernel in kernels}
 
     def take(params, slot) -> bool:
-        if params["kernel"] in accumulations:
-            params = {**params, "accumulation": accumulations[params["kernel"]]}
+        params = {**params, **declared_params[params["kernel"]]}
         if excluded(params):
             return False
         cid = case_id(params)

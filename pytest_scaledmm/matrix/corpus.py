@@ -37,6 +37,7 @@ for _side in ("dtype_a", "dtype_b"):
 # The axes some kernels take (value regimes, layouts, grouped GEMM ...), and a declared accumulation.
 _VALUES.update({name: list(values) for name, (values, _, _) in KERNEL_AXES.items()})
 _VALUES["accumulation"] = list(ACCUMULATION)
+_VALUES["activation"] = ["dynamic"]
 
 CORPUS_SCHEMA = {
     "type": "object",
@@ -66,6 +67,7 @@ CORPUS_SCHEMA = {
                             # Why generation made the case (cases.py); a record's params carry it.
                             "purpose": {"enum": ["valid", "boundary", "special"]},
                             "expected_refusal": {"type": "string", "pattern": "^[a-z0-9_]{1,40}$"},
+                            "activation_divisor": {"type": "number", "exclusiveMinimum": 0},
                         },
                     },
                 },

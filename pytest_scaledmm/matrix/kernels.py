@@ -21,7 +21,7 @@ import inspect
 import os
 import sys
 from dataclasses import dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from ..verdict.scale_forms import RECIPE_CODES, SWIZZLE_CODES, recipe_pairs, recipes_of_shape
 from .spec import BUILTIN_KERNELS, KernelSpec, MatrixError
@@ -52,7 +52,7 @@ class Kernel:
     """
 
     name: str
-    fn: KernelFn
+    fn: Optional[KernelFn] = None
     family: str = "fp8"
     scale_forms: Optional[Sequence[str]] = None
     dtypes: Optional[Sequence[str]] = None
@@ -68,6 +68,20 @@ class Kernel:
     out_dtypes: Optional[Sequence[str]] = None
     bias_out_dtypes: Optional[Sequence[str]] = None
     accumulation: Optional[str] = None  # fp32, tensor-core or fast: the bound it is held to on a GPU
+    # Weights built once (verdict/contracts.py): `prepare(b, scale_b, bias=..., out_dtype=...)`
+    # returns the weight object `fn(a, scale_a, weight)` applies; or `module(b, scale_b, ...)`
+    # returns an nn.Module called as `module(a, scale_a)` and compiled as a module.
+    prepare: Optional[KernelFn] = None
+    module: Optional[KernelFn] = None
+    # "dynamic": the kernel takes the high-precision activation and quantises it itself.
+    activation: Optional[str] = None
+    activation_divisor: Optional[float] = None  # what its quantiser divides the amax by
+    slack: Optional[float] = None  # its own tolerance slack (>= 1), with slack_reason
+    slack_reason: Optional[str] = None
+    # [{"scale_pair": (form_a, form_b), "out_dtypes": [...], "bias": bool}]: per-pair constraints.
+    pair_rules: Optional[Sequence[Mapping]] = None
+    scale_layouts: Optional[Sequence[str]] = None  # the scale layouts it takes (contiguous, ...)
+    operand_layouts: Optional[Sequence[str]] = None  # the operand layouts it takes (dense, ...)
 
 
 def _first(out):
@@ -315,7 +329,12 @@ def unavailable_reason(kernel: KernelSpec) -> Optional[str]:
     """Why this torch cannot run a built-in kernel at all (a run-time skip), or None."""
     import torch
 
-    if kernel.impl is not None or kernel.fn is not None:
+    from .packs import pack_unavailable
+
+    missing = pack_unavailable(kernel.name) if kernel.fn is None else None
+    if missing:
+        return missing
+    if kernel.user_code:
         return None
     if kernel.name == "scaled_mm_v2" and not hasattr(torch.ops.aten, "_scaled_mm_v2"):
         return f"torch {torch.__version__} has no aten._scaled_mm_v2"
@@ -436,24 +455,41 @@ def call_keywords(fn, bias, out_dtype, use_fast_accum: bool) -> dict:
     return keywords
 
 
-def signature_problem(fn) -> Optional[str]:
-    """Why the harness cannot call `fn` as CALL, naming the parameter; None when it can."""
+def contract_call(spec: KernelSpec, part: str = "fn") -> tuple[tuple, tuple, str]:
+    """(positional names, required keywords, call text) of how the harness calls one part of a
+    kernel (verdict/contracts.py): `fn` (the kernel, or the apply step of a `prepare` kernel),
+    `prepare`, or `module` (the factory)."""
+    dynamic = spec.activation == "dynamic"
+    first = ("x",) if dynamic else ("a", "scale_a")
+    if part in ("prepare", "module"):
+        return ("b", "scale_b"), REQUIRED_KEYWORDS, f"{part}(b, scale_b, bias=..., out_dtype=...)"
+    if spec.contract == "prepare":
+        names = (*first, "weight")
+        return names, (), f"kernel({', '.join(names)})"
+    if dynamic:
+        return ("x", "b", "scale_b"), REQUIRED_KEYWORDS, "kernel(x, b, scale_b, bias=..., out_dtype=...)"
+    return POSITIONAL, REQUIRED_KEYWORDS, CALL
+
+
+def signature_problem(fn, positional_names: Sequence[str] = POSITIONAL, required=REQUIRED_KEYWORDS) -> Optional[str]:
+    """Why the harness cannot call `fn` with `positional_names` positionally and the `required`
+    keywords, naming the parameter; None when it can."""
     sig = _signature(fn)
     if sig is None:
         return None
     params = list(sig.parameters.values())
     kinds = {p.kind for p in params}
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    if inspect.Parameter.VAR_POSITIONAL not in kinds and len(positional) < len(POSITIONAL):
-        missing = POSITIONAL[len(positional)]
-        return f"has no parameter for {missing!r} (the harness passes a, b, scale_a, scale_b positionally)"
+    if inspect.Parameter.VAR_POSITIONAL not in kinds and len(positional) < len(positional_names):
+        missing = positional_names[len(positional)]
+        return f"has no parameter for {missing!r} (the harness passes {', '.join(positional_names)} positionally)"
     if inspect.Parameter.VAR_KEYWORD not in kinds:
-        for name in REQUIRED_KEYWORDS:
+        for name in required:
             if not accepts_keyword(fn, name):
                 return f"has no parameter {name!r} (the harness passes it by keyword)"
-    keywords = call_keywords(fn, None, None, False)
+    keywords = call_keywords(fn, None, None, False) if required else {}
     try:
-        sig.bind(*([None] * len(POSITIONAL)), **keywords)
+        sig.bind(*([None] * len(positional_names)), **keywords)
     except TypeError as exc:
         # e.g. a required parameter the harness does not know, or a keyword taken positionally
         named = [p.name for p in params if f"'{p.name}'" in str(exc)]
@@ -467,10 +503,13 @@ def kernel_callable(kernel: KernelSpec) -> Optional[KernelFn]:
     run reports that as a usage error in resolve_kernels)."""
     if kernel.fn is not None:
         return kernel.fn
-    if kernel.impl is None:
+    ref = kernel.module if kernel.contract == "module" else kernel.impl
+    if callable(ref):
+        return ref
+    if ref is None:
         return BUILTIN_IMPLS.get(kernel.name)
     try:
-        return load_impl(kernel.impl)
+        return load_impl(ref)
     except Exception:
         return None
 
@@ -478,9 +517,12 @@ def kernel_callable(kernel: KernelSpec) -> Optional[KernelFn]:
 def kernel_accepts_fast_accum(kernel: KernelSpec) -> bool:
     """Whether cases with use_fast_accum=True can be given to the kernel (a static fact of its
     signature, the same in every process)."""
-    if kernel.fn is None and kernel.impl is None:
+    if not kernel.user_code:
         return True  # every built-in takes it
-    fn = kernel_callable(kernel)
+    try:
+        fn = prepare_callable(kernel) if kernel.contract == "prepare" else kernel_callable(kernel)
+    except Exception:
+        fn = None
     return fn is None or accepts_keyword(fn, "use_fast_accum")
 
 
@@ -495,13 +537,29 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
     kernel, the hook and the kernel)."""
     resolved = {}
     for index, kernel in enumerate(kernels):
-        user_code = kernel.fn is not None or kernel.impl is not None
+        user_code = kernel.user_code
         if user_code and kernel.name in BUILTIN_IMPLS:
             # Case ids, baselines and the documented refusals all go by the name: user code
             # under a built-in's name would be compared and judged as the built-in.
             where = "pytest_scaledmm_kernels" if kernel.fn is not None else spec_path
             key = kernel.name if kernel.fn is not None else f"kernels[{index}].name"
             raise MatrixError(where, key, f"{kernel.name!r} is a built-in kernel's name; give your kernel a name of its own")
+        if kernel.contract == "module" or kernel.prepare is not None:
+            where, key = _where(spec_path, index, kernel)
+            parts = {"module": kernel.module} if kernel.contract == "module" else {"prepare": kernel.prepare, "fn": kernel.fn or kernel.impl}
+            for part, ref in parts.items():
+                part_key = key if kernel.fn is not None else f"{key}.{'impl' if part == 'fn' else part}"
+                try:
+                    loaded = ref if callable(ref) else load_impl(ref)
+                except Exception as exc:
+                    raise MatrixError(where, part_key, f"cannot load {ref!r}: {type(exc).__name__}: {exc}") from None
+                names, required, text = contract_call(kernel, part)
+                problem = signature_problem(loaded, names, required)
+                if problem:
+                    raise MatrixError(where, part_key, f"kernel {kernel.name!r} ({_describe(loaded)}) {problem}; the harness calls {text}")
+                if part != "prepare":
+                    resolved[kernel.name] = loaded
+            continue
         if kernel.fn is not None:  # declared through the pytest_scaledmm_kernels hook
             where, key = "pytest_scaledmm_kernels", kernel.name
             resolved[kernel.name] = kernel.fn
@@ -516,8 +574,22 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
                 resolved[kernel.name] = load_impl(kernel.impl)
             except Exception as exc:  # any import-time failure of user code is reported, not raised
                 raise MatrixError(where, key, f"cannot load {kernel.impl!r}: {type(exc).__name__}: {exc}") from None
-        problem = signature_problem(resolved[kernel.name])
+        names, required, text = contract_call(kernel)
+        problem = signature_problem(resolved[kernel.name], names, required)
         if problem:
             fn = resolved[kernel.name]
-            raise MatrixError(where, key, f"kernel {kernel.name!r} ({_describe(fn)}) {problem}; the harness calls {CALL}")
+            raise MatrixError(where, key, f"kernel {kernel.name!r} ({_describe(fn)}) {problem}; the harness calls {text}")
     return resolved
+
+
+def _where(spec_path, index: int, kernel: KernelSpec) -> tuple:
+    if kernel.fn is not None or callable(kernel.module) or callable(kernel.prepare):
+        return "pytest_scaledmm_kernels", kernel.name
+    return spec_path, f"kernels[{index}]"
+
+
+def prepare_callable(kernel: KernelSpec) -> Optional[KernelFn]:
+    """The prepare step of a `prepare` kernel (loaded by name, as resolve_kernels checked), or None."""
+    if kernel.prepare is None:
+        return None
+    return kernel.prepare if callable(kernel.prepare) else load_impl(kernel.prepare)

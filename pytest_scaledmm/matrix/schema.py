@@ -21,6 +21,9 @@ SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
 SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
 FAMILIES = ["fp8", "int8"]
 ACCUMULATION = ("fp32", "tensor-core", "fast")  # a kernel's declared fp8 accumulation
+# What a kernel takes for `a`: quantised data and its scale, or the high-precision activation it
+# quantises itself (verdict/contracts.py).
+ACTIVATIONS = ("quantized", "dynamic")
 # Rank of each scale form's tensor: mixed ranks are what Inductor's scaled-mm lowering trips on.
 SCALE_RANK = {form.id: form.rank for form in FORMS}
 ARCHS = ["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx90a", "gfx942", "gfx950"]
@@ -185,6 +188,8 @@ _MATCH = {
     "properties": {name: _MATCH_VALUE for name in ALL_AXES + ["arch"]},
 }
 
+_REFERENCE = {"type": "string", "pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"}
+
 _KERNEL = {
     "oneOf": [
         {"type": "string", "minLength": 1},
@@ -211,15 +216,47 @@ _KERNEL = {
                 # held to fp32 sums, tensor-core sums, or fast (unpromoted) ones.
                 "accumulation": {"enum": list(ACCUMULATION)},
                 **{key: {"type": "integer", "minimum": 1} for key in SHAPE_LIMITS},
+                # The weights-once contracts (verdict/contracts.py): `impl` applies what `prepare`
+                # built; `module` builds an nn.Module that is compiled as a module.
+                "prepare": _REFERENCE,
+                "module": _REFERENCE,
+                "activation": {"enum": list(ACTIVATIONS)},
+                "scale_layouts": _enum_list(SCALE_LAYOUTS),
+                "operand_layouts": _enum_list(list(OPERAND_LAYOUTS)),
+                # What its dynamic quantiser divides the amax by (the dtype's largest value unless
+                # told: torchao's symmetric int8 uses 127.5).
+                "activation_divisor": {"type": "number", "exclusiveMinimum": 0},
+                # A kernel's own tolerance slack, never below 1, with the reason it needs one.
+                "slack": {"type": "number", "minimum": 1, "maximum": 1e6},
+                "slack_reason": {"type": "string", "minLength": 3},
+                # Constraints of single scale pairs: output dtypes, whether a bias is taken.
+                "pair_rules": {
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "additionalProperties": False,
+                        "required": ["scale_pair"],
+                        "properties": {
+                            "scale_pair": {**_pair_list(SCALE_FORMS)["items"]},
+                            "out_dtypes": _enum_list(OUT_DTYPES),
+                            "bias": {"type": "boolean"},
+                        },
+                    },
+                },
             },
+            "dependentRequired": {"slack": ["slack_reason"], "slack_reason": ["slack"], "prepare": ["impl"],
+                                  "activation_divisor": ["activation"]},
+            "not": {"required": ["impl", "module"]},
         },
     ]
 }
 
 # What a pytest_scaledmm_kernels hook may declare besides the callable itself.
+# Its callables (fn, prepare, module) are checked by spec.kernel_from_declaration.
 KERNEL_DECLARATION_SCHEMA = {
-    **{k: v for k, v in _KERNEL["oneOf"][1].items() if k != "properties"},
-    "properties": {k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k != "impl"},
+    **{k: v for k, v in _KERNEL["oneOf"][1].items() if k not in ("properties", "dependentRequired", "not")},
+    "dependentRequired": {k: v for k, v in _KERNEL["oneOf"][1]["dependentRequired"].items() if k != "prepare"},
+    "properties": {k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k not in ("impl", "prepare", "module")},
 }
 
 # A profile has `cases` (with axes, kernels, strength), or is `profiles:`, the union of other

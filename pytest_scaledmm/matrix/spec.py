@@ -61,6 +61,28 @@ class KernelSpec:
     out_dtypes: tuple | None = None
     bias_out_dtypes: tuple | None = None
     accumulation: str | None = None  # schema.ACCUMULATION; None: by the case (use_fast_accum)
+    # The weights-once contracts (verdict/contracts.py): a `module:qualname` or, from a hook, the
+    # callable. `prepare` builds the weight object `impl`/`fn` applies; `module` builds a module.
+    prepare: Any = field(default=None, compare=False)
+    module: Any = field(default=None, compare=False)
+    activation: str | None = None  # schema.ACTIVATIONS; None: quantized
+    activation_divisor: float | None = None
+    slack: float | None = None  # the kernel's own tolerance slack, times the matrix's
+    slack_reason: str | None = None
+    # ((form_a, form_b), out_dtypes or None, bias or None) per constrained scale pair.
+    pair_rules: tuple | None = None
+    scale_layouts: tuple | None = None
+    operand_layouts: tuple | None = None
+
+    @property
+    def contract(self) -> str:
+        """How the harness calls it: `call` (one function), `prepare` or `module`."""
+        return "module" if self.module is not None else "prepare" if self.prepare is not None else "call"
+
+    @property
+    def user_code(self) -> bool:
+        """Declared by the user or a pack (code the harness imports), not a built-in."""
+        return self.fn is not None or self.impl is not None or self.module is not None
 
 
 @dataclass(frozen=True)
@@ -141,10 +163,12 @@ def _validate(path: Path, data: Any) -> None:
     raise MatrixError(path, key or "(top level)", message)
 
 
+_CONTRACT_FIELDS = ("activation", "activation_divisor", "slack", "slack_reason", "pair_rules", "scale_layouts",
+                    "operand_layouts")
 _DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch", *SHAPE_LIMITS, *SUPPORT_RULES,
-                    "accumulation")
+                    "accumulation", *_CONTRACT_FIELDS)
 # Left out of a declaration's digest when not declared, so that older declarations keep theirs.
-_OPTIONAL_FIELDS = (*SHAPE_LIMITS, *SUPPORT_RULES, "accumulation")
+_OPTIONAL_FIELDS = (*SHAPE_LIMITS, *SUPPORT_RULES, "accumulation", *_CONTRACT_FIELDS, "prepare", "module")
 
 
 def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) -> KernelSpec:
@@ -165,9 +189,17 @@ def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) 
     limits = {k: entry[k] for k in SHAPE_LIMITS if entry.get(k) is not None}
     rules = {k: tup(k) for k in ("out_dtypes", "bias_out_dtypes") if entry.get(k) is not None}
     rules.update({k: tuple(tuple(p) for p in entry[k]) for k in ("scale_pairs", "dtype_pairs") if entry.get(k) is not None})
+    pair_rules = entry.get("pair_rules")
+    if pair_rules is not None:
+        pair_rules = tuple((tuple(rule["scale_pair"]), tuple(rule["out_dtypes"]) if rule.get("out_dtypes") else None,
+                            rule.get("bias")) if isinstance(rule, Mapping) else tuple(rule) for rule in pair_rules)
+    if entry.get("activation") == "dynamic" and family == "int8" and entry.get("activation_divisor") is None:
+        entry = {**entry, "activation_divisor": 127.0}
+    contract = {k: entry.get(k) for k in ("prepare", "module", "activation", "activation_divisor", "slack", "slack_reason")}
+    contract.update({k: tup(k) for k in ("scale_layouts", "operand_layouts")})
     return KernelSpec(
         entry["name"], family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"), fn,
-        **limits, **rules, accumulation=entry.get("accumulation"),
+        **limits, **rules, accumulation=entry.get("accumulation"), pair_rules=pair_rules, **contract,
     )
 
 
@@ -182,17 +214,27 @@ def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, Kern
             raise MatrixError(path, f"{key}.name", f"kernel {name!r} is also declared by a pytest_scaledmm_kernels hook")
         # The matrix names a hook kernel; its own keys narrow the declaration.
         base = declared[name]
-        declared_fields = {k: getattr(base, k) for k in _DECLARED_FIELDS if getattr(base, k) is not None}
+        declared_fields = {k: getattr(base, k) for k in (*_DECLARED_FIELDS, "prepare", "module") if getattr(base, k) is not None}
+        if base.pair_rules is not None:
+            declared_fields["pair_rules"] = base.pair_rules
         entry = {**declared_fields, **entry}
         return _build_kernel(path, key, entry, fn=base.fn)
-    if impl is None and name not in BUILTIN_KERNELS:
-        known = ", ".join(sorted(BUILTIN_KERNELS))
-        raise MatrixError(path, key, f"unknown kernel {name!r}: give 'impl: module:function' or use one of {known}")
-    entry = {**BUILTIN_KERNELS.get(name, {}), **entry} if impl is None else entry
+    if impl is None and entry.get("module") is None and name not in BUILTIN_KERNELS:
+        from .packs import PACK_KERNELS
+
+        if name not in PACK_KERNELS:
+            known = ", ".join(sorted(BUILTIN_KERNELS) + sorted(PACK_KERNELS))
+            raise MatrixError(path, key, f"unknown kernel {name!r}: give 'impl: module:function' or use one of {known}")
+        if entry.get("prepare") is not None:
+            raise MatrixError(path, f"{key}.prepare", f"{name!r} is a packed kernel: its own code is not replaced")
+        entry = {**PACK_KERNELS[name], **entry}
+        impl = entry.get("impl")
+    entry = {**BUILTIN_KERNELS.get(name, {}), **entry} if impl is None and entry.get("module") is None else entry
     return _build_kernel(path, key, entry, impl=impl)
 
 
-def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn: Callable) -> KernelSpec:
+def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn: Optional[Callable],
+                            prepare: Optional[Callable] = None, module: Optional[Callable] = None) -> KernelSpec:
     """A kernel declared by a plugin hook, validated like a matrix entry; `where` names the hook
     and the plugin that returned it."""
     import jsonschema
@@ -201,6 +243,9 @@ def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn
     # Pairs may come as tuples; the schema's arrays are lists.
     entry = {k: ([list(p) if isinstance(p, tuple) else p for p in v] if k in ("scale_pairs", "dtype_pairs") and isinstance(v, (list, tuple)) else v)
              for k, v in dict(entry).items()}
+    if isinstance(entry.get("pair_rules"), (list, tuple)):
+        entry["pair_rules"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in rule.items()} if isinstance(rule, Mapping) else rule
+                               for rule in entry["pair_rules"]]
     error = jsonschema.exceptions.best_match(validator.iter_errors(entry))
     key = f"[{index}]"
     if error is not None:
@@ -208,16 +253,23 @@ def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn
         raise MatrixError(where, f"{key}.{path}" if path else key, error.message)
     if entry["name"] in BUILTIN_KERNELS:
         raise MatrixError(where, f"{key}.name", f"{entry['name']!r} is a built-in kernel; choose another name")
-    if not callable(fn):
+    for name, value in (("prepare", prepare), ("module", module)):
+        if value is not None and not callable(value):
+            raise MatrixError(where, f"{key}.{name}", f"{value!r} is not callable")
+    if module is not None and fn is not None:
+        raise MatrixError(where, f"{key}.module", "a module kernel has no fn: its module's forward is what runs")
+    if module is None and not callable(fn):
         raise MatrixError(where, f"{key}.fn", f"{fn!r} is not callable")
-    return _build_kernel(where, key, entry, fn=fn)
+    return _build_kernel(where, key, {**entry, "prepare": prepare, "module": module}, fn=fn)
 
 
 def _declaration_digest(kernel: KernelSpec) -> dict:
     # Shape limits and rules only when declared: a declaration without them keeps its digest.
     fields = {k: getattr(kernel, k) for k in ("name", *_DECLARED_FIELDS) if k not in _OPTIONAL_FIELDS or getattr(kernel, k) is not None}
-    fn = kernel.fn
-    fields["fn"] = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+    for name in ("fn", "prepare", "module"):
+        fn = getattr(kernel, name)
+        if name == "fn" or fn is not None:
+            fields[name] = fn if isinstance(fn, str) else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
     return fields
 
 

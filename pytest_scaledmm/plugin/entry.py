@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from ..verdict import outcome as oc
-from .options import ALLOW_CAPABILITY_LOSS, ALLOW_MISSING, ALLOW_WORSE, add_pytest_options
+from .options import ALLOW_CAPABILITY_LOSS, ALLOW_LOOSER_SLACK, ALLOW_MISSING, ALLOW_WORSE, add_pytest_options
 
 STATE_KEY = pytest.StashKey["MatrixSession"]()
 LOCK_KEY = pytest.StashKey["ReportLock"]()
@@ -804,8 +804,9 @@ class BaselineGate:
             allow_missing=settings.allow_missing,
             allow_capability_loss=settings.allow_capability_loss,
             allow_worse=settings.allow_worse,
+            allow_looser_slack=settings.allow_looser_slack,
             flags={"allow_missing": ALLOW_MISSING.flag, "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag,
-                   "allow_worse": ALLOW_WORSE.flag},
+                   "allow_worse": ALLOW_WORSE.flag, "allow_looser_slack": ALLOW_LOOSER_SLACK.flag},
         )
         if not self.result.passed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED

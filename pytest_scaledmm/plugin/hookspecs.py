@@ -57,8 +57,8 @@ def declared_kernels(config) -> list:
             if not isinstance(entry, dict):
                 raise MatrixError(where, f"[{index}]", f"not a Kernel or dict: {item!r}")
             entry = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry.items() if v is not None}
-            fn = entry.pop("fn", None)
-            kernel = kernel_from_declaration(where, index, entry, fn)
+            fn, prepare, module = (entry.pop(name, None) for name in ("fn", "prepare", "module"))
+            kernel = kernel_from_declaration(where, index, entry, fn, prepare, module)
             if kernel.name in seen:
                 raise MatrixError(where, f"[{index}].name", f"kernel {kernel.name!r} is also declared by {seen[kernel.name]}")
             seen[kernel.name] = where

@@ -124,6 +124,12 @@ ALLOW_WORSE = Option(
     " past 10x, off elements, rows or columns past 2x): a note instead of a failure",
     {"action": "store_true", "default": False},
 )
+ALLOW_LOOSER_SLACK = Option(
+    "--scaledmm-allow-looser-slack",
+    "let the gate accept a kernel whose own tolerance slack is larger than in the baseline (a note"
+    " naming the kernel, both slacks and the reason instead of a failure)",
+    {"action": "store_true", "default": False},
+)
 STRICT_ERRORS = Option(
     "--scaledmm-strict-errors",
     "fail the run (and the gate) on error parity on invalid input too: boundary cases where eager and"
@@ -209,6 +215,7 @@ PLUGIN_OPTIONS = [
     ALLOW_MISSING,
     ALLOW_CAPABILITY_LOSS,
     ALLOW_WORSE,
+    ALLOW_LOOSER_SLACK,
     STRICT_ERRORS,
     TIMEOUT,
     ISOLATE,

@@ -338,6 +338,11 @@ class MatrixSession:
             "generation": self._generation_notes,
             # The seed and device the run was given, for replay commands (reports/replay.py).
             "forced": forced_options(self.settings.seed, self.settings.device),
+            "tolerance": {
+                "slack": self.spec.slack,
+                # Kernels with a slack of their own, and why (the gate refuses a looser one).
+                "kernels": {k.name: {"slack": k.slack, "reason": k.slack_reason} for k in self.spec.kernels if k.slack},
+            },
         }
 
     def replay_command(self, case_id: str) -> str:

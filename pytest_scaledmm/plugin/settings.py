@@ -41,6 +41,7 @@ class Settings:
     allow_missing: bool
     allow_capability_loss: bool
     allow_worse: bool
+    allow_looser_slack: bool
     strict_errors: bool  # error parity on invalid input fails the run; recorded as session.strict_errors
     shard: Optional[tuple[int, int]] = None  # --scaledmm-shard (I, N), 1-based; None: every case
     keep: Optional[int] = None  # --scaledmm-keep: reports kept in the default report directory
@@ -120,6 +121,7 @@ class Settings:
             allow_missing=get(opt.ALLOW_MISSING.dest),
             allow_capability_loss=get(opt.ALLOW_CAPABILITY_LOSS.dest),
             allow_worse=get(opt.ALLOW_WORSE.dest),
+            allow_looser_slack=get(opt.ALLOW_LOOSER_SLACK.dest),
             strict_errors=get(opt.STRICT_ERRORS.dest),
             **_ci_settings(get, sources),
         )

@@ -71,7 +71,7 @@ WORSE_RATIO = 10.0
 WORSE_COUNT = 2.0
 # How the opt-ins are spelled where the gate runs: the console script's flags by default.
 CLI_FLAGS = {"allow_missing": "--allow-missing", "allow_capability_loss": "--allow-capability-loss",
-             "allow_worse": "--allow-worse"}
+             "allow_worse": "--allow-worse", "allow_looser_slack": "--allow-looser-slack"}
 
 
 class GateFailure(Exception):
@@ -286,10 +286,47 @@ def _slacks(report: Mapping) -> tuple[Optional[float], dict[str, frozenset]]:
             bound = (checks.get(side) or {}).get("bound") or {}
             slack = number(bound.get("slack"))
             if slack is not None:
+                # A kernel's own slack is judged by kernel_slack_changes: the matrix's is left.
+                slack = slack / _record_kernel_slack(record)
                 found.add("nan" if math.isnan(slack) else slack)
         if found:
             per_case[record["id"]] = frozenset(found)
     return block, per_case
+
+
+def kernel_slacks(report: Mapping) -> dict[str, tuple[float, Optional[str]]]:
+    """Kernel -> (its own tolerance slack, the reason given), from the records (a kernel without
+    one: 1); the matrix block's declarations where no record says."""
+    found: dict[str, tuple[float, Optional[str]]] = {}
+    declared = ((report.get("matrix") or {}).get("tolerance") or {}).get("kernels") or {}
+    for name, entry in declared.items() if isinstance(declared, Mapping) else ():
+        if isinstance(entry, Mapping) and number(entry.get("slack")) is not None:
+            found[name] = (number(entry["slack"]), entry.get("reason"))
+    for record in report["cases"]:
+        kernel = (record.get("params") or {}).get("kernel")
+        own = (record.get("extra") or {}).get("kernel_slack") or {}
+        if kernel and number(own.get("slack")) is not None:
+            found[kernel] = (number(own["slack"]), own.get("reason"))
+        elif kernel:
+            found.setdefault(kernel, (1.0, None))
+    return found
+
+
+def kernel_slack_changes(baseline: Mapping, candidate: Mapping) -> list[str]:
+    """One line per kernel of both reports whose own slack is larger in the candidate."""
+    before, after = kernel_slacks(baseline), kernel_slacks(candidate)
+    lines = []
+    for name in sorted(set(before) & set(after)):
+        (was, _), (now, reason) = before[name], after[name]
+        if now > was or (math.isnan(now) and not math.isnan(was)):
+            why = f" (reason given: {reason})" if reason else ""
+            lines.append(f"kernel {name}'s tolerance slack loosened from {was:g} to {now:g}{why}: a looser bound passes more")
+    return lines
+
+
+def _record_kernel_slack(record: Mapping) -> float:
+    own = number(((record.get("extra") or {}).get("kernel_slack") or {}).get("slack"))
+    return own if own is not None and own > 0 else 1.0
 
 
 def _bound_difference(baseline: Mapping, candidate: Mapping) -> Optional[str]:
@@ -337,6 +374,7 @@ def check(
     allow_missing: bool = False,
     allow_capability_loss: bool = False,
     allow_worse: bool = False,
+    allow_looser_slack: bool = False,
     catalogue_note: Optional[str] = None,
     flags: Mapping[str, str] = CLI_FLAGS,
 ) -> GateResult:
@@ -385,6 +423,8 @@ def check(
     bounds = _bound_difference(baseline[1], candidate[1])
     if bounds:
         reasons.append(bounds)
+    for text in kernel_slack_changes(baseline[1], candidate[1]):
+        unless(allow_looser_slack, "allow_looser_slack", text, "accepted")
     # A strict baseline's error parity on invalid input is judged strictly in the candidate too:
     # a candidate run without strict errors cannot excuse what the baseline held to them.
     judged_strictly = oc.strict_errors_of(baseline[1].get("session") or {}) and not oc.strict_errors_of(

@@ -473,7 +473,7 @@ REPORT_SCHEMA = {
                     "type": ["object", "null"],
                     "properties": {"seed": {"type": ["integer", "null"]}, "device": _TEXT},
                 },
-                "tolerance": {"type": ["object", "null"], "properties": {"slack": _NUMBER}},
+                "tolerance": {"type": ["object", "null"], "properties": {"slack": _NUMBER, "kernels": {"type": "object"}}},
             },
         },
         "session": {

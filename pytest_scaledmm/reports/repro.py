@@ -41,7 +41,7 @@ REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL, oc.LENIENT}
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
 EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
 # The verdict modules the template calls; the script embeds them and every sibling they import.
-VERDICT_MODULES = ("inputs", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay")
+VERDICT_MODULES = ("inputs", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay", "contracts")
 # Variables that change how torch compiles; recorded in the header and set again by the script.
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
@@ -331,6 +331,39 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_d
     return "\n".join(lines)
 
 
+def contract_code(spec) -> str:
+    """Code that sets CONTRACT and `prepare` (the prepare step of a `prepare` kernel, imported by
+    name; None otherwise) after kernel_code."""
+    contract = getattr(spec, "contract", "call") if spec is not None else "call"
+    lines = [f"CONTRACT = {literal(contract)}  # how the run called the kernel (verdict/contracts.py)"]
+    reference = spec.prepare if contract == "prepare" else None
+    if reference is not None and not isinstance(reference, str):
+        candidate = f"{getattr(reference, '__module__', '')}:{getattr(reference, '__qualname__', '')}"
+        try:
+            check_reference(candidate)
+            reference = candidate
+        except ReproError:
+            reference = None
+    if reference is None:
+        note = "# This kernel's prepare step cannot be imported by name: define it here." if contract == "prepare" else ""
+        return "\n".join(lines + ([note] if note else []) + ["prepare = None"])
+    module_name, attrs = check_reference(reference)
+    lines += [
+        f"prepare = __import__({literal(module_name)}, fromlist=['_'])",
+        f"for _attr in {literal(attrs)}:",
+        "    prepare = getattr(prepare, _attr)",
+    ]
+    return "\n".join(lines)
+
+
+def kernel_reference(spec) -> Optional[str]:
+    """What a script imports as `kernel`: a module kernel's factory, else its impl."""
+    if spec is None:
+        return None
+    ref = spec.module if spec.contract == "module" else spec.impl
+    return ref if isinstance(ref, str) else None
+
+
 # -- facts the script checks -----------------------------------------------------------------
 
 
@@ -349,6 +382,12 @@ def kernel_support(spec) -> Optional[dict]:
     from ..verdict.refusals import Support
 
     return Support.of(spec).to_json() if spec is not None else None
+
+
+def kernel_accepts_fast_accum(spec) -> bool:
+    from ..matrix.kernels import kernel_accepts_fast_accum as accepts
+
+    return accepts(spec)
 
 
 def takes_fast_accum(fn: Optional[Callable]) -> bool:
@@ -589,9 +628,11 @@ class ReproWriter:
         spec = next((k for k in self.spec.kernels if k.name == name), None)
         try:
             fn = self.kernels.get(name)
-            text = kernel_code(name, fn, spec.impl if spec else None, self.import_dirs)
-            path = write_script(self.directory, record, environment, run_seed, text, self.timeout_s, self.spec.slack,
-                                self.max_autotune_configs, kernel_support(spec), takes_fast_accum(fn))
+            text = kernel_code(name, fn, kernel_reference(spec), self.import_dirs) + "\n" + contract_code(spec)
+            slack = self.spec.slack * ((spec.slack if spec else None) or 1.0)
+            path = write_script(self.directory, record, environment, run_seed, text, self.timeout_s, slack,
+                                self.max_autotune_configs, kernel_support(spec),
+                                kernel_accepts_fast_accum(spec) if spec else takes_fast_accum(fn))
         except Exception as exc:  # a repro that cannot be written must not stop the run
             self.errors[key] = f"{record['id']}: {type(exc).__name__}: {exc}"
             return None
@@ -667,7 +708,7 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         import_dirs = [str(d) for d in dict.fromkeys([matrix_path.resolve().parent, project_dir(matrix_path)])]
         spec = load_spec(matrix_path)
         add_import_dirs(import_dirs)
-        impls = {k.name: k.impl for k in spec.kernels}
+        impls = {k.name: kernel_reference(k) for k in spec.kernels}
         specs = {k.name: k for k in spec.kernels}
         slack, limits = spec.slack, dict(spec.limits)
     seed = matrix_block.get("seed")
@@ -694,7 +735,7 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         seen.add(key)
         name = record["params"]["kernel"]
         fn = BUILTIN_IMPLS.get(name) if impls.get(name) is None else None
-        text = kernel_code(name, fn, impls.get(name), import_dirs)
+        text = kernel_code(name, fn, impls.get(name), import_dirs) + "\n" + contract_code(specs.get(name))
         if impls.get(name) is not None:
             try:
                 fn = load_impl(impls[name])
@@ -704,9 +745,11 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         if support is None and name in BUILTIN_IMPLS:
             support = {"name": name, "builtin": True}  # a built-in whose declarations are not at hand
         record = {**record, "signature": record.get("signature") or record["outcome"]}
+        own_slack = (specs[name].slack if name in specs else None) or 1.0
         try:
             written.append(write_script(directory, record, _mapping(report.get("environment")), seed, text, timeout_s,
-                                        slack, support=support, fast_accum_keyword=takes_fast_accum(fn)))
+                                        slack * own_slack, support=support,
+                                        fast_accum_keyword=kernel_accepts_fast_accum(specs[name]) if name in specs else takes_fast_accum(fn)))
         except OSError as exc:
             raise ReproError(f"cannot write into {directory}: {exc.strerror or exc}") from None
     missing = wanted - ids

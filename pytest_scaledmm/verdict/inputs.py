@@ -26,6 +26,8 @@ from .regimes import (
     real_scale_factors,
     regime_of,
 )
+from .activation import balance_range, divisor, dynamic_activation, is_dynamic, make_activation, prepare_draw
+from .activation import quantisation_term, requantised_growth
 from .scale_forms import WHOLE, scale_form
 
 FP8_TORCH_NAMES = {
@@ -114,6 +116,8 @@ class CaseInputs:
     # Tensors the kernel is passed by keyword after bias, in order (offs, scale_result).
     extras: dict = field(default_factory=dict)
     finite_scale_b: Any = None  # scale_b before a special value written into it; on the CPU
+    # A dynamic kernel's high-precision activation: a * scale_a, exact (activation.py).
+    activation: Any = None
 
     def args(self):
         return (self.a, self.b, self.scale_a, self.scale_b, self.bias, *self.extras.values())
@@ -310,10 +314,13 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     m, k, n = params["m"], params["k"], params["n"]
     regime = regime_of(params)
     a, b, scale_a, scale_b = _operands_and_scales(params, generator)
+    dynamic = is_dynamic(params)
+    if dynamic:
+        a, scale_a = prepare_draw(a, scale_a, params)
     out_dtype = torch_dtype(params["out_dtype"])
     fp8_out = params["out_dtype"] in FP8_TORCH_NAMES
     fp32_scales = not isinstance(scale_a, tuple) and scale_a.dtype == torch.float32
-    if regime != "standard" and fp32_scales and not fp8_out and params["out_dtype"] in OUT_HEADROOM:
+    if (regime != "standard" or dynamic) and fp32_scales and not fp8_out and params["out_dtype"] in OUT_HEADROOM:
         # Outputs stay representable: a power of two on scale_a (exact) keeps the peak below
         # the headroom of the output dtype.
         peak = _peak(a, b, scale_a, scale_b, params)
@@ -338,6 +345,8 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     if regime == "near_limit" and fp32_scales:
         scale_a, bias = _near_limit(a, b, scale_a, scale_b, bias, params)
 
+    if dynamic:
+        scale_a, scale_b = balance_range(scale_a, scale_b, a, params)
     layout = params.get("scale_layout", "contiguous")
     if layout == "expanded":  # the reference must see the repeated value too
         scale_a, scale_b = (_each(s, lambda t: lay_out(t, layout).clone()) for s in (scale_a, scale_b))
@@ -349,9 +358,11 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         scale_a = _with_special(scale_a, special)
     operand_layout = params.get("operand_layout", DENSE)
     batches = activation_batches(params)
+    activation = make_activation(a, _expand_scale(scale_a, params["scale_a"], "a", m, k), params) if dynamic else None
     a = place_a(_move(a, device), operand_layout)
     if batches:
         a = a.view(batches, m // batches, k)
+        activation = None if activation is None else activation.view(batches, m // batches, k)
         if params.get("scale_keepdim") and scale_a.numel() == m:
             # As amax(dim=-1, keepdim=True) of the 3-D activation gives it: [B, T, 1].
             scale_a, finite_scale_a = (s.reshape(batches, m // batches, 1) for s in (scale_a, finite_scale_a))
@@ -369,6 +380,8 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         finite_scale_a,
         extras,
         finite_scale_b,
+        None if activation is None else place_a(_move(activation.reshape(m, k), device), operand_layout).view(
+            *(activation.shape)),
     )
 
 
@@ -458,9 +471,11 @@ def dequantised(params: Mapping[str, Any], inputs: CaseInputs, scale_a=None, sca
     import torch
 
     m, k, n = params["m"], params["k"], params["n"]
+    x = dynamic_activation(params, inputs) if scale_a is None else None
     scale_a = inputs.scale_a if scale_a is None else scale_a
     scale_b = inputs.scale_b if scale_b is None else scale_b
-    a = operand_values(inputs.a).reshape(m, k) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
+    # A dynamic kernel's reference is of the activation it was given.
+    a = x if x is not None else operand_values(inputs.a).reshape(m, k) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
     b = operand_values(inputs.b) * _expand_scale(scale_b, params["scale_b"], "b", k, n)
     bias = None if inputs.bias is None else inputs.bias.detach().to("cpu", torch.float64)
     return a, b, bias
@@ -533,9 +548,19 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
     if result_scale is not None:
         # A power of two: exact on the value, and every term of the bound scales with it.
         value, magnitude, tolerance = value * result_scale, magnitude * result_scale, tolerance * result_scale
+    activation_bound = {}
+    x = dynamic_activation(params, inputs)
+    if x is not None:
+        term, how = quantisation_term(params, torch.where(torch.isfinite(a), a, torch.zeros_like(a)), b)
+        if how == "requantised":
+            tolerance = tolerance * requantised_growth(params)
+        term = term * slack * (1 + 2.0**-6)
+        tolerance = tolerance + (term * result_scale if result_scale is not None else term)
+        activation_bound = {"activation": how, "activation_divisor": divisor(params)}
     acc = ACCUMULATORS[family]
     rel = tolerance / magnitude
     bound = {
+        **activation_bound,
         "model": BOUND_MODEL,
         "accumulator": family,
         "u_acc": acc["u_acc"],

@@ -286,6 +286,13 @@ def argument_names(fn: Callable, count: int) -> list:
     return [params[i] if i < len(params) else f"argument {i}" for i in range(count)]
 
 
+def plain_tensor(arg) -> bool:
+    """A torch.Tensor that is not a subclass (a Parameter counts as plain)."""
+    import torch
+
+    return type(arg) in (torch.Tensor, torch.nn.Parameter)
+
+
 class PristineInputs:
     """The caller's arguments, never handed to the callable: `fresh()` gives each call copies of
     its own tensors (same dtype, shape, strides, storage offset, view-ness, and the whole storage
@@ -304,7 +311,7 @@ class PristineInputs:
         storages: dict = {}
         copies, self.given_storages = [], []
         for arg in self.args:
-            if not isinstance(arg, torch.Tensor):
+            if not plain_tensor(arg):  # a weight object (tensor subclass) is the kernel's own, given as built
                 copies.append(arg)
                 self.given_storages.append(None)
                 continue
@@ -339,7 +346,7 @@ def _change(original, copy, given) -> Optional[str]:
     `given`), or None."""
     import torch
 
-    if not isinstance(original, torch.Tensor):
+    if not plain_tensor(original):
         return None
     layout = [
         label
@@ -519,6 +526,7 @@ def eager_compile_check(
     runner: str = "compile",
     other_shapes: Sequence[OtherShape] = (),
     second_call: Optional[OtherShape] = None,
+    names: Optional[Sequence[str]] = None,
 ) -> Sides:
     """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
     the second runs the cached code), check each side with the side-checker `check`
@@ -547,7 +555,7 @@ def eager_compile_check(
     eager_error = compiled_error = None
     eager_out = compiled_outs = None
     exits: dict = {}  # side -> the BaseException with which the kernel tried to end the process
-    pristine = PristineInputs(args, argument_names(fn, len(args)))
+    pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
     changed: dict = {}  # side -> {argument name: what the call changed}
 
     def caught(exc: BaseException, side: str, layer: str):

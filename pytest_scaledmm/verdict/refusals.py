@@ -233,13 +233,17 @@ class Support:
     dtype_pairs: Optional[tuple] = None
     out_dtypes: Optional[tuple] = None
     bias_out_dtypes: Optional[tuple] = None
+    # ((form_a, form_b), out_dtypes or None, bias or None): what one scale pair takes.
+    pair_rules: Optional[tuple] = None
+    scale_layouts: Optional[tuple] = None  # the scale layouts (schema.SCALE_LAYOUTS) it takes
+    operand_layouts: Optional[tuple] = None  # the operand layouts (layouts.py) it takes
 
     @classmethod
     def of(cls, kernel) -> Optional["Support"]:
         if kernel is None or isinstance(kernel, cls):
             return kernel
         # A built-in has neither an impl reference nor a hook-declared callable.
-        builtin = kernel.impl is None and kernel.fn is None
+        builtin = kernel.impl is None and kernel.fn is None and getattr(kernel, "module", None) is None
         declared = {f.name: getattr(kernel, f.name, None) for f in fields(cls) if f.name not in ("name", "builtin")}
         return cls(kernel.name, builtin, **declared)
 
@@ -277,6 +281,19 @@ def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
         found.append(("out_dtypes", f"out_dtype {out} is not in its out_dtypes {list(kernel.out_dtypes)}"))
     if params.get("bias") and kernel.bias_out_dtypes is not None and out not in kernel.bias_out_dtypes:
         found.append(("bias_out_dtypes", f"a bias with out_dtype {out} is outside its bias_out_dtypes {list(kernel.bias_out_dtypes)}"))
+    for key, axis, neutral in (("scale_layouts", "scale_layout", "contiguous"), ("operand_layouts", "operand_layout", "dense")):
+        declared = getattr(kernel, key, None)
+        value = params.get(axis, neutral)
+        if declared and value not in declared:
+            found.append((key, f"{axis} {value} is not in its {key} {list(declared)}"))
+    pair = (params.get("scale_a"), params.get("scale_b"))
+    for rule_pair, rule_outs, rule_bias in kernel.pair_rules or ():
+        if tuple(rule_pair) != pair:
+            continue
+        if rule_outs and out not in rule_outs:
+            found.append(("pair_rules", f"out_dtype {out} is not in the out_dtypes {list(rule_outs)} of its pair {pair[0]} x {pair[1]}"))
+        if params.get("bias") and rule_bias is False:
+            found.append(("pair_rules", f"its pair {pair[0]} x {pair[1]} takes no bias"))
     m, k, n = _tokens(params), params["k"], params["n"]
     limits = [
         ("min_m", lambda v: m < v, f"M = {m}"),

@@ -1,0 +1,22 @@
+"""Kernel packs: real libraries' entry points as named kernels a matrix lists in one word.
+
+Each pack maps names to declarations (as a matrix's `kernels:` entry: `impl`, `prepare` or
+`module` references into the pack's module, and what the library documents it supports). A pack
+never imports its library when the matrix is read; a case of a kernel whose library is missing
+or too old is skipped with the install command (pack_unavailable).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from . import torchao
+
+PACK_KERNELS: dict[str, dict] = {**torchao.KERNELS}
+_PACKS = {name: torchao for name in torchao.KERNELS}
+
+
+def pack_unavailable(name: str) -> Optional[str]:
+    """Why a packed kernel cannot run here (its library missing or too old), or None."""
+    pack = _PACKS.get(name)
+    return pack.unavailable() if pack is not None else None

@@ -1,0 +1,170 @@
+"""Dynamic activations: a kernel that takes the high-precision activation x and quantises it
+itself (torchao's dynamic-activation configs, vLLM's per-token fp8 quantisation).
+
+The harness hands it x = a * scale_a, exact in the activation dtype, so the case's float64
+reference is exact for x. What the kernel does with x is bounded soundly in two ways:
+
+- Where its declared quantiser maps x exactly onto quantised data (each group's amax, divided
+  by the declared divisor, is a power of two and x over it lies on the dtype's grid), any
+  ordinary computation of that scale is exact, and so is the quantised data: the matmul's own
+  bound applies, with 2^-22 of |x| for the scale's last roundings.
+- Otherwise the quantiser's rounding is bounded per element (fp8: half an ulp, at least half the
+  least subnormal of the group's scale; int8: half the scale) and added through |B|.
+
+The draw makes the first case likely: scale_a is rounded down to a power of two and each
+quantisation group (an element of scale_a's grid) gets one element at the divisor, when the
+divisor is a value of the dtype (448, 57344, 240, 127).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Optional
+
+from .microscaling import operand_values, scale_values
+from .scale_forms import WHOLE, scale_form
+
+DYNAMIC = "dynamic"
+SCALE_ROUNDING = 2.0**-22  # a few fp32 roundings of a power-of-two scale's computation
+# fp8: (relative half ulp of a normal, half the least subnormal) in units of the scale.
+FP8_ROUNDING = {
+    "e4m3fn": (2.0**-4, 2.0**-10),
+    "e4m3fnuz": (2.0**-4, 2.0**-11),
+    "e5m2": (2.0**-3, 2.0**-17),
+    "e5m2fnuz": (2.0**-3, 2.0**-18),
+}
+DTYPE_MAX = {"e4m3fn": 448.0, "e4m3fnuz": 240.0, "e5m2": 57344.0, "e5m2fnuz": 57344.0, "int8": 127.0}
+ACTIVATION_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+ACTIVATION_HEADROOM = {"fp16": 2.0**15, "bf16": 2.0**120, "fp32": 2.0**120}
+
+
+def is_dynamic(params: Mapping[str, Any]) -> bool:
+    return params.get("activation") == DYNAMIC
+
+
+def activation_dtype_name(params: Mapping[str, Any]) -> str:
+    """x's dtype: the output's, bf16 for an fp8 output."""
+    return params["out_dtype"] if params["out_dtype"] in ACTIVATION_DTYPES else "bf16"
+
+
+def divisor(params: Mapping[str, Any]) -> float:
+    """What the kernel's quantiser divides a group's amax by."""
+    declared = params.get("activation_divisor")
+    return float(declared) if declared else DTYPE_MAX.get(params["dtype_a"], 448.0)
+
+
+def _group_ids(params: Mapping[str, Any], m: int, k: int):
+    """(M x K int64 group index of each element of a, number of groups) from scale_a's grid."""
+    import torch
+
+    row_block, col_block = scale_form(params["scale_a"]).block("a")
+    rows = torch.zeros(m, dtype=torch.int64) if row_block is WHOLE else torch.arange(m) // row_block
+    cols = torch.zeros(k, dtype=torch.int64) if col_block is WHOLE else torch.arange(k) // col_block
+    width = int(cols.max()) + 1 if k else 1
+    ids = rows[:, None] * width + cols[None, :]
+    return ids, (int(ids.max()) + 1 if ids.numel() else 0)
+
+
+def _group_amax(values, ids, groups: int):
+    import torch
+
+    flat = values.abs().reshape(-1)
+    return torch.zeros(groups, dtype=flat.dtype).scatter_reduce_(0, ids.reshape(-1), flat, "amax", include_self=True)
+
+
+def prepare_draw(a, scale_a, params: Mapping[str, Any]):
+    """(a, scale_a) the declared quantiser maps exactly where it can: scale_a floored to powers
+    of two, and each group's largest |element| set to the divisor when the dtype holds it."""
+    import torch
+
+    if isinstance(scale_a, tuple) or scale_a.dtype != torch.float32 or not a.numel():
+        return a, scale_a
+    positive = scale_a > 0
+    floored = torch.where(positive, torch.exp2(torch.floor(torch.log2(scale_a.abs().clamp_min(1e-38)))), scale_a)
+    target = divisor(params)
+    if target != DTYPE_MAX.get(params["dtype_a"]):
+        return a, floored
+    m, k = a.shape
+    values = operand_values(a).reshape(m, k).clone()
+    ids, groups = _group_ids(params, m, k)
+    amax = _group_amax(values, ids, groups)
+    at_max = values.abs().reshape(-1) == amax[ids.reshape(-1)]
+    first = torch.full((groups,), -1, dtype=torch.int64)
+    where = at_max.nonzero().flatten().flip(0)  # scatter keeps the last write: the first element
+    first.scatter_(0, ids.reshape(-1)[where], where)
+    flat = values.reshape(-1)
+    chosen = first[first >= 0]
+    top = torch.full_like(flat[chosen], target)
+    flat[chosen] = torch.where(flat[chosen] < 0, -top, top)
+    return flat.reshape(m, k).to(a.dtype), floored
+
+
+def balance_range(scale_a, scale_b, a, params: Mapping[str, Any]):
+    """(scale_a, scale_b) with a power of two moved from scale_a to scale_b where x would leave
+    the activation dtype's range: the product, and so the output, is unchanged."""
+    import torch
+
+    if isinstance(scale_a, tuple) or isinstance(scale_b, tuple) or not a.numel() or scale_a.dtype != torch.float32:
+        return scale_a, scale_b
+    headroom = ACTIVATION_HEADROOM[activation_dtype_name(params)]
+    peak = float(operand_values(a).abs().max()) * float(scale_values(scale_a).abs().max())
+    if not math.isfinite(peak) or peak <= headroom:
+        return scale_a, scale_b
+    factor = 2.0 ** math.ceil(math.log2(peak / headroom))
+    return scale_a / factor, scale_b * factor
+
+
+def make_activation(a, expanded_scale_a, params: Mapping[str, Any]):
+    """x = a * scale_a in the activation dtype (M x K, or a's 3-D shape), on the CPU."""
+    import torch
+
+    m, k = params["m"], params["k"]
+    values = operand_values(a).reshape(m, k) * expanded_scale_a
+    x = values.to(getattr(torch, ACTIVATION_DTYPES[activation_dtype_name(params)]))
+    return x.reshape(a.shape) if a.dim() == 3 else x
+
+
+def quantisation_term(params: Mapping[str, Any], x, big_b) -> tuple[Any, str]:
+    """(M x N float64 bound on what quantising x costs through B, "exact" or "requantised").
+    `x` is the activation as float64 M x K, `big_b` the dequantised K x N weight."""
+    import torch
+
+    m, k = x.shape
+    if not x.numel() or not big_b.numel():
+        return torch.zeros(m, big_b.shape[1], dtype=torch.float64), "exact"
+    ids, groups = _group_ids(params, m, k)
+    finite = torch.where(torch.isfinite(x), x, torch.zeros_like(x))
+    group_scale = (_group_amax(finite, ids, groups) / divisor(params))[ids]
+    safe = torch.where(group_scale > 0, group_scale, torch.ones_like(group_scale))
+    ratio = finite / safe
+    power_of_two = (group_scale == 0) | (torch.frexp(group_scale).mantissa.abs() == 0.5)
+    name = params["dtype_a"]
+    if name == "int8":
+        on_grid = torch.round(ratio) == ratio
+    else:
+        on_grid = ratio.to(getattr(torch, f"float8_{name}")).double() == ratio
+    if bool((power_of_two & on_grid).all()):
+        err = finite.abs() * SCALE_ROUNDING
+        how = "exact"
+    elif name == "int8":
+        err = group_scale / 2 + finite.abs() * SCALE_ROUNDING
+        how = "requantised"
+    else:
+        relative, subnormal = FP8_ROUNDING.get(name, FP8_ROUNDING["e5m2"])
+        err = torch.maximum(finite.abs() * relative, group_scale * subnormal) + finite.abs() * SCALE_ROUNDING
+        how = "requantised"
+    return err @ big_b.abs(), how
+
+
+def requantised_growth(params: Mapping[str, Any]) -> float:
+    """How much larger than x's the quantised activation's magnitudes may be (the matmul terms
+    of the bound are computed from x)."""
+    name = params["dtype_a"]
+    return 1.0 + (FP8_ROUNDING.get(name, (0.0, 0.0))[0] if name != "int8" else 2.0**-7)
+
+
+def dynamic_activation(params: Mapping[str, Any], inputs) -> Optional[Any]:
+    """The float64 M x K activation a dynamic kernel was given, or None."""
+    if not is_dynamic(params) or getattr(inputs, "activation", None) is None:
+        return None
+    return inputs.activation.detach().to("cpu").double().reshape(params["m"], params["k"])

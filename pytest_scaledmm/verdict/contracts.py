@@ -1,0 +1,183 @@
+"""How the harness calls a kernel, by its contract, as the function the pipeline runs eagerly and
+compiles (pipeline.eager_compile_check) and the arguments it is given.
+
+- `call`: one function, ``kernel(a, b, scale_a, scale_b, bias=..., out_dtype=...)``, compiled whole.
+- `prepare`: ``weight = prepare(b, scale_b, bias=..., out_dtype=...)`` once, eagerly, outside
+  compile (as torchao's ``quantize_`` builds its tensor-subclass weights); then
+  ``kernel(a, scale_a, weight)`` is what runs eagerly and compiled, the weight an input of it.
+- `module`: ``m = module(b, scale_b, bias=..., out_dtype=...)`` once, eagerly; ``m(a, scale_a)``
+  is what runs, compiled as a module (``torch.compile(m)``), as serving stacks run their layers.
+
+A `dynamic` activation replaces ``a, scale_a`` by ``x``, the high-precision activation (in the
+output dtype) that the kernel quantises itself: x = a * scale_a exactly (inputs.py builds it),
+and the reference is computed from x (inputs.reference).
+
+Keywords go only where the callable's signature takes them: ``use_fast_accum`` and ``forms``
+(the case's scale form names, (form_a, form_b)) are optional everywhere; the apply step gets
+``out_dtype`` when it takes it. The built weight object or module is the same for every call of a
+case, its serving loop included: only the activation changes between calls.
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Optional, Sequence
+
+CONTRACTS = ("call", "prepare", "module")
+
+
+def _is_op(fn) -> bool:
+    import torch
+
+    return isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) or isinstance(
+        getattr(fn, "_opoverload", None), torch._ops.OpOverload)
+
+
+def _takes(fn: Callable, name: str) -> bool:
+    if _is_op(fn):
+        return name != "forms"  # a torch op takes the harness's keywords, never `forms`
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return name != "forms"  # an op without a readable signature takes the harness's keywords
+    return any(p.kind == p.VAR_KEYWORD or (p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+               for p in params)
+
+
+def optional_keywords(fn: Callable, values: Mapping[str, Any]) -> dict:
+    """The entries of `values` whose names `fn` takes."""
+    return {name: value for name, value in values.items() if _takes(fn, name)}
+
+
+@dataclass
+class CaseCall:
+    """What the pipeline runs: `fn(*args)`, eagerly and compiled; `names` of the arguments for
+    details; `built` the weight object or module made once (None for `call`)."""
+
+    fn: Callable
+    args: tuple
+    names: list
+    built: Any = None
+
+
+def activation_args(inputs, dynamic: bool) -> tuple:
+    return (inputs.activation,) if dynamic else (inputs.a, inputs.scale_a)
+
+
+def case_call(kernel: Callable, inputs, *, contract: str = "call", prepare: Optional[Callable] = None,
+              dynamic: bool = False, forms: Sequence[str] = (), use_fast_accum_keyword: bool = True,
+              built: Any = None) -> CaseCall:
+    """The CaseCall of one case's inputs (inputs.CaseInputs). `built`: a weight object or module
+    already made for this case (the serving loop's later calls reuse the first one's)."""
+    out_dtype, fast = inputs.out_dtype, inputs.use_fast_accum
+    optional = {"forms": tuple(forms)}
+    if use_fast_accum_keyword:
+        optional["use_fast_accum"] = fast
+    first = ("x",) if dynamic else ("a", "scale_a")
+    if contract == "call":
+        keywords = {"out_dtype": out_dtype, **optional_keywords(kernel, optional)}
+        extra_names = tuple(inputs.extras)  # offs, scale_result: passed by keyword after bias
+        if dynamic:
+            def dynamic_case(x, b, scale_b, bias, *extra):
+                return kernel(x, b, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
+
+            args = (inputs.activation, inputs.b, inputs.scale_b, inputs.bias, *inputs.extras.values())
+            return CaseCall(dynamic_case, args, ["x", "b", "scale_b", "bias", *extra_names])
+
+        def scaled_mm_case(a, b, scale_a, scale_b, bias, *extra):
+            return kernel(a, b, scale_a, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
+
+        return CaseCall(scaled_mm_case, inputs.args(), ["a", "b", "scale_a", "scale_b", "bias", *extra_names])
+    builder = kernel if contract == "module" else prepare
+    if built is None:
+        # Once, eagerly, outside any compiled region: what the kernel's library does at load time.
+        built = builder(inputs.b, inputs.scale_b, bias=inputs.bias, out_dtype=out_dtype,
+                        **optional_keywords(builder, optional))
+    if contract == "module":
+        return CaseCall(built, activation_args(inputs, dynamic), list(first), built)
+    keywords = optional_keywords(kernel, {"out_dtype": out_dtype, "forms": tuple(forms)})
+    if keywords:
+        def apply_case(*args):
+            return kernel(*args, **keywords)
+
+        return CaseCall(apply_case, (*activation_args(inputs, dynamic), built), [*first, "weight"], built)
+    return CaseCall(kernel, (*activation_args(inputs, dynamic), built), [*first, "weight"], built)
+
+
+def _same_layout(t, values):
+    """A copy of tensor `t` (its storage, strides and offset kept) holding `values` in its view."""
+    import torch
+
+    storage = t.untyped_storage().clone()
+    copy = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, t.storage_offset(), t.size(), t.stride())
+    copy.copy_(values.to(t.device))
+    return copy
+
+
+def _other_values(t, flip: bool):
+    """t's values negated (int8 clamped), rows of its token view reversed when `flip`."""
+    import torch
+
+    from .microscaling import is_fp4
+
+    if is_fp4(t):
+        return t  # packed pairs: left as they are
+    shape = t.shape
+    rows = t.detach().reshape(-1, shape[-1]) if t.dim() > 1 else t.detach().reshape(-1, 1)
+    wide = rows.to(torch.int16) if t.dtype == torch.int8 else rows.to(torch.float64)
+    wide = -wide
+    if t.dtype == torch.int8:
+        wide = wide.clamp(-128, 127)
+    if flip:
+        wide = wide.flip(0)
+    return wide.to(t.dtype).reshape(shape)
+
+
+def other_activation(inputs, params: Mapping[str, Any]):
+    """The case's inputs with another activation of the same shape and layout and the same
+    weights: a negated, its tokens in reverse order where scale_a's grid allows (one scale per
+    token or one for all), scale_a reordered with it. For the serving loop of a kernel whose
+    weights are built once: the weight object stays, only the activation changes, and the
+    reference stays exact."""
+    import dataclasses
+
+    from .scale_forms import WHOLE, scale_form
+
+    row_block, _ = scale_form(params["scale_a"]).block("a")
+    flip = params["m"] > 1 and row_block in (1, WHOLE)
+    tokens_scaled = flip and row_block == 1
+
+    def scale(s):
+        if s is None or isinstance(s, tuple) or not tokens_scaled or s.numel() < 2:
+            return s
+        return _same_layout(s, s.detach().reshape(-1).flip(0).reshape(s.shape)) if s.dim() else s
+
+    a = _same_layout(inputs.a, _other_values(inputs.a, flip))
+    activation = None
+    if inputs.activation is not None:
+        x = inputs.activation
+        values = x.detach().reshape(-1, x.shape[-1]).neg()
+        activation = _same_layout(x, (values.flip(0) if flip else values).reshape(x.shape))
+    return dataclasses.replace(inputs, a=a, scale_a=scale(inputs.scale_a), finite_scale_a=scale(inputs.finite_scale_a),
+                               activation=activation)
+
+
+def serving_inputs(contract: str, params: Mapping[str, Any], inputs, seed: int, device: str):
+    """The serving loop's next inputs: new values of the same shape (second_call_seed) for a
+    one-function kernel; another activation against the same built weights otherwise."""
+    if contract == "call":
+        from .inputs import make_inputs, second_call_seed
+
+        return make_inputs(params, second_call_seed(seed), device)
+    return other_activation(inputs, params)
+
+
+def with_weights_of(first, inputs, contract: str):
+    """`inputs` (another M of the case) with the first inputs' weights when they are built once."""
+    import dataclasses
+
+    if contract == "call":
+        return inputs
+    return dataclasses.replace(inputs, b=first.b, scale_b=first.scale_b, finite_scale_b=first.finite_scale_b,
+                               bias=first.bias)

@@ -1,0 +1,149 @@
+"""The kernel contracts beside the one-function call: weights built once by a prepare step (a
+tensor-subclass weight), a module factory, and a kernel that quantises its high-precision
+activation itself; each right kernel passes and its planted wrong twin is caught."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from direct_run import run_matrix
+from matrices import IN_PROCESS, matrix_text
+
+from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.verdict.inputs import make_inputs, reference
+
+TESTS = Path(__file__).resolve().parent
+sys.path.insert(0, str(TESTS))
+import planted_contract_kernels as planted  # noqa: E402
+
+MODULE = "planted_contract_kernels"
+ROWWISE = {"scale_a": ["rowwise"], "scale_b": ["rowwise"], "out_dtype": ["bf16"], "mode": ["aot_eager"],
+           "k": [64], "n": [32]}
+
+
+def outcomes(results) -> dict:
+    found: dict = {}
+    for case, result in results:
+        found.setdefault(case["kernel"], []).append(result)
+    return found
+
+
+def kernel(name, **declared) -> dict:
+    return {"name": name, **declared}
+
+
+def test_a_tensor_subclass_weight_is_built_once_outside_compile_and_its_wrong_twin_is_caught():
+    pytest.importorskip("torchao")
+    entries = [
+        kernel("subclass", impl=f"{MODULE}:linear", prepare=f"{MODULE}:subclass_weight", activation="dynamic"),
+        kernel("subclass_reversed", impl=f"{MODULE}:linear", prepare=f"{MODULE}:subclass_weight_reversed_scales",
+               activation="dynamic"),
+    ]
+    text = matrix_text(entries, {**ROWWISE, "m": [4, 17], "value_regime": ["standard", "full_range"]},
+                       cases=8)
+    found = outcomes(run_matrix(text))
+    assert {r.outcome for r in found["subclass"]} == {oc.PASS}, [r.detail for r in found["subclass"]]
+    assert {r.outcome for r in found["subclass_reversed"]} == {oc.MISMATCH}
+    # The activation maps exactly onto the case's data on full_range: the bound says so.
+    bounds = [r.errors["eager"]["bound"]["activation"] for r in found["subclass"]]
+    assert "exact" in bounds
+
+
+def test_a_module_factory_is_compiled_as_a_module_and_its_bf16_scale_twin_is_caught():
+    entries = [
+        kernel("layer", module=f"{MODULE}:scaled_linear"),
+        kernel("layer_bf16_scale", module=f"{MODULE}:scaled_linear_bf16_scale"),
+    ]
+    axes = {**ROWWISE, "out_dtype": ["fp32"], "m": [4, 16], "value_regime": ["standard", "real_scales"]}
+    found = outcomes(run_matrix(matrix_text(entries, axes, cases=8)))
+    assert {r.outcome for r in found["layer"]} == {oc.PASS}, [r.detail for r in found["layer"]]
+    assert oc.MISMATCH in {r.outcome for r in found["layer_bf16_scale"]}
+
+
+def test_a_dynamic_activation_kernel_is_held_to_a_sound_bound_and_its_whole_tensor_twin_is_caught():
+    entries = [
+        kernel("per_token", impl=f"{MODULE}:dynamic_per_token", activation="dynamic"),
+        kernel("per_token_whole", impl=f"{MODULE}:dynamic_per_token_whole_tensor", activation="dynamic"),
+    ]
+    axes = {**ROWWISE, "m": [4, 17], "value_regime": ["standard", "full_range", "real_scales"]}
+    found = outcomes(run_matrix(matrix_text(entries, axes, cases=12)))
+    assert {r.outcome for r in found["per_token"]} == {oc.PASS}, [r.detail for r in found["per_token"]]
+    assert oc.MISMATCH in {r.outcome for r in found["per_token_whole"]}
+
+
+def test_the_activation_of_a_dynamic_case_is_exact_and_the_reference_is_of_it():
+    params = dict(kernel="k", scale_a="rowwise", scale_b="rowwise", dtype_a="e4m3fn", dtype_b="e4m3fn",
+                  out_dtype="bf16", bias=False, use_fast_accum=False, mode="eager", scale_layout="contiguous",
+                  activation_rank=2, special_scale="none", m=8, k=64, n=16, activation="dynamic")
+    inputs = make_inputs(params, 3, "cpu")
+    exact = inputs.a.double() * inputs.scale_a.double()
+    assert torch.equal(inputs.activation.double(), exact)
+    # Each token holds the dtype's largest value times a power of two: amax / 448 is exact.
+    amax = inputs.a.double().abs().amax(dim=1)
+    assert torch.all(amax == 448)
+    assert torch.all(torch.frexp(inputs.scale_a).mantissa.abs() == 0.5)
+    ref = reference(params, inputs)
+    assert ref.bound["activation"] == "exact"
+    # An inexact quantiser (torchao's int8 divides by 127.5) is bounded by its rounding instead.
+    int8 = {**params, "dtype_a": "int8", "dtype_b": "int8", "activation_divisor": 127.5}
+    assert reference(int8, make_inputs(int8, 3, "cpu")).bound["activation"] == "requantised"
+
+
+def test_a_prepare_step_runs_once_per_case_and_the_serving_loop_keeps_its_weight():
+    planted.PREPARED.clear()
+    entries = [kernel("counted", impl=f"{MODULE}:counted_apply", prepare=f"{MODULE}:counted_weight")]
+    results = run_matrix(matrix_text(entries, {**ROWWISE, "m": [4]}, cases=1))
+    assert [r.outcome for _, r in results] == [oc.PASS]
+    assert planted.PREPARED == [(64, 32)]
+
+
+def test_a_prepare_step_that_raises_is_the_kernels_failure():
+    entries = [kernel("broken", impl=f"{MODULE}:counted_apply", prepare=f"{MODULE}:raising_weight")]
+    results = run_matrix(matrix_text(entries, {**ROWWISE, "m": [4]}, cases=1))
+    (result,) = [r for _, r in results]
+    assert result.outcome == oc.REFUSED
+    assert "prepare step raised" in result.detail
+
+
+@pytest.mark.parametrize("entry,key,message", [
+    ({"name": "k", "prepare": "m:p"}, "kernels[0]", "'impl' is a dependency of 'prepare'"),
+    ({"name": "k", "impl": "m:f", "module": "m:g"}, "kernels[0]", "should not be valid"),
+    ({"name": "k", "impl": "m:f", "slack": 2}, "kernels[0]", "'slack_reason' is a dependency of 'slack'"),
+    ({"name": "k", "impl": "m:f", "slack": 0.5, "slack_reason": "tight"}, "kernels[0].slack", "less than the minimum"),
+    ({"name": "k", "impl": "m:f", "activation": "static"}, "kernels[0].activation", "is not one of"),
+])
+def test_a_bad_contract_declaration_names_the_key(matrix_project, entry, key, message):
+    matrix_project.write_matrix(matrix_text([entry]))
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", *IN_PROCESS)
+    assert result.ret == 4
+    text = result.stderr.str() + result.stdout.str()
+    assert key in text and message in text, text
+    assert "Traceback" not in text
+
+
+def test_a_kernels_own_slack_is_recorded_and_a_looser_one_fails_the_gate(matrix_project):
+    import json
+
+    from pytest_scaledmm.reports.gate import check
+
+    def run(slack, report):
+        entry = {"name": "mine", "impl": "planted_kernels:correct"}
+        if slack:
+            entry.update(slack=slack, slack_reason="rounds its epilogue twice")
+        matrix_project.write_matrix(matrix_text([entry]))
+        matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", report, *IN_PROCESS)
+        return json.loads((matrix_project.path / report).read_text())
+
+    base, looser = run(None, "base.json"), run(2, "loose.json")
+    (record,) = looser["cases"]
+    assert record["extra"]["kernel_slack"] == {"slack": 2, "reason": "rounds its epilogue twice"}
+    assert record["errors"]["eager"]["bound"]["slack"] == 2.0
+    assert looser["matrix"]["tolerance"]["kernels"]["mine"]["slack"] == 2
+    refused = check((Path("base.json"), base), (Path("loose.json"), looser))
+    assert not refused.passed
+    assert any("kernel mine's tolerance slack loosened from 1 to 2 (reason given: rounds its epilogue twice)" in r
+               for r in refused.reasons), refused.reasons
+    accepted = check((Path("base.json"), base), (Path("loose.json"), looser), allow_looser_slack=True)
+    assert accepted.passed, accepted.reasons
+    assert any("loosened" in note for note in accepted.notes)
