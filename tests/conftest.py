@@ -44,6 +44,12 @@ PRELOADED = (
     "torch._dynamo.package",
     "torch._dynamo.repro.after_dynamo",
     "torch._dynamo.repro.after_aot",
+    # torchao registers its op library on import (the torchao pack, tests/test_contracts.py).
+    "torchao",
+    "torchao.float8.inference",
+    "torchao.float8.float8_training_tensor",
+    "torchao.quantization.quantize_.workflows.float8.float8_tensor",
+    "torchao.quantization.quantize_.workflows.int8.int8_tensor",
 )
 TESTS_DIR = Path(__file__).parent
 

@@ -147,3 +147,100 @@ def test_a_kernels_own_slack_is_recorded_and_a_looser_one_fails_the_gate(matrix_
     accepted = check((Path("base.json"), base), (Path("loose.json"), looser), allow_looser_slack=True)
     assert accepted.passed, accepted.reasons
     assert any("loosened" in note for note in accepted.notes)
+
+
+def test_repro_scripts_of_contract_kernels_reproduce_in_a_fresh_process(matrix_project, pytester):
+    """The script builds the weights once as the run did (prepare step, module factory) and
+    hands the dynamic kernel its activation: each reproduces the MISMATCH without the plugin."""
+    import json
+    import subprocess
+
+    pytest.importorskip("torchao")
+    entries = [
+        kernel("subclass_reversed", impl=f"{MODULE}:linear", prepare=f"{MODULE}:subclass_weight_reversed_scales",
+               activation="dynamic"),
+        kernel("layer_bf16_scale", module=f"{MODULE}:scaled_linear_bf16_scale"),
+        kernel("per_token_whole", impl=f"{MODULE}:dynamic_per_token_whole_tensor", activation="dynamic"),
+    ]
+    axes = {**ROWWISE, "out_dtype": ["fp32"], "m": [16], "value_regime": ["real_scales"]}
+    matrix_project.write_matrix(matrix_text(entries, axes, cases=3))
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-repro-dir", "repros",
+                                "--scaledmm-report", "report.json", *IN_PROCESS)
+    assert result.ret == 1
+    index = json.loads((pytester.path / "repros" / "index.json").read_text())
+    assert {entry["case"].split(".")[0] for entry in index.values()} == {e["name"] for e in entries}
+    without_plugin = ("import runpy, sys; sys.modules['pytest_scaledmm'] = None; "
+                      "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    for name in index:
+        done = subprocess.run([sys.executable, "-c", without_plugin, str(pytester.path / "repros" / name)],
+                              capture_output=True, text=True, timeout=600, cwd=pytester.path)
+        assert done.returncode == 10, done.stdout + done.stderr
+        assert "REPRODUCED" in done.stdout
+
+
+def test_a_kernel_can_ask_for_the_case_forms(matrix_project):
+    """`forms` is passed to a kernel whose signature takes it: (1, 1) is then tensorwise, not one
+    128x128 block."""
+    (matrix_project.path / "formkernels.py").write_text(
+        "import torch\n"
+        "SEEN = []\n"
+        "def fn(a, b, scale_a, scale_b, *, bias=None, out_dtype, forms):\n"
+        "    assert forms == ('tensor_1x1', 'tensor_0d'), forms\n"
+        "    return torch._scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)\n"
+    )
+    axes = {"scale_a": ["tensor_1x1"], "scale_b": ["tensor_0d"], "out_dtype": ["bf16"]}
+    matrix_project.write_matrix(matrix_text([kernel("formed", impl="formkernels:fn")], axes, cases=1))
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *IN_PROCESS)
+    assert [c["outcome"] for c in matrix_project.report()["cases"]] == [oc.PASS], result.stdout.str()[-2000:]
+
+
+def test_pair_rules_and_scale_layouts_declare_what_a_wrapper_takes():
+    """A wrapper of torch._scaled_mm declares the pair that wants bf16 out and the scale layouts
+    it takes: the refusals outside them are UNSUPPORTED, not REFUSED."""
+    entries = [kernel("wrapper", impl="planted_kernels:correct", scale_layouts=["contiguous"],
+                      pair_rules=[{"scale_pair": ["rowwise", "rowwise"], "out_dtypes": ["bf16"], "bias": False}])]
+    from pytest_scaledmm.matrix.spec import parse_spec
+    from pytest_scaledmm.verdict.refusals import declared_breaks
+
+    spec = parse_spec(Path("matrix.yaml"), matrix_text(entries))
+    (declared,) = spec.kernels
+    base = {"scale_a": "rowwise", "scale_b": "rowwise", "out_dtype": "bf16", "bias": False, "m": 4, "k": 32, "n": 16}
+    assert declared_breaks(declared, base) == []
+    assert [key for key, _ in declared_breaks(declared, {**base, "out_dtype": "fp32", "bias": True})] == [
+        "pair_rules", "pair_rules"]
+    assert [key for key, _ in declared_breaks(declared, {**base, "scale_layout": "noncontiguous"})] == ["scale_layouts"]
+    assert declared_breaks(declared, {**base, "scale_a": "tensor_0d", "out_dtype": "fp32"}) == []
+
+
+def test_hook_kernels_declare_the_contracts_with_callables(matrix_project):
+    pytest.importorskip("torchao")
+    (matrix_project.path / "conftest.py").write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(TESTS)!r})\n"
+        "import planted_contract_kernels as k\n"
+        "from pytest_scaledmm.matrix.kernels import Kernel\n"
+        "def pytest_scaledmm_kernels(config):\n"
+        "    return [Kernel('hook_weight', fn=k.linear, prepare=k.subclass_weight, activation='dynamic'),\n"
+        "            Kernel('hook_layer', module=k.scaled_linear)]\n"
+    )
+    axes = {**ROWWISE, "m": [4]}
+    matrix_project.write_matrix(matrix_text(["hook_weight", "hook_layer"], axes, cases=2))
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *IN_PROCESS)
+    outcomes = {c["params"]["kernel"]: c["outcome"] for c in matrix_project.report()["cases"]}
+    assert outcomes == {"hook_weight": oc.PASS, "hook_layer": oc.PASS}, result.stdout.str()[-3000:]
+
+
+def test_a_packed_kernel_without_its_library_is_skipped_with_the_install_command(monkeypatch):
+    from importlib import metadata
+
+    from pytest_scaledmm.matrix.packs import torchao as pack
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    results = run_matrix(matrix_text(["torchao_fp8_inference_tensorwise"], cases=1))
+    assert [(r.outcome, r.detail) for _, r in results] == [(oc.SKIPPED, f"torchao is not installed: {pack.INSTALL}")]
+    monkeypatch.setattr(metadata, "version", lambda name: "0.9.0")
+    results = run_matrix(matrix_text(["torchao_fp8_inference_tensorwise"], cases=1))
+    assert [r.detail for _, r in results] == [f"torchao 0.9.0 is older than {pack.MIN_VERSION}: {pack.INSTALL}"]

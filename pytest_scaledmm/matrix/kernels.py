@@ -488,6 +488,10 @@ def signature_problem(fn, positional_names: Sequence[str] = POSITIONAL, required
             if not accepts_keyword(fn, name):
                 return f"has no parameter {name!r} (the harness passes it by keyword)"
     keywords = call_keywords(fn, None, None, False) if required else {}
+    if accepts_keyword(fn, "forms"):
+        keywords["forms"] = ()
+    if accepts_keyword(fn, "out_dtype"):
+        keywords["out_dtype"] = None
     try:
         sig.bind(*([None] * len(positional_names)), **keywords)
     except TypeError as exc:
