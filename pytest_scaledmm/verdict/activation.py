@@ -4,16 +4,19 @@ itself (torchao's dynamic-activation configs, vLLM's per-token fp8 quantisation)
 The harness hands it x = a * scale_a, exact in the activation dtype, so the case's float64
 reference is exact for x. What the kernel does with x is bounded soundly in two ways:
 
-- Where its declared quantiser maps x exactly onto quantised data (each group's amax, divided
-  by the declared divisor, is a power of two and x over it lies on the dtype's grid), any
-  ordinary computation of that scale is exact, and so is the quantised data: the matmul's own
-  bound applies, with 2^-22 of |x| for the scale's last roundings.
-- Otherwise the quantiser's rounding is bounded per element (fp8: half an ulp, at least half the
-  least subnormal of the group's scale; int8: half the scale) and added through |B|.
+- An element whose quotient by its group's scale (amax / the declared divisor) lies on the
+  dtype's grid is quantised exactly whatever rounding the scale's computation makes (its quotient
+  is far from a tie): it costs 2^-22 of |x| when the scale is a power of two (exact in any dtype),
+  2^-8 otherwise (a scale computed in bf16, as torchao does).
+- Any other element is rounded by the quantiser, bounded by half an ulp (fp8; at least half the
+  least subnormal of the group's scale) or half the scale (int8).
+The per-element costs go through |B| into the bound; a case where every element maps exactly is
+"exact" in its bound, else "requantised".
 
-The draw makes the first case likely: scale_a is rounded down to a power of two and each
-quantisation group (an element of scale_a's grid) gets one element at the divisor, when the
-divisor is a value of the dtype (448, 57344, 240, 127).
+The draw makes exact mapping the rule: scale_a is rounded down to a power of two and each
+quantisation group (an element of scale_a's grid) gets one element at the dtype's largest value;
+for a divisor off the grid (torchao's int8 127.5) that element is set in x to divisor * scale,
+so that only it is rounded.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from .scale_forms import WHOLE, scale_form
 
 DYNAMIC = "dynamic"
 SCALE_ROUNDING = 2.0**-22  # a few fp32 roundings of a power-of-two scale's computation
+SCALE_ROUNDING_16BIT = 2.0**-8  # a scale computed in bf16 (torchao computes amax / max in x's dtype)
 # fp8: (relative half ulp of a normal, half the least subnormal) in units of the scale.
 FP8_ROUNDING = {
     "e4m3fn": (2.0**-4, 2.0**-10),
@@ -81,9 +85,9 @@ def prepare_draw(a, scale_a, params: Mapping[str, Any]):
         return a, scale_a
     positive = scale_a > 0
     floored = torch.where(positive, torch.exp2(torch.floor(torch.log2(scale_a.abs().clamp_min(1e-38)))), scale_a)
-    target = divisor(params)
-    if target != DTYPE_MAX.get(params["dtype_a"]):
-        return a, floored
+    # The largest element goes to the dtype's maximum; a divisor off the grid (127.5) is set on x
+    # itself by make_activation.
+    target = DTYPE_MAX.get(params["dtype_a"], 448.0)
     m, k = a.shape
     values = operand_values(a).reshape(m, k).clone()
     ids, groups = _group_ids(params, m, k)
@@ -119,7 +123,15 @@ def make_activation(a, expanded_scale_a, params: Mapping[str, Any]):
     import torch
 
     m, k = params["m"], params["k"]
-    values = operand_values(a).reshape(m, k) * expanded_scale_a
+    quantised = operand_values(a).reshape(m, k)
+    values = quantised * expanded_scale_a
+    top, target = DTYPE_MAX.get(params["dtype_a"], 448.0), divisor(params)
+    if target != top and values.numel():
+        # A quantiser that divides by a value off the dtype's grid (torchao's int8: 127.5): the
+        # group's largest element at +-divisor * scale makes its scale the case's, a power of two;
+        # that one element is then rounded by the quantiser, the others map exactly.
+        at_top = quantised.abs() == top
+        values = torch.where(at_top, torch.sign(quantised) * target * expanded_scale_a, values)
     x = values.to(getattr(torch, ACTIVATION_DTYPES[activation_dtype_name(params)]))
     return x.reshape(a.shape) if a.dim() == 3 else x
 
@@ -137,22 +149,24 @@ def quantisation_term(params: Mapping[str, Any], x, big_b) -> tuple[Any, str]:
     group_scale = (_group_amax(finite, ids, groups) / divisor(params))[ids]
     safe = torch.where(group_scale > 0, group_scale, torch.ones_like(group_scale))
     ratio = finite / safe
+    # A scale that is a power of two is exact however the kernel computes it (in bf16 too);
+    # another may be rounded once in a 16-bit dtype before use.
     power_of_two = (group_scale == 0) | (torch.frexp(group_scale).mantissa.abs() == 0.5)
+    scale_error = torch.where(power_of_two, torch.full_like(group_scale, SCALE_ROUNDING),
+                              torch.full_like(group_scale, SCALE_ROUNDING_16BIT))
     name = params["dtype_a"]
+    top = DTYPE_MAX.get(name, 448.0)
     if name == "int8":
-        on_grid = torch.round(ratio) == ratio
+        on_grid = (torch.round(ratio) == ratio) & (ratio.abs() <= top)
+        rounding = group_scale / 2
     else:
-        on_grid = ratio.to(getattr(torch, f"float8_{name}")).double() == ratio
-    if bool((power_of_two & on_grid).all()):
-        err = finite.abs() * SCALE_ROUNDING
-        how = "exact"
-    elif name == "int8":
-        err = group_scale / 2 + finite.abs() * SCALE_ROUNDING
-        how = "requantised"
-    else:
+        on_grid = (ratio.to(getattr(torch, f"float8_{name}")).double() == ratio) & (ratio.abs() <= top)
         relative, subnormal = FP8_ROUNDING.get(name, FP8_ROUNDING["e5m2"])
-        err = torch.maximum(finite.abs() * relative, group_scale * subnormal) + finite.abs() * SCALE_ROUNDING
-        how = "requantised"
+        rounding = torch.maximum(finite.abs() * relative, group_scale * subnormal)
+    # Each element on the grid maps exactly (its quotient is far from a tie); the others are
+    # rounded by the quantiser.
+    err = finite.abs() * scale_error + torch.where(on_grid, torch.zeros_like(rounding), rounding)
+    how = "exact" if bool((on_grid & power_of_two).all()) else "requantised"
     return err @ big_b.abs(), how
 
 
