@@ -81,7 +81,9 @@ def prepare_draw(a, scale_a, params: Mapping[str, Any]):
     of two, and each group's largest |element| set to the divisor when the dtype holds it."""
     import torch
 
-    if isinstance(scale_a, tuple) or scale_a.dtype != torch.float32 or not a.numel():
+    from .microscaling import is_fp4
+
+    if isinstance(scale_a, tuple) or scale_a.dtype != torch.float32 or not a.numel() or is_fp4(a):
         return a, scale_a
     positive = scale_a > 0
     floored = torch.where(positive, torch.exp2(torch.floor(torch.log2(scale_a.abs().clamp_min(1e-38)))), scale_a)
