@@ -74,7 +74,7 @@ case $STAGE in
     ;;
   peers)
     # PyTorch's suites to a full verdict (or the limit), beside ours on `default` (STAGE=matrix).
-    for suite in test_scaled_matmul_cuda.py inductor/test_fp8.py; do
+    for suite in test/test_scaled_matmul_cuda.py test/inductor/test_fp8.py; do
       name=pytorch-$(basename "$suite" .py)
       began=$(date +%s.%N)
       (cd "$REPO/.gpu_in/pytorch_tests" && timeout -s INT "${SUITE_LIMIT_S:-240}" python3 -m pytest -p no:cacheprovider \
