@@ -107,8 +107,12 @@ def test_a_prepare_step_that_raises_is_the_kernels_failure():
 
 
 @pytest.mark.parametrize("entry,key,message", [
-    ({"name": "k", "prepare": "m:p"}, "kernels[0]", "'impl' is a dependency of 'prepare'"),
-    ({"name": "k", "impl": "m:f", "module": "m:g"}, "kernels[0]", "should not be valid"),
+    ({"name": "k", "prepare": "m:p"}, "kernels[0].prepare", "a prepare step needs impl"),
+    ({"name": "k", "impl": "m:f", "module": "m:g"}, "kernels[0].module", "a module kernel has no impl"),
+    ({"name": "k", "module": "m:g", "prepare": "m:p"}, "kernels[0].module", "a module kernel has no prepare"),
+    ({"name": "k", "impl": "m:f", "pair_rules": [{"scale_pair": ["rowwise", "rowwise"]}]}, "kernels[0].pair_rules[0]",
+     "is not valid under any of the given schemas"),
+    ({"name": "torchao_int8_weight", "impl": "m:f"}, "kernels[0].name", "is a packed kernel's name"),
     ({"name": "k", "impl": "m:f", "slack": 2}, "kernels[0]", "'slack_reason' is a dependency of 'slack'"),
     ({"name": "k", "impl": "m:f", "slack": 0.5, "slack_reason": "tight"}, "kernels[0].slack", "less than the minimum"),
     ({"name": "k", "impl": "m:f", "activation": "static"}, "kernels[0].activation", "is not one of"),

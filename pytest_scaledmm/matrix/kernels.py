@@ -488,7 +488,7 @@ def signature_problem(fn, positional_names: Sequence[str] = POSITIONAL, required
             if not accepts_keyword(fn, name):
                 return f"has no parameter {name!r} (the harness passes it by keyword)"
     keywords = call_keywords(fn, None, None, False) if required else {}
-    if accepts_keyword(fn, "forms"):
+    if any(p.name == "forms" and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params):
         keywords["forms"] = ()
     if accepts_keyword(fn, "out_dtype"):
         keywords["out_dtype"] = None

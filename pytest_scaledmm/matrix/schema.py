@@ -241,12 +241,13 @@ _KERNEL = {
                             "out_dtypes": _enum_list(OUT_DTYPES),
                             "bias": {"type": "boolean"},
                         },
+                        "anyOf": [{"required": ["out_dtypes"]}, {"required": ["bias"]}],
                     },
                 },
             },
-            "dependentRequired": {"slack": ["slack_reason"], "slack_reason": ["slack"], "prepare": ["impl"],
+            # impl with module, prepare with module or without impl: spec.py says which.
+            "dependentRequired": {"slack": ["slack_reason"], "slack_reason": ["slack"],
                                   "activation_divisor": ["activation"]},
-            "not": {"required": ["impl", "module"]},
         },
     ]
 }
@@ -254,8 +255,7 @@ _KERNEL = {
 # What a pytest_scaledmm_kernels hook may declare besides the callable itself.
 # Its callables (fn, prepare, module) are checked by spec.kernel_from_declaration.
 KERNEL_DECLARATION_SCHEMA = {
-    **{k: v for k, v in _KERNEL["oneOf"][1].items() if k not in ("properties", "dependentRequired", "not")},
-    "dependentRequired": {k: v for k, v in _KERNEL["oneOf"][1]["dependentRequired"].items() if k != "prepare"},
+    **{k: v for k, v in _KERNEL["oneOf"][1].items() if k != "properties"},
     "properties": {k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k not in ("impl", "prepare", "module")},
 }
 

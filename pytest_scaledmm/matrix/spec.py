@@ -209,6 +209,11 @@ def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, Kern
         entry = {"name": entry}
     name = entry["name"]
     impl = entry.get("impl")
+    if entry.get("module") is not None and (impl is not None or entry.get("prepare") is not None):
+        other = "impl" if impl is not None else "prepare"
+        raise MatrixError(path, f"{key}.module", f"a module kernel has no {other}: its factory builds the module that runs")
+    if entry.get("prepare") is not None and impl is None and name not in declared:
+        raise MatrixError(path, f"{key}.prepare", "a prepare step needs impl: the apply step that takes its weight")
     if name in declared:
         if impl is not None:
             raise MatrixError(path, f"{key}.name", f"kernel {name!r} is also declared by a pytest_scaledmm_kernels hook")
@@ -219,9 +224,11 @@ def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, Kern
             declared_fields["pair_rules"] = base.pair_rules
         entry = {**declared_fields, **entry}
         return _build_kernel(path, key, entry, fn=base.fn)
-    if impl is None and entry.get("module") is None and name not in BUILTIN_KERNELS:
-        from .packs import PACK_KERNELS
+    from .packs import PACK_KERNELS
 
+    if (impl is not None or entry.get("module") is not None) and name in PACK_KERNELS:
+        raise MatrixError(path, f"{key}.name", f"{name!r} is a packed kernel's name; give your kernel a name of its own")
+    if impl is None and entry.get("module") is None and name not in BUILTIN_KERNELS:
         if name not in PACK_KERNELS:
             known = ", ".join(sorted(BUILTIN_KERNELS) + sorted(PACK_KERNELS))
             raise MatrixError(path, key, f"unknown kernel {name!r}: give 'impl: module:function' or use one of {known}")
@@ -231,6 +238,11 @@ def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, Kern
         impl = entry.get("impl")
     entry = {**BUILTIN_KERNELS.get(name, {}), **entry} if impl is None and entry.get("module") is None else entry
     return _build_kernel(path, key, entry, impl=impl)
+
+
+def pack_kernel_spec(name: str) -> KernelSpec:
+    """A packed kernel's KernelSpec, as `kernels: [name]` in a matrix gives it."""
+    return _kernel_spec(Path("(packed kernels)"), 0, name, {})
 
 
 def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn: Optional[Callable],
@@ -251,7 +263,9 @@ def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn
     if error is not None:
         path = _key_path(error.absolute_path)
         raise MatrixError(where, f"{key}.{path}" if path else key, error.message)
-    if entry["name"] in BUILTIN_KERNELS:
+    from .packs import PACK_KERNELS
+
+    if entry["name"] in BUILTIN_KERNELS or entry["name"] in PACK_KERNELS:
         raise MatrixError(where, f"{key}.name", f"{entry['name']!r} is a built-in kernel; choose another name")
     for name, value in (("prepare", prepare), ("module", module)):
         if value is not None and not callable(value):
@@ -374,6 +388,41 @@ def _check_tolerance(path: Path, data: Mapping[str, Any]) -> None:
         raise MatrixError(path, "tolerance.slack", f"must be at most {MAX_SLACK}, not {slack!r}: a larger slack lets wrong results pass")
 
 
+# What a dynamic quantiser may divide the amax by: near the dtype's largest value (torchao's int8
+# divides by 127.5). Far from it every element counts as rounded and the bound grows to the amax.
+DIVISOR_RANGE = (0.5, 1.01)
+_DTYPE_MAX = {"e4m3fn": 448.0, "e4m3fnuz": 240.0, "e5m2": 57344.0, "e5m2fnuz": 57344.0, "int8": 127.0}
+
+
+def _check_contract(where, key: str, kernel: KernelSpec, matrix_slack: float) -> None:
+    """A kernel's own slack and its quantiser's divisor: finite, and never so loose that a wrong
+    answer passes (the product of the two slacks is capped as the matrix's is)."""
+    import math
+
+    if kernel.slack is not None:
+        slack = kernel.slack
+        if type(slack) not in (int, float) or not math.isfinite(slack) or slack < 1:
+            raise MatrixError(where, f"{key}.slack", f"must be a finite number of at least 1, not {slack!r}")
+        if slack * matrix_slack > MAX_SLACK:
+            raise MatrixError(where, f"{key}.slack", f"{slack!r} times the matrix's slack {matrix_slack!r} is above "
+                              f"{MAX_SLACK}: a larger slack lets wrong results pass")
+        if not (isinstance(kernel.slack_reason, str) and len(kernel.slack_reason.strip()) >= 3):
+            raise MatrixError(where, f"{key}.slack_reason", "a kernel's own slack needs its reason")
+    if kernel.activation_divisor is not None:
+        divisor = kernel.activation_divisor
+        if kernel.activation != "dynamic":
+            raise MatrixError(where, f"{key}.activation_divisor", "is for a kernel with `activation: dynamic`")
+        dtypes = kernel.dtypes or (("int8",) if kernel.family == "int8" else None)
+        if dtypes is None:
+            raise MatrixError(where, f"{key}.dtypes", "a kernel with an activation_divisor declares its dtypes")
+        for dtype in dtypes:
+            top = _DTYPE_MAX.get(dtype)
+            low, high = (top * DIVISOR_RANGE[0], top * DIVISOR_RANGE[1]) if top else (0, 0)
+            if type(divisor) not in (int, float) or not math.isfinite(divisor) or not low <= divisor <= high:
+                raise MatrixError(where, f"{key}.activation_divisor",
+                                  f"{divisor!r} is not near {dtype}'s largest value {top}: between {low:g} and {high:g}")
+
+
 def _check_known_failures(path: Path, entries) -> None:
     from packaging.specifiers import InvalidSpecifier, SpecifierSet
 
@@ -405,6 +454,9 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
     limits = _limits(data)
     _check_sizes(path, data, limits)
     _check_tolerance(path, data)
+    for i, kernel in enumerate(kernels):
+        where, key = (path, f"kernels[{i}]") if i < len(data["kernels"]) else ("pytest_scaledmm_kernels", kernel.name)
+        _check_contract(where, key, kernel, float((data.get("tolerance") or {}).get("slack", 1.0)))
     _check_known_failures(path, data.get("known_failures", []))
     for i, rule in enumerate(data.get("exclude", [])):
         for axis, value in rule.items():

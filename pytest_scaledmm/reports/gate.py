@@ -301,32 +301,50 @@ def kernel_slacks(report: Mapping) -> dict[str, tuple[float, Optional[str]]]:
     declared = ((report.get("matrix") or {}).get("tolerance") or {}).get("kernels") or {}
     for name, entry in declared.items() if isinstance(declared, Mapping) else ():
         if isinstance(entry, Mapping) and number(entry.get("slack")) is not None:
-            found[name] = (number(entry["slack"]), entry.get("reason"))
+            found[str(name)] = (number(entry["slack"]), entry.get("reason") if isinstance(entry.get("reason"), str) else None)
     for record in report["cases"]:
         kernel = (record.get("params") or {}).get("kernel")
-        own = (record.get("extra") or {}).get("kernel_slack") or {}
-        if kernel and number(own.get("slack")) is not None:
-            found[kernel] = (number(own["slack"]), own.get("reason"))
+        own = _own_slack_block(record)
+        if own is None:
+            found[str(kernel)] = (math.nan, "a kernel_slack that is not an object")
+        elif kernel and "slack" in own:
+            value = number(own.get("slack"))
+            found[kernel] = (math.nan if value is None else value, own.get("reason") if isinstance(own.get("reason"), str) else None)
         elif kernel:
             found.setdefault(kernel, (1.0, None))
     return found
 
 
-def kernel_slack_changes(baseline: Mapping, candidate: Mapping) -> list[str]:
-    """One line per kernel of both reports whose own slack is larger in the candidate."""
+def kernel_slack_changes(baseline: Mapping, candidate: Mapping) -> tuple[list[str], list[str]]:
+    """(one line per kernel of both reports whose own slack is larger in the candidate, one line
+    per report and kernel whose own slack cannot be read: never waived)."""
     before, after = kernel_slacks(baseline), kernel_slacks(candidate)
-    lines = []
+    looser, unreadable = [], []
+    for role, slacks in (("baseline", before), ("candidate", after)):
+        for name, (value, why) in sorted(slacks.items()):
+            if math.isnan(value) or value <= 0:
+                unreadable.append(f"not proven: the {role}'s tolerance slack of kernel {name} cannot be read ({why or value})")
     for name in sorted(set(before) & set(after)):
         (was, _), (now, reason) = before[name], after[name]
-        if now > was or (math.isnan(now) and not math.isnan(was)):
+        if now > was:
             why = f" (reason given: {reason})" if reason else ""
-            lines.append(f"kernel {name}'s tolerance slack loosened from {was:g} to {now:g}{why}: a looser bound passes more")
-    return lines
+            looser.append(f"kernel {name}'s tolerance slack loosened from {was:g} to {now:g}{why}: a looser bound passes more")
+    return looser, unreadable
+
+
+def _own_slack_block(record: Mapping) -> Optional[Mapping]:
+    """A record's extra.kernel_slack ({} when absent); None when it is not an object."""
+    extra = record.get("extra")
+    block = extra.get("kernel_slack") if isinstance(extra, Mapping) else None
+    if block is None:
+        return {}
+    return block if isinstance(block, Mapping) else None
 
 
 def _record_kernel_slack(record: Mapping) -> float:
-    own = number(((record.get("extra") or {}).get("kernel_slack") or {}).get("slack"))
-    return own if own is not None and own > 0 else 1.0
+    block = _own_slack_block(record)
+    own = number(block.get("slack")) if block is not None else math.nan
+    return own if own is not None and (own > 0 or math.isnan(own)) else 1.0
 
 
 def _bound_difference(baseline: Mapping, candidate: Mapping) -> Optional[str]:
@@ -423,7 +441,9 @@ def check(
     bounds = _bound_difference(baseline[1], candidate[1])
     if bounds:
         reasons.append(bounds)
-    for text in kernel_slack_changes(baseline[1], candidate[1]):
+    looser, unreadable = kernel_slack_changes(baseline[1], candidate[1])
+    reasons += unreadable
+    for text in looser:
         unless(allow_looser_slack, "allow_looser_slack", text, "accepted")
     # A strict baseline's error parity on invalid input is judged strictly in the candidate too:
     # a candidate run without strict errors cannot excuse what the baseline held to them.
@@ -617,6 +637,7 @@ def run_gate(
     allow_missing: bool = False,
     allow_capability_loss: bool = False,
     allow_worse: bool = False,
+    allow_looser_slack: bool = False,
     flags: Mapping[str, str] = CLI_FLAGS,
 ) -> GateResult:
     """The gate as `scaledmm gate` and `pytest --scaledmm-baseline` run it."""
@@ -628,6 +649,7 @@ def run_gate(
         allow_missing=allow_missing,
         allow_capability_loss=allow_capability_loss,
         allow_worse=allow_worse,
+        allow_looser_slack=allow_looser_slack,
         catalogue_note=note,
         flags=flags,
     )

@@ -296,7 +296,8 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_d
             reference = None
     if reference is None:
         return (
-            "# This kernel was declared by a hook and cannot be imported by name: define it here.\n"
+            "# This kernel cannot be imported by name here (a hook's kernel, or a report read without its\n"
+            "# matrix: pass --matrix): define it here.\n"
             "kernel = None"
         )
     module_name, attrs = check_reference(reference)
@@ -354,6 +355,14 @@ def contract_code(spec) -> str:
         "    prepare = getattr(prepare, _attr)",
     ]
     return "\n".join(lines)
+
+
+def pack_kernel_specs() -> dict:
+    """Name -> KernelSpec of every packed kernel, as a matrix listing it by name declares it."""
+    from ..matrix.spec import pack_kernel_spec
+    from ..matrix.packs import PACK_KERNELS
+
+    return {name: pack_kernel_spec(name) for name in PACK_KERNELS}
 
 
 def kernel_reference(spec) -> Optional[str]:
@@ -711,6 +720,10 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         impls = {k.name: kernel_reference(k) for k in spec.kernels}
         specs = {k.name: k for k in spec.kernels}
         slack, limits = spec.slack, dict(spec.limits)
+    # The packed kernels (torchao's) are part of this package: known without the matrix.
+    for name, entry in pack_kernel_specs().items():
+        specs.setdefault(name, entry)
+        impls.setdefault(name, kernel_reference(entry))
     seed = matrix_block.get("seed")
     if type(seed) is not int:
         what = "does not record its seed" if seed is None else f"records a seed that is not an integer ({_text(seed)!r})"

@@ -6,8 +6,8 @@ reference is exact for x. What the kernel does with x is bounded soundly in two 
 
 - An element whose quotient by its group's scale (amax / the declared divisor) lies on the
   dtype's grid is quantised exactly whatever rounding the scale's computation makes (its quotient
-  is far from a tie): it costs 2^-22 of |x| when the scale is a power of two (exact in any dtype),
-  2^-8 otherwise (a scale computed in bf16, as torchao does).
+  is far from a tie): it costs 2^-22 of |x| when the scale is exact in fp32 and in x's dtype
+  (torchao computes it in x's dtype), 2^-8 otherwise (one rounding in a 16-bit dtype).
 - Any other element is rounded by the quantiser, bounded by half an ulp (fp8; at least half the
   least subnormal of the group's scale) or half the scale (int8).
 The per-element costs go through |B| into the bound; a case where every element maps exactly is
@@ -57,11 +57,17 @@ def divisor(params: Mapping[str, Any]) -> float:
     return float(declared) if declared else DTYPE_MAX.get(params["dtype_a"], 448.0)
 
 
-def _group_ids(params: Mapping[str, Any], m: int, k: int):
-    """(M x K int64 group index of each element of a, number of groups) from scale_a's grid."""
+# The finest groups a quantiser uses (one token's 1 x 128 block): every one holds the dtype's
+# largest value, so a finer quantiser than the case's form maps exactly too.
+FINEST = (1, 128)
+
+
+def _group_ids(params: Mapping[str, Any], m: int, k: int, blocks=None):
+    """(M x K int64 group index of each element of a, number of groups) from scale_a's grid, or
+    from `blocks` (rows, cols) when given."""
     import torch
 
-    row_block, col_block = scale_form(params["scale_a"]).block("a")
+    row_block, col_block = blocks or scale_form(params["scale_a"]).block("a")
     rows = torch.zeros(m, dtype=torch.int64) if row_block is WHOLE else torch.arange(m) // row_block
     cols = torch.zeros(k, dtype=torch.int64) if col_block is WHOLE else torch.arange(k) // col_block
     width = int(cols.max()) + 1 if k else 1
@@ -78,7 +84,9 @@ def _group_amax(values, ids, groups: int):
 
 def prepare_draw(a, scale_a, params: Mapping[str, Any]):
     """(a, scale_a) the declared quantiser maps exactly where it can: scale_a floored to powers
-    of two, and each group's largest |element| set to the divisor when the dtype holds it."""
+    of two and spread over 16x (element i of its grid times 2^-(i % 5): a quantiser coarser
+    than the case's form loses the smaller groups' low bits), and the largest |element| of each
+    token's 1 x 128 block set to the dtype's largest value."""
     import torch
 
     from .microscaling import is_fp4
@@ -87,12 +95,14 @@ def prepare_draw(a, scale_a, params: Mapping[str, Any]):
         return a, scale_a
     positive = scale_a > 0
     floored = torch.where(positive, torch.exp2(torch.floor(torch.log2(scale_a.abs().clamp_min(1e-38)))), scale_a)
+    spread = torch.exp2(-(torch.arange(floored.numel()) % 5).to(torch.float32)).reshape(floored.shape)
+    floored = floored * spread
     # The largest element goes to the dtype's maximum; a divisor off the grid (127.5) is set on x
     # itself by make_activation.
     target = DTYPE_MAX.get(params["dtype_a"], 448.0)
     m, k = a.shape
     values = operand_values(a).reshape(m, k).clone()
-    ids, groups = _group_ids(params, m, k)
+    ids, groups = _group_ids(params, m, k, FINEST)
     amax = _group_amax(values, ids, groups)
     at_max = values.abs().reshape(-1) == amax[ids.reshape(-1)]
     first = torch.full((groups,), -1, dtype=torch.int64)
@@ -151,10 +161,11 @@ def quantisation_term(params: Mapping[str, Any], x, big_b) -> tuple[Any, str]:
     group_scale = (_group_amax(finite, ids, groups) / divisor(params))[ids]
     safe = torch.where(group_scale > 0, group_scale, torch.ones_like(group_scale))
     ratio = finite / safe
-    # A scale that is a power of two is exact however the kernel computes it (in bf16 too);
-    # another may be rounded once in a 16-bit dtype before use.
-    power_of_two = (group_scale == 0) | (torch.frexp(group_scale).mantissa.abs() == 0.5)
-    scale_error = torch.where(power_of_two, torch.full_like(group_scale, SCALE_ROUNDING),
+    # A scale exact in fp32 and in x's own dtype is exact however the kernel computes it
+    # (torchao divides in x's dtype); another may be rounded once in a 16-bit dtype before use.
+    own = getattr(torch, ACTIVATION_DTYPES[activation_dtype_name(params)])
+    exact_scale = (group_scale.to(torch.float32).double() == group_scale) & (group_scale.to(own).double() == group_scale)
+    scale_error = torch.where(exact_scale, torch.full_like(group_scale, SCALE_ROUNDING),
                               torch.full_like(group_scale, SCALE_ROUNDING_16BIT))
     name = params["dtype_a"]
     top = DTYPE_MAX.get(name, 448.0)
@@ -168,7 +179,7 @@ def quantisation_term(params: Mapping[str, Any], x, big_b) -> tuple[Any, str]:
     # Each element on the grid maps exactly (its quotient is far from a tie); the others are
     # rounded by the quantiser.
     err = finite.abs() * scale_error + torch.where(on_grid, torch.zeros_like(rounding), rounding)
-    how = "exact" if bool((on_grid & power_of_two).all()) else "requantised"
+    how = "exact" if bool((on_grid & exact_scale).all()) else "requantised"
     return err @ big_b.abs(), how
 
 

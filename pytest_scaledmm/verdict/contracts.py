@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
 CONTRACTS = ("call", "prepare", "module")
+OTHER_ACTIVATION_FACTOR = 0.75  # the serving loop's second activation, relative to the first
 
 
 def _is_op(fn) -> bool:
@@ -41,8 +42,10 @@ def _takes(fn: Callable, name: str) -> bool:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):
         return name != "forms"  # an op without a readable signature takes the harness's keywords
-    return any(p.kind == p.VAR_KEYWORD or (p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
-               for p in params)
+    # `forms` is the harness's own: only a parameter of that name asks for it, never **kwargs (a
+    # wrapper forwarding them to torch would pass it on).
+    return any((p.kind == p.VAR_KEYWORD and name != "forms")
+               or (p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) for p in params)
 
 
 def optional_keywords(fn: Callable, values: Mapping[str, Any]) -> dict:
@@ -91,9 +94,14 @@ def case_call(kernel: Callable, inputs, *, contract: str = "call", prepare: Opti
         return CaseCall(scaled_mm_case, inputs.args(), ["a", "b", "scale_a", "scale_b", "bias", *extra_names])
     builder = kernel if contract == "module" else prepare
     if built is None:
+        from .pipeline import PristineInputs
+
         # Once, eagerly, outside any compiled region: what the kernel's library does at load time.
-        built = builder(inputs.b, inputs.scale_b, bias=inputs.bias, out_dtype=out_dtype,
-                        **optional_keywords(builder, optional))
+        # On copies: a step that rewrites its inputs cannot change what the reference is of.
+        b, scale_b, bias = PristineInputs((inputs.b, inputs.scale_b, inputs.bias), ["b", "scale_b", "bias"]).fresh()
+        built = builder(b, scale_b, bias=bias, out_dtype=out_dtype, **optional_keywords(builder, optional))
+        if contract == "module" and not callable(built):
+            raise TypeError(f"the module factory returned {type(built).__name__}, not a callable module")
     if contract == "module":
         return CaseCall(built, activation_args(inputs, dynamic), list(first), built)
     keywords = optional_keywords(kernel, {"out_dtype": out_dtype, "forms": tuple(forms)})
@@ -137,27 +145,35 @@ def _other_values(t, flip: bool):
 def other_activation(inputs, params: Mapping[str, Any]):
     """The case's inputs with another activation of the same shape and layout and the same
     weights: a negated, its tokens in reverse order where scale_a's grid allows (one scale per
-    token or one for all), scale_a reordered with it. For the serving loop of a kernel whose
+    token or one for all), scale_a reordered with it and times 3/4 (x negated and times 3/4: the
+quantiser's new scale is 3/4 of the first, exact, and a kept scale is off). For the serving loop of a kernel whose
     weights are built once: the weight object stays, only the activation changes, and the
     reference stays exact."""
     import dataclasses
 
     from .scale_forms import WHOLE, scale_form
 
+    import torch
+
     row_block, _ = scale_form(params["scale_a"]).block("a")
     flip = params["m"] > 1 and row_block in (1, WHOLE)
     tokens_scaled = flip and row_block == 1
 
     def scale(s):
-        if s is None or isinstance(s, tuple) or not tokens_scaled or s.numel() < 2:
+        # Times 3/4 too (exact): a kernel that keeps an earlier call's activation scale rounds off
+        # the grid and is caught, where a power of two would map exactly again.
+        if s is None or isinstance(s, tuple) or s.dtype != torch.float32:
             return s
-        return _same_layout(s, s.detach().reshape(-1).flip(0).reshape(s.shape)) if s.dim() else s
+        values = s.detach()
+        if tokens_scaled and s.numel() > 1:
+            values = values.reshape(-1).flip(0).reshape(s.shape)
+        return _same_layout(s, values * OTHER_ACTIVATION_FACTOR)
 
     a = _same_layout(inputs.a, _other_values(inputs.a, flip))
     activation = None
     if inputs.activation is not None:
         x = inputs.activation
-        values = x.detach().reshape(-1, x.shape[-1]).neg()
+        values = x.detach().reshape(-1, x.shape[-1]).neg() * OTHER_ACTIVATION_FACTOR
         activation = _same_layout(x, (values.flip(0) if flip else values).reshape(x.shape))
     return dataclasses.replace(inputs, a=a, scale_a=scale(inputs.scale_a), finite_scale_a=scale(inputs.finite_scale_a),
                                activation=activation)

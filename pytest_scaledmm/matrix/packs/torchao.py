@@ -88,7 +88,13 @@ def unavailable() -> Optional[str]:
         too_old = Version(version) < Version(MIN_VERSION)
     except InvalidVersion:
         return f"torchao {version!r} has no readable version: {INSTALL}"
-    return f"torchao {version} is older than {MIN_VERSION}: {INSTALL}" if too_old else None
+    if too_old:
+        return f"torchao {version} is older than {MIN_VERSION}: {INSTALL}"
+    try:
+        import torchao  # noqa: F401  (a broken install is the environment's problem, not the kernel's)
+    except Exception as exc:
+        return f"torchao {version} is installed but does not import ({type(exc).__name__}: {exc}): {INSTALL}"
+    return None
 
 
 def fp8_inference(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
