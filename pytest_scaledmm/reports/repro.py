@@ -535,6 +535,8 @@ def render_script(
             f"WRITTEN_BY = {literal('pytest-scaledmm ' + __version__)}",
         ]
     )
+    if "\nCONTRACT = " not in "\n" + kernel_text:
+        kernel_text = kernel_text + "\n" + contract_code(None)  # a one-function kernel
     template = (Path(__file__).parent / "templates" / "repro_script.py.tmpl").read_text(encoding="utf-8")
     text = template.format(
         name=name,
