@@ -6,13 +6,17 @@
 #                  its time limit, with the same workers
 #   STAGE=full     matrix.yaml's full profile
 # Every stage reruns each repro script it wrote in a fresh process (exit status per script) and
-# writes under $OUT: <name>.json and .log per run, repros_<stage>.txt, seconds.txt (wall per run),
-# versions.txt. DRY=1 runs the same steps on this machine's device with the smoke profiles and
+# writes under $OUT: results_<stage>.tgz (<name>.json and .log per run, repros_<stage>.txt,
+# seconds.txt: wall per run, versions.txt) and summary_<stage>.txt. DRY=1 runs the same steps on this machine's device with the smoke profiles and
 # few cases, to check the script without a GPU. Nothing is installed: the carried wheels are
 # unpacked onto PYTHONPATH and the plugin is loaded from this checkout.
 set -u
 : "${OUT:?set OUT to the output directory}"
 STAGE=${STAGE:-matrix}
+# Everything goes to RES, packed at the end into $OUT/results_$STAGE.tgz (few files come back).
+FINAL_OUT=$OUT
+OUT=/tmp/scaledmm-results/$STAGE
+rm -rf "$OUT" && mkdir -p "$OUT"
 WORKERS=${WORKERS:-14}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 SITE=/tmp/scaledmm-site
@@ -102,3 +106,5 @@ export -f run_repro; export REPROS REPRO_DEADLINE=$(( $(date +%s) + ${REPRO_BUDG
   >"$OUT/repros_$STAGE.txt"
 tar czf "$OUT/repros_$STAGE.tgz" -C "$(dirname "$REPROS")" "$(basename "$REPROS")" 2>/dev/null
 cat "$OUT/repros_$STAGE.txt"
+cat "$OUT/versions.txt" "$OUT/seconds.txt" "$OUT/repros_$STAGE.txt" >"$FINAL_OUT/summary_$STAGE.txt" 2>/dev/null
+tar czf "$FINAL_OUT/results_$STAGE.tgz" -C "$OUT" .
