@@ -20,7 +20,8 @@ rm -rf "$OUT" && mkdir -p "$OUT"
 WORKERS=${WORKERS:-14}
 REPO=$(cd "$(dirname "$0")/.." && pwd)
 SITE=/tmp/scaledmm-site
-mkdir -p "$SITE" && for w in "$REPO"/.whl/*.whl; do [ -e "$w" ] && python3 -m zipfile -e "$w" "$SITE"; done
+# A dry run uses this machine's own packages (the carried wheels are for the GPU image's Python).
+[ "${DRY:-0}" = 1 ] || { mkdir -p "$SITE" && for w in "$REPO"/.whl/*.whl; do [ -e "$w" ] && python3 -m zipfile -e "$w" "$SITE"; done; }
 export PYTHONPATH=$REPO:$SITE
 LOAD="-p pytest_scaledmm.plugin.entry"
 python3 -c "import importlib.metadata as m, sys; sys.exit(not any(e.value.startswith('pytest_scaledmm') for e in m.entry_points(group='pytest11')))" && LOAD=""
