@@ -79,7 +79,7 @@ def error_text(error: Mapping) -> str:
 
 def example_text(record: Mapping) -> str:
     """One real message of a record's root cause: the wrong side's error as raised, or for a
-    wrong result how far off it is and where (the record's detail)."""
+    wrong result how far off it is and where; else the record's detail; "" when it has none."""
     error = wrong_error(record)
     if error is not None and original_outcome(record) not in (oc.MISMATCH, oc.LENIENT_MISMATCH):
         return error_text(error)
@@ -89,7 +89,7 @@ def example_text(record: Mapping) -> str:
     detail = record.get("detail")
     if isinstance(detail, str) and detail.strip():
         return " ".join(detail.split())[:EXAMPLE_LIMIT].rstrip()
-    return str(record.get("signature") or original_outcome(record) or "")[:EXAMPLE_LIMIT]
+    return ""  # nothing recorded beyond the signature: the case id alone is the example
 
 
 def source_of(record: Mapping) -> Optional[str]:
@@ -104,7 +104,8 @@ def source_of(record: Mapping) -> Optional[str]:
 
 def example_line(record: Mapping) -> str:
     """`ValueError: expected scale_a.stride(1) to be 1, but got 4 (case <id>)`."""
-    return f"{example_text(record)} (case {record.get('id')})"
+    text = example_text(record)
+    return f"{text} (case {record.get('id')})" if text else f"case {record.get('id')}"
 
 
 # -- a MISMATCH by kernel and by what is off -------------------------------------------------------

@@ -200,12 +200,12 @@ def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[s
 
 
 def _own_refusal_line(group: Mapping) -> str:
-    """A user kernel's model mismatch: its own code refuses what it declares, or accepts what it
-    was expected to refuse."""
-    at = f" at {group['source']}" if group.get("source") else ""
+    """A user kernel's model mismatch: its own code refuses inside what it declares, or accepts
+    what its declaration excludes."""
+    head = f"kernel {group['kernel']} (user kernel): {group['count']}"
     if group["purpose"] == "boundary":
-        what = f"{group['count']} boundary case(s) expected to be refused ({group['refusal']}) are accepted"
-    else:
-        what = f"{group['count']} {group['purpose']} case(s) inside its declared support raise in its own code{at}"
-    return (f"kernel {group['kernel']} (user kernel): {what}; declare what it does not support, or fix it,"
-            f" e.g. {group['example']}")
+        return (f"{head} case(s) outside its declared support ({group['refusal']}) accepted by its code:"
+                f" the declaration is narrower than the kernel, e.g. {group['example']}")
+    at = f" at {group['source']}" if group.get("source") else ""
+    return (f"{head} {group['purpose']} case(s) inside its declared support raise in its own code{at}:"
+            f" declare what it does not support, or fix it, e.g. {group['example']}")
