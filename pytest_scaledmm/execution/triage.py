@@ -236,7 +236,7 @@ def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
         for step in steps
         if step["purpose"] not in ("quantized", "cause") and step["outcome"] == oc.PASS
     ]
-    from ..reports.causes import is_user_kernel
+    from ..matrix.spec import is_user_kernel
 
     found = {
         "case": case.id,

@@ -19,14 +19,6 @@ from ..verdict import outcome as oc
 EXAMPLE_LIMIT = 200  # characters of an example message shown beside its root cause
 
 
-def is_user_kernel(name) -> bool:
-    """Whether a kernel name is one the user declared (impl: or the pytest_scaledmm_kernels hook):
-    a user kernel may not take a built-in's name (matrix/kernels.resolve_kernels)."""
-    from ..matrix.spec import BUILTIN_KERNELS
-
-    return isinstance(name, str) and bool(name) and name not in BUILTIN_KERNELS
-
-
 def original_outcome(record: Mapping) -> str:
     """The class before the known-failure catalogue: an XFAIL's original outcome."""
     outcome = record.get("outcome")
@@ -117,9 +109,10 @@ RATIO_BANDS = ((4.0, "error up to 4x the bound"), (1e3, "error 4-1000x the bound
 
 
 def _number(value) -> Optional[float]:
-    from .report import number
-
-    return number(value)
+    """A number as a report holds it (report.number, not imported: report imports this module)."""
+    if type(value) in (int, float):
+        return float(value)
+    return {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}.get(value) if isinstance(value, str) else None
 
 
 def _off_checks(record: Mapping) -> list[Mapping]:

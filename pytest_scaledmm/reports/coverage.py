@@ -183,7 +183,7 @@ def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[s
         lines.append("production data (run/reference-checked): " + "; ".join(
             f"{words[axis]} " + ", ".join(f"{value} {c['run']}/{c['reference_checked']}" for value, c in counts.items())
             for axis, counts in production.items() if axis in words and counts))
-    from .causes import is_user_kernel
+    from ..matrix.spec import is_user_kernel
 
     for group in mismatch_groups(records):
         if is_user_kernel(group["kernel"]):
