@@ -271,11 +271,12 @@ def test_markdown_summary_has_no_link_or_image_from_report_text(tmp_path):
     reports = [(tmp_path / "a.json", report([case(EVIL, "PASS")], torch="2.11.0")),
                (tmp_path / "b.json", report([case(EVIL, "MISMATCH", EVIL)], torch="2.13.0"))]
     text = render_markdown(compare_reports(reports))
-    row = next(line for line in text.splitlines() if line.startswith("| \\!\\[x\\]"))
+    row = next(line for line in text.splitlines() if line.startswith("| 1 |") and "MISMATCH" in line)
     cells = row.split(" | ")
-    assert len(cells) == 4, row  # case, from -> to, outcome, signature: no extra column
-    for cell in (cells[0][2:], cells[3][:-2]):
+    assert len(cells) == 5, row  # cases, from -> to, outcome, root cause, example (the case): no extra column
+    for cell in (cells[3], cells[4][:-2]):
         _assert_inert(cell)
+    assert "case \\!\\[x\\]" in cells[4]
     # The replay command is one code span (literal in Markdown): the rest has no live URL.
     replay = next(line for line in text.splitlines() if line.startswith("Replay one case:"))
     fence = re.match(r"Replay one case: (`+) ", replay).group(1)

@@ -155,8 +155,9 @@ def test_exception_text_is_escaped_in_html_and_markdown(tmp_path):
     assert page.count("<script>") == 1  # the page's own script only
     text = render_markdown(comparison)
     assert "<script>" not in text and "&lt;script&gt;" in text
-    row = next(line for line in text.splitlines() if line.startswith("| a |"))
-    assert row.count(" | ") == 3 and "\\| col" in row  # the pipe does not open a column
+    # The regression's row: cases, pair, outcome, root cause, example.
+    row = next(line for line in text.splitlines() if line.startswith("| 1 |") and "COMPILE" in line)
+    assert row.count(" | ") == 4 and "\\| col" in row  # the pipe does not open a column
 
 
 def test_heatmap_groups_cells_and_marks_regressions():

@@ -112,3 +112,15 @@ def test_eager_names_the_bug_when_both_sides_are_off_in_their_own_ways():
     garbage = ref.value * 0 + 1e22
     assert _signature(band, garbage, ref).signature == _signature(band, band, ref).signature == (
         "MISMATCH: eager+compiled values off the reference in a band of columns")
+
+
+def test_inf_where_the_reference_is_finite_is_its_own_pattern():
+    # An overflow in a band of columns is an overflow first: no band, no factor.
+    ref = _reference(_value())
+    out = ref.value.clone()
+    out[:, 128:] = float("inf")
+    check = _check(out, ref)
+    assert check["pattern"] == "non-finite where the reference is finite"
+    assert check["where"] == f"{64 * 128} of {64 * 256} elements non-finite"
+    assert _signature(out, out, ref).signature == (
+        "MISMATCH: eager+compiled values off the reference non-finite where the reference is finite")

@@ -112,22 +112,23 @@ def test_triage_says_when_no_single_change_helps(matrix_project):
 
 def test_a_root_cause_says_its_outcome_once_in_the_summary_markdown_and_html(matrix_project, tmp_path):
     """The outcome column says MISMATCH; the cause beside it does not repeat it. The report keeps
-    the cause as it was: gates compare it across versions."""
+    the signature as it was: gates compare it across versions."""
     from pytest_scaledmm.cli import main
 
     matrix_project.write_matrix(matrix_text([planted("drops_bias")], BIAS_AXES))
     result = matrix_project.run("--scaledmm-matrix", *IN_PROCESS, "--scaledmm-report", "r.json")
     result.assert_outcomes(failed=1)
     line = next(line for line in result.outlines if line.startswith("  ") and " x MISMATCH" in line)
-    assert line.count("MISMATCH") == 1 and line.endswith(" values off the reference"), line
+    cause = "kernel drops_bias: values off the reference, error over 1000x the bound"
+    assert line.count("MISMATCH") == 1 and line.endswith(f" {cause}"), line
     group = matrix_project.report("r.json")["signatures"][0]
-    assert group["root_cause"].startswith("MISMATCH: ")
+    assert group["root_cause"] == cause and group["signature"].startswith("MISMATCH: ")
     md, html = tmp_path / "c.md", tmp_path / "c.html"
     assert main(["compare", str(matrix_project.path / "r.json"), "--markdown", str(md), "--html", str(html)]) == 0
     row = next(row for row in md.read_text().splitlines() if row.startswith("| tier 1"))
     assert row.count("MISMATCH") == 1
     page = html.read_text()
-    assert 'class="sig">MISMATCH' not in page and '<td class="sig">eager+compiled values off the reference</td>' in page
+    assert 'class="sig">MISMATCH' not in page and f'<td class="sig">{cause}</td>' in page
 
 
 def test_xdist_workers_compiling_in_process_read_no_deprecated_dynamo_config(matrix_project, pytester):

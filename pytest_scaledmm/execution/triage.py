@@ -236,7 +236,9 @@ def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
         for step in steps
         if step["purpose"] not in ("quantized", "cause") and step["outcome"] == oc.PASS
     ]
-    return {
+    from ..matrix.spec import is_user_kernel
+
+    found = {
         "case": case.id,
         "layer": layer,
         "quantized_path": quantized,
@@ -246,6 +248,25 @@ def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
         "rungs": [{k: v for k, v in step.items() if k not in ("purpose", "knob")} for step in steps],
         "seconds": seconds,
     }
+    if is_user_kernel(case.params.get("kernel")):
+        # The kernel is the user's code: a failing line in it is where to look, not torch.
+        found["user_kernel"] = case.params.get("kernel")
+        source = _source(result)
+        if source:
+            found["source"] = source
+    return found
+
+
+def _source(result) -> Optional[str]:
+    """The user-code frame of the wrong side's error (outcome.ErrorInfo.source), else the other's."""
+    errors = [result.eager_error, result.compiled_error]
+    if result.layer != "eager":
+        errors.reverse()
+    for error in errors:
+        source = error.get("source") if isinstance(error, dict) else getattr(error, "source", None)
+        if isinstance(source, str) and source:
+            return source
+    return None
 
 
 # What each rung changed, as the triage line says it.
@@ -263,9 +284,15 @@ def one_line(triage: dict) -> str:
     if rungs:
         tried = ", ".join(f"{RUNG_WORDS.get(r.get('name'), r.get('name'))} {r.get('outcome')}" for r in rungs)
         parts.append(f"tried one change at a time: {tried}")
+    source = triage.get("source") if isinstance(triage.get("source"), str) and triage.get("user_kernel") else None
+    eager_layer = str(triage.get("layer", "")).startswith("eager")
+    if source and (eager_layer or triage.get("quantized_path") is True):
+        # A user kernel's own line raised (or Dynamo failed tracing it) while torch's matmul works.
+        plain = "" if eager_layer else "torch's plain bf16 matmul passes: "
+        parts.append(f"{plain}the fault is in the kernel's code, {source}")
     # Compared with torch's own matmul only where a compiler layer breaks: a kernel wrong in
     # eager is wrong whatever torch's matmul does.
-    if not str(triage.get("layer", "")).startswith("eager"):
+    elif not eager_layer:
         if triage.get("quantized_path") is True:
             parts.append("torch's plain bf16 matmul passes: the fault is in the quantized path")
         elif triage.get("quantized_path") is False:

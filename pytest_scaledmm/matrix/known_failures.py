@@ -61,7 +61,7 @@ HARNESS_WORDS = frozenset(
         "differently", "error", "errors", "accepts", "what", "refuses", "refused", "invalid", "input", "returns",
         "returned", "result", "results", "wrong", "passes", "function", "ran", "no", "graph", "torch",
         "max", "err", "tol", "abs", "rel", "nan", "inf", "positions", "differ", "from", "infinities", "non",
-        "finite", "sign", "output", "x", "n", "s", "got", "expected", "kernel", "case", "side", "sides",
+        "finite", "where", "sign", "output", "x", "n", "s", "got", "expected", "kernel", "case", "side", "sides",
         "both", "call", "with", "without", "on", "to", "is", "not", "it", "its", "for",
         # wrappers of every compiled-side error
         "InductorError", "BackendCompilerFailed", "TorchRuntimeError", "TorchDynamoException", "Observed",

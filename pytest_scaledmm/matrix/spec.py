@@ -503,3 +503,9 @@ def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> 
     check_kernels(included, [k.name for k in spec.kernels])
     check_sizes(included, spec.limits)
     return spec
+
+
+def is_user_kernel(name) -> bool:
+    """Whether a kernel name is one the user declared (impl: or the pytest_scaledmm_kernels hook):
+    user code may not take a built-in's name (kernels.resolve_kernels), so the name tells."""
+    return isinstance(name, str) and bool(name) and name not in BUILTIN_KERNELS

@@ -408,6 +408,8 @@ def format_failure(record: dict, replay: str | None = None) -> str:
         if error:
             first = error["message"].splitlines()[0] if error["message"] else ""
             lines.append(f"{side.split('_')[0]} raised {error['type']}: {first}")
+            if isinstance(error.get("source"), str) and error["source"]:
+                lines.append(f"  in user code: {error['source']}")
     if replay:
         lines.append(f"replay: {replay}")
     return "\n".join(lines)

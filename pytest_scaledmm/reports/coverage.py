@@ -158,6 +158,9 @@ def mismatch_groups(records: Iterable[Mapping]) -> list[dict]:
         key = (params.get("kernel"), model.get("purpose"), what)
         group = groups.setdefault(key, {"kernel": key[0], "purpose": key[1], "refusal": what, "count": 0, "example": record["id"]})
         group["count"] += 1
+        eager = record.get("eager_error")
+        if not group.get("source") and isinstance(eager, Mapping) and isinstance(eager.get("source"), str):
+            group["source"] = eager["source"]
     return sorted(groups.values(), key=lambda g: (-g["count"], str(g["kernel"]), str(g["refusal"])))
 
 
@@ -180,10 +183,29 @@ def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[s
         lines.append("production data (run/reference-checked): " + "; ".join(
             f"{words[axis]} " + ", ".join(f"{value} {c['run']}/{c['reference_checked']}" for value, c in counts.items())
             for axis, counts in production.items() if axis in words and counts))
+    from ..matrix.spec import is_user_kernel
+
     for group in mismatch_groups(records):
+        if is_user_kernel(group["kernel"]):
+            # A user kernel's support model is what it declares: raising inside it is the
+            # kernel's own behaviour, no op of torch changed.
+            lines.append(_own_refusal_line(group))
+            continue
         if group["purpose"] == "boundary":
             what = f"{group['count']} boundary case(s) expected to be refused ({group['refusal']}) accepted by eager"
         else:
             what = f"{group['count']} {group['purpose']} case(s) refused by eager ({group['refusal']})"
         lines.append(f"model mismatch: the op changed: {group['kernel']}: {what}, e.g. {group['example']}")
     return lines
+
+
+def _own_refusal_line(group: Mapping) -> str:
+    """A user kernel's model mismatch: its own code refuses inside what it declares, or accepts
+    what its declaration excludes."""
+    head = f"kernel {group['kernel']} (user kernel): {group['count']}"
+    if group["purpose"] == "boundary":
+        return (f"{head} case(s) outside its declared support ({group['refusal']}) accepted by its code:"
+                f" the declaration is narrower than the kernel, e.g. {group['example']}")
+    at = f" at {group['source']}" if group.get("source") else ""
+    return (f"{head} {group['purpose']} case(s) inside its declared support raise in its own code{at}:"
+            f" declare what it does not support, or fix it, e.g. {group['example']}")

@@ -60,6 +60,7 @@ from .compare import (
     compare_reports,
 )
 from ..matrix.known_failures import restore_original_outcomes
+from .changes import change_of, count_text, example_of, grouped
 from ..verdict import outcome as oc
 from .report import duplicate_ids, dumps_strict, number, shard_advice, shard_of
 
@@ -141,17 +142,14 @@ class GateResult:
 
 
 def _group_reasons(transitions: list[Transition], limit: int) -> list[str]:
-    """One reason per (kind, outcome change, root cause): forty cases of one bug are one line,
-    whatever eager refusals its compiled-side cause met."""
-    grouped: dict[tuple, list[Transition]] = {}
-    for t in transitions:
-        grouped.setdefault((t.kind, t.before_outcome, t.after_outcome, t.root_cause), []).append(t)
-    ordered = sorted(grouped.items(), key=lambda item: (item[0][0] != REGRESSION, -len(item[1]), item[0]))
+    """One reason per change (changes.change_of: kind, outcome change, root cause): forty cases
+    of one bug are one line, whatever eager refusals its compiled-side cause met, worded as
+    `compare` words it, with one real example."""
+    ordered = sorted(grouped(transitions), key=lambda item: item[0].kind != REGRESSION)
     reasons = []
-    for (kind, before, after, signature), members in ordered[:limit]:
-        example = members[0].case_id
-        count = f"{len(members)} cases" if len(members) > 1 else "1 case"
-        reasons.append(f"{kind}: {count} {before} -> {after}: {signature or '(no signature)'} (e.g. {example})")
+    for change, members in ordered[:limit]:
+        cause = "" if change.cause else ": (no signature)"
+        reasons.append(f"{change.kind}: {count_text(members)} {change.text}{cause} (e.g. {example_of(members[0])})")
     if len(ordered) > limit:
         reasons.append(f"... and {len(ordered) - limit} more root cause(s)")
     return reasons
@@ -514,12 +512,12 @@ def check(
         grown = _growth(before, after)
         if grown:
             t = Transition(WORSE, cid, comparison.columns[0].label, comparison.columns[1].label, before, after)
-            worse.setdefault((t.before_outcome, t.after_outcome, t.root_cause), []).append((t, grown))
-    for (was, now, cause), members in sorted(worse.items(), key=lambda item: (-len(item[1]), item[0])):
+            worse.setdefault(change_of(t), []).append((t, grown))
+    for change, members in sorted(worse.items(), key=lambda item: (-len(item[1]), item[0].key)):
         t, grown = members[0]
-        count = f"{len(members)} cases" if len(members) > 1 else "1 case"
-        text = (f"{WORSE}: {count} {was} -> {now}: {cause or '(no signature)'}, off by more: {', '.join(grown)}"
-                f" (e.g. {t.case_id})")
+        cause = "" if change.cause else ": (no signature)"
+        text = (f"{WORSE}: {count_text(members)} {change.text}{cause}, off by more: {', '.join(grown)}"
+                f" (e.g. {example_of(t)})")
         if allow_worse:
             unless(True, "allow_worse", text, "accepted")
         else:

@@ -18,7 +18,9 @@ from typing import Optional, Sequence
 import jinja2
 
 from ..verdict import outcome as oc
-from .replay import report_replay, shared_text, shown_cause
+from .causes import all_text
+from .changes import change_of, example_of as change_example, grouped as group_changes
+from .replay import report_replay, shown_cause
 from .report import root_cause_of, signature_groups
 from .summary import MET_SHOWN, sorted_out, tier_heading
 from .compare import (
@@ -154,15 +156,12 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
         pairs.append({"before": before.label, "after": after.label, "counts": [counts.get(k, 0) for k in TRANSITION_KINDS]})
     grouped = {}
     for kind, moved in by_kind.items():
-        changes: dict = {}
-        for t in moved:
-            cause = shown_cause(t.root_cause, (t.before_outcome, t.after_outcome))
-            key = (f"{t.before_label} → {t.after_label}", t.before_outcome, t.after_outcome, cause)
-            changes.setdefault(key, []).append(t.case_id)
-        grouped[kind] = [
-            {"pair": k[0], "before": k[1], "after": k[2], "root_cause": k[3], "count": len(ids), "example": ids[0]}
-            for k, ids in sorted(changes.items(), key=lambda item: (-len(item[1]), item[0]))
-        ]
+        rows = []
+        for pair, members in _by_pair(moved):
+            for change, ts in group_changes(members):
+                rows.append({"pair": pair, "before": change.before, "after": change.after, "root_cause": change.cause,
+                             "count": len(ts), "example": ts[0].case_id, "example_message": change_example(ts[0])})
+        grouped[kind] = sorted(rows, key=lambda r: -r["count"])
     return {
         "grouped": grouped,
         "comparison": comparison,
@@ -176,9 +175,18 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
         "matrix": matrix,
         "replay": replay,
         "shown_cause": shown_cause,
+        "change_of": change_of,
         "root_causes": root_cause_rows(comparison, matrix_path),
         "kernel_changes": kernel_change_rows(comparison),
     }
+
+
+def _by_pair(transitions) -> list[tuple[str, list]]:
+    """Transitions by neighbouring pair, in the order the pairs first appear."""
+    pairs: dict[str, list] = {}
+    for t in transitions:
+        pairs.setdefault(f"{t.before_label} → {t.after_label}", []).append(t)
+    return list(pairs.items())
 
 
 def kernel_change_rows(comparison: Comparison) -> list[dict]:
@@ -219,7 +227,9 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
                 "met": "; ".join(f"{n} × {what}" for what, n in met[:MET_SHOWN])
                 + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
                 "example": g["example"],
-                "shared": shared_text(g.get("shared")),
+                "example_message": g.get("example_message") or "",
+                "source": g.get("source") or "",
+                "shared": all_text(g),
                 "replay": report_replay(column.matrix, g["example"], matrix_path),
             })
     return rows
@@ -327,11 +337,12 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) ->
             moved = [t for t in comparison.transitions if t.kind == kind and t.before_label == before.label and t.after_label == after.label]
             if not moved or kind in ("case added", "case removed"):
                 continue
-            by_change = Counter((t.before_outcome, t.after_outcome, t.signature) for t in moved)
+            by_change = group_changes(moved)
             lines.append(f"  {kind}:")
-            for (was, now, signature), n in by_change.most_common(max_rows):
-                text = f"    {n:4d} x {was} -> {now}" + (f": {signature}" if signature else "")
-                lines.append(text if len(text) <= width else text[: width - 3] + "...")
+            # Whole lines: a cause cut to the width would make different causes read the same.
+            for change, members in by_change[:max_rows]:
+                lines.append(f"    {len(members):4d} x {change.text}")
+                lines.append(f"           e.g. {change_example(members[0])}")
             if len(by_change) > max_rows:
                 lines.append(f"    ... {len(by_change) - max_rows} more")
     rows = kernel_change_rows(comparison)

@@ -83,11 +83,15 @@ def upgrade_report(data: dict) -> dict:
 
 def root_cause_of(record: dict) -> str:
     """The cause a record groups under: its root_cause (the side that is wrong), else its
-    signature (a report from before root causes, or a class whose signature is its cause)."""
+    signature (a report from before root causes, or a class whose signature is its cause); a
+    MISMATCH by its kernel and what is off (causes.mismatch_cause)."""
     cause = record.get("root_cause")
     if isinstance(cause, str) and cause:
         return cause
-    return record.get("signature") or record["outcome"]
+    from .causes import mismatch_cause
+
+    # A wrong result's signature says only how it is off: the kernel is part of its cause.
+    return mismatch_cause(record) or record.get("signature") or record["outcome"]
 
 
 def _worst(outcomes) -> str:
@@ -112,7 +116,11 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
     a run, strict-only ones included) by (root cause, layer), whatever their class, so that one
     compiled-side cause is one group whatever eager refusals it met (listed in `met` with their
     counts); every other class apart, by class and cause. Failures first, by tier then size.
-    `shared`: the parameters all of a group's cases share and the run's cases do not all share."""
+    `shared`: the parameters all of a group's cases share and the run's cases do not all share;
+    `shape_classes`: the shape classes they all have and the passing cases of their kernels do
+    not; `example_message` (numbers kept) and `source` (a user-code frame): of the example case."""
+    from .causes import example_text, passing_classes, shape_classes, source_of
+
     cases = list(cases)
     groups: dict[tuple, dict] = {}
     for case in cases:
@@ -124,23 +132,28 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
         cause = root_cause_of(case)
         group = groups.setdefault(
             (bucket, cause, case.get("layer")),
-            {"root_cause": cause, "layer": case.get("layer"), "count": 0, "outcomes": {}, "met": {}, "_ids": {}, "_params": []},
+            {"root_cause": cause, "layer": case.get("layer"), "count": 0, "outcomes": {}, "met": {}, "_ids": {}, "_params": [], "_records": []},
         )
         group["count"] += 1
         group["outcomes"][outcome] = group["outcomes"].get(outcome, 0) + 1
         group["_ids"].setdefault(outcome, []).append((case["id"], case["signature"]))
         group["_params"].append(case.get("params") or {})
+        group["_records"].append(case)
         met = case.get("met")
         if isinstance(met, str) and met:
             group["met"][met] = group["met"].get(met, 0) + 1
     out = []
     common = shared_params(case.get("params") or {} for case in cases)
+    passed = passing_classes(cases)
     for group in groups.values():
         shared = shared_params(group.pop("_params"))
         # What the group's cases have in common that the run's other cases do not all share.
         group["shared"] = {k: v for k, v in shared.items() if k not in common} if group["count"] > 1 else {}
+        members = group.pop("_records")
+        group["shape_classes"] = shape_classes(members, passed)
         worst = _worst(group["outcomes"])
         example, signature = min(group.pop("_ids")[worst])
+        record = next(r for r in members if r["id"] == example)
         out.append({
             "outcome": worst,
             "tier": group_tier(worst),
@@ -149,6 +162,8 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
             "outcomes": dict(sorted(group["outcomes"].items(), key=lambda item: (-item[1], item[0]))),
             "met": dict(sorted(group["met"].items(), key=lambda item: (-item[1], item[0]))),
             "example": example,
+            "example_message": example_text(record),
+            "source": source_of(record),
         })
 
     def order(g):
@@ -422,7 +437,9 @@ def abandon_report(path, reason: str) -> None:
 # everything else a report holds is free. "integer" and "number" exclude booleans, and
 # "integer" excludes 6.0 (see _validator).
 _TEXT = {"type": ["string", "null"]}
-_ERROR_INFO = {"type": ["object", "null"], "properties": {"type": _TEXT, "message": _TEXT, "root_type": _TEXT}}
+# `source`: the innermost user-code frame, "path:line in fn" (outcome.source_frame).
+_ERROR_INFO = {"type": ["object", "null"],
+               "properties": {"type": _TEXT, "message": _TEXT, "root_type": _TEXT, "source": _TEXT}}
 # A number, or how a non-finite one is written (NON_FINITE).
 _NUMBER = {"type": ["number", "string"], "pattern": "^(-?inf|nan)$"}
 _CHECK = {
@@ -504,7 +521,19 @@ REPORT_SCHEMA = {
             },
         },
         "summary": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
-        "signatures": {"type": "array"},
+        # Root-cause groups (signature_groups); older reports lack the example and shape fields.
+        "signatures": {
+            "type": "array",
+            "items": {
+                "properties": {
+                    "root_cause": _TEXT,
+                    "example": _TEXT,
+                    "example_message": _TEXT,
+                    "source": _TEXT,
+                    "shape_classes": {"type": "array", "items": {"type": "string"}},
+                },
+            },
+        },
         "cases": {"type": "array", "items": _RECORD},
     },
 }

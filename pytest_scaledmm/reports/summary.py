@@ -7,7 +7,8 @@ from __future__ import annotations
 from collections import Counter
 
 from ..verdict import outcome as oc
-from .replay import shared_text, shown_cause
+from .causes import all_text
+from .replay import shown_cause
 
 MET_SHOWN = 5  # the other side's behaviours listed under one root cause; the rest are counted
 
@@ -20,25 +21,35 @@ def tier_heading(tier: int) -> str:
 
 
 def group_lines(group: dict, replay) -> list[str]:
-    """One root cause: the line with its count, worst class, layer and cause; its classes when it
-    has several; what it met; the parameters all its cases share; an example case and the command
-    that replays it (`replay`: case id -> command)."""
+    """One root cause: the line with its count, worst class, layer and cause (normalised: the
+    grouping key); its classes when it has several; the user-code line it came from; what it met;
+    what all its cases share; one real message of it with its case, and the command that replays
+    that case (`replay`: case id -> command)."""
     layer = f" [{group['layer']}]" if group.get("layer") else ""
     outcomes = group.get("outcomes") or {group["outcome"]: group["count"]}
     mixed = f" ({', '.join(f'{n} {name}' for name, n in outcomes.items())})" if len(outcomes) > 1 else ""
     cause = shown_cause(group.get("root_cause") or group["signature"], outcomes)
     lines = [f"  {group['count']:4d} x {group['outcome']}{mixed}{layer} {cause}"]
+    if group.get("source"):
+        lines.append(f"         in user code: {group['source']}")
     met = list((group.get("met") or {}).items())
     if met:
         shown = "; ".join(f"{n} x {what}" for what, n in met[:MET_SHOWN])
         more = f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""
         lines.append(f"         met: {shown}{more}")
-    shared = shared_text(group.get("shared"))
+    shared = all_text(group)
     if shared:
         lines.append(f"         all: {shared}")
-    lines.append(f"         e.g. {group['example']}")
+    lines.append(f"         e.g. {example_of(group)}")
     lines.append(f"         replay: {replay(group['example'])}")
     return lines
+
+
+def example_of(group: dict) -> str:
+    """`<the example's message, numbers kept> (case <id>)`; the id alone for a group a report of
+    an earlier version wrote."""
+    message = group.get("example_message")
+    return f"{message} (case {group['example']})" if isinstance(message, str) and message else str(group["example"])
 
 
 def sorted_out(groups: list[dict], strict_errors: bool) -> tuple[list, list, list]:

@@ -661,13 +661,18 @@ def _band(off_lines, dense_lines) -> Optional[tuple]:
 
 def off_pattern(got, value, tol, diff, finite_ref) -> dict:
     """What the off elements of an output have in common, so that distinct bugs get distinct
-    signatures: "by one constant factor" (every element is the reference times one number r,
-    within twice the bound scaled by r: an ignored or doubled scale), "in a band of columns" / "in a
-    band of rows" (one contiguous run, densely off, nothing off outside: a misread scale block).
-    {} when the off elements share neither."""
+    signatures: "non-finite where the reference is finite" (an overflow), "by one constant factor"
+    (every element is the reference times one number r, within twice the bound scaled by r: an
+    ignored or doubled scale), "in a band of columns" / "in a band of rows" (one contiguous run,
+    densely off, nothing off outside: a misread scale block). {} when they share none of these."""
     import torch
 
     found: dict = {}
+    # inf or nan where the reference is finite: an overflow or a 0/0, whatever else is off.
+    nonfinite = finite_ref & ~torch.isfinite(got)
+    if bool(nonfinite.any()):
+        return {"pattern": "non-finite where the reference is finite",
+                "where": f"{int(nonfinite.sum())} of {nonfinite.numel()} elements non-finite"}
     usable = finite_ref & torch.isfinite(got) & (value.abs() > tol)
     if usable.any():
         factor = float((got[usable] / value[usable]).median())

@@ -151,6 +151,9 @@ class ErrorInfo:
     root_type: str  # innermost cause, used to compare eager and compiled refusals
     layer: Optional[str] = None  # where a compiled call broke: dynamo, aot_autograd, inductor, runtime
     root_message: str = ""
+    # The innermost frame outside torch, the harness and the standard library ("path:line in
+    # fn"): the user's kernel line that raised, or that Dynamo was tracing when it failed.
+    source: Optional[str] = None
 
 
 @dataclass
@@ -264,7 +267,56 @@ def describe_exception(exc: BaseException, layer: Optional[str] = None) -> Error
         root_type=root_type,
         layer=layer,
         root_message=root_message,
+        source=source_frame(exc),
     )
+
+
+def _not_user_dirs() -> tuple:
+    """Path prefixes of frames that are not user code: torch, the harness, the standard library."""
+    import os
+    import sys
+    import sysconfig
+
+    here = os.path.abspath(__file__)
+    package = os.path.dirname(os.path.dirname(here))
+    # Embedded in a repro script, this file is the script: only its own frames are the harness's.
+    dirs = [package + os.sep] if os.path.basename(package) == "pytest_scaledmm" else [here]
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "__file__", None):
+        dirs.append(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    paths = sysconfig.get_paths()
+    dirs += [os.path.abspath(paths[key]) + os.sep for key in ("stdlib",) if paths.get(key)]
+    return tuple(dirs)
+
+
+def source_frame(exc: BaseException) -> Optional[str]:
+    """"path:line in fn" of the innermost frame of user code: from the stack Dynamo was tracing
+    (its `real_stack`, the frames a traceback of a compiled call lacks), else from the traceback,
+    through the exception's causes; None when every frame is torch's, the harness's or Python's."""
+    import os
+    import traceback
+
+    skip = _not_user_dirs()
+
+    def user(frames):
+        for frame in reversed(list(frames or ())):
+            name = frame.filename
+            if name.startswith("<") or os.path.abspath(name).startswith(skip):
+                continue
+            return f"{name}:{frame.lineno} in {frame.name}"
+        return None
+
+    seen, current = set(), exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        try:
+            found = user(getattr(current, "real_stack", None)) or user(traceback.extract_tb(current.__traceback__))
+        except Exception:  # a frame summary of another shape: no source rather than no record
+            found = None
+        if found:
+            return found
+        current = getattr(current, "inner_exception", None) or current.__cause__ or current.__context__
+    return None
 
 
 def root_cause(exc: BaseException) -> BaseException:
