@@ -134,11 +134,14 @@ def _environment(kind: str) -> jinja2.Environment:
 def _replayer(comparison: Comparison, matrix_path: Optional[str]):
     """case id (and the label of the report it is read from; default the newest) -> its replay
     command, with that report's profile, seed and device (reports/replay.py)."""
-    blocks = {c.label: c.matrix for c in comparison.columns}
-    newest = comparison.columns[-1].matrix if comparison.columns else {}
+    blocks = {c.label: c for c in comparison.columns}
+    newest = comparison.columns[-1] if comparison.columns else None
 
     def replay(case_id: str, label: Optional[str] = None) -> str:
-        return report_replay(blocks.get(label, newest), case_id, matrix_path)
+        column = blocks.get(label, newest)
+        if column is None:
+            return report_replay({}, case_id, matrix_path)
+        return report_replay(column.matrix, case_id, matrix_path, column.environment)
 
     return replay
 
@@ -220,7 +223,7 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
                 + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
                 "example": g["example"],
                 "shared": shared_text(g.get("shared")),
-                "replay": report_replay(column.matrix, g["example"], matrix_path),
+                "replay": report_replay(column.matrix, g["example"], matrix_path, column.environment),
             })
     return rows
 
@@ -258,7 +261,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optio
                         "layer": record.get("layer") or "",
                         "detail": record.get("detail") or "",
                         "change": change or "",
-                        "replay": report_replay(column.matrix, cid, matrix_path),
+                        "replay": report_replay(column.matrix, cid, matrix_path, column.environment),
                         "link": _link_text((record.get("known_failure") or {}).get("link")),
                         "href": safe_url((record.get("known_failure") or {}).get("link")) or "",
                     }
@@ -303,8 +306,10 @@ def _link_text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) -> str:
-    """The terminal table: outcome counts per environment, then transitions per neighbouring pair."""
+def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, matrix_path: Optional[str] = None) -> str:
+    """The terminal table: outcome counts per environment, then transitions per neighbouring pair,
+    each change with the command that replays one of its cases where it was recorded."""
+    replay = _replayer(comparison, matrix_path)
     cols = comparison.columns
     names = [o for o in COUNT_ORDER if any(Counter(c.summary).get(o) for c in cols)]
     label_w = max([len("environment")] + [len(c.label) for c in cols])
@@ -328,10 +333,15 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) ->
             if not moved or kind in ("case added", "case removed"):
                 continue
             by_change = Counter((t.before_outcome, t.after_outcome, t.signature) for t in moved)
+            example = {}
+            for t in moved:
+                example.setdefault((t.before_outcome, t.after_outcome, t.signature), t.case_id)
             lines.append(f"  {kind}:")
             for (was, now, signature), n in by_change.most_common(max_rows):
                 text = f"    {n:4d} x {was} -> {now}" + (f": {signature}" if signature else "")
                 lines.append(text if len(text) <= width else text[: width - 3] + "...")
+                # Never cut: a command cut short would replay something else.
+                lines.append(f"         replay: {replay(example[(was, now, signature)], after.label)}")
             if len(by_change) > max_rows:
                 lines.append(f"    ... {len(by_change) - max_rows} more")
     rows = kernel_change_rows(comparison)
