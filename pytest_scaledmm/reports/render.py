@@ -322,7 +322,9 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, ma
             f"{c.label:<{label_w}}  {c.torch:<14} {device:<10} {sum(counts.values()):>5} "
             + " ".join(f"{counts.get(n, 0):>6}" for n in names)
         )
-    lines.append("  (" + ", ".join(f"{_abbrev(n)}={n}" for n in names if _abbrev(n) != n) + ")")
+    legend = ", ".join(f"{_abbrev(n)}={n}" for n in names if _abbrev(n) != n)
+    if legend:  # every name shown in full (PASS alone): nothing to explain
+        lines.append(f"  ({legend})")
     for before, after in comparison.pairs():
         counts = comparison.kind_counts(before.label, after.label)
         summary = ", ".join(f"{kind} {counts[kind]}" for kind in TRANSITION_KINDS if counts.get(kind)) or "no change"
