@@ -241,7 +241,7 @@ def compare_command(args) -> int:
         group_by = [g.strip() for g in args.group_by.split(",") if g.strip()]
         _write(args.html, render_html(comparison, matrix, group_by))
         written.append(f"html: {args.html}")
-    print(render_text(comparison, max_rows=args.max_rows))
+    print(render_text(comparison, max_rows=args.max_rows, matrix_path=matrix))
     if args.markdown == "-":
         print(markdown)
     for line in written:

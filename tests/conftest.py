@@ -9,8 +9,9 @@ import pytest
 import importlib
 
 # The test session's compile caches live in a temporary directory, never in the user's default
-# Inductor cache (/tmp/torchinductor_<user>) or Triton cache (~/.triton): set before torch is
-# imported, inherited by xdist workers, isolated children and every subprocess a test starts.
+# Inductor cache (/tmp/torchinductor_<user>), Triton cache (~/.triton) or the checkout: set
+# before torch is imported, inherited by xdist workers, isolated children and every subprocess a
+# test starts.
 # (Inductor itself writes its default into TORCHINDUCTOR_CACHE_DIR on first use, so a variable
 # left unset here would hand the default on to every child.)
 SESSION_CACHES_ENV = "PYTEST_SCALEDMM_TEST_CACHES"
@@ -24,6 +25,8 @@ def _use_session_caches() -> None:
         os.environ[SESSION_CACHES_ENV] = _OWN_CACHES
     os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "inductor")
     os.environ["TRITON_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "triton")
+    # Hypothesis keeps its examples and its cache of constants in ./.hypothesis otherwise: the checkout.
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = os.path.join(os.environ[SESSION_CACHES_ENV], "hypothesis")
 
 
 def pytest_unconfigure(config):

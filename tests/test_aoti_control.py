@@ -122,6 +122,7 @@ def test_when_plain_packages_load_a_scaled_mm_load_failure_stands(matrix_project
     assert "not proven" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_the_real_control_passes_on_the_cpu():
     # A real export, C++ build, load and run of float32 a @ b.
     found = run_control("cpu")

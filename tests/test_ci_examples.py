@@ -232,6 +232,7 @@ def _github_env(workflow: dict, root: Path) -> dict:
     return env
 
 
+@pytest.mark.slow
 def test_the_github_workflow_bootstraps_its_baseline_then_gates(tmp_path):
     workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
     assert list(workflow["jobs"]) == ["shard", "gate", "summary"]
@@ -340,6 +341,7 @@ class GitlabPipeline:
         return gate
 
 
+@pytest.mark.slow
 def test_the_gitlab_pipeline_bootstraps_its_baseline_then_gates(tmp_path):
     pipeline = yaml.safe_load((EXAMPLES / "gitlab-ci.yml").read_text())
     assert pipeline["stages"] == ["matrix", "gate", "report"]

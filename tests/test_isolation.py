@@ -32,6 +32,7 @@ def _by_kernel(report):
     return {case["params"]["kernel"]: case for case in report["cases"]}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
 def test_abort_and_hang_become_crash_and_timeout(matrix_project, pytester, workers):
     # xdist workers take the controller's start-up sys.path (not PYTHONPATH): pytest's own

@@ -94,6 +94,7 @@ def test_parity_compares_positions_of_nan_and_inf():
     assert parity(eager, off, tol, (4,), torch.float32)["problem"].startswith("shape")
 
 
+@pytest.mark.slow
 def test_correct_kernel_passes_every_layout_rank_and_special_value():
     axes = {
         "scale_a": ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise"],
@@ -114,6 +115,7 @@ def test_correct_kernel_passes_every_layout_rank_and_special_value():
 # -- built-in kernels ----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_fp8_builtins_pass_on_this_cpu(cpu_fp8_mm):
     """Matched scale pairs, 2-D and 3-D, M = 1 and odd M, with bias: the built-ins agree with the
     float64 reference eager and compiled (each within what it accepts)."""
@@ -131,6 +133,7 @@ def test_fp8_builtins_pass_on_this_cpu(cpu_fp8_mm):
     assert bad == []
 
 
+@pytest.mark.slow
 def test_fp8_linear_wrapper_on_three_d_tokens(cpu_fp8_mm):
     text = matrix(["fp8_linear", "fp8_linear_no_lift"], {"activation_rank": [3], "m": [1, 6], "scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"]})
     results = run_matrix(text)
@@ -257,6 +260,7 @@ def test_bad_hook_declaration_is_a_usage_error(matrix_project, conftest, message
     assert "Traceback" not in result.stderr.str()
 
 
+@pytest.mark.slow
 def test_hook_kernels_collect_identically_under_xdist(matrix_project):
     """xdist refuses to run when its workers collect differently; the run's cases are the ones a
     plain collection lists."""

@@ -74,6 +74,7 @@ def planted_run(tmp_path_factory):
     return json.loads(report.read_text()), done.stdout
 
 
+@pytest.mark.slow
 def test_every_planted_production_bug_is_caught_and_the_control_fails_none(planted_run):
     report, stdout = planted_run
     assert report["session"]["complete"], report["session"]["incomplete_reasons"]
@@ -99,6 +100,7 @@ def test_every_planted_production_bug_is_caught_and_the_control_fails_none(plant
     assert sum(r["outcome"] == "PASS" for r in control) >= len(control) // 2
 
 
+@pytest.mark.slow
 def test_each_bug_is_caught_where_production_data_shows_it(planted_run):
     report, _ = planted_run
     records = [r for r in report["cases"] if r["outcome"] == "MISMATCH"]
@@ -118,6 +120,7 @@ def test_each_bug_is_caught_where_production_data_shows_it(planted_run):
     assert caught("first_column_block_of_scale_b", lambda p, r: p["scale_b"] == "blockwise" and p["n"] > 128)
 
 
+@pytest.mark.slow
 def test_the_coverage_block_and_summary_count_production_data(planted_run):
     report, stdout = planted_run
     production = report["coverage"]["production"]

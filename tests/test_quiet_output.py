@@ -51,6 +51,7 @@ def test_an_unknown_case_id_is_one_error_without_hypothesis_warnings(matrix_proj
     ]
 
 
+@pytest.mark.slow
 def test_xdist_workers_compiling_in_process_print_no_torchscript_deprecation(matrix_project, pytester):
     matrix_project.write_matrix(matrix_text([planted("correct")], {"mode": ["inductor"], "m": [4, 8]}))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--scaledmm-matrix", "-n", "2", *IN_PROCESS)
@@ -60,6 +61,7 @@ def test_xdist_workers_compiling_in_process_print_no_torchscript_deprecation(mat
     assert "Failed to initialize NumPy" not in text
 
 
+@pytest.mark.slow
 def test_a_users_own_warning_still_shows(matrix_project, pytester):
     """Imported while pytest configures, as torch is: its warning is not filtered with torch's."""
     pytester.makepyfile(noisy_kernels='''
@@ -131,6 +133,7 @@ def test_a_root_cause_says_its_outcome_once_in_the_summary_markdown_and_html(mat
     assert 'class="sig">MISMATCH' not in page and f'<td class="sig">{cause}</td>' in page
 
 
+@pytest.mark.slow
 def test_xdist_workers_compiling_in_process_read_no_deprecated_dynamo_config(matrix_project, pytester):
     """Each case restores Dynamo's config; torch's deprecated keys warn when read, and they do
     nothing, so none is read: no FutureWarning in pytest's warnings summary."""

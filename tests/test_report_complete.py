@@ -67,6 +67,7 @@ def test_ctrl_c_makes_the_report_incomplete(matrix_project, pytester):
     assert "1 of 2 generated case(s) have no record" in session["incomplete_reasons"][0]
 
 
+@pytest.mark.slow
 def test_sigterm_ends_the_run_with_an_incomplete_report(matrix_project, pytester):
     # A CI time limit sends SIGTERM: the run used to die without a report. A subprocess, since
     # before the handler existed SIGTERM ended the whole process.
@@ -157,6 +158,7 @@ def test_a_subset_of_the_cases_is_incomplete(matrix_project, option):
     assert any(option in reason for reason in session["incomplete_reasons"])
 
 
+@pytest.mark.slow
 def test_keyword_subset_under_xdist_is_incomplete(matrix_project, pytester):
     # Built-in kernels: nothing to import in the workers. The controller never collects: it
     # counts the generated cases itself.

@@ -56,6 +56,7 @@ def _run_script(path: Path, *args, cwd=None, timeout=120):
     return done.returncode, done.stdout + done.stderr
 
 
+@pytest.mark.slow
 def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_project, pytester):
     kernel_file = pytester.path / "mykernels.py"
     kernel_file.write_text(BUGGY)
@@ -94,6 +95,7 @@ def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_p
     assert sorted(p.name for p in (pytester.path / "later").glob("repro_*.py")) == sorted(index)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "params",
     [
@@ -169,6 +171,7 @@ profiles:
 """
 
 
+@pytest.mark.slow
 def test_a_script_judges_an_alike_refusal_as_the_run_did(matrix_project, pytester):
     """One code for both verdicts: a refusal raised alike but wrapped differently is UNSUPPORTED
     outside the kernel's declared support and REFUSED inside it, in the run and in its script
@@ -263,6 +266,7 @@ def _compile_path_repros(matrix_project, pytester, kernels, mode, *options):
             for r in records}
 
 
+@pytest.mark.slow
 def test_a_repro_of_an_aoti_case_exports_packages_loads_and_calls(matrix_project, pytester, plant_aoti_load, cpu_fp8_mm):
     # Only packages that call _scaled_mm fail to load (planted, no C++ build): torch.compile
     # alone would pass this case.
@@ -281,6 +285,7 @@ def test_a_repro_of_an_aoti_case_exports_packages_loads_and_calls(matrix_project
     assert "cannot load a package that calls _scaled_mm" in out and "compiled: RuntimeError" in out
 
 
+@pytest.mark.slow
 def test_a_repro_of_a_mark_dynamic_case_marks_m_and_runs_the_other_m(matrix_project, pytester):
     from matrices import IN_PROCESS, planted
 

@@ -77,6 +77,7 @@ def test_assignment_is_deterministic_balanced_and_order_free():
     assert len(set(expensive)) == 3  # the most expensive cases are spread, not stacked
 
 
+@pytest.mark.slow
 def test_two_shards_merged_equal_one_unsharded_run(runs, tmp_path, capsys):
     root, done = runs
     full, s1, s2 = done["full"], done["s1"], done["s2"]
@@ -155,6 +156,7 @@ def test_merge_never_overwrites_a_file_that_is_not_a_report(runs, tmp_path, caps
     assert notes.read_text() == '{"mine": true}'
 
 
+@pytest.mark.slow
 def test_shards_under_xdist_run_the_same_cases(runs):
     """Each runner may use xdist inside its shard: the workers collect the shard's slice, and the
     controller's report is that shard's (each worker still takes its own GPU by its number)."""

@@ -20,6 +20,7 @@ def _rank_pair(case_id: str) -> tuple[str, str]:
     return left, right
 
 
+@pytest.mark.slow
 def test_first_failure_puts_last_failures_then_mixed_ranks_under_inductor_first(matrix_project):
     matrix_project.write_matrix(ORDER_MATRIX)
     plain = matrix_project.collect()
@@ -45,6 +46,7 @@ def test_first_failure_puts_last_failures_then_mixed_ranks_under_inductor_first(
     assert sorted(again[: len(failed)]) == failed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "dist, scheduler", [([], "WorkStealingScheduling"), (["--dist", "load"], "LoadScheduling")], ids=["default", "explicit"]
 )

@@ -92,6 +92,7 @@ def test_failures_grouped_by_signature(matrix_project):
     result.stdout.fnmatch_lines(["*4 x COMPILE_ONLY_ERROR*scale ranks differ*"])
 
 
+@pytest.mark.slow
 def test_ids_identical_over_two_runs_and_under_xdist(matrix_project):
     # Built-in kernels: xdist workers rebuild sys.path from the controller's start-up copy, so
     # they would not see the planted kernels' directory.
@@ -228,6 +229,7 @@ def test_signature_strips_sizes_addresses_and_paths():
     assert signature_of(error) == "TorchRuntimeError <- RuntimeError: size s? vs s?"
 
 
+@pytest.mark.slow
 def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project, cpu_fp8_mm):
     matrix_project.write_matrix(
         """

@@ -40,3 +40,17 @@ def test_a_failed_baseline_gate_is_named_in_pytests_last_line(matrix_project):
     passing = matrix_project.run("--scaledmm-matrix", "--scaledmm-baseline", "baseline.json",
                                  "--scaledmm-report", "again.json", *IN_PROCESS)
     assert passing.ret == 0 and "baseline gate failed" not in passing.outlines[-1]
+
+
+def test_the_tested_line_and_pytests_last_line_count_the_same_cases(matrix_project):
+    # One kernel passes, one is off the reference, one refuses M = 1: passed, failed and skipped.
+    matrix_project.write_matrix(matrix_text([planted("correct"), planted("ignores_scale_b"),
+                                             planted("refuses_m1", min_m=2)], {"m": [1, 4]}))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *IN_PROCESS)
+    counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped)", result.outlines[-1])}
+    assert counts == {"passed": 3, "failed": 2, "skipped": 1}, result.outlines[-1]
+    tested = next(line for line in result.outlines if line.startswith("tested: "))
+    run, skipped = re.match(r"tested: (\d+) case\(s\) run, .*, (\d+) skipped", tested).groups()
+    # pytest skips the UNSUPPORTED case, which ran (and was refused): every case is counted once.
+    assert int(skipped) == counts["skipped"] and int(run) == sum(counts.values()), tested
+    assert len(matrix_project.report()["cases"]) == sum(counts.values())

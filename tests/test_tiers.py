@@ -139,6 +139,7 @@ def test_one_compiled_cause_is_one_root_cause_whatever_eager_refused():
 # -- a run: the compiled side that accepts what eager refuses ------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kernel, outcome, exit_code, word", [
     (tier_kernel("lenient_right", **BOUNDARY), oc.LENIENT, 0, "1 lenient"),
     (tier_kernel("lenient_wrong", **BOUNDARY), oc.LENIENT_MISMATCH, 1, "1 failed"),

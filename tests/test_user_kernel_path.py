@@ -68,6 +68,7 @@ def test_a_module_in_the_rootdir_is_found_for_a_matrix_elsewhere(pytester, clean
     result.assert_outcomes(passed=2)
 
 
+@pytest.mark.slow
 def test_xdist_workers_and_their_children_find_it(pytester, clean_path):
     project = pytester.mkdir("kernels_xdist")
     (project / "xdist_mod.py").write_text(KERNELS)
@@ -212,6 +213,7 @@ def _run_repro_from_root(script):
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd="/", env=env)
 
 
+@pytest.mark.slow
 def test_a_repro_script_imports_the_kernel_as_the_run_did(pytester, clean_path, monkeypatch):
     """A kernel beside its matrix imports the project's package from the rootdir: its repro
     script, run from / in a fresh process, puts the run's import directories first too and

@@ -64,6 +64,7 @@ def _installed_entry_point():
     return [ep for ep in metadata.entry_points(group="pytest11") if ep.value == "pytest_scaledmm.plugin.entry"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _installed_entry_point(), reason="pytest-scaledmm is not installed in this interpreter")
 def test_user_project_runs_its_own_kernels(tmp_path):
     project = tmp_path / "user_project"

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
-from typing import Optional
+from typing import Mapping, Optional
 
 # What a case id this plugin writes is made of (matrix/cases.py case_id): never a leading "-"
 # (an option), never a shell or path character. An id from a report is checked against it before
@@ -19,6 +19,44 @@ from typing import Optional
 CASE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
 # A profile or device named in a command: a word, never an option.
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+=-]{0,99}")
+
+
+# One value of --scaledmm-recorded-on (a torch version, a device, an arch, a tox env name).
+_VALUE = re.compile(r"[A-Za-z0-9_.+:-]{1,64}")
+# The report's environment keys the option names, by the names it gives them.
+RECORDED_KEYS = (("torch", "torch"), ("device", "device"), ("arch", "arch"), ("tox", "tox_env"))
+
+
+def recorded_on(environment) -> Optional[str]:
+    """`torch=2.13.0+cpu,device=cpu,tox=torch213`: the environment that recorded a case, as its
+    replay command names it (--scaledmm-recorded-on); None when it names no torch version. A value
+    outside the word grammar is left out: report data never becomes another word of a command."""
+    if not isinstance(environment, Mapping):
+        return None
+    parts = {}
+    for name, key in RECORDED_KEYS:
+        value = environment.get(key)
+        if isinstance(value, str) and _VALUE.fullmatch(value):
+            parts[name] = value
+    if parts.get("arch") == parts.get("device"):  # the CPU's arch is "cpu": said once
+        parts.pop("arch", None)
+    if "torch" not in parts:
+        return None
+    return ",".join(f"{name}={value}" for name, value in parts.items())
+
+
+def parse_recorded_on(text: str) -> dict:
+    """{name: value} of a --scaledmm-recorded-on value; ValueError naming what is wrong."""
+    known = {name for name, _ in RECORDED_KEYS}
+    parts = {}
+    for item in str(text).split(","):
+        name, equals, value = item.partition("=")
+        if not equals or name not in known or not _VALUE.fullmatch(value):
+            raise ValueError(f"{item!r} is not one of torch=VERSION, device=DEVICE, arch=ARCH, tox=ENV")
+        parts[name] = value
+    if "torch" not in parts:
+        raise ValueError("it names no torch=VERSION")
+    return parts
 
 
 def valid_case_id(case_id) -> bool:
@@ -31,9 +69,12 @@ def unsafe_command(what: str) -> str:
 
 
 def replay_command(matrix_path: Optional[str], case_id: str, profile: Optional[str] = None,
-                   seed: Optional[int] = None, device: Optional[str] = None) -> str:
+                   seed: Optional[int] = None, device: Optional[str] = None,
+                   environment: Optional[Mapping] = None) -> str:
     """`seed`, `device`: what the run was given (--scaledmm-seed, --scaledmm-device), None when it
-    used the matrix's seed and picked the device itself; `profile` None: the default one."""
+    used the matrix's seed and picked the device itself; `profile` None: the default one;
+    `environment`: the report's environment block, named by --scaledmm-recorded-on (a replay
+    under another torch then warns)."""
     if not valid_case_id(case_id):
         return unsafe_command("the case id")
     for what, word in (("the profile", profile), ("the device", device)):
@@ -47,7 +88,11 @@ def replay_command(matrix_path: Optional[str], case_id: str, profile: Optional[s
     if path.startswith("-"):
         path = "./" + path
     matrix = shlex.quote(path)
-    words = [f"pytest {matrix} --scaledmm-matrix {matrix}", f"--scaledmm-profile {shlex.quote(profile or 'default')}"]
+    words = [f"pytest {matrix} --scaledmm-matrix {matrix}"]
+    recorded = recorded_on(environment)
+    if recorded:
+        words.append(f"--scaledmm-recorded-on {recorded}")
+    words.append(f"--scaledmm-profile {shlex.quote(profile or 'default')}")
     if seed is not None:
         words.append(f"--scaledmm-seed {int(seed)}")
     if device and device != "auto":

@@ -116,6 +116,20 @@ def pytest_configure(config):
     _configure_matrix_run(config, settings)
 
 
+def _warn_other_torch(recorded: dict) -> None:
+    """A replay under another torch than the one that recorded the case: one line on stderr (its
+    outcome may differ for that reason alone)."""
+    import sys
+
+    import torch
+
+    if recorded["torch"] == torch.__version__:
+        return
+    where = f" (tox env {recorded['tox']})" if recorded.get("tox") else ""
+    print(f"scaledmm: warning: the case was recorded under torch {recorded['torch']}{where}; this is torch"
+          f" {torch.__version__}: its outcome may differ for that reason alone", file=sys.stderr)
+
+
 def _configure_matrix_run(config, settings) -> None:
     from ..matrix.errors import MatrixError
     from ..matrix.known_failures import check_entries
@@ -132,6 +146,8 @@ def _configure_matrix_run(config, settings) -> None:
     from ..matrix.kernels import add_import_dirs
 
     import_torch()  # before a user kernel module imports it: without torch's import-time noise
+    if settings.recorded_on and not settings.worker:
+        _warn_other_torch(settings.recorded_on)
     import_dirs = [str(d) for d in dict.fromkeys([settings.matrix.parent, Path(config.rootpath)])]
     add_import_dirs(import_dirs)  # kernels import like tests
     try:

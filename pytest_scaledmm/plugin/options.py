@@ -202,6 +202,14 @@ FIRST_FAILURE = Option(
     {"action": "store_true", "default": False},
 )
 
+RECORDED_ON = Option(
+    "--scaledmm-recorded-on",
+    "the environment a replayed case was recorded in, as replay commands write it"
+    " (torch=VERSION,device=DEVICE,arch=ARCH,tox=ENV): a run under another torch version says so in"
+    " one warning line",
+    {"default": None, "metavar": "ENV"},
+)
+
 PLUGIN_OPTIONS = [
     MATRIX,
     MAX_AUTOTUNE_CONFIGS,
@@ -226,6 +234,7 @@ PLUGIN_OPTIONS = [
     EXPLORE,
     EXPLORE_EXAMPLES,
     CORPUS,
+    RECORDED_ON,
 ]
 
 SHARD = Option(

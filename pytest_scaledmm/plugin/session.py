@@ -347,7 +347,8 @@ class MatrixSession:
 
     def replay_command(self, case_id: str) -> str:
         """The command that replays one case of this run from any directory."""
-        return replay_command(self.spec.path, case_id, self.profile.name, self.settings.seed, self.settings.device)
+        return replay_command(self.spec.path, case_id, self.profile.name, self.settings.seed, self.settings.device,
+                              self._environment)
 
     def counts(self) -> Counter:
         return Counter(r["outcome"] for r in self._records.values())

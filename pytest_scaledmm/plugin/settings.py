@@ -45,6 +45,7 @@ class Settings:
     strict_errors: bool  # error parity on invalid input fails the run; recorded as session.strict_errors
     shard: Optional[tuple[int, int]] = None  # --scaledmm-shard (I, N), 1-based; None: every case
     keep: Optional[int] = None  # --scaledmm-keep: reports kept in the default report directory
+    recorded_on: Optional[dict] = None  # --scaledmm-recorded-on, parsed: {"torch": ..., "tox": ...}
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Optional["Settings"]:
@@ -123,6 +124,7 @@ class Settings:
             allow_worse=get(opt.ALLOW_WORSE.dest),
             allow_looser_slack=get(opt.ALLOW_LOOSER_SLACK.dest),
             strict_errors=get(opt.STRICT_ERRORS.dest),
+            recorded_on=_recorded_on(get, sources),
             **_ci_settings(get, sources),
         )
 
@@ -172,6 +174,18 @@ def _default_report_path(config: pytest.Config, matrix_path: Path) -> Path:
     from ..reports.report_dir import default_report_dir, default_report_name
 
     return default_report_dir(matrix_path, getattr(config.option, "rootdir", None)) / default_report_name()
+
+
+def _recorded_on(get, sources) -> Optional[dict]:
+    from ..matrix.replay_command import parse_recorded_on
+
+    value = get(opt.RECORDED_ON.dest)
+    if value is None:
+        return None
+    try:
+        return parse_recorded_on(value)
+    except ValueError as exc:
+        raise pytest.UsageError(sources.problem(opt.RECORDED_ON, str(exc))) from None
 
 
 def _ci_settings(get, sources) -> dict:

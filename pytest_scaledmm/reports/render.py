@@ -136,11 +136,14 @@ def _environment(kind: str) -> jinja2.Environment:
 def _replayer(comparison: Comparison, matrix_path: Optional[str]):
     """case id (and the label of the report it is read from; default the newest) -> its replay
     command, with that report's profile, seed and device (reports/replay.py)."""
-    blocks = {c.label: c.matrix for c in comparison.columns}
-    newest = comparison.columns[-1].matrix if comparison.columns else {}
+    blocks = {c.label: c for c in comparison.columns}
+    newest = comparison.columns[-1] if comparison.columns else None
 
     def replay(case_id: str, label: Optional[str] = None) -> str:
-        return report_replay(blocks.get(label, newest), case_id, matrix_path)
+        column = blocks.get(label, newest)
+        if column is None:
+            return report_replay({}, case_id, matrix_path)
+        return report_replay(column.matrix, case_id, matrix_path, column.environment)
 
     return replay
 
@@ -230,7 +233,7 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
                 "example_message": g.get("example_message") or "",
                 "source": g.get("source") or "",
                 "shared": all_text(g),
-                "replay": report_replay(column.matrix, g["example"], matrix_path),
+                "replay": report_replay(column.matrix, g["example"], matrix_path, column.environment),
             })
     return rows
 
@@ -268,7 +271,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optio
                         "layer": record.get("layer") or "",
                         "detail": record.get("detail") or "",
                         "change": change or "",
-                        "replay": report_replay(column.matrix, cid, matrix_path),
+                        "replay": report_replay(column.matrix, cid, matrix_path, column.environment),
                         "link": _link_text((record.get("known_failure") or {}).get("link")),
                         "href": safe_url((record.get("known_failure") or {}).get("link")) or "",
                     }
@@ -313,8 +316,10 @@ def _link_text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) -> str:
-    """The terminal table: outcome counts per environment, then transitions per neighbouring pair."""
+def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, matrix_path: Optional[str] = None) -> str:
+    """The terminal table: outcome counts per environment, then transitions per neighbouring pair,
+    each change with the command that replays one of its cases where it was recorded."""
+    replay = _replayer(comparison, matrix_path)
     cols = comparison.columns
     names = [o for o in COUNT_ORDER if any(Counter(c.summary).get(o) for c in cols)]
     label_w = max([len("environment")] + [len(c.label) for c in cols])
@@ -327,7 +332,9 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) ->
             f"{c.label:<{label_w}}  {c.torch:<14} {device:<10} {sum(counts.values()):>5} "
             + " ".join(f"{counts.get(n, 0):>6}" for n in names)
         )
-    lines.append("  (" + ", ".join(f"{_abbrev(n)}={n}" for n in names if _abbrev(n) != n) + ")")
+    legend = ", ".join(f"{_abbrev(n)}={n}" for n in names if _abbrev(n) != n)
+    if legend:  # every name shown in full (PASS alone): nothing to explain
+        lines.append(f"  ({legend})")
     for before, after in comparison.pairs():
         counts = comparison.kind_counts(before.label, after.label)
         summary = ", ".join(f"{kind} {counts[kind]}" for kind in TRANSITION_KINDS if counts.get(kind)) or "no change"
@@ -343,6 +350,8 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110) ->
             for change, members in by_change[:max_rows]:
                 lines.append(f"    {len(members):4d} x {change.text}")
                 lines.append(f"           e.g. {change_example(members[0])}")
+                # Never cut: a command cut short would replay something else.
+                lines.append(f"           replay: {replay(members[0].case_id, after.label)}")
             if len(by_change) > max_rows:
                 lines.append(f"    ... {len(by_change) - max_rows} more")
     rows = kernel_change_rows(comparison)

@@ -7,9 +7,11 @@ import json
 from typing import Mapping, Optional
 
 
-def report_replay(matrix: Optional[Mapping], case_id: str, matrix_path: Optional[str] = None) -> str:
+def report_replay(matrix: Optional[Mapping], case_id: str, matrix_path: Optional[str] = None,
+                  environment: Optional[Mapping] = None) -> str:
     """The replay command of a report's case (matrix/replay_command.py), from the report's matrix
-    block: its path (or `matrix_path`), its profile, and the seed and device its run was given."""
+    block: its path (or `matrix_path`), its profile, and the seed and device its run was given;
+    and from its environment block, the torch, device and tox env that recorded it."""
     from ..matrix.replay_command import replay_command
 
     matrix = matrix if isinstance(matrix, Mapping) else {}
@@ -17,7 +19,7 @@ def report_replay(matrix: Optional[Mapping], case_id: str, matrix_path: Optional
     seed = forced.get("seed") if type(forced.get("seed")) is int else None
     device = forced.get("device") if isinstance(forced.get("device"), str) else None
     profile = matrix.get("profile") if isinstance(matrix.get("profile"), str) else None
-    return replay_command(matrix_path or matrix.get("path"), case_id, profile, seed, device)
+    return replay_command(matrix_path or matrix.get("path"), case_id, profile, seed, device, environment)
 
 
 def shown_cause(cause: str, outcomes) -> str:
