@@ -97,8 +97,10 @@ esac
 # Each repro script in a fresh process (four at a time), no script started past REPRO_BUDGET_S.
 run_repro() {
   if [ "$(date +%s)" -ge "$REPRO_DEADLINE" ]; then echo "$1 budget -"; return; fi
-  local began=$(date +%s.%N) status
-  (cd "$REPROS/$(dirname "$1")" && timeout 150 python3 "$(basename "$1")" >"$REPROS/$1.out" 2>&1); status=$?
+  local began=$(date +%s.%N) status run=$(dirname "$1")
+  # A torchao run's scripts import the torchao that run had (with_torchao's directory).
+  local path=$PYTHONPATH; case $run in torchao-*) path=/tmp/$run:$PYTHONPATH;; esac
+  (cd "$REPROS/$run" && PYTHONPATH=$path timeout 150 python3 "$(basename "$1")" >"$REPROS/$1.out" 2>&1); status=$?
   echo "$1 $status $(python3 -c "import time; print(round(time.time() - $began, 1))")"
 }
 export -f run_repro; export REPROS REPRO_DEADLINE=$(( $(date +%s) + ${REPRO_BUDGET_S:-150} ))
