@@ -5,6 +5,7 @@
 #   STAGE=peers    PyTorch's own fp8 suites (.gpu_in/pytorch_tests/), each to a full verdict or
 #                  its time limit, with the same workers
 #   STAGE=full     matrix.yaml's full profile
+#   STAGE=rerun    the repro scripts of earlier stages (.gpu_in/repros/*.tgz), rerun
 # Every stage reruns each repro script it wrote in a fresh process (exit status per script) and
 # writes under $OUT: results_<stage>.tgz (<name>.json and .log per run, repros_<stage>.txt,
 # seconds.txt: wall per run, versions.txt) and summary_<stage>.txt. DRY=1 runs the same steps on this machine's device with the smoke profiles and
@@ -88,6 +89,12 @@ case $STAGE in
       echo "$name rc=$status $(python3 -c "import time; print(round(time.time() - $began, 1))") s" | tee -a "$OUT/seconds.txt"
       tail -3 "$OUT/$name.log" | cut -c1-240
     done
+    ;;
+  rerun)
+    # The repro scripts an earlier stage wrote (its repros_<stage>.tgz, carried in .gpu_in/repros/),
+    # rerun here, each torchao run's with its torchao.
+    with_torchao 0.18 && with_torchao 0.17 && export PYTHONPATH=$REPO:$SITE
+    mkdir -p "$REPROS" && for t in "$REPO"/.gpu_in/repros/*.tgz; do tar xzf "$t" -C "$REPROS" --strip-components=1; done
     ;;
   full)
     run full "$REPO/matrix.yaml" "$([ "${DRY:-0}" = 1 ] && echo smoke || echo full)" "${FULL_LIMIT_S:-450}"
