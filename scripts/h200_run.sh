@@ -112,7 +112,7 @@ run_repro() {
 }
 export -f run_repro; export REPROS REPRO_DEADLINE=$(( $(date +%s) + ${REPRO_BUDGET_S:-150} ))
 { echo "script exit seconds"
-  (cd "$REPROS" 2>/dev/null && ls -- */repro_*.py 2>/dev/null) | xargs -r -P 4 -I{} bash -c 'run_repro {}' | sort; } \
+  (cd "$REPROS" 2>/dev/null && ls -- */repro_*.py 2>/dev/null) | xargs -r -P "${REPRO_JOBS:-4}" -I{} bash -c 'run_repro {}' | sort; } \
   >"$OUT/repros_$STAGE.txt"
 tar czf "$OUT/repros_$STAGE.tgz" -C "$(dirname "$REPROS")" "$(basename "$REPROS")" 2>/dev/null
 cat "$OUT/repros_$STAGE.txt"
