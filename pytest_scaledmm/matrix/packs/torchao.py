@@ -33,15 +33,18 @@ INSTALL = 'pip install "pytest-scaledmm[torchao]"'
 _FP8_ARCHS = ["cpu", "sm89", "sm90", "sm100", "sm120", "gfx942", "gfx950"]
 _TENSORWISE = ["tensor_0d", "tensor_1d", "tensor_1x1"]
 _FP8_SHAPES = {"k_multiple": 16, "n_multiple": 16}
+# The helpers that take operands as given need b column-major (their callers run
+# torchao.float8.inference.preprocess_data first); cuBLASLt refuses a row-major one.
+_AS_GIVEN = {"operand_layouts": ["dense", "a_padded", "a_offset", "b_padded", "scale_on_host"]}
 
 KERNELS: dict[str, dict] = {
     "torchao_fp8_inference_tensorwise": {
         "impl": f"{MODULE}:fp8_inference", "family": "fp8", "scale_forms": _TENSORWISE, "dtypes": ["e4m3fn"],
-        "archs": _FP8_ARCHS, **_FP8_SHAPES,
+        "archs": _FP8_ARCHS, **_FP8_SHAPES, **_AS_GIVEN,
     },
     "torchao_fp8_inference_rowwise": {
         "impl": f"{MODULE}:fp8_inference", "family": "fp8", "scale_forms": ["rowwise"], "dtypes": ["e4m3fn"],
-        "out_dtypes": ["bf16"], "archs": _FP8_ARCHS, **_FP8_SHAPES,
+        "out_dtypes": ["bf16"], "archs": _FP8_ARCHS, **_FP8_SHAPES, **_AS_GIVEN,
     },
     "torchao_float8_weight_tensorwise": {
         "impl": f"{MODULE}:apply_linear", "prepare": f"{MODULE}:float8_weight_tensorwise", "activation": "dynamic",
@@ -65,7 +68,7 @@ KERNELS: dict[str, dict] = {
     },
     "torchao_float8_training_mm": {
         "impl": f"{MODULE}:training_mm", "family": "fp8", "scale_forms": _TENSORWISE, "dtypes": ["e4m3fn"],
-        "out_dtypes": ["bf16", "fp16", "fp32"], "bias_out_dtypes": [], "archs": _FP8_ARCHS, **_FP8_SHAPES,
+        "out_dtypes": ["bf16", "fp16", "fp32"], "bias_out_dtypes": [], "archs": _FP8_ARCHS, **_FP8_SHAPES, **_AS_GIVEN,
     },
     "torchao_float8_linear_module": {
         "module": f"{MODULE}:float8_linear_module", "activation": "dynamic", "family": "fp8",
