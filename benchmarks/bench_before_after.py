@@ -25,8 +25,22 @@ REPO = Path(__file__).resolve().parents[1]
 def run(root: Path, profile: str, workers: int) -> dict:
     report = Path(tempfile.mkdtemp(prefix="bench-ba-")) / "report.json"
     env = {**os.environ, "PYTHONPATH": str(root)}
-    cmd = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-W", "ignore", "--scaledmm-matrix",
-           str(root / "matrix.yaml"), "--scaledmm-profile", profile, "--scaledmm-report", str(report)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-W",
+        "ignore",
+        "--scaledmm-matrix",
+        str(root / "matrix.yaml"),
+        "--scaledmm-profile",
+        profile,
+        "--scaledmm-report",
+        str(report),
+    ]
     if workers > 1:
         cmd += ["-n", str(workers)]
     start = time.perf_counter()
@@ -39,9 +53,14 @@ def run(root: Path, profile: str, workers: int) -> dict:
     outcomes: dict = {}
     for case in data["cases"]:
         outcomes[case["outcome"]] = outcomes.get(case["outcome"], 0) + 1
-    return {"wall": wall, "cases": len(data["cases"]), "checked": checked, "exit": done.returncode,
-            "outcomes": dict(sorted(outcomes.items(), key=lambda item: -item[1])),
-            "production": data.get("coverage", {}).get("production")}
+    return {
+        "wall": wall,
+        "cases": len(data["cases"]),
+        "checked": checked,
+        "exit": done.returncode,
+        "outcomes": dict(sorted(outcomes.items(), key=lambda item: -item[1])),
+        "production": data.get("coverage", {}).get("production"),
+    }
 
 
 def main(argv=None) -> int:
@@ -52,17 +71,24 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-before-") as folder:
         worktree = Path(folder) / "before"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(worktree), args.before],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(worktree), args.before],
+            check=True,
+            capture_output=True,
+        )
         try:
             before = run(worktree, args.profile, args.workers)
             after = run(REPO, args.profile, args.workers)
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], capture_output=True
+            )
     print(f"profile {args.profile}, -n {args.workers}, {os.cpu_count()} cores")
     for label, figures in (("before " + args.before, before), ("after (this checkout)", after)):
-        print(f"  {label:24} {figures['cases']:5d} cases, {figures['checked']} reference-checked valid, "
-              f"{figures['wall']:7.1f} s, {figures['cases'] / figures['wall']:.2f} cases/s, exit {figures['exit']}")
+        print(
+            f"  {label:24} {figures['cases']:5d} cases, {figures['checked']} reference-checked valid, "
+            f"{figures['wall']:7.1f} s, {figures['cases'] / figures['wall']:.2f} cases/s, exit {figures['exit']}"
+        )
         print(f"    outcomes: {figures['outcomes']}")
         if figures["production"]:
             print(f"    production data: {json.dumps(figures['production'])}")

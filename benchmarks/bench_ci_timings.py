@@ -55,26 +55,37 @@ def test_command(root: Path) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", required=True, help="the earlier commit")
-    parser.add_argument("--tests", choices=("both", "after", "none"), default="both",
-                        help="which sides' test command to time (the earlier one may take far longer)")
+    parser.add_argument(
+        "--tests",
+        choices=("both", "after", "none"),
+        default="both",
+        help="which sides' test command to time (the earlier one may take far longer)",
+    )
     args = parser.parse_args(argv)
     figures = {}
     with tempfile.TemporaryDirectory(prefix="bench-ci-before-") as folder:
         worktree = Path(folder) / "before"
-        subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(worktree), args.before],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["git", "-C", str(REPO), "worktree", "add", "--detach", str(worktree), args.before],
+            check=True,
+            capture_output=True,
+        )
         try:
             figures["main job"] = (main_job(worktree), main_job(REPO))
             if args.tests != "none":
                 before = test_command(worktree) if args.tests == "both" else None
                 figures["test command"] = (before, test_command(REPO))
         finally:
-            subprocess.run(["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], capture_output=True)
+            subprocess.run(
+                ["git", "-C", str(REPO), "worktree", "remove", "--force", str(worktree)], capture_output=True
+            )
     import torch  # here: its import-time warnings after the runs, not before
 
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    print(f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
-          f"torch {torch.__version__}, Python {platform.python_version()}; before {args.before}, after {head.stdout.strip()}")
+    print(
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+        f"torch {torch.__version__}, Python {platform.python_version()}; before {args.before}, after {head.stdout.strip()}"
+    )
     for name, (before, after) in figures.items():
         print(f"{name}:")
         for label, side in (("before", before), ("after", after)):

@@ -32,10 +32,25 @@ def run_harness(args, configs: int, extra: list[str]) -> dict:
     """One `pytest --scaledmm-matrix` run in a child process; wall from the parent's clock."""
     report = Path(tempfile.mkdtemp(prefix="bench-")) / "report.json"
     cmd = [
-        sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-W", "ignore",
-        "--scaledmm-matrix", str(args.matrix), "--scaledmm-profile", args.profile,
-        "--scaledmm-report", str(report), "--scaledmm-device", args.device,
-        "--scaledmm-max-autotune-configs", str(configs), *extra,
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-W",
+        "ignore",
+        "--scaledmm-matrix",
+        str(args.matrix),
+        "--scaledmm-profile",
+        args.profile,
+        "--scaledmm-report",
+        str(report),
+        "--scaledmm-device",
+        args.device,
+        "--scaledmm-max-autotune-configs",
+        str(configs),
+        *extra,
     ]
     if args.workers > 1:
         cmd += ["-n", str(args.workers)]
@@ -112,7 +127,9 @@ def describe(label: str, run: dict) -> list[str]:
         "first failure signature at " + (f"{run['first_failure']:.1f} s" if run["first_failure"] else "(no failure)"),
         "outcomes: " + ", ".join(f"{k} {v}" for k, v in run["report"]["summary"].items()),
         "cases per device: "
-        + ", ".join(f"{d} {n}" for d, n in sorted(Counter((c.get("extra") or {}).get("device") or "?" for c in ran).items())),
+        + ", ".join(
+            f"{d} {n}" for d, n in sorted(Counter((c.get("extra") or {}).get("device") or "?" for c in ran).items())
+        ),
         "median case seconds per mode: "
         + ", ".join(f"{m} {statistics.median(v):.2f} (n={len(v)})" for m, v in sorted(per_mode.items())),
     ]
@@ -125,10 +142,14 @@ def main(argv=None) -> int:
     parser.add_argument("--profile", default="smoke")
     parser.add_argument("--device", default="auto")
     parser.add_argument("-n", "--workers", type=int, default=1)
-    parser.add_argument("--configs", default="4", help="comma list of --scaledmm-max-autotune-configs values to compare")
+    parser.add_argument(
+        "--configs", default="4", help="comma list of --scaledmm-max-autotune-configs values to compare"
+    )
     parser.add_argument("--no-bare", action="store_true", help="skip the bare-loop comparison")
     parser.add_argument("--isolate", default="yes", choices=["yes", "no"])
-    parser.add_argument("--triage", action="store_true", help="keep triage on (off by default here: it is not case time)")
+    parser.add_argument(
+        "--triage", action="store_true", help="keep triage on (off by default here: it is not case time)"
+    )
     parser.add_argument("--json", type=Path, help="also write the figures as JSON")
     parser.add_argument("--first-failure", action="store_true", help="pass --scaledmm-first-failure")
     parser.add_argument("-k", dest="select", help="pytest -k expression selecting cases (harness runs only)")
@@ -141,7 +162,11 @@ def main(argv=None) -> int:
         run = run_harness(args, configs, extra)
         label = f"harness, max-autotune configs {configs or 'full'}, -n {args.workers}, isolate {args.isolate}"
         print("\n".join(describe(label, run)), flush=True)
-        figures[label] = {"wall": run["wall"], "first_failure": run["first_failure"], "cases": len(run["report"]["cases"])}
+        figures[label] = {
+            "wall": run["wall"],
+            "first_failure": run["first_failure"],
+            "cases": len(run["report"]["cases"]),
+        }
         if args.json:
             (args.json.parent / f"{args.json.stem}_report{configs}.json").write_text(json.dumps(run["report"]))
         if not args.no_bare and args.workers == 1:

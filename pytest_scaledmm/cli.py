@@ -19,11 +19,21 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Optional, Sequence, Union
+from typing import Callable
 
 from . import __version__
-from .plugin.options import ALLOW_CAPABILITY_LOSS, ALLOW_LOOSER_SLACK, ALLOW_MISSING, ALLOW_WORSE, BASELINE, DEVICE_CHOICES_HELP, MATRIX, Option
+from .plugin.options import (
+    ALLOW_CAPABILITY_LOSS,
+    ALLOW_LOOSER_SLACK,
+    ALLOW_MISSING,
+    ALLOW_WORSE,
+    BASELINE,
+    DEVICE_CHOICES_HELP,
+    MATRIX,
+    Option,
+)
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -49,7 +59,7 @@ class Subcommand:
 SUBCOMMANDS: dict[str, Subcommand] = {}
 
 
-def subcommand(name: str, help: str, arguments: Sequence[Union[Arg, Option]] = ()):
+def subcommand(name: str, help: str, arguments: Sequence[Arg | Option] = ()):
     """Register the decorated `fn(args) -> exit code` as `scaledmm NAME`."""
 
     def register(fn: Callable[[argparse.Namespace], int]):
@@ -61,12 +71,12 @@ def subcommand(name: str, help: str, arguments: Sequence[Union[Arg, Option]] = (
     return register
 
 
-def shared(option: Option, help: Optional[str] = None, **kwargs) -> Option:
+def shared(option: Option, help: str | None = None, **kwargs) -> Option:
     """A plugin option as this subcommand needs it: same flag and dest, other help or defaults."""
     return replace(option, help=help or option.help, kwargs={**option.kwargs, **kwargs})
 
 
-def _add_argument(parser: argparse.ArgumentParser, argument: Union[Arg, Option]) -> None:
+def _add_argument(parser: argparse.ArgumentParser, argument: Arg | Option) -> None:
     if isinstance(argument, Option):
         parser.add_argument(argument.cli_flag(), dest=argument.dest, help=argument.help, **argument.kwargs)
     else:
@@ -75,8 +85,9 @@ def _add_argument(parser: argparse.ArgumentParser, argument: Union[Arg, Option])
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="scaledmm", description="Compare and gate pytest-scaledmm reports across PyTorch versions and machines;"
-        " set a project up for it (init)."
+        prog="scaledmm",
+        description="Compare and gate pytest-scaledmm reports across PyTorch versions and machines;"
+        " set a project up for it (init).",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -95,7 +106,7 @@ def _usage_errors() -> tuple:
     return (ReportError, MatrixError)
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for stream in (sys.stdout, sys.stderr):
         try:  # a file name that is not UTF-8 is shown escaped, never a traceback
@@ -128,8 +139,10 @@ class OutputRefused(Exception):
 
 
 # How each file `compare` writes begins: an existing file without it is not one of ours.
-OUTPUT_MARKS = {"--html": '<meta name="generator" content="pytest-scaledmm compare">',
-                "--markdown": "## scaled-mm compatibility matrix"}
+OUTPUT_MARKS = {
+    "--html": '<meta name="generator" content="pytest-scaledmm compare">',
+    "--markdown": "## scaled-mm compatibility matrix",
+}
 
 
 def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
@@ -147,7 +160,9 @@ def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
     if path.is_dir() and not append:  # an append target that cannot take it is a warning (step_summary.py)
         raise OutputRefused(f"{flag} {path}: it is a directory; name a file")
     if not path.is_dir() and (any(same_file(path, i) for i in inputs) or is_report_file(path)):
-        raise OutputRefused(f"{flag} {path}: it is a pytest-scaledmm report; it is never overwritten (a file name forgotten?)")
+        raise OutputRefused(
+            f"{flag} {path}: it is a pytest-scaledmm report; it is never overwritten (a file name forgotten?)"
+        )
     if append:
         return
     try:
@@ -156,7 +171,9 @@ def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
     except OSError as exc:
         raise OutputRefused(f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
     if OUTPUT_MARKS[flag] not in head:
-        raise OutputRefused(f"{flag} {path}: it is there and was not written by scaledmm compare: it is never overwritten")
+        raise OutputRefused(
+            f"{flag} {path}: it is there and was not written by scaledmm compare: it is never overwritten"
+        )
 
 
 def _write(path: str, text: str, flag: str = "--html") -> None:
@@ -169,7 +186,7 @@ def _write(path: str, text: str, flag: str = "--html") -> None:
         raise OutputRefused(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
 
 
-def _append_summary(command: str, markdown: str, also: Optional[str] = None) -> None:
+def _append_summary(command: str, markdown: str, also: str | None = None) -> None:
     """Append `markdown` to `also` (a --markdown PATH that appends) and to $GITHUB_STEP_SUMMARY
     (once when both name one file). A file that cannot be written is one warning line on stderr;
     the exit status stays the command's."""
@@ -200,7 +217,12 @@ COMPARE_MATRIX = shared(MATRIX, "matrix file named in replay commands (default: 
     "compare",
     "align cases across reports (columns: environments) and classify how each case changed",
     [
-        Arg("reports", nargs="+", metavar="REPORT", help="report files, or directories of *.json reports (ordered by torch version)"),
+        Arg(
+            "reports",
+            nargs="+",
+            metavar="REPORT",
+            help="report files, or directories of *.json reports (ordered by torch version)",
+        ),
         Arg("--markdown", metavar="PATH", help="write Markdown fit for a CI step summary ('-' for stdout)"),
         Arg("--html", metavar="PATH", help="write one self-contained HTML file with the heatmap"),
         GROUP_BY,
@@ -211,14 +233,15 @@ COMPARE_MATRIX = shared(MATRIX, "matrix file named in replay commands (default: 
 def compare_command(args) -> int:
     from .reports.compare import compare_reports, load_reports
     from .reports.render import render_html, render_markdown, render_text
-
     from .reports.step_summary import same_file, step_summary_path
 
     loaded = load_reports(args.reports)
     inputs = [path for path, _ in loaded]
     if args.markdown and args.markdown != "-":
         summary = step_summary_path()
-        check_output("--markdown", args.markdown, inputs, append=summary is not None and same_file(summary, args.markdown))
+        check_output(
+            "--markdown", args.markdown, inputs, append=summary is not None and same_file(summary, args.markdown)
+        )
     if args.html:
         check_output("--html", args.html, inputs)
         if args.markdown and args.markdown != "-" and same_file(args.html, args.markdown):
@@ -261,11 +284,16 @@ def compare_command(args) -> int:
             "matrix.yaml whose known_failures apply (default: the matrix the candidate recorded, when that"
             " file is here and unchanged)",
         ),
-        shared(ALLOW_MISSING, "compare a partial run: an incomplete report and missing baseline cases are notes, not failures"),
+        shared(
+            ALLOW_MISSING,
+            "compare a partial run: an incomplete report and missing baseline cases are notes, not failures",
+        ),
         shared(ALLOW_CAPABILITY_LOSS, "accept cases that ran in the baseline and are UNSUPPORTED or SKIPPED now"),
         shared(ALLOW_WORSE, "accept cases that fail the same way as in the baseline but by much more"),
         shared(ALLOW_LOOSER_SLACK, "accept a kernel whose own tolerance slack is larger than in the baseline"),
-        Arg("--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"),
+        Arg(
+            "--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"
+        ),
     ],
 )
 def gate_command(args) -> int:
@@ -349,8 +377,11 @@ def repro_command(args) -> int:
     if not written:
         print("no failures in the report: nothing to reproduce")
     if written and not args.scaledmm_matrix:
-        print("scaledmm repro: note: no --matrix: the report's matrix and its kernels were not imported;"
-              " built-in kernels are embedded, others are imported by the script itself", file=sys.stderr)
+        print(
+            "scaledmm repro: note: no --matrix: the report's matrix and its kernels were not imported;"
+            " built-in kernels are embedded, others are imported by the script itself",
+            file=sys.stderr,
+        )
     return EXIT_OK
 
 
@@ -371,7 +402,9 @@ def _is_merged_report(path) -> bool:
     "join the reports of the shards of one run (pytest --scaledmm-shard I/N) into one; exit 1, with the"
     " report written incomplete, unless every shard 1..N is there once, from one matrix and environment",
     [
-        Arg("out", metavar="OUT", help="the merged report to write (replaced only when it is an earlier merged report)"),
+        Arg(
+            "out", metavar="OUT", help="the merged report to write (replaced only when it is an earlier merged report)"
+        ),
         Arg("shards", nargs="+", metavar="SHARD", help="shard reports, or directories of *.json shard reports"),
     ],
 )
@@ -385,12 +418,18 @@ def merge_command(args) -> int:
 
     out = Path(args.out)
     if out.is_dir() or (out.exists() and not is_report_file(out)):
-        print(f"scaledmm merge: error: {out} is there and is not a pytest-scaledmm report: it is never overwritten", file=sys.stderr)
+        print(
+            f"scaledmm merge: error: {out} is there and is not a pytest-scaledmm report: it is never overwritten",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     if out.exists() and not _is_merged_report(out):
         # A shard or a whole run's report (the baseline, say) at OUT would be lost to the merge.
-        print(f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten;"
-              " name another file for the merged report", file=sys.stderr)
+        print(
+            f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten;"
+            " name another file for the merged report",
+            file=sys.stderr,
+        )
         return EXIT_USAGE
     paths = []
     for raw in args.shards:
@@ -417,7 +456,11 @@ def merge_command(args) -> int:
         _append_summary("merge", line)
         print(line)
         return EXIT_OK
-    more = f" (and {len(result.reasons) - 1} more reason(s) in its session.incomplete_reasons)" if len(result.reasons) > 1 else ""
+    more = (
+        f" (and {len(result.reasons) - 1} more reason(s) in its session.incomplete_reasons)"
+        if len(result.reasons) > 1
+        else ""
+    )
     line = f"merged report {out} is INCOMPLETE: {result.reasons[0]}{more}"
     from .reports.printable import printable
     from .reports.render import md_escape
@@ -431,13 +474,29 @@ def merge_command(args) -> int:
     "init",
     "write a tox.ini (one env per torch release, report, gate) and a CI workflow for this project's matrix",
     [
-        Arg("--torch", nargs="+", required=True, metavar="VERSION",
-            help="torch releases to test, the pinned one (the baseline) first, e.g. 2.11.0 2.13.0"),
+        Arg(
+            "--torch",
+            nargs="+",
+            required=True,
+            metavar="VERSION",
+            help="torch releases to test, the pinned one (the baseline) first, e.g. 2.11.0 2.13.0",
+        ),
         Arg("--matrix", default="matrix.yaml", metavar="PATH", help="the project's matrix file (default: %(default)s)"),
         Arg("--profile", default="default", help="profile the envs and CI run (default: %(default)s)"),
-        Arg("--ci", nargs="+", default=["github"], choices=["github", "gitlab", "none"],
-            help="CI workflows to write (default: github): .github/workflows/scaledmm.yml, scaledmm.gitlab-ci.yml"),
-        Arg("--runners", nargs="+", default=["gpu"], metavar="LABEL", help="CI runner labels, one kind of GPU each (default: gpu)"),
+        Arg(
+            "--ci",
+            nargs="+",
+            default=["github"],
+            choices=["github", "gitlab", "none"],
+            help="CI workflows to write (default: github): .github/workflows/scaledmm.yml, scaledmm.gitlab-ci.yml",
+        ),
+        Arg(
+            "--runners",
+            nargs="+",
+            default=["gpu"],
+            metavar="LABEL",
+            help="CI runner labels, one kind of GPU each (default: gpu)",
+        ),
         Arg("--shards", type=int, default=2, help="CI jobs per runner and torch release (default: %(default)s)"),
         Arg("--spec", help="what pip installs for pytest-scaledmm (default: where this one was installed from)"),
         Arg("--dir", default=".", help="the project directory (default: the current one)"),
@@ -458,8 +517,10 @@ def init_command(args) -> int:
     for path in written:
         print(f"wrote {path}")
     if plan.spec.startswith("pytest-scaledmm @ file:") and len(written) > 1:
-        print(f"note: SCALEDMM_SPEC in the CI file is a path on this machine ({plan.spec}):"
-              " set it to what your CI can install, e.g. a git URL of your fork (--spec)")
+        print(
+            f"note: SCALEDMM_SPEC in the CI file is a path on this machine ({plan.spec}):"
+            " set it to what your CI can install, e.g. a git URL of your fork (--spec)"
+        )
     envs = ",".join(plan.env(v) for v in plan.torch)
     print(f"next: tox -e {envs},report  then  tox -e gate")
     return EXIT_OK

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Optional
 
 # Variables troubleshooting guides recommend for compile problems; each is checked, set or not.
 RECOMMENDED = [
@@ -38,13 +37,18 @@ RECOMMENDED = [
     "VLLM_TORCH_COMPILE_LEVEL",
     "VLLM_DISABLE_COMPILE_CACHE",
 ]
-RELEVANT = re.compile(
-    r"^(TORCH|PYTORCH_|TRITON_|CUDA_|CUBLAS|NVIDIA_TF32|HIP_|ROCM_|HSA_|VLLM_|INDUCTOR_)[A-Z0-9_]*$"
-)
+RELEVANT = re.compile(r"^(TORCH|PYTORCH_|TRITON_|CUDA_|CUBLAS|NVIDIA_TF32|HIP_|ROCM_|HSA_|VLLM_|INDUCTOR_)[A-Z0-9_]*$")
 # Read by the CUDA driver or runtime, not by torch (NVIDIA's documentation lists them).
 CUDA_RUNTIME = {
-    "CUDA_VISIBLE_DEVICES", "CUDA_LAUNCH_BLOCKING", "CUDA_MODULE_LOADING", "CUDA_DEVICE_MAX_CONNECTIONS",
-    "CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE", "CUDA_CACHE_MAXSIZE", "CUDA_DEVICE_ORDER", "CUDA_FORCE_PTX_JIT",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_LAUNCH_BLOCKING",
+    "CUDA_MODULE_LOADING",
+    "CUDA_DEVICE_MAX_CONNECTIONS",
+    "CUDA_CACHE_PATH",
+    "CUDA_CACHE_DISABLE",
+    "CUDA_CACHE_MAXSIZE",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_FORCE_PTX_JIT",
 }
 # A line that reads the environment, as opposed to one that only names a variable.
 _READS = re.compile(r"environ|getenv|env_name|get_env|_env\(|env_var|EnvVar", re.I)
@@ -132,11 +136,13 @@ def _probes(device: str):
 
     def scaled_v2():
         functional = torch.nn.functional
-        recipes = getattr(functional, "ScalingType", None) or getattr(torch._C, "_ScalingType")
+        recipes = getattr(functional, "ScalingType", None) or torch._C._ScalingType
         a, b = fp8(16, 32, 16)
         sa, sb = torch.tensor([0.5], device=device), torch.tensor([2.0], device=device)
         if hasattr(functional, "scaled_mm"):
-            out = functional.scaled_mm(a, b, sa, recipes.TensorWise, sb, recipes.TensorWise, output_dtype=torch.bfloat16)
+            out = functional.scaled_mm(
+                a, b, sa, recipes.TensorWise, sb, recipes.TensorWise, output_dtype=torch.bfloat16
+            )
         else:
             tw = recipes.TensorWise.value
             out = torch.ops.aten._scaled_mm_v2(a, b, [sa], [tw], [], [sb], [tw], [], None, torch.bfloat16, [], False)
@@ -194,9 +200,16 @@ def run_probes(device: str) -> None:
             status = "ok" if err < 0.02 else "wrong"
             detail = f"{tuple(out.shape)} {str(out.dtype).replace('torch.', '')}, max rel err {err:.2g}"
         except Exception as exc:
-            status, detail = "error", f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}"
-        print(json.dumps({"op": name, "status": status, "detail": detail,
-                          "seconds": round(time.perf_counter() - start, 3)}), flush=True)
+            status, detail = (
+                "error",
+                f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''}",
+            )
+        print(
+            json.dumps(
+                {"op": name, "status": status, "detail": detail, "seconds": round(time.perf_counter() - start, 3)}
+            ),
+            flush=True,
+        )
 
 
 def probe_ops(device: str, timeout: float = 180.0) -> list[dict]:
@@ -235,7 +248,7 @@ def _death(code: int) -> str:
 # -- caches --------------------------------------------------------------------------------------
 
 
-def _dir_size(path: Path, budget_s: float = 5.0) -> Optional[int]:
+def _dir_size(path: Path, budget_s: float = 5.0) -> int | None:
     if not path.is_dir():
         return None
     total, deadline = 0, time.monotonic() + budget_s
@@ -269,9 +282,16 @@ def caches() -> dict:
     triton_env = _USER_ENV.get("TRITON_CACHE_DIR")
     triton = Path(triton_env) if triton_env else Path.home() / ".triton" / "cache"
     return {
-        "inductor": {"path": str(inductor), "from": "TORCHINDUCTOR_CACHE_DIR" if inductor_env else "default",
-                     "bytes": _dir_size(inductor)},
-        "triton": {"path": str(triton), "from": "TRITON_CACHE_DIR" if triton_env else "default", "bytes": _dir_size(triton)},
+        "inductor": {
+            "path": str(inductor),
+            "from": "TORCHINDUCTOR_CACHE_DIR" if inductor_env else "default",
+            "bytes": _dir_size(inductor),
+        },
+        "triton": {
+            "path": str(triton),
+            "from": "TRITON_CACHE_DIR" if triton_env else "default",
+            "bytes": _dir_size(triton),
+        },
     }
 
 
@@ -341,7 +361,7 @@ def _native_reads(names: list[str]) -> dict:
     return found
 
 
-def environment_variables(extra: Optional[list] = None) -> list[dict]:
+def environment_variables(extra: list | None = None) -> list[dict]:
     """Every set variable that may affect compilation, and the recommended ones, each with a
     verdict on whether something installed reads it."""
     set_names = sorted(name for name in _USER_ENV if RELEVANT.match(name))
@@ -352,8 +372,11 @@ def environment_variables(extra: Optional[list] = None) -> list[dict]:
         owned = [n for n in names if n.startswith(prefix)]
         installed, found = _python_reads(package, owned)
         by_owner.update({n: (package, installed, found[n]) for n in owned})
-    unresolved = [n for n in names if not torch_found[n]["reads"] and n not in CUDA_RUNTIME
-                  and not (n in by_owner and by_owner[n][2]["reads"])]
+    unresolved = [
+        n
+        for n in names
+        if not torch_found[n]["reads"] and n not in CUDA_RUNTIME and not (n in by_owner and by_owner[n][2]["reads"])
+    ]
     native = _native_reads(unresolved)
     entries = []
     for name in names:
@@ -373,14 +396,16 @@ def environment_variables(extra: Optional[list] = None) -> list[dict]:
             mentions = torch_found[name]["mentions"]
             hint = f" (only named in {', '.join(mentions[:2])})" if mentions else ""
             verdict, where = "no effect", f"nothing installed reads it{hint}"
-        entries.append({
-            "name": name,
-            "set": name in _USER_ENV,
-            "value": _USER_ENV.get(name),
-            "recommended": name in RECOMMENDED,
-            "verdict": verdict,
-            "where": where,
-        })
+        entries.append(
+            {
+                "name": name,
+                "set": name in _USER_ENV,
+                "value": _USER_ENV.get(name),
+                "recommended": name in RECOMMENDED,
+                "verdict": verdict,
+                "where": where,
+            }
+        )
     return entries
 
 
@@ -395,7 +420,7 @@ def collect(device: str = "auto", probe: bool = True) -> dict:
     return data
 
 
-def _size(count: Optional[int]) -> str:
+def _size(count: int | None) -> str:
     if count is None:
         return "absent"
     prefix = "at least " if count < 0 else ""
@@ -435,7 +460,7 @@ def render(data: dict) -> str:
     return "\n".join(lines)
 
 
-def build_parser(parser: Optional[argparse.ArgumentParser] = None) -> argparse.ArgumentParser:
+def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     parser = parser or argparse.ArgumentParser(prog="scaledmm doctor", description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
     parser.add_argument("--device", default="auto", help="device to probe (default: cuda:0 when present, else cpu)")

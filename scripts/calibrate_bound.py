@@ -45,11 +45,33 @@ from pytest_scaledmm.verdict.scale_forms import scale_form  # noqa: E402
 KS = [16, 32, 48, 64, 80, 96, 112, 128, 256, 1024, 4096, 16384]
 SHAPES = {"cuda": [(17, 32), (64, 64), (256, 128)], "cpu": [(17, 32), (64, 48)]}
 PAIRS = [("e4m3fn", "e4m3fn"), ("e4m3fn", "e5m2"), ("e5m2", "e4m3fn")]
-SCALES = {"tensorwise": ("tensor_0d", "tensor_0d"), "rowwise": ("rowwise", "rowwise"), "blockwise": ("blockwise", "blockwise")}
+SCALES = {
+    "tensorwise": ("tensor_0d", "tensor_0d"),
+    "rowwise": ("rowwise", "rowwise"),
+    "blockwise": ("blockwise", "blockwise"),
+}
 OUTS = ["bf16", "fp16", "fp32"]
 OLD_U = {"fp32": 2.0**-23, "reduced": 2.0**-13}
-COLUMNS = ["op", "dtype_a", "dtype_b", "scales", "fast_accum", "out", "bias", "k", "side", "elements",
-           "need_e", "need_e2", "r_out", "max_rel", "slope", "ratio", "old", "catch"]
+COLUMNS = [
+    "op",
+    "dtype_a",
+    "dtype_b",
+    "scales",
+    "fast_accum",
+    "out",
+    "bias",
+    "k",
+    "side",
+    "elements",
+    "need_e",
+    "need_e2",
+    "r_out",
+    "max_rel",
+    "slope",
+    "ratio",
+    "old",
+    "catch",
+]
 TRITON = {"max_autotune": True, "max_autotune_gemm_backends": "TRITON", "triton.cudagraphs": False}
 
 
@@ -100,9 +122,22 @@ def configs(device_type: str, fast_values=(False, True), pairs=PAIRS, outs=OUTS,
 def params_of(config, m, k, n) -> dict:
     op, da, db, form, fast, out, bias = config
     sa, sb = SCALES[form]
-    return {"kernel": op, "dtype_a": da, "dtype_b": db, "scale_a": sa, "scale_b": sb, "out_dtype": out, "bias": bias,
-            "use_fast_accum": fast, "scale_layout": "contiguous", "activation_rank": 2, "special_scale": "none",
-            "m": m, "k": k, "n": n}
+    return {
+        "kernel": op,
+        "dtype_a": da,
+        "dtype_b": db,
+        "scale_a": sa,
+        "scale_b": sb,
+        "out_dtype": out,
+        "bias": bias,
+        "use_fast_accum": fast,
+        "scale_layout": "contiguous",
+        "activation_rank": 2,
+        "special_scale": "none",
+        "m": m,
+        "k": k,
+        "n": n,
+    }
 
 
 def applicable(config, k) -> bool:
@@ -212,8 +247,10 @@ class Counting:
 def compiled_fn(op, side: str, fast: bool, out_dtype):
     """A fresh function (its own code object, so its own Dynamo cache) compiled for one side."""
     namespace = {"kernel": OPS[op], "fast": fast, "out_dtype": out_dtype}
-    exec("def case(a, b, scale_a, scale_b, bias):\n    return kernel(a, b, scale_a, scale_b, bias, out_dtype, fast)\n",
-         namespace)
+    exec(
+        "def case(a, b, scale_a, scale_b, bias):\n    return kernel(a, b, scale_a, scale_b, bias, out_dtype, fast)\n",
+        namespace,
+    )
     options = None
     if side == "triton-gemm":
         import torch._inductor.config as inductor_config
@@ -282,10 +319,17 @@ def measure(args):
         # In order of priority, as the budget allows: every config eagerly; compiled, the common
         # pair and Inductor's Triton templates first, then the rest.
         first = [c for c in everything if c[1:3] in (("e4m3fn", "e4m3fn"), ("int8", "int8")) and c[3] != "blockwise"]
-        triton = [c for c in first if c[0] == "scaled_mm" and not c[6]
-                  and (c[3], c[5]) in (("tensorwise", "fp32"), ("rowwise", "bf16"))]
-        sides = [("eager", everything, KS), ("inductor", first, KS), ("triton-gemm", triton, [32, 128, 1024, 4096, 16384]),
-                 ("inductor", [c for c in everything if c not in first], KS)]
+        triton = [
+            c
+            for c in first
+            if c[0] == "scaled_mm" and not c[6] and (c[3], c[5]) in (("tensorwise", "fp32"), ("rowwise", "bf16"))
+        ]
+        sides = [
+            ("eager", everything, KS),
+            ("inductor", first, KS),
+            ("triton-gemm", triton, [32, 128, 1024, 4096, 16384]),
+            ("inductor", [c for c in everything if c not in first], KS),
+        ]
     else:
         sides = [("eager", everything, KS), ("inductor", everything, KS)]
     if args.sides:
@@ -304,8 +348,11 @@ def measure(args):
                 write(args.out, device, shapes, records, errors, skipped, timing, start)
                 last_write = time.time()
         timing[side] = round(timing.get(side, 0) + time.time() - side_start, 1)
-        print(f"{side}: {timing[side]} s, {len(records)} records, {len(errors)} configs with errors, "
-              f"{len(skipped)} skipped", flush=True)
+        print(
+            f"{side}: {timing[side]} s, {len(records)} records, {len(errors)} configs with errors, "
+            f"{len(skipped)} skipped",
+            flush=True,
+        )
         write(args.out, device, shapes, records, errors, skipped, timing, start)
     return 0
 
@@ -343,7 +390,11 @@ def load(paths):
         doc = json.loads(Path(path).read_text())
         for row in doc["records"]:
             record = dict(zip(doc["columns"], row))
-            params = {"dtype_a": record["dtype_a"], "dtype_b": record["dtype_b"], "use_fast_accum": record["fast_accum"]}
+            params = {
+                "dtype_a": record["dtype_a"],
+                "dtype_b": record["dtype_b"],
+                "use_fast_accum": record["fast_accum"],
+            }
             record["family"] = I.accumulator(params, doc["device_type"])
             record["file"] = Path(path).name
             rows.append(record)
@@ -382,8 +433,18 @@ def detection(family, out, k, m, n, seeds=3, pair=("e4m3fn", "e4m3fn")):
     the out dtype, is caught with, worst over a few seeds (bisection on eps)."""
     worst = 0.0
     for seed in range(seeds):
-        params = {"dtype_a": pair[0], "dtype_b": pair[1], "scale_a": "tensor_0d", "scale_b": "tensor_0d", "out_dtype": out,
-                  "bias": False, "use_fast_accum": family.endswith("fast"), "m": m, "k": k, "n": n}
+        params = {
+            "dtype_a": pair[0],
+            "dtype_b": pair[1],
+            "scale_a": "tensor_0d",
+            "scale_b": "tensor_0d",
+            "out_dtype": out,
+            "bias": False,
+            "use_fast_accum": family.endswith("fast"),
+            "m": m,
+            "k": k,
+            "n": n,
+        }
         inputs = I.make_inputs(params, seed, "cpu")
         terms = I.bound_terms(*I.dequantised(params, inputs))
         out_dtype, u_out = I.torch_dtype(out), I.OUT_ROUNDOFF[out]
@@ -419,18 +480,25 @@ def derive(args):
             compiled = max((r["need_e"] for r in at if r["side"] != "eager"), default=0) / u
             outs = {o: max((r["r_out"] for r in at if r["out"] == o), default=0) for o in OUTS}
             slope = max(abs(r["slope"]) for r in at)
-            print(f"  {k:6d}: {eager:9.3g} | {compiled:9.3g}   r_out " +
-                  " ".join(f"{o} {v:.3g}" for o, v in outs.items()) + f"   |slope| {slope:.2g}")
+            print(
+                f"  {k:6d}: {eager:9.3g} | {compiled:9.3g}   r_out "
+                + " ".join(f"{o} {v:.3g}" for o, v in outs.items())
+                + f"   |slope| {slope:.2g}"
+            )
         print("  L: c_acc needed (= max need_e / (u_acc sqrt(min(K,L)))), model looseness at the worst K")
         for chain, (need, loose) in family_fit(rows, family).items():
             print(f"  {chain!s:>5}: c_acc >= {need / u:.3g}   looseness {loose:.3g}")
     print("\nmargins of inputs.py's constants (accumulation term / need_e, least over records):")
     for family, (margin, r) in sorted(margins(rows).items()):
-        print(f"  {family}: {margin:.3g}  at {r['op']} {r['dtype_a']}x{r['dtype_b']} {r['scales']} fast={r['fast_accum']} "
-              f"{r['out']} bias={r['bias']} K={r['k']} {r['side']} ({r['file']})")
+        print(
+            f"  {family}: {margin:.3g}  at {r['op']} {r['dtype_a']}x{r['dtype_b']} {r['scales']} fast={r['fast_accum']} "
+            f"{r['out']} bias={r['bias']} K={r['k']} {r['side']} ({r['file']})"
+        )
     worst_ratio = max(rows, key=lambda r: r["ratio"])
-    print(f"largest error/bound with the constants of the measurement (constants_at_measurement): "
-          f"{worst_ratio['ratio']:.3g}")
+    print(
+        f"largest error/bound with the constants of the measurement (constants_at_measurement): "
+        f"{worst_ratio['ratio']:.3g}"
+    )
     if args.detect:
         print("\nsmallest uniform error caught (worst of 3 seeds), M x N = %d x %d:" % tuple(args.detect_shape))
         print("  family              out   " + " ".join(f"{k:>7}" for k in args.detect_k))

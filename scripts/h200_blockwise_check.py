@@ -18,8 +18,12 @@ from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 from pytest_scaledmm.verdict.inputs import make_inputs, reference
 from pytest_scaledmm.verdict.scale_forms import WHOLE, scale_form
 
-PAIRINGS = [("block1x128", "block128x128"), ("block128x128", "block1x128"), ("block1x128", "block1x128"),
-            ("blockwise", "blockwise")]
+PAIRINGS = [
+    ("block1x128", "block128x128"),
+    ("block128x128", "block1x128"),
+    ("block1x128", "block1x128"),
+    ("blockwise", "blockwise"),
+]
 KERNELS = ["scaled_mm_v2", "aten_scaled_mm"]
 MODES = ["eager", "inductor", "max-autotune-no-cudagraphs"]
 SHAPES = list(itertools.product([64, 128, 256], [128, 256], [128, 256]))
@@ -43,17 +47,29 @@ def by_hand(params, inputs):
 
 def where_off(ratio, m, n):
     """The worst error ratio per 128-row block and per 128-column block."""
-    rows = [round(float(ratio[i:i + 128].max()), 3) for i in range(0, m, 128)]
-    cols = [round(float(ratio[:, j:j + 128].max()), 3) for j in range(0, n, 128)]
+    rows = [round(float(ratio[i : i + 128].max()), 3) for i in range(0, m, 128)]
+    cols = [round(float(ratio[:, j : j + 128].max()), 3) for j in range(0, n, 128)]
     return rows, cols
 
 
 def main() -> int:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     for (sa, sb), kernel, (m, k, n) in itertools.product(PAIRINGS, KERNELS, SHAPES):
-        params = {"kernel": kernel, "scale_a": sa, "scale_b": sb, "dtype_a": "e4m3fn", "dtype_b": "e4m3fn",
-                  "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "m": m, "k": k, "n": n,
-                  "scale_layout": "contiguous", "activation_rank": 2}
+        params = {
+            "kernel": kernel,
+            "scale_a": sa,
+            "scale_b": sb,
+            "dtype_a": "e4m3fn",
+            "dtype_b": "e4m3fn",
+            "out_dtype": "bf16",
+            "bias": False,
+            "use_fast_accum": False,
+            "m": m,
+            "k": k,
+            "n": n,
+            "scale_layout": "contiguous",
+            "activation_rank": 2,
+        }
         inputs = make_inputs(params, seed=m * 1000003 + k * 1009 + n, device=device)
         ref = reference(params, inputs)
         hand = by_hand(params, inputs)
@@ -64,15 +80,17 @@ def main() -> int:
             return fn(a, b, s_a, s_b, bias=None, out_dtype=torch.bfloat16)
 
         for mode in MODES:
-            row = {"kernel": kernel, "pair": f"{sa}x{sb}", "m": m, "k": k, "n": n, "mode": mode,
-                   "ref_vs_hand": ref_gap}
+            row = {"kernel": kernel, "pair": f"{sa}x{sb}", "m": m, "k": k, "n": n, "mode": mode, "ref_vs_hand": ref_gap}
             try:
                 torch._dynamo.reset()
                 run = call if mode == "eager" else torch.compile(call, mode=None if mode == "inductor" else mode)
                 out = run(inputs.a, inputs.b, inputs.scale_a, inputs.scale_b).double().cpu()
                 ratio = (out - ref.value).abs() / ref.tolerance
-                row.update(max_ratio=round(float(ratio.max()), 4), failing=int((ratio > 1).sum()),
-                           rel_vs_hand=float((out - hand).abs().max() / hand.abs().max()))
+                row.update(
+                    max_ratio=round(float(ratio.max()), 4),
+                    failing=int((ratio > 1).sum()),
+                    rel_vs_hand=float((out - hand).abs().max() / hand.abs().max()),
+                )
                 if row["failing"]:
                     row["worst_row_blocks"], row["worst_col_blocks"] = where_off(ratio, m, n)
             except Exception as exc:  # one line per refusal, the rest go on

@@ -1,18 +1,35 @@
 """fp8e4m3xe5m2-s0d_x_blk-m33k32n128-fp32 (noncontiguous scale) missed the reference eagerly on an H200:
 is it the scale (rank, layout) or the fp8 matmul itself? Prints the miss for each scale variant
 and for an fp32 matmul of the same dequantised data. Run on a GPU: python scripts/h200_fp8_accumulation.py"""
+
 import torch
+
 from pytest_scaledmm.verdict.inputs import make_inputs, reference
 
 CASE_ID = "fp8e4m3xe5m2-s0d_x_blk-m33k32n128-fp32-dynamic-nc-9b046d"
-params = {'kernel': 'aten_scaled_mm', 'special_scale': 'none', 'dtype_a': 'e4m3fn', 'dtype_b': 'e5m2',
-          'out_dtype': 'fp32', 'bias': False, 'use_fast_accum': False, 'mode': 'dynamic',
-          'scale_layout': 'noncontiguous', 'activation_rank': 2, 'scale_a': 'tensor_0d',
-          'scale_b': 'blockwise', 'm': 33, 'k': 32, 'n': 128}
+params = {
+    "kernel": "aten_scaled_mm",
+    "special_scale": "none",
+    "dtype_a": "e4m3fn",
+    "dtype_b": "e5m2",
+    "out_dtype": "fp32",
+    "bias": False,
+    "use_fast_accum": False,
+    "mode": "dynamic",
+    "scale_layout": "noncontiguous",
+    "activation_rank": 2,
+    "scale_a": "tensor_0d",
+    "scale_b": "blockwise",
+    "m": 33,
+    "k": 32,
+    "n": 128,
+}
 x = make_inputs(params, 905165312, "cuda:0")
 ref = reference(params, x)
 sb = x.scale_b
-print("scale_a", x.scale_a.item(), "scale_b", sb.item(), tuple(sb.shape), sb.stride(), "b", tuple(x.b.shape), x.b.stride())
+print(
+    "scale_a", x.scale_a.item(), "scale_b", sb.item(), tuple(sb.shape), sb.stride(), "b", tuple(x.b.shape), x.b.stride()
+)
 variants = {
     "as run (nc [1,1] stride 2,2)": sb,
     "contiguous [1,1]": sb.contiguous(),
@@ -29,7 +46,9 @@ for name, s in variants.items():
             continue
         err = (out - ref.value).abs()
         ratio = (out / ref.value)[ref.value.abs() > 1e-3]
-        print(f"{name:32} {layout}: max|err|/tol {float((err / ref.tolerance).max()):.3g}  out/ref median {float(ratio.median()):.6f} min {float(ratio.min()):.4f} max {float(ratio.max()):.4f}")
+        print(
+            f"{name:32} {layout}: max|err|/tol {float((err / ref.tolerance).max()):.3g}  out/ref median {float(ratio.median()):.6f} min {float(ratio.min()):.4f} max {float(ratio.max()):.4f}"
+        )
 # Same data without fp8 kernels: dequantise in fp32 on the GPU.
 deq = (x.a.float() * x.scale_a) @ (x.b.float() * sb.reshape(()))
 print("fp32 dequant matmul: max|err|/tol", float(((deq.double().cpu() - ref.value).abs() / ref.tolerance).max()))

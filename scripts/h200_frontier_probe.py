@@ -106,8 +106,13 @@ def probe_v2():
     a = fp8((m, k), 1)
     bt = fp8((n, k), 2)
     b = bt.t()
-    pairs = [("TensorWise", "TensorWise"), ("RowWise", "RowWise"), ("BlockWise1x128", "BlockWise128x128"),
-             ("BlockWise128x128", "BlockWise1x128"), ("BlockWise1x128", "BlockWise1x128")]
+    pairs = [
+        ("TensorWise", "TensorWise"),
+        ("RowWise", "RowWise"),
+        ("BlockWise1x128", "BlockWise128x128"),
+        ("BlockWise128x128", "BlockWise1x128"),
+        ("BlockWise1x128", "BlockWise1x128"),
+    ]
     for ra, rb in pairs:
         try:
             sa, ma = v2_scales(ra, "a", m, k, 3)
@@ -141,8 +146,12 @@ def probe_v2():
         def v1_form(a, b, sa, sb):
             return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
-        for name, fn in (("functional", functional_form), ("aten_int", aten_int_form),
-                         ("aten_int_noswizzle", aten_int_form_swizzle), ("v1", v1_form)):
+        for name, fn in (
+            ("functional", functional_form),
+            ("aten_int", aten_int_form),
+            ("aten_int_noswizzle", aten_int_form_swizzle),
+            ("v1", v1_form),
+        ):
             run_variant(f"v2 {name} {ra}x{rb}", fn, (a, b, sa, sb), ref)
 
 
@@ -152,8 +161,12 @@ def probe_v2_skip_reason():
         a = fp8((32, 32), 1)
         b = fp8((32, 32), 2).t()
         s = torch.ones((), device=DEV)
-        fn = compiled(lambda a, b, s: F.scaled_mm(a, b, s, F.ScalingType.TensorWise, s, F.ScalingType.TensorWise,
-                                                  output_dtype=torch.bfloat16), "eager")
+        fn = compiled(
+            lambda a, b, s: F.scaled_mm(
+                a, b, s, F.ScalingType.TensorWise, s, F.ScalingType.TensorWise, output_dtype=torch.bfloat16
+            ),
+            "eager",
+        )
         fn(a, b, s)
         emit(probe="v2 skip reason", ok=True)
     except Exception as exc:  # noqa: BLE001
@@ -176,8 +189,8 @@ def grouped_ref(a, b, sa, sb, offs, kind):
         start = 0
         m, n = a.shape[0], b.shape[1]
         for g, end in enumerate(offs.tolist()):
-            ag = a[:, start:end].double() * sa[g * m:(g + 1) * m].double()[:, None]
-            bg = b[start:end].double() * sb[g * n:(g + 1) * n].double()[None, :]
+            ag = a[:, start:end].double() * sa[g * m : (g + 1) * m].double()[:, None]
+            bg = b[start:end].double() * sb[g * n : (g + 1) * n].double()[None, :]
             outs.append(ag @ bg)
             start = end
         return torch.stack(outs)
@@ -200,14 +213,21 @@ def probe_grouped():
         def fn(a, b, sa, sb, offs):
             return op(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16)
 
-        run_variant(f"grouped 2d3d {label}", fn, (a, b, sa, sb, offs), ref,
-                    backends=("eager_call", "aot_eager", "inductor"))
+        run_variant(
+            f"grouped 2d3d {label}", fn, (a, b, sa, sb, offs), ref, backends=("eager_call", "aot_eager", "inductor")
+        )
         for mode in ("max-autotune-no-cudagraphs",):
             start = time.perf_counter()
             try:
                 torch._dynamo.reset()
                 out = torch.compile(fn, mode=mode, fullgraph=True)(a, b, sa, sb, offs)
-                emit(probe=f"grouped 2d3d {label}", backend=mode, ok=True, err=rel_err(out, ref), s=round(time.perf_counter() - start, 2))
+                emit(
+                    probe=f"grouped 2d3d {label}",
+                    backend=mode,
+                    ok=True,
+                    err=rel_err(out, ref),
+                    s=round(time.perf_counter() - start, 2),
+                )
             except Exception as exc:  # noqa: BLE001
                 emit(probe=f"grouped 2d3d {label}", backend=mode, ok=False, error=first_line(exc))
     g, m = 4, 64
@@ -216,8 +236,13 @@ def probe_grouped():
     sa = pos((g, m), 22)
     sb = pos((g, n), 23)
     ref = grouped_ref(a, b, sa, sb, None, "3d3d")
-    run_variant("grouped 3d3d", lambda a, b, sa, sb: op(a, b, sa, sb, out_dtype=torch.bfloat16), (a, b, sa, sb), ref,
-                backends=("eager_call", "aot_eager", "inductor"))
+    run_variant(
+        "grouped 3d3d",
+        lambda a, b, sa, sb: op(a, b, sa, sb, out_dtype=torch.bfloat16),
+        (a, b, sa, sb),
+        ref,
+        backends=("eager_call", "aot_eager", "inductor"),
+    )
     m, n = 64, 128
     sizes = [128, 0, 256, 128]
     total_k = sum(sizes)
@@ -227,8 +252,13 @@ def probe_grouped():
     sb = pos((len(sizes) * n,), 33)
     offs = torch.tensor(sizes, dtype=torch.int32).cumsum(0).to(torch.int32).to(DEV)
     ref = grouped_ref(a, b, sa, sb, offs, "2d2d")
-    run_variant("grouped 2d2d", lambda a, b, sa, sb, offs: op(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16),
-                (a, b, sa, sb, offs), ref, backends=("eager_call", "aot_eager", "inductor"))
+    run_variant(
+        "grouped 2d2d",
+        lambda a, b, sa, sb, offs: op(a, b, sa, sb, offs=offs, out_dtype=torch.bfloat16),
+        (a, b, sa, sb, offs),
+        ref,
+        backends=("eager_call", "aot_eager", "inductor"),
+    )
 
 
 # ---------------------------------------------------------------- scale_result, bias dtypes
@@ -246,8 +276,13 @@ def probe_scale_result_and_bias():
 
     # The op multiplies by scale_result? or divides? the eager value says which.
     run_variant("scale_result fp8 out (ref = ref/4 assumed)", with_result, (a, b, sa, sb, sr), ref / 4.0)
-    run_variant("scale_result fp8 out (ref = ref*4 assumed)", with_result, (a, b, sa, sb, sr), ref * 4.0,
-                backends=("eager_call",))
+    run_variant(
+        "scale_result fp8 out (ref = ref*4 assumed)",
+        with_result,
+        (a, b, sa, sb, sr),
+        ref * 4.0,
+        backends=("eager_call",),
+    )
     for bias_dtype in (torch.bfloat16, torch.float16, torch.float32):
         for out_dtype in (torch.bfloat16, torch.float32, torch.float16):
             bias = (torch.randn(n) * 3).to(bias_dtype).to(DEV)
@@ -255,8 +290,13 @@ def probe_scale_result_and_bias():
             def with_bias(a, b, sa, sb, bias, out_dtype=out_dtype):
                 return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, bias=bias, out_dtype=out_dtype)
 
-            run_variant(f"bias {bias_dtype} out {out_dtype}", with_bias, (a, b, sa, sb, bias), ref + bias.double(),
-                        backends=("eager_call", "inductor"))
+            run_variant(
+                f"bias {bias_dtype} out {out_dtype}",
+                with_bias,
+                (a, b, sa, sb, bias),
+                ref + bias.double(),
+                backends=("eager_call", "inductor"),
+            )
 
 
 # ---------------------------------------------------------------- rank-3 keepdim scales
@@ -300,14 +340,22 @@ def probe_aoti(tag, fn, args, ref, options=None):
         ep = torch.export.export(Wrap(fn), tuple(args))
         t_export = time.perf_counter() - start
         with tempfile.TemporaryDirectory() as tmp:
-            path = torch._inductor.aoti_compile_and_package(ep, package_path=os.path.join(tmp, "case.pt2"),
-                                                            inductor_configs=options or {})
+            path = torch._inductor.aoti_compile_and_package(
+                ep, package_path=os.path.join(tmp, "case.pt2"), inductor_configs=options or {}
+            )
             t_compile = time.perf_counter() - start - t_export
             runner = torch._inductor.aoti_load_package(path)
             out = runner(*args)
             torch.cuda.synchronize()
-        emit(probe=tag, backend="aoti", ok=True, err=rel_err(out, ref), export_s=round(t_export, 2),
-             compile_s=round(t_compile, 2), s=round(time.perf_counter() - start, 2))
+        emit(
+            probe=tag,
+            backend="aoti",
+            ok=True,
+            err=rel_err(out, ref),
+            export_s=round(t_export, 2),
+            compile_s=round(t_compile, 2),
+            s=round(time.perf_counter() - start, 2),
+        )
     except Exception as exc:  # noqa: BLE001
         emit(probe=tag, backend="aoti", ok=False, error=first_line(exc), s=round(time.perf_counter() - start, 2))
 
@@ -316,8 +364,11 @@ def probe_aoti_basic():
     m, k, n = 64, 128, 64
     a = fp8((m, k), 60)
     b = fp8((n, k), 61).t()
-    for name, sa, sb in (("0d x 0d", pos((), 62), pos((), 63)), ("0d x 1d", pos((), 62), pos((1,), 63)),
-                         ("row x row", pos((m, 1), 62), pos((1, n), 63))):
+    for name, sa, sb in (
+        ("0d x 0d", pos((), 62), pos((), 63)),
+        ("0d x 1d", pos((), 62), pos((1,), 63)),
+        ("row x row", pos((m, 1), 62), pos((1, n), 63)),
+    ):
         ref = (a.double() * sa.double()) @ (b.double() * sb.double())
         fn = lambda a, b, sa, sb: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)  # noqa: E731
         probe_aoti(f"aoti {name}", fn, (a, b, sa, sb), ref)
@@ -340,8 +391,11 @@ def probe_dynamic():
     for name, mark in (("static", None), ("mark_dynamic M", "dynamic"), ("maybe_mark_dynamic M", "maybe")):
         torch._dynamo.reset()
         counter = CompileCounterWithBackend("inductor")
-        fn = torch.compile(lambda a, b, sa, sb: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
-                           backend=counter, fullgraph=True)
+        fn = torch.compile(
+            lambda a, b, sa, sb: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
+            backend=counter,
+            fullgraph=True,
+        )
         errs = []
         try:
             for m in (16, 32, 48, 64, 80):
@@ -383,29 +437,51 @@ def probe_kernel_choice():
         "max-autotune-no-cudagraphs": dict(mode="max-autotune-no-cudagraphs"),
         "aten gemm backend": dict(options={"max_autotune": True, "max_autotune_gemm_backends": "ATEN"}),
         "triton gemm backend": dict(options={"max_autotune": True, "max_autotune_gemm_backends": "TRITON"}),
-        "triton persistent tma": dict(options={"max_autotune": True, "max_autotune_gemm_backends": "TRITON",
-                                               "triton.enable_persistent_tma_matmul": True}),
+        "triton persistent tma": dict(
+            options={
+                "max_autotune": True,
+                "max_autotune_gemm_backends": "TRITON",
+                "triton.enable_persistent_tma_matmul": True,
+            }
+        ),
         "cutlass gemm backend": dict(options={"max_autotune": True, "max_autotune_gemm_backends": "CUTLASS"}),
     }
-    emit(probe="inductor config knobs", has_persistent_tma="triton.enable_persistent_tma_matmul" in inductor_config.get_config_copy(),
-         cutlass_dir=getattr(getattr(inductor_config, "cuda", None), "cutlass_dir", None),
-         cutlass_exists=os.path.isdir(str(getattr(getattr(inductor_config, "cuda", None), "cutlass_dir", "") or "")))
+    emit(
+        probe="inductor config knobs",
+        has_persistent_tma="triton.enable_persistent_tma_matmul" in inductor_config.get_config_copy(),
+        cutlass_dir=getattr(getattr(inductor_config, "cuda", None), "cutlass_dir", None),
+        cutlass_exists=os.path.isdir(str(getattr(getattr(inductor_config, "cuda", None), "cutlass_dir", "") or "")),
+    )
     for vname, (sa, sb) in variants.items():
         ref = (a.double() * sa.double()) @ (b.double() * sb.double())
         for sname, kw in settings.items():
             start = time.perf_counter()
             try:
                 torch._dynamo.reset()
-                fn = torch.compile(lambda a, b, sa, sb: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
-                                   fullgraph=True, **kw)
+                fn = torch.compile(
+                    lambda a, b, sa, sb: torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16),
+                    fullgraph=True,
+                    **kw,
+                )
                 out, codes = run_and_get_code(fn, a, b, sa, sb)
                 code = "\n".join(codes)
                 found = {label: sorted(set(re.findall(pat, code)))[:4] for label, pat in KERNEL_PATTERNS}
-                emit(probe=f"kernel choice {vname}", backend=sname, ok=True, err=rel_err(out, ref), found=found,
-                     s=round(time.perf_counter() - start, 2))
+                emit(
+                    probe=f"kernel choice {vname}",
+                    backend=sname,
+                    ok=True,
+                    err=rel_err(out, ref),
+                    found=found,
+                    s=round(time.perf_counter() - start, 2),
+                )
             except Exception as exc:  # noqa: BLE001
-                emit(probe=f"kernel choice {vname}", backend=sname, ok=False, error=first_line(exc),
-                     s=round(time.perf_counter() - start, 2))
+                emit(
+                    probe=f"kernel choice {vname}",
+                    backend=sname,
+                    ok=False,
+                    error=first_line(exc),
+                    s=round(time.perf_counter() - start, 2),
+                )
 
 
 # ---------------------------------------------------------------- MX / NVFP4 on this card
@@ -416,8 +492,17 @@ def probe_mx_nvfp4():
     try:
         sa = torch.full((m, k // 32), 1.0, device=DEV).to(torch.float8_e8m0fnu)
         sb = torch.full((n, k // 32), 1.0, device=DEV).to(torch.float8_e8m0fnu)
-        out = F.scaled_mm(a, b, sa, F.ScalingType.BlockWise1x32, sb, F.ScalingType.BlockWise1x32,
-                          swizzle_a=F.SwizzleType.NO_SWIZZLE, swizzle_b=F.SwizzleType.NO_SWIZZLE, output_dtype=torch.bfloat16)
+        out = F.scaled_mm(
+            a,
+            b,
+            sa,
+            F.ScalingType.BlockWise1x32,
+            sb,
+            F.ScalingType.BlockWise1x32,
+            swizzle_a=F.SwizzleType.NO_SWIZZLE,
+            swizzle_b=F.SwizzleType.NO_SWIZZLE,
+            output_dtype=torch.bfloat16,
+        )
         emit(probe="mx e8m0 1x32", ok=True, err=rel_err(out, a.double() @ b.double()))
     except Exception as exc:  # noqa: BLE001
         emit(probe="mx e8m0 1x32", ok=False, error=first_line(exc))
@@ -427,10 +512,17 @@ def probe_mx_nvfp4():
         sa = torch.ones((m, k // 16), device=DEV).to(E4M3)
         sb = torch.ones((n, k // 16), device=DEV).to(E4M3)
         g = torch.ones((), device=DEV)
-        out = F.scaled_mm(fp4, fp4b.t(), [sa, g], [F.ScalingType.BlockWise1x16, F.ScalingType.TensorWise],
-                          [sb, g], [F.ScalingType.BlockWise1x16, F.ScalingType.TensorWise],
-                          swizzle_a=[F.SwizzleType.SWIZZLE_32_4_4, F.SwizzleType.NO_SWIZZLE],
-                          swizzle_b=[F.SwizzleType.SWIZZLE_32_4_4, F.SwizzleType.NO_SWIZZLE], output_dtype=torch.bfloat16)
+        out = F.scaled_mm(
+            fp4,
+            fp4b.t(),
+            [sa, g],
+            [F.ScalingType.BlockWise1x16, F.ScalingType.TensorWise],
+            [sb, g],
+            [F.ScalingType.BlockWise1x16, F.ScalingType.TensorWise],
+            swizzle_a=[F.SwizzleType.SWIZZLE_32_4_4, F.SwizzleType.NO_SWIZZLE],
+            swizzle_b=[F.SwizzleType.SWIZZLE_32_4_4, F.SwizzleType.NO_SWIZZLE],
+            output_dtype=torch.bfloat16,
+        )
         emit(probe="nvfp4 1x16 + global", ok=True, shape=tuple(out.shape))
     except Exception as exc:  # noqa: BLE001
         emit(probe="nvfp4 1x16 + global", ok=False, error=first_line(exc))
@@ -444,11 +536,13 @@ def probe_v2_pairs():
     a = fp8((m, k), 1)
     b = fp8((n, k), 2).t()
     rows_1x128 = lambda rows, seed: pos((rows, kb), seed)  # noqa: E731  canonical grid per row
+
     def padded_128(blocks, seed):
         canon = pos((blocks, kb), seed)
         pad = torch.ones((blocks, l4), device=DEV)
         pad[:, :kb] = canon
         return canon, pad.t()  # [L4, blocks], strides (1, L4)
+
     cases = {}
     ca = rows_1x128(m, 3)
     cb_cols = rows_1x128(n, 4)
@@ -466,9 +560,9 @@ def probe_v2_pairs():
         ref = (a.double() * ma) @ (b.double() * mb)
         emit(probe=f"v2 pair {name} layout", sa=(tuple(sa.shape), sa.stride()), sb=(tuple(sb.shape), sb.stride()))
         fn = lambda a, b, sa, sb, ia=ia, ib=ib: torch.ops.aten._scaled_mm_v2(  # noqa: E731
-            a, b, [sa], [ia], [], [sb], [ib], [], None, torch.bfloat16, [], False)
-        run_variant(f"v2 pair {name}", fn, (a, b, sa, sb), ref,
-                    backends=("eager_call", "aot_eager", "inductor"))
+            a, b, [sa], [ia], [], [sb], [ib], [], None, torch.bfloat16, [], False
+        )
+        run_variant(f"v2 pair {name}", fn, (a, b, sa, sb), ref, backends=("eager_call", "aot_eager", "inductor"))
         for mode in ("max-autotune-no-cudagraphs",):
             try:
                 torch._dynamo.reset()
@@ -499,21 +593,44 @@ def probe_scale_result_detail():
                     call = torch.compile(fn, fullgraph=True, mode=None if backend == "inductor" else backend)
                 out = call(a, b, sa, sb, sr).double()
                 ratio = float((out * ref).sum() / (ref * ref).sum())
-                emit(probe=f"scale_result {factor}", backend=backend, ok=True, ref_absmax=float(ref.abs().max()),
-                     out_over_ref=round(ratio, 4))
+                emit(
+                    probe=f"scale_result {factor}",
+                    backend=backend,
+                    ok=True,
+                    ref_absmax=float(ref.abs().max()),
+                    out_over_ref=round(ratio, 4),
+                )
             except Exception as exc:  # noqa: BLE001
                 emit(probe=f"scale_result {factor}", backend=backend, ok=False, error=first_line(exc))
 
 
 def main():
-    emit(probe="env", torch=torch.__version__, device=torch.cuda.get_device_name(0),
-         capability=torch.cuda.get_device_capability(0), python=sys.version.split()[0])
+    emit(
+        probe="env",
+        torch=torch.__version__,
+        device=torch.cuda.get_device_name(0),
+        capability=torch.cuda.get_device_capability(0),
+        python=sys.version.split()[0],
+    )
     os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", tempfile.mkdtemp(prefix="inductor-"))
     only = set(sys.argv[1:])
     import faulthandler
+
     faulthandler.enable()
-    for probe in (probe_v2_pairs, probe_scale_result_detail, probe_v2_skip_reason, probe_v2, probe_grouped, probe_scale_result_and_bias, probe_rank3_keepdim,
-                  probe_aoti_control, probe_aoti_basic, probe_dynamic, probe_kernel_choice, probe_mx_nvfp4):
+    for probe in (
+        probe_v2_pairs,
+        probe_scale_result_detail,
+        probe_v2_skip_reason,
+        probe_v2,
+        probe_grouped,
+        probe_scale_result_and_bias,
+        probe_rank3_keepdim,
+        probe_aoti_control,
+        probe_aoti_basic,
+        probe_dynamic,
+        probe_kernel_choice,
+        probe_mx_nvfp4,
+    ):
         if only and probe.__name__ not in only:
             continue
         start = time.perf_counter()

@@ -42,7 +42,12 @@ def check(record: dict, run_seed: int, device: str) -> dict:
     params = record["params"]
     inputs = make_inputs(params, input_seed(run_seed, record["id"]), device)
     kernel = BUILTIN_IMPLS[params["kernel"]]
-    keywords = {"bias": inputs.bias, "out_dtype": inputs.out_dtype, "use_fast_accum": inputs.use_fast_accum, **inputs.extras}
+    keywords = {
+        "bias": inputs.bias,
+        "out_dtype": inputs.out_dtype,
+        "use_fast_accum": inputs.use_fast_accum,
+        **inputs.extras,
+    }
     if params["kernel"] == "int8_w8a8":
         keywords.pop("use_fast_accum")
     out = kernel(inputs.a, inputs.b, inputs.scale_a, inputs.scale_b, **keywords)
@@ -53,9 +58,12 @@ def check(record: dict, run_seed: int, device: str) -> dict:
         return {**found, "empty": True}
     diff = (got - ref).abs()
     worst = int(torch.nan_to_num(diff, nan=float("inf")).argmax())
-    found.update(max_rel=float(diff.max() / ref.abs().max()) if ref.abs().max() > 0 else float(diff.max()),
-                 worst_row=worst // params["n"], worst_col=worst % params["n"],
-                 columns_off=sorted({int(c) for c in torch.nonzero(diff > 1e-2 * ref.abs().max())[:, 1].unique()})[:4])
+    found.update(
+        max_rel=float(diff.max() / ref.abs().max()) if ref.abs().max() > 0 else float(diff.max()),
+        worst_row=worst // params["n"],
+        worst_col=worst % params["n"],
+        columns_off=sorted({int(c) for c in torch.nonzero(diff > 1e-2 * ref.abs().max())[:, 1].unique()})[:4],
+    )
     if inputs.bias is not None:
         bias = inputs.bias.detach().double().cpu().expand_as(got)
         found["equals_bias_alone"] = bool(torch.allclose(got, bias, rtol=1e-2, atol=1e-3))

@@ -1,3 +1,4 @@
+import importlib
 import json
 import os
 import shutil
@@ -6,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-import importlib
 
 # The test session's compile caches live in a temporary directory, never in the user's default
 # Inductor cache (/tmp/torchinductor_<user>), Triton cache (~/.triton) or the checkout: set
@@ -32,6 +32,7 @@ def _use_session_caches() -> None:
 def pytest_unconfigure(config):
     if _OWN_CACHES:
         shutil.rmtree(_OWN_CACHES, ignore_errors=True)
+
 
 # pytester's in-process runs drop the modules a run imported; these register global caches and
 # op libraries and refuse a second import, so load them before any run.

@@ -10,9 +10,9 @@ from pathlib import Path
 
 def run_matrix(text: str, profile: str = "default", declared_kernels=()) -> list:
     """[(case, outcome)] for every case of the profile, run in this process on the CPU."""
+    from pytest_scaledmm.execution.run import RunContext, run_case
     from pytest_scaledmm.matrix.cases import generate_cases
     from pytest_scaledmm.matrix.kernels import resolve_kernels
-    from pytest_scaledmm.execution.run import RunContext, run_case
     from pytest_scaledmm.matrix.spec import parse_spec
 
     spec = parse_spec(Path("matrix.yaml"), text, declared_kernels=declared_kernels)

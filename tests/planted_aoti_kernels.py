@@ -35,5 +35,6 @@ if os.environ.get("PLANTED_AOTI_LOAD"):
 
 
 def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype,
-                            use_fast_accum=use_fast_accum)
+    return torch._scaled_mm(
+        a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=use_fast_accum
+    )

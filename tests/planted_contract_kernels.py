@@ -21,8 +21,14 @@ def _float8_weight(b, scale, bias, out_dtype):
     from torchao.quantization.quantize_.workflows.float8.float8_tensor import Float8Tensor, QuantizeTensorToFloat8Kwargs
 
     k, n = b.shape
-    weight = Float8Tensor(b.t(), scale, block_size=[1, k], mm_config=Float8MMConfig(use_fast_accum=False),
-                          act_quant_kwargs=QuantizeTensorToFloat8Kwargs(granularity=PerRow()), dtype=out_dtype)
+    weight = Float8Tensor(
+        b.t(),
+        scale,
+        block_size=[1, k],
+        mm_config=Float8MMConfig(use_fast_accum=False),
+        act_quant_kwargs=QuantizeTensorToFloat8Kwargs(granularity=PerRow()),
+        dtype=out_dtype,
+    )
     return weight, bias
 
 
@@ -51,8 +57,14 @@ class ScaledLinear(torch.nn.Module):
 
     def forward(self, a, scale_a):
         tokens = a.reshape(-1, a.shape[-1])
-        out = torch._scaled_mm(tokens, self.weight.t(), scale_a.reshape(-1, 1), self.weight_scale.float(),
-                               bias=self.bias, out_dtype=self.out_dtype)
+        out = torch._scaled_mm(
+            tokens,
+            self.weight.t(),
+            scale_a.reshape(-1, 1),
+            self.weight_scale.float(),
+            bias=self.bias,
+            out_dtype=self.out_dtype,
+        )
         return out.reshape(*a.shape[:-1], out.shape[-1])
 
 

@@ -305,5 +305,6 @@ def returns_meta(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum
 def wraps_scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """A user's thin wrapper of torch._scaled_mm, declaring nothing: what the op refuses, the
     wrapper refuses inside its (undeclared, so full) support."""
-    return torch._scaled_mm(a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype,
-                            use_fast_accum=use_fast_accum)
+    return torch._scaled_mm(
+        a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=use_fast_accum
+    )

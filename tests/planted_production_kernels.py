@@ -62,8 +62,10 @@ def flushes_tiny_scales(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fas
     """Flushes scales below fp16's smallest normal (2^-14) to zero."""
 
     def flush(sa, sb, _):
-        return (torch.where(sa.abs() < FP16_SMALLEST_NORMAL, torch.zeros_like(sa), sa),
-                torch.where(sb.abs() < FP16_SMALLEST_NORMAL, torch.zeros_like(sb), sb))
+        return (
+            torch.where(sa.abs() < FP16_SMALLEST_NORMAL, torch.zeros_like(sa), sa),
+            torch.where(sb.abs() < FP16_SMALLEST_NORMAL, torch.zeros_like(sb), sb),
+        )
 
     return _kernel(a, b, scale_a, scale_b, bias, out_dtype, scales=flush)
 

@@ -37,7 +37,14 @@ def case(cid, outcome, signature=None, **params):
         "k": 32,
         "n": 16,
     }
-    record = {"id": cid, "params": {**base, **params}, "outcome": outcome, "signature": signature, "layer": None, "detail": ""}
+    record = {
+        "id": cid,
+        "params": {**base, **params},
+        "outcome": outcome,
+        "signature": signature,
+        "layer": None,
+        "detail": "",
+    }
     if outcome in ("PASS", "FIXED_UPSTREAM"):  # what a real passing record proves (reports/proof.py)
         check = {"ok": True, "ratio": 0.5, "bound": {"slack": 1.0}}
         record["errors"] = {"eager": dict(check), "compiled": dict(check)}
@@ -50,8 +57,15 @@ def report(cases, matrix_hash="0123456789abcdef", matrix_path="matrix.yaml", ses
         environment(**env),
         {"path": matrix_path, "hash": matrix_hash, "profile": "smoke", "seed": 1, "cases": len(cases)},
         cases,
-        {"started": "1970-01-01T00:00:00.000000+00:00", "wall_s": 1.0, "complete": True, "incomplete_reasons": [],
-         "generated": len(cases), "recorded": len(cases), **(session or {})},
+        {
+            "started": "1970-01-01T00:00:00.000000+00:00",
+            "wall_s": 1.0,
+            "complete": True,
+            "incomplete_reasons": [],
+            "generated": len(cases),
+            "recorded": len(cases),
+            **(session or {}),
+        },
     )
     # build_report sorts by id and keeps every record: a duplicate id stays a duplicate.
     return data

@@ -1,4 +1,5 @@
 """Kernels for tests/test_review_contracts.py (a hostile review of the kernel contracts)."""
+
 import torch
 
 
@@ -31,8 +32,14 @@ class StaleScale(torch.nn.Module):
         if self.scale is None:
             self.scale = (t.abs().amax() / 448.0).clamp_min(1e-12)
         q = (t / self.scale).clamp(-448, 448).to(torch.float8_e4m3fn)
-        out = torch._scaled_mm(q, self.b, self.scale.reshape(()), self.scale_b.reshape(()).float(), bias=self.bias,
-                               out_dtype=self.out_dtype)
+        out = torch._scaled_mm(
+            q,
+            self.b,
+            self.scale.reshape(()),
+            self.scale_b.reshape(()).float(),
+            bias=self.bias,
+            out_dtype=self.out_dtype,
+        )
         return out.reshape(*x.shape[:-1], self.b.shape[-1])
 
 

@@ -5,15 +5,15 @@ passes. The load failures are planted (tests/planted_aoti_kernels.py): no C++ bu
 import json
 
 import pytest
-from matrices import matrix_text, planted
+from reports_factory import case as record_of
+from reports_factory import report, write
 
+from matrices import matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.execution import isolate
 from pytest_scaledmm.execution.aoti_control import apply_control, failed_stage, run_control
 from pytest_scaledmm.matrix.cases import Case
-from pytest_scaledmm.verdict.outcome import CRASH, COMPILE_ONLY_ERROR, ErrorInfo, Outcome
-
-from reports_factory import case as record_of, report, write
+from pytest_scaledmm.verdict.outcome import COMPILE_ONLY_ERROR, CRASH, ErrorInfo, Outcome
 
 AXES = {"scale_a": ["rowwise"], "scale_b": ["rowwise"], "out_dtype": ["bf16"], "mode": ["aoti"], "k": [32], "n": [16]}
 KERNEL = planted("scaled_mm", module="planted_aoti_kernels")
@@ -28,26 +28,41 @@ def _load_error(layer):
     return ErrorInfo("builtins.RuntimeError", "cannot load", "builtins.RuntimeError", layer)
 
 
-CRASHED = {"ok": False, "outcome": CRASH, "stage": "aoti_load", "error": "CRASH: process killed by SIGSEGV",
-           "dtype": "bfloat16", "device": "cuda:0", "seconds": 3.0, "ran_for": "k.aoti"}
+CRASHED = {
+    "ok": False,
+    "outcome": CRASH,
+    "stage": "aoti_load",
+    "error": "CRASH: process killed by SIGSEGV",
+    "dtype": "bfloat16",
+    "device": "cuda:0",
+    "seconds": 3.0,
+    "ran_for": "k.aoti",
+}
 PASSED = {"ok": True, "outcome": "PASS", "stage": None, "error": None, "dtype": "bfloat16", "device": "cuda:0"}
 
 
 def test_only_an_aoti_case_failing_at_load_or_run_needs_the_control():
     crash = Outcome(CRASH, "CRASH: process killed by SIGSEGV", "aoti_load")
     assert failed_stage(_case(), crash) == "aoti_load"
-    assert failed_stage(_case(), Outcome(COMPILE_ONLY_ERROR, "x", "runtime", compiled_error=_load_error("runtime"))) == "runtime"
+    assert (
+        failed_stage(_case(), Outcome(COMPILE_ONLY_ERROR, "x", "runtime", compiled_error=_load_error("runtime")))
+        == "runtime"
+    )
     assert failed_stage(_case("inductor"), crash) is None
     assert failed_stage(_case(), Outcome(CRASH, "CRASH: process killed by SIGSEGV", "inductor")) is None
-    assert failed_stage(_case(), Outcome(COMPILE_ONLY_ERROR, "x", "export", compiled_error=_load_error("export"))) is None
+    assert (
+        failed_stage(_case(), Outcome(COMPILE_ONLY_ERROR, "x", "export", compiled_error=_load_error("export"))) is None
+    )
     assert failed_stage(_case(), Outcome("UNSUPPORTED", "x", compiled_error=_load_error("aoti_load"))) is None
 
 
 def test_a_control_that_fails_the_same_way_makes_the_case_skipped():
     result = apply_control(Outcome(CRASH, "CRASH: process killed by SIGSEGV", "aoti_load"), "aoti_load", CRASHED)
     assert result.outcome == "SKIPPED" and result.signature is None and not result.failed
-    assert result.detail == ("AOTInductor cannot load a package on this machine: a plain bf16 matmul control also "
-                             "crashed at aoti_load (CRASH: process killed by SIGSEGV)")
+    assert result.detail == (
+        "AOTInductor cannot load a package on this machine: a plain bf16 matmul control also "
+        "crashed at aoti_load (CRASH: process killed by SIGSEGV)"
+    )
     assert result.extra["aoti_control"]["case"]["outcome"] == CRASH
     # Failing at load also explains a case that failed later, at run time.
     late = Outcome(COMPILE_ONLY_ERROR, "x", "runtime", compiled_error=_load_error("runtime"))
@@ -55,8 +70,15 @@ def test_a_control_that_fails_the_same_way_makes_the_case_skipped():
 
 
 def test_a_control_that_passes_or_fails_otherwise_leaves_the_case_as_it_was():
-    for control in (PASSED, {**CRASHED, "stage": "runtime"}, {**CRASHED, "stage": "inductor"}, {**CRASHED, "stage": None}):
-        failing = Outcome(COMPILE_ONLY_ERROR, "RuntimeError: cannot load", "aoti_load", compiled_error=_load_error("aoti_load"))
+    for control in (
+        PASSED,
+        {**CRASHED, "stage": "runtime"},
+        {**CRASHED, "stage": "inductor"},
+        {**CRASHED, "stage": None},
+    ):
+        failing = Outcome(
+            COMPILE_ONLY_ERROR, "RuntimeError: cannot load", "aoti_load", compiled_error=_load_error("aoti_load")
+        )
         result = apply_control(failing, "aoti_load", control)
         assert result.outcome == COMPILE_ONLY_ERROR, control
         assert result.extra["aoti_control"]["verdict"].endswith("the case's failure stands")
@@ -64,11 +86,13 @@ def test_a_control_that_passes_or_fails_otherwise_leaves_the_case_as_it_was():
 
 def test_a_crash_inside_a_package_load_or_run_is_that_stage_whatever_torch_frame_is_innermost():
     def dump(stage_frame):
-        return ("Current thread 0x1 (most recent call first):\n"
-                '  File "/site-packages/torch/_inductor/package/package.py", line 135 in load_package\n'
-                f'  File "/work/pytest_scaledmm/verdict/pipeline.py", line 130 in {stage_frame}\n'
-                '  File "/work/pytest_scaledmm/verdict/pipeline.py", line 160 in _build\n'
-                '  File "/work/pytest_scaledmm/execution/isolate.py", line 124 in _serve\n')
+        return (
+            "Current thread 0x1 (most recent call first):\n"
+            '  File "/site-packages/torch/_inductor/package/package.py", line 135 in load_package\n'
+            f'  File "/work/pytest_scaledmm/verdict/pipeline.py", line 130 in {stage_frame}\n'
+            '  File "/work/pytest_scaledmm/verdict/pipeline.py", line 160 in _build\n'
+            '  File "/work/pytest_scaledmm/execution/isolate.py", line 124 in _serve\n'
+        )
 
     assert isolate._layer_from_stack(dump("_aoti_load")) == "aoti_load"
     assert isolate._layer_from_stack(dump("_aoti_run")) == "runtime"
@@ -77,13 +101,22 @@ def test_a_crash_inside_a_package_load_or_run_is_that_stage_whatever_torch_frame
 
 def _run(matrix_project, m, *options):
     matrix_project.write_matrix(matrix_text([KERNEL], {**AXES, "m": m}))
-    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "r.json",
-                                "--no-scaledmm-triage", "--scaledmm-timeout", "200", *options)
+    result = matrix_project.run(
+        "--scaledmm-matrix",
+        "matrix.yaml",
+        "--scaledmm-report",
+        "r.json",
+        "--no-scaledmm-triage",
+        "--scaledmm-timeout",
+        "200",
+        *options,
+    )
     return result, json.loads((matrix_project.path / "r.json").read_text())
 
 
 def test_when_no_package_loads_here_an_aoti_crash_is_skipped_and_the_gate_calls_it_not_proven(
-        matrix_project, plant_aoti_load, cpu_fp8_mm, tmp_path, capsys):
+    matrix_project, plant_aoti_load, cpu_fp8_mm, tmp_path, capsys
+):
     plant_aoti_load("crash-all")
     result, data = _run(matrix_project, [16])
     (record,) = data["cases"]
@@ -98,9 +131,22 @@ def test_when_no_package_loads_here_an_aoti_crash_is_skipped_and_the_gate_calls_
     assert "1 case(s) SKIPPED, not proven: a control failed the same way" in out and REASON in out
 
     # The gate: a case that passed before and is skipped now is no pass.
-    baseline = write(tmp_path / "baseline.json", report([record_of(record["id"], "PASS", **record["params"])], torch="2.11.0"))
-    candidate = write(tmp_path / "candidate.json", {**data, "matrix": {**data["matrix"], "hash": "0123456789abcdef",
-                                                                       "path": "matrix.yaml", "profile": "smoke", "seed": 1}})
+    baseline = write(
+        tmp_path / "baseline.json", report([record_of(record["id"], "PASS", **record["params"])], torch="2.11.0")
+    )
+    candidate = write(
+        tmp_path / "candidate.json",
+        {
+            **data,
+            "matrix": {
+                **data["matrix"],
+                "hash": "0123456789abcdef",
+                "path": "matrix.yaml",
+                "profile": "smoke",
+                "seed": 1,
+            },
+        },
+    )
     capsys.readouterr()
     assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1
     err = capsys.readouterr().out

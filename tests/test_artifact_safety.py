@@ -19,9 +19,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reports_factory import case, report, write
 
-from pytest_scaledmm.reports import render
-from pytest_scaledmm.reports import repro
 from pytest_scaledmm.cli import main
+from pytest_scaledmm.reports import render, repro
 from pytest_scaledmm.reports.compare import compare_reports
 from pytest_scaledmm.reports.render import render_html, render_markdown
 
@@ -33,26 +32,82 @@ atexit.register(shutil.rmtree, MARKER_DIR, True)
 MARKER = MARKER_DIR / "payload-ran"
 PAYLOAD = f"{MARK} = __import__('pathlib').Path({str(MARKER)!r}).touch()"
 FRAGMENTS = [
-    '"', "'", '"""', "'''", '"""""', "\\", "\\'", '\\"', "\n", "\r", "\r\n", "#", "{", "}", "{name}", "%s",
-    "\u2028", "\x0c", "\t", "é", "\U0001d518", "\u200d", "\ufeff",
+    '"',
+    "'",
+    '"""',
+    "'''",
+    '"""""',
+    "\\",
+    "\\'",
+    '\\"',
+    "\n",
+    "\r",
+    "\r\n",
+    "#",
+    "{",
+    "}",
+    "{name}",
+    "%s",
+    "\u2028",
+    "\x0c",
+    "\t",
+    "é",
+    "\U0001d518",
+    "\u200d",
+    "\ufeff",
 ]
 # Ways out of a string, a comment or a docstring, each followed by the payload.
 INJECTIONS = [
-    f"\n{PAYLOAD}\n", f"'''\n{PAYLOAD}\n'''", f'"""\n{PAYLOAD}\n"""', f'"""""\n{PAYLOAD}\n#', f"')\n{PAYLOAD}\n#",
-    f"\\\n{PAYLOAD}", f"{{{PAYLOAD}}}", f"\r{PAYLOAD}\r", f"\r\n{PAYLOAD}\r\n", f"'\n{PAYLOAD}\n'",
+    f"\n{PAYLOAD}\n",
+    f"'''\n{PAYLOAD}\n'''",
+    f'"""\n{PAYLOAD}\n"""',
+    f'"""""\n{PAYLOAD}\n#',
+    f"')\n{PAYLOAD}\n#",
+    f"\\\n{PAYLOAD}",
+    f"{{{PAYLOAD}}}",
+    f"\r{PAYLOAD}\r",
+    f"\r\n{PAYLOAD}\r\n",
+    f"'\n{PAYLOAD}\n'",
 ]
 PLAIN = st.lists(
-    st.one_of(st.sampled_from(FRAGMENTS), st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=6)),
+    st.one_of(
+        st.sampled_from(FRAGMENTS),
+        st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=6),
+    ),
     max_size=4,
 ).map("".join)
 # Every value carries an injection, between arbitrary text: each example tries every field.
 TEXT = st.builds(lambda a, injection, b: a + injection + b, PLAIN, st.sampled_from(INJECTIONS), PLAIN)
-ENV_KEYS = ("torch", "cuda", "hip", "triton", "python", "platform", "plugin", "hypothesis", "device_name", "arch",
-            "capability", "sm_count")
+ENV_KEYS = (
+    "torch",
+    "cuda",
+    "hip",
+    "triton",
+    "python",
+    "platform",
+    "plugin",
+    "hypothesis",
+    "device_name",
+    "arch",
+    "capability",
+    "sm_count",
+)
 BASE_PARAMS = {
-    "kernel": "aten_scaled_mm", "scale_a": "tensor_0d", "scale_b": "tensor_0d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn",
-    "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "mode": "eager", "scale_layout": "contiguous",
-    "activation_rank": 2, "special_scale": "none", "m": 4, "k": 32, "n": 16,
+    "kernel": "aten_scaled_mm",
+    "scale_a": "tensor_0d",
+    "scale_b": "tensor_0d",
+    "dtype_a": "e4m3fn",
+    "dtype_b": "e4m3fn",
+    "out_dtype": "bf16",
+    "bias": False,
+    "use_fast_accum": False,
+    "mode": "eager",
+    "scale_layout": "contiguous",
+    "activation_rank": 2,
+    "special_scale": "none",
+    "m": 4,
+    "k": 32,
+    "n": 16,
 }
 
 
@@ -79,7 +134,11 @@ def crafted_reports(draw):
         "eager_error": draw(error_info()),
         "compiled_error": draw(error_info()),
         "known_failure": {"original_outcome": draw(TEXT), "link": draw(TEXT)},
-        "triage": {"layer": draw(TEXT), "quantized_path": True, "workarounds": [{"knob": draw(TEXT), "rung": draw(TEXT)}]},
+        "triage": {
+            "layer": draw(TEXT),
+            "quantized_path": True,
+            "workarounds": [{"knob": draw(TEXT), "rung": draw(TEXT)}],
+        },
     }
     environment = {key: draw(TEXT) for key in ENV_KEYS}
     environment["device"] = draw(st.just("cpu") | TEXT)
@@ -112,7 +171,9 @@ def assert_data_only(text: str, record: dict) -> dict:
     return namespace
 
 
-@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
 @given(data=crafted_reports())
 def test_repro_scripts_hold_report_values_as_data(tmp_path, data):
     path = write(tmp_path / "crafted.json", data)
@@ -135,8 +196,14 @@ def test_repro_scripts_hold_report_values_as_data(tmp_path, data):
 
 
 def _record(signature='a """"" b', **extra):
-    return {"id": "fp8-case-1", "params": dict(BASE_PARAMS), "outcome": "MISMATCH", "signature": signature,
-            "layer": "compiled", **extra}
+    return {
+        "id": "fp8-case-1",
+        "params": dict(BASE_PARAMS),
+        "outcome": "MISMATCH",
+        "signature": signature,
+        "layer": "compiled",
+        **extra,
+    }
 
 
 def _builtin_code():
@@ -159,7 +226,18 @@ def test_a_crafted_plugin_version_or_seed_runs_nothing(tmp_path):
 
 @pytest.mark.parametrize(
     "reference",
-    ["os:system\nprint(1)", "os;import sys:x", "my mod:f", "mod:<locals>.f", "import:f", "1mod:f", "mod:f()", "mod:", ":f", "mod"],
+    [
+        "os:system\nprint(1)",
+        "os;import sys:x",
+        "my mod:f",
+        "mod:<locals>.f",
+        "import:f",
+        "1mod:f",
+        "mod:f()",
+        "mod:",
+        ":f",
+        "mod",
+    ],
 )
 def test_a_kernel_reference_must_be_dotted_identifiers(reference):
     with pytest.raises(repro.ReproError, match="module:qualname"):
@@ -206,15 +284,29 @@ def test_exit_codes_tell_a_crash_of_the_script_from_a_verdict(tmp_path):
 
 @pytest.mark.parametrize(
     "link",
-    ["javascript:alert(1)", "JaVaScRiPt:alert(1)", " javascript:alert(1)", "java\tscript:alert(1)",
-     "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==", "vbscript:msgbox", "//evil.example/x", "https:alert(1)",
-     "https://ok.example/a b"],
+    [
+        "javascript:alert(1)",
+        "JaVaScRiPt:alert(1)",
+        " javascript:alert(1)",
+        "java\tscript:alert(1)",
+        "data:text/html;base64,PHNjcmlwdD5hbGVydCgxKTwvc2NyaXB0Pg==",
+        "vbscript:msgbox",
+        "//evil.example/x",
+        "https:alert(1)",
+        "https://ok.example/a b",
+    ],
 )
 def test_html_links_only_http_and_https(tmp_path, link):
     failing = case("a", "XFAIL", "RuntimeError: x")
     failing["known_failure"] = {"link": link, "signature": "RuntimeError"}
-    page = render_html(compare_reports([(tmp_path / "a.json", report([case("a", "PASS")], torch="2.11.0")),
-                                        (tmp_path / "b.json", report([failing], torch="2.13.0"))]))
+    page = render_html(
+        compare_reports(
+            [
+                (tmp_path / "a.json", report([case("a", "PASS")], torch="2.11.0")),
+                (tmp_path / "b.json", report([failing], torch="2.13.0")),
+            ]
+        )
+    )
     hrefs = re.findall(r'href="([^"]*)"', page)
     assert hrefs == [], hrefs
     assert "known failure:" in page  # shown as text
@@ -238,8 +330,10 @@ def test_safe_url():
 
 # -- Markdown --------------------------------------------------------------------------------
 
-EVIL = ("![x](https://evil.example/x.png) [click](javascript:alert(1)) <https://evil.example/y> https://evil.example/z.png "
-        "www.evil.example user@evil.example @someone **bold** _it_ `code` | col <img src=x> \\[escaped\\] ~~s~~ # h")
+EVIL = (
+    "![x](https://evil.example/x.png) [click](javascript:alert(1)) <https://evil.example/y> https://evil.example/z.png "
+    "www.evil.example user@evil.example @someone **bold** _it_ `code` | col <img src=x> \\[escaped\\] ~~s~~ # h"
+)
 SPECIAL = set("\\`*_[]()!|~#$")
 
 
@@ -268,8 +362,10 @@ def test_md_escape_leaves_no_markup_no_link_no_autolink(text):
 
 
 def test_markdown_summary_has_no_link_or_image_from_report_text(tmp_path):
-    reports = [(tmp_path / "a.json", report([case(EVIL, "PASS")], torch="2.11.0")),
-               (tmp_path / "b.json", report([case(EVIL, "MISMATCH", EVIL)], torch="2.13.0"))]
+    reports = [
+        (tmp_path / "a.json", report([case(EVIL, "PASS")], torch="2.11.0")),
+        (tmp_path / "b.json", report([case(EVIL, "MISMATCH", EVIL)], torch="2.13.0")),
+    ]
     text = render_markdown(compare_reports(reports))
     row = next(line for line in text.splitlines() if line.startswith("| 1 |") and "MISMATCH" in line)
     cells = row.split(" | ")
@@ -280,16 +376,20 @@ def test_markdown_summary_has_no_link_or_image_from_report_text(tmp_path):
     # The replay command is one code span (literal in Markdown): the rest has no live URL.
     replay = next(line for line in text.splitlines() if line.startswith("Replay one case:"))
     fence = re.match(r"Replay one case: (`+) ", replay).group(1)
-    assert replay.endswith(" " + fence) and fence not in replay[len("Replay one case: ") + len(fence):-len(fence)]
+    assert replay.endswith(" " + fence) and fence not in replay[len("Replay one case: ") + len(fence) : -len(fence)]
     rest = text.replace(replay, "")
     assert "https://evil" not in rest and "![" not in rest and "](" not in rest
 
 
 def test_a_code_span_outlasts_backticks_in_its_content(tmp_path):
     where = "/m/a``b`c/matrix.yaml"  # a case id never holds a backtick (the id grammar); a path may
-    reports = [(tmp_path / "a.json", report([case("c1", "PASS")], torch="2.11.0", matrix_path=where)),
-               (tmp_path / "b.json", report([case("c1", "MISMATCH", "x")], torch="2.13.0", matrix_path=where))]
-    replay = next(line for line in render_markdown(compare_reports(reports)).splitlines() if line.startswith("Replay one case:"))
+    reports = [
+        (tmp_path / "a.json", report([case("c1", "PASS")], torch="2.11.0", matrix_path=where)),
+        (tmp_path / "b.json", report([case("c1", "MISMATCH", "x")], torch="2.13.0", matrix_path=where)),
+    ]
+    replay = next(
+        line for line in render_markdown(compare_reports(reports)).splitlines() if line.startswith("Replay one case:")
+    )
     assert replay.startswith("Replay one case: ``` ") and replay.endswith(" ```"), replay
     assert "a``b`c" in replay
 
@@ -306,8 +406,10 @@ def test_gate_markdown_escapes_report_text(tmp_path):
 
 def test_terminal_table_shows_control_characters_as_escapes(tmp_path):
     sneaky = "RuntimeError: x\x1b[2J\x1b]8;;https://evil.example\x07link\rPASS\nforged line"
-    reports = [(tmp_path / "a.json", report([case("a", "PASS")], torch="2.11.0")),
-               (tmp_path / "b.json", report([case("a", "MISMATCH", sneaky)], torch="2.13.0"))]
+    reports = [
+        (tmp_path / "a.json", report([case("a", "PASS")], torch="2.11.0")),
+        (tmp_path / "b.json", report([case("a", "MISMATCH", sneaky)], torch="2.13.0")),
+    ]
     text = render.render_text(compare_reports(reports), width=400)
     assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text)
     assert "\\x1b[2J" in text and "\\rPASS\\nforged line" in text

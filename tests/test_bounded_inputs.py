@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from reports_factory import DATA, case, report, write
 
-from pytest_scaledmm.matrix import bounded_yaml
 from pytest_scaledmm.cli import main
+from pytest_scaledmm.matrix import bounded_yaml
 from pytest_scaledmm.matrix.spec import MatrixError, load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -74,7 +74,9 @@ def test_unbounded_yaml_is_one_usage_error_exit_4(matrix_project, text, expected
     assert time.perf_counter() - started < 10, line
 
 
-@pytest.mark.parametrize("what, text, expected", [("billion laughs", bomb_matrix(), "alias bomb"), ("5000-deep", DEEP, "nested deeper")])
+@pytest.mark.parametrize(
+    "what, text, expected", [("billion laughs", bomb_matrix(), "alias bomb"), ("5000-deep", DEEP, "nested deeper")]
+)
 def test_refusal_costs_little_time_and_memory(tmp_path, what, text, expected):
     path = tmp_path / "matrix.yaml"
     path.write_text(text)
@@ -106,12 +108,17 @@ def test_a_bomb_in_an_included_corpus_names_the_corpus(tmp_path):
 
 
 def test_anchors_within_bounds_still_work(tmp_path):
-    text = SMALL.replace("profiles:\n  default: {cases: 1}", "profiles:\n  default: {cases: 1, axes: &ax {mode: [eager]}}\n  other: {cases: 2, axes: *ax}")
+    text = SMALL.replace(
+        "profiles:\n  default: {cases: 1}",
+        "profiles:\n  default: {cases: 1, axes: &ax {mode: [eager]}}\n  other: {cases: 2, axes: *ax}",
+    )
     spec = parse_spec(tmp_path / "m.yaml", text)
     assert spec.profiles["other"].axes == {"mode": ["eager"]}
 
 
-@pytest.mark.parametrize("path", [ROOT / "matrix.yaml", *sorted((ROOT / "matrices").glob("*.yaml"))], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", [ROOT / "matrix.yaml", *sorted((ROOT / "matrices").glob("*.yaml"))], ids=lambda p: p.name
+)
 def test_the_shipped_matrices_fit_the_default_limits(path):
     load_spec(path)
 
@@ -138,7 +145,9 @@ def test_cli_gate_gives_exit_2_for_a_deep_matrix(tmp_path, capsys):
 
 
 def test_a_65536_cube_is_refused_at_load_naming_the_key(matrix_project):
-    path = matrix_project.write_matrix(SMALL.replace("  m: [4]\n  k: [32]\n  n: [16]", "  m: [4, 65536]\n  k: [32, 65536]\n  n: [65536]"))
+    path = matrix_project.write_matrix(
+        SMALL.replace("  m: [4]\n  k: [32]\n  n: [16]", "  m: [4, 65536]\n  k: [32, 65536]\n  n: [65536]")
+    )
     result = matrix_project.run("--scaledmm-matrix", str(path), "--scaledmm-isolate=no", "--no-scaledmm-triage")
     _one_error_line(result, str(path), "key 'axes.", "limits.max_operand_elements", "4294967296")
 
@@ -147,7 +156,12 @@ def test_a_65536_cube_is_refused_at_load_naming_the_key(matrix_project):
     "axes, profile_axes, key, limit",
     [
         ("  m: {min: 1, max: 65536}\n  k: [4096]\n  n: [16]", "", "axes.m", "max_operand_elements"),
-        ("  m: [16]\n  k: [32]\n  n: [16]", ", axes: {m: [16384], n: [8192]}", "profiles.default.axes.m", "max_operand_elements"),
+        (
+            "  m: [16]\n  k: [32]\n  n: [16]",
+            ", axes: {m: [16384], n: [8192]}",
+            "profiles.default.axes.m",
+            "max_operand_elements",
+        ),
         # each operand fits (2**26), their sum does not (3 * 2**26 > 2**27)
         ("  m: [8192]\n  k: [8192]\n  n: [8192]", "", "axes.m", "max_case_elements"),
     ],
@@ -168,7 +182,11 @@ def test_limits_key_raises_the_cap(tmp_path):
 
 @pytest.mark.parametrize(
     "limits, key",
-    [("{max_operand_elements: 0}", "limits.max_operand_elements"), ("{max_elements: 5}", "limits"), ("{max_case_elements: 1.5}", "limits.max_case_elements")],
+    [
+        ("{max_operand_elements: 0}", "limits.max_operand_elements"),
+        ("{max_elements: 5}", "limits"),
+        ("{max_case_elements: 1.5}", "limits.max_case_elements"),
+    ],
 )
 def test_bad_limits_name_the_key(tmp_path, limits, key):
     with pytest.raises(MatrixError) as caught:
@@ -177,12 +195,14 @@ def test_bad_limits_name_the_key(tmp_path, limits, key):
 
 
 def test_an_oversized_included_case_names_the_corpus_entry(tmp_path):
-    (tmp_path / "corpus.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "corpus.yaml").write_text(
+        textwrap.dedent("""\
         version: 1
         cases:
           - params: {kernel: aten_scaled_mm, m: 16, k: 32, n: 16}
           - params: {kernel: aten_scaled_mm, m: 65536, k: 65536, n: 16}
-        """))
+        """)
+    )
     (tmp_path / "matrix.yaml").write_text(SMALL + "include: [corpus.yaml]\n")
     with pytest.raises(MatrixError) as caught:
         load_spec(tmp_path / "matrix.yaml")

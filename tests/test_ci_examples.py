@@ -16,7 +16,6 @@ import shlex
 import shutil
 import subprocess
 import sys
-import urllib.parse
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -27,10 +26,13 @@ from matrices import matrix_text, planted
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 # The user's kernel lives in the checkout; the third run's checkout has a broken one.
-TINY = matrix_text([planted("my_fp8", "scaled_mm", module="mykernel")],
-                   {"mode": ["eager", "aot_eager"], "out_dtype": ["bf16", "fp16"]})
-KERNEL = {"correct": "from planted_kernels import correct as scaled_mm\n",
-          "regressed": "from planted_kernels import ignores_scale_b as scaled_mm\n"}
+TINY = matrix_text(
+    [planted("my_fp8", "scaled_mm", module="mykernel")], {"mode": ["eager", "aot_eager"], "out_dtype": ["bf16", "fp16"]}
+)
+KERNEL = {
+    "correct": "from planted_kernels import correct as scaled_mm\n",
+    "regressed": "from planted_kernels import ignores_scale_b as scaled_mm\n",
+}
 RUNNER = "cpu"
 NOTICE = "no baseline for cpu yet"
 
@@ -62,8 +64,12 @@ def _torch_version() -> str:
 def _commands(directory: Path) -> Path:
     """`python`, `pytest`, `scaledmm` of this interpreter (whatever else is on PATH), and `curl`."""
     directory.mkdir(exist_ok=True)
-    for name, run in (("python", ""), ("pytest", " -m pytest"), ("scaledmm", " -m pytest_scaledmm"),
-                      ("curl", f" {directory / 'curl.py'}")):
+    for name, run in (
+        ("python", ""),
+        ("pytest", " -m pytest"),
+        ("scaledmm", " -m pytest_scaledmm"),
+        ("curl", f" {directory / 'curl.py'}"),
+    ):
         path = directory / name
         path.write_text(f'#!/bin/sh\nexec "{sys.executable}"{run} "$@"\n')
         path.chmod(0o755)
@@ -91,8 +97,13 @@ def _checkout(root: Path, kernel: str) -> Path:
 
 
 def _bash(script: str, root: Path, env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script], cwd=root, env=env,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        ["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", script],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def _copy_tree(source: Path, target: Path) -> None:
@@ -147,8 +158,13 @@ class GithubRun:
 
     def _action(self, step: dict, root: Path, context: dict) -> tuple:
         """(exit status, output) of a `uses:` step."""
-        uses, given = step["uses"], {k: _EXPRESSION.sub(lambda m: self._value(m.group(1), context), str(v))
-                                     for k, v in step.get("with", {}).items()}
+        uses, given = (
+            step["uses"],
+            {
+                k: _EXPRESSION.sub(lambda m: self._value(m.group(1), context), str(v))
+                for k, v in step.get("with", {}).items()
+            },
+        )
         if uses.startswith(("actions/checkout@", "actions/setup-python@")):
             return 0, ""
         if uses.startswith("actions/upload-artifact@"):
@@ -258,17 +274,30 @@ def test_the_github_workflow_bootstraps_its_baseline_then_gates(tmp_path):
     jobs = second.pipeline(env)
     gate = _ran(jobs["gate"])
     assert all(not code for code, _ in gate.values()), gate
-    assert list(gate)[3:] == ["Download the baseline", "Merge the shards", "Look for the baseline", "Compare with the baseline",
-                              "Gate", "Prepare the next baseline", "actions/upload-artifact@v4"]
+    assert list(gate)[3:] == [
+        "Download the baseline",
+        "Merge the shards",
+        "Look for the baseline",
+        "Compare with the baseline",
+        "Gate",
+        "Prepare the next baseline",
+        "actions/upload-artifact@v4",
+    ]
     assert "gate passed: no new failure" in gate["Gate"][1]
     assert NOTICE not in gate["Look for the baseline"][1]
     assert not (second.artifacts / f"scaledmm-baseline-{RUNNER}").exists()  # only main publishes
-    merged = json.loads((second.artifacts / f"scaledmm-merged-{RUNNER}-torch{torch}" / f"{RUNNER}-torch{torch}.json").read_text())
+    merged = json.loads(
+        (second.artifacts / f"scaledmm-merged-{RUNNER}-torch{torch}" / f"{RUNNER}-torch{torch}.json").read_text()
+    )
     assert merged["session"]["complete"] is True and merged["shard"]["count"] == 2
     summary = (tmp_path / "second" / "summary.md").read_text()
     assert "merged 2 shard(s) into" in summary and "**gate passed: no new failure" in summary
     for shard in (1, 2):
-        xml = second.artifacts / f"scaledmm-{RUNNER}-torch{torch}-shard{shard}" / f"{RUNNER}-torch{torch}-shard{shard}.xml"
+        xml = (
+            second.artifacts
+            / f"scaledmm-{RUNNER}-torch{torch}-shard{shard}"
+            / f"{RUNNER}-torch{torch}-shard{shard}.xml"
+        )
         for prop in ET.parse(xml).getroot().iter("property"):
             json.loads(prop.get("value"))
 
@@ -318,8 +347,12 @@ class GitlabPipeline:
         if proc.returncode == 0 or job["artifacts"].get("when") == "always":
             for path in job["artifacts"]["paths"]:
                 if (root / path).exists():
-                    _copy_tree(root / path, (self.artifacts / label / path).parent if (root / path).is_file()
-                               else self.artifacts / label / path)
+                    _copy_tree(
+                        root / path,
+                        (self.artifacts / label / path).parent
+                        if (root / path).is_file()
+                        else self.artifacts / label / path,
+                    )
         self.results[label] = proc
         return proc
 
@@ -350,8 +383,15 @@ def test_the_gitlab_pipeline_bootstraps_its_baseline_then_gates(tmp_path):
     env = _environment(tmp_path)
     env.update({k: str(v) for k, v in pipeline["variables"].items()})
     torch = _torch_version()
-    env.update({"SHARDS": "2", "PINNED_TORCH": torch, "CI_API_V4_URL": "https://gitlab.example.com/api/v4",
-                "CI_PROJECT_ID": "7", "CI_JOB_TOKEN": "token"})
+    env.update(
+        {
+            "SHARDS": "2",
+            "PINNED_TORCH": torch,
+            "CI_API_V4_URL": "https://gitlab.example.com/api/v4",
+            "CI_PROJECT_ID": "7",
+            "CI_JOB_TOKEN": "token",
+        }
+    )
     main = tmp_path / "main-artifacts"
     gate_job = f"scaledmm-gate: [{RUNNER}, {torch}]"
 
@@ -385,8 +425,14 @@ def test_the_gitlab_gate_job_fails_when_the_baseline_cannot_be_fetched(tmp_path)
     pipeline = yaml.safe_load((EXAMPLES / "gitlab-ci.yml").read_text())
     env = _environment(tmp_path)
     env.update({k: str(v) for k, v in pipeline["variables"].items()})
-    env.update({"PINNED_TORCH": "2.11.0", "CI_API_V4_URL": "https://elsewhere.example.com/api/v4",
-                "CI_PROJECT_ID": "7", "CI_JOB_TOKEN": "token"})
+    env.update(
+        {
+            "PINNED_TORCH": "2.11.0",
+            "CI_API_V4_URL": "https://elsewhere.example.com/api/v4",
+            "CI_PROJECT_ID": "7",
+            "CI_JOB_TOKEN": "token",
+        }
+    )
     fetch = next(line for line in pipeline["scaledmm-gate"]["script"] if "curl" in line)
     root = _checkout(tmp_path / "job", "correct")
     (root / "baseline").mkdir()
@@ -400,8 +446,9 @@ def test_the_gitlab_gate_job_fails_when_the_baseline_cannot_be_fetched(tmp_path)
 # -- the files themselves ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("example, schema", [("github-actions.yml", "vendor.github-workflows"),
-                                             ("gitlab-ci.yml", "vendor.gitlab-ci")])
+@pytest.mark.parametrize(
+    "example, schema", [("github-actions.yml", "vendor.github-workflows"), ("gitlab-ci.yml", "vendor.gitlab-ci")]
+)
 def test_the_examples_validate_against_their_ci_services_schemas(example, schema):
     """check-jsonschema's vendored copies of the schemas (SchemaStore's), offline."""
     command = [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(EXAMPLES / example)]

@@ -11,11 +11,11 @@ import xml.etree.ElementTree as ET
 from datetime import datetime
 
 import pytest
+from reports_factory import case, report, write
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.reports import report_dir  # before any in-process run: the runs use this module
-from reports_factory import case, report, write
 
 # 2 kernels x 2 output dtypes: the failing kernel's two cases share kernel, not out_dtype.
 MATRIX = matrix_text([planted("correct"), planted("ignores_scale_b")], {"out_dtype": ["bf16", "fp16"]})
@@ -45,7 +45,9 @@ def test_the_summary_is_appended_to_the_step_summary(matrix_project, monkeypatch
 
 
 @pytest.mark.parametrize("kernels, expected", [(["correct"], 0), (["correct", "ignores_scale_b"], 1)])
-def test_an_unwritable_step_summary_is_one_warning_and_changes_no_verdict(matrix_project, monkeypatch, kernels, expected):
+def test_an_unwritable_step_summary_is_one_warning_and_changes_no_verdict(
+    matrix_project, monkeypatch, kernels, expected
+):
     blocker = matrix_project.path / "a-file"
     blocker.write_text("")
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(blocker / "summary.md"))  # its parent is a file
@@ -90,7 +92,10 @@ def test_junit_properties_are_json(matrix_project):
         seen[testcase.get("name")] = properties
         assert isinstance(properties["scaledmm"], dict) and properties["scaledmm"]["id"] == testcase.get("name")
         assert properties["scaledmm.torch"] and properties["scaledmm.arch"] == "cpu"
-        assert properties["scaledmm.mode"] == "aot_eager" and properties["scaledmm.kernel"] in ("correct", "ignores_scale_b")
+        assert properties["scaledmm.mode"] == "aot_eager" and properties["scaledmm.kernel"] in (
+            "correct",
+            "ignores_scale_b",
+        )
         assert isinstance(properties["scaledmm.eager_error_ratio"], float)
     outcomes = {p["scaledmm.kernel"]: p["scaledmm.outcome"] for p in seen.values()}
     assert outcomes == {"correct": "PASS", "ignores_scale_b": "MISMATCH"}
@@ -106,14 +111,32 @@ def test_every_file_written_is_0644_or_a_script_0755_under_a_group_writable_umas
         result = _run(matrix_project, "--scaledmm-report", "r.json", "--scaledmm-repro-dir", "repros")
         assert result.ret == 1
         out = tmp_path / "out"
-        assert main(["compare", str(matrix_project.path / "r.json"), "--markdown", str(out / "s.md"), "--html", str(out / "m.html")]) == 0
+        assert (
+            main(
+                [
+                    "compare",
+                    str(matrix_project.path / "r.json"),
+                    "--markdown",
+                    str(out / "s.md"),
+                    "--html",
+                    str(out / "m.html"),
+                ]
+            )
+            == 0
+        )
         assert main(["merge", str(out / "merged.json"), str(matrix_project.path / "r.json")]) == 1
     finally:
         os.umask(old)
     mode = lambda p: stat.S_IMODE(os.stat(p).st_mode)  # noqa: E731
     scripts = list((matrix_project.path / "repros").glob("*.py"))
     assert scripts and all(mode(p) == 0o755 for p in scripts)
-    data = [matrix_project.path / "r.json", matrix_project.path / "repros" / "index.json", out / "s.md", out / "m.html", out / "merged.json"]
+    data = [
+        matrix_project.path / "r.json",
+        matrix_project.path / "repros" / "index.json",
+        out / "s.md",
+        out / "m.html",
+        out / "merged.json",
+    ]
     assert {str(p): mode(p) for p in data} == {str(p): 0o644 for p in data}
 
 
@@ -132,7 +155,10 @@ def test_times_are_iso_8601_and_a_version_1_report_is_read(tmp_path, capsys):
         write(tmp_path / "other.json", dict(data, schema_version=version))
         assert main(["gate", "--baseline", str(tmp_path / "other.json"), "--candidate", str(tmp_path / "v2.json")]) == 2
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and f"key 'schema_version' is {version!r}; this pytest-scaledmm reads versions 1 and 2 only" in err
+        assert (
+            err.count("\n") == 1
+            and f"key 'schema_version' is {version!r}; this pytest-scaledmm reads versions 1 and 2 only" in err
+        )
 
 
 def test_a_run_report_has_an_iso_start(matrix_project):
@@ -156,7 +182,11 @@ def test_the_default_report_directory_is_the_matrix_project_wherever_pytest_star
         result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", str(project / "matrices" / "m.yaml"))
         assert result.ret == 1
     reports = sorted((project / ".scaledmm" / "reports").glob("report-*.json"))
-    assert len(reports) == 2 and not (elsewhere / ".scaledmm").exists() and not (project / "matrices" / ".scaledmm").exists()
+    assert (
+        len(reports) == 2
+        and not (elsewhere / ".scaledmm").exists()
+        and not (project / "matrices" / ".scaledmm").exists()
+    )
     assert any(line.startswith(f"report: {project / '.scaledmm' / 'reports'}") for line in result.outlines)
     # Without a project file above it, the matrix's own directory.
     loose = matrix_project.path / "loose"
@@ -182,7 +212,9 @@ def test_keep_prunes_only_old_reports_it_wrote(matrix_project):
     first = _run(matrix_project)
     directory = matrix_project.path / ".scaledmm" / "reports"
     template = next(directory.glob("report-*.json"))
-    old = _old_reports(directory, template, ["20200101-000000", "20200102-000000", "20200103-000000", "20200104-000000"])
+    old = _old_reports(
+        directory, template, ["20200101-000000", "20200102-000000", "20200103-000000", "20200104-000000"]
+    )
     baseline = old[0]
     foreign = directory / "report-20190101-000000-000001-1.json"  # our name, not our content
     foreign.write_text('{"mine": true}')
@@ -190,12 +222,16 @@ def test_keep_prunes_only_old_reports_it_wrote(matrix_project):
     notes.write_text("{}")
     locked = _old_reports(directory, template, ["20200105-000000"])[0]
     (directory / f"{locked.name}.lock").write_text("99999999\n")  # a run still writing it
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-keep", "2", "--scaledmm-baseline", str(baseline))
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-keep", "2", "--scaledmm-baseline", str(baseline)
+    )
     left = sorted(p.name for p in directory.iterdir())
     newest = sorted(p.name for p in directory.glob("report-2*.json"))[-1]
     # Kept: the two newest (this run's and the first run's), the baseline, the locked one, and
     # every file this plugin did not write.
-    assert left == sorted([baseline.name, foreign.name, locked.name, f"{locked.name}.lock", template.name, newest, "notes.json"])
+    assert left == sorted(
+        [baseline.name, foreign.name, locked.name, f"{locked.name}.lock", template.name, newest, "notes.json"]
+    )
     assert any(line.startswith("--scaledmm-keep 2: removed 3 older report(s) from") for line in result.outlines)
     assert first.ret == 1
 
@@ -209,6 +245,7 @@ def test_keep_must_keep_one_and_a_failed_removal_is_a_warning(matrix_project, mo
     _run(matrix_project)
     directory = matrix_project.path / ".scaledmm" / "reports"
     _old_reports(directory, next(directory.glob("report-*.json")), ["20200101-000000"])
+
     def refuse(path):
         raise PermissionError(13, "Permission denied")
 
@@ -216,7 +253,9 @@ def test_keep_must_keep_one_and_a_failed_removal_is_a_warning(matrix_project, mo
     result = _run(matrix_project, "--scaledmm-keep", "1")
     assert result.ret == 1  # the verdict of the run, not of the pruning
     warnings = [line for line in result.outlines if line.startswith("warning: --scaledmm-keep")]
-    assert len(warnings) == 1 and warnings[0].startswith(f"warning: --scaledmm-keep: cannot remove {directory / 'report-'}")
+    assert len(warnings) == 1 and warnings[0].startswith(
+        f"warning: --scaledmm-keep: cannot remove {directory / 'report-'}"
+    )
     assert warnings[0].endswith(": Permission denied (and 1 more)")
     assert len(list(directory.glob("report-*.json"))) == 3
 
@@ -236,4 +275,4 @@ def test_each_signature_shows_what_its_cases_share_and_how_to_replay_it(matrix_p
     html = tmp_path / "m.html"
     assert main(["compare", str(matrix_project.path / "r.json"), "--html", str(html)]) == 0
     page = html.read_text()
-    assert "<td class=\"detail\">kernel=ignores_scale_b</td>" in page and f"--scaledmm-case {example}</code>" in page
+    assert '<td class="detail">kernel=ignores_scale_b</td>' in page and f"--scaledmm-case {example}</code>" in page

@@ -8,8 +8,8 @@ import sys
 import pytest
 from reports_factory import DATA, case, report, write
 
-from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.cli import main
+from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.reports.compare import classify, compare_reports, load_reports
 from pytest_scaledmm.reports.render import render_html, render_markdown
 
@@ -58,7 +58,11 @@ def test_three_reports_align_by_id_and_classify_each_kind(tmp_path):
         [
             case("a", "PASS"),
             case("b", "MISMATCH", "MISMATCH: compiled values off the reference"),
-            case("c", "UNSUPPORTED", "NotImplementedError: Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend"),
+            case(
+                "c",
+                "UNSUPPORTED",
+                "NotImplementedError: Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend",
+            ),
             case("d", "COMPILE_ONLY_ERROR", LOWERING),
             case("e", "PASS"),
             case("gone", "PASS"),
@@ -76,13 +80,24 @@ def test_three_reports_align_by_id_and_classify_each_kind(tmp_path):
         ],
         torch="2.9.1+cu128",
     )
-    r3 = report([case("a", "COMPILE_ONLY_ERROR", LOWERING), case("b", "PASS"), case("c", "PASS"), case("new", "PASS")], torch="2.13.0+cpu")
+    r3 = report(
+        [case("a", "COMPILE_ONLY_ERROR", LOWERING), case("b", "PASS"), case("c", "PASS"), case("new", "PASS")],
+        torch="2.13.0+cpu",
+    )
     paths = [write(tmp_path / f"r{i}.json", r) for i, r in enumerate((r1, r2, r3))]
     comparison = compare_reports(load_reports(paths))
 
-    assert [c.label for c in comparison.columns] == ["torch2.3.1+cu121/cpu", "torch2.9.1+cu128/cpu", "torch2.13.0+cpu/cpu"]
+    assert [c.label for c in comparison.columns] == [
+        "torch2.3.1+cu121/cpu",
+        "torch2.9.1+cu128/cpu",
+        "torch2.13.0+cpu/cpu",
+    ]
     assert comparison.case_ids == ["a", "b", "c", "d", "e", "gone", "new"]
-    assert [r["outcome"] if r else None for r in comparison.grid["d"]] == ["COMPILE_ONLY_ERROR", "COMPILE_ONLY_ERROR", None]
+    assert [r["outcome"] if r else None for r in comparison.grid["d"]] == [
+        "COMPILE_ONLY_ERROR",
+        "COMPILE_ONLY_ERROR",
+        None,
+    ]
     first = {(t.case_id, t.kind) for t in comparison.transitions if t.after_label == "torch2.9.1+cu128/cpu"}
     assert first == {
         ("a", cmp.REGRESSION),
@@ -106,7 +121,10 @@ def test_directory_is_ordered_by_torch_version_not_string(tmp_path):
 
 def test_same_label_on_two_archs_is_told_apart(tmp_path):
     cpu = write(tmp_path / "cpu.json", report([case("x", "PASS")], torch="2.11.0", tox_env="torch211", arch="cpu"))
-    gpu = write(tmp_path / "gpu.json", report([case("x", "COMPILE_ONLY_ERROR", LOWERING)], torch="2.11.0", tox_env="torch211", arch="sm90"))
+    gpu = write(
+        tmp_path / "gpu.json",
+        report([case("x", "COMPILE_ONLY_ERROR", LOWERING)], torch="2.11.0", tox_env="torch211", arch="sm90"),
+    )
     comparison = compare_reports(load_reports([cpu, gpu]))
     assert [c.label for c in comparison.columns] == ["torch211/cpu", "torch211/sm90"]
     assert [t.kind for t in comparison.transitions] == [cmp.REGRESSION]
@@ -126,7 +144,15 @@ def test_real_cpu_reports_fp8_support_is_capability_gained_not_regression():
 def test_cli_compare_prints_table_and_writes_markdown_and_html(tmp_path, capsys):
     md, html = tmp_path / "out" / "summary.md", tmp_path / "matrix.html"
     code = main(
-        ["compare", str(DATA / "gate" / "baseline-torch211.json"), str(DATA / "gate" / "candidate-torch213-regression.json"), "--markdown", str(md), "--html", str(html)]
+        [
+            "compare",
+            str(DATA / "gate" / "baseline-torch211.json"),
+            str(DATA / "gate" / "candidate-torch213-regression.json"),
+            "--markdown",
+            str(md),
+            "--html",
+            str(html),
+        ]
     )
     out = capsys.readouterr().out
     assert code == 0
@@ -137,8 +163,11 @@ def test_cli_compare_prints_table_and_writes_markdown_and_html(tmp_path, capsys)
     assert "### regression: 2" in text
     assert "w8a8-row\\_x\\_row-m33k64n32-fp16-inductor-5e0f55" in text  # `_` escaped: no emphasis
     # The command names the candidate's environment (its report's torch and device).
-    assert re.search(r"pytest matrix\.yaml --scaledmm-matrix matrix\.yaml --scaledmm-recorded-on torch=2\.13\S* "
-                     r"--scaledmm-profile smoke --scaledmm-case", text), text
+    assert re.search(
+        r"pytest matrix\.yaml --scaledmm-matrix matrix\.yaml --scaledmm-recorded-on torch=2\.13\S* "
+        r"--scaledmm-profile smoke --scaledmm-case",
+        text,
+    ), text
     assert re.search(r"replay: pytest matrix\.yaml .*--scaledmm-case ", out), out  # and the terminal table
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<link" not in page and "src=" not in page  # one file
@@ -164,7 +193,9 @@ def test_exception_text_is_escaped_in_html_and_markdown(tmp_path):
 
 
 def test_heatmap_groups_cells_and_marks_regressions():
-    comparison = compare_reports(load_reports([DATA / "gate" / "baseline-torch211.json", DATA / "gate" / "candidate-torch213-regression.json"]))
+    comparison = compare_reports(
+        load_reports([DATA / "gate" / "baseline-torch211.json", DATA / "gate" / "candidate-torch213-regression.json"])
+    )
     page = render_html(comparison, group_by=["kernel", "scale_a", "scale_b"])
     assert re.search(r"<td class=\"group\">fp8 · row×row <span class=\"size\">\(1\)</span>", page)
     assert re.search(r"<td class=\"group\">w8a8 · row×row", page)
@@ -176,7 +207,10 @@ def test_heatmap_groups_cells_and_marks_regressions():
     "content, expected",
     [
         ("{not json", "not a report (corrupt JSON at line 1, column 2)"),
-        (json.dumps({"schema": "pytest-scaledmm/report", "schema_version": 99, "environment": {}, "cases": []}), "key 'schema_version' is 99"),
+        (
+            json.dumps({"schema": "pytest-scaledmm/report", "schema_version": 99, "environment": {}, "cases": []}),
+            "key 'schema_version' is 99",
+        ),
         (json.dumps({"schema": "something-else"}), "not a pytest-scaledmm report"),
     ],
 )
@@ -192,9 +226,15 @@ def test_unusable_report_is_one_line_naming_the_file_exit_2(tmp_path, capsys, co
 def test_python_dash_m_gives_the_same_one_line_error(tmp_path):
     bad = tmp_path / "torch99.json"
     bad.write_text('{"schema": "pytest-scaledmm/report", "schema_version": 3}')
-    proc = subprocess.run([sys.executable, "-m", "pytest_scaledmm", "gate", "--baseline", str(bad), "--candidate", str(bad)], capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_scaledmm", "gate", "--baseline", str(bad), "--candidate", str(bad)],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [f"scaledmm gate: error: {bad}: key 'schema_version' is 3; this pytest-scaledmm reads versions 1 and 2 only"]
+    assert proc.stderr.strip().splitlines() == [
+        f"scaledmm gate: error: {bad}: key 'schema_version' is 3; this pytest-scaledmm reads versions 1 and 2 only"
+    ]
     assert proc.stdout == ""
 
 

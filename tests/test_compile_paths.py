@@ -4,15 +4,15 @@ GEMM backend at a time; and the kernel Inductor chose, per case and between repo
 import json
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
+from reports_factory import case as record_of
+from reports_factory import report
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.matrix import compile_modes
 from pytest_scaledmm.matrix.compile_modes import MODES, compile_mode
 from pytest_scaledmm.reports.compare import compare_reports
 from pytest_scaledmm.reports.render import render_html, render_markdown, render_text
 from pytest_scaledmm.verdict.kernel_choice import kernel_choice
-
-from reports_factory import case as record_of, report
 
 ROWWISE = {"scale_a": ["rowwise"], "scale_b": ["rowwise"], "out_dtype": ["bf16"]}
 NEW_MODES = ("aoti", "mark-dynamic", "mark-unbacked", "aten-gemm", "cutlass-gemm", "persistent-tma")
@@ -38,8 +38,11 @@ def test_each_new_mode_is_one_row():
 
 
 def test_mark_dynamic_counts_frames_and_names_a_recompile(matrix_project):
-    kernels = [planted("correct"), planted("branches_on_m", module="planted_compile_kernels"),
-               planted("wrong_beyond_m", module="planted_compile_kernels")]
+    kernels = [
+        planted("correct"),
+        planted("branches_on_m", module="planted_compile_kernels"),
+        planted("wrong_beyond_m", module="planted_compile_kernels"),
+    ]
     _, records = run_matrix(matrix_project, kernels, {"mode": ["mark-dynamic"], "m": [16]}, *IN_PROCESS)
     good = records["correct"]
     assert good["outcome"] == "PASS"
@@ -71,8 +74,12 @@ def test_mark_dynamic_skips_m_of_one(matrix_project):
 def test_mark_unbacked_is_recorded_and_a_data_dependent_guard_is_compile_only(matrix_project):
     if compile_mode("mark-unbacked").unavailable():
         pytest.skip(compile_mode("mark-unbacked").unavailable())
-    _, records = run_matrix(matrix_project, [planted("branches_on_m", module="planted_compile_kernels")],
-                            {"mode": ["mark-unbacked"], "m": [16]}, *IN_PROCESS)
+    _, records = run_matrix(
+        matrix_project,
+        [planted("branches_on_m", module="planted_compile_kernels")],
+        {"mode": ["mark-unbacked"], "m": [16]},
+        *IN_PROCESS,
+    )
     record = records["branches_on_m"]
     # An unbacked M cannot take a Python branch: Dynamo cannot guard on it.
     assert record["outcome"] == "COMPILE_ONLY_ERROR"
@@ -80,8 +87,9 @@ def test_mark_unbacked_is_recorded_and_a_data_dependent_guard_is_compile_only(ma
     assert record["extra"]["dynamic_m"] == {"marked": "unbacked", "frames": 0, "shapes": []}
 
 
-@pytest.mark.parametrize("mode, reason", [("cutlass-gemm", "CUTLASS GEMM templates"),
-                                          ("persistent-tma", "Triton persistent TMA templates")])
+@pytest.mark.parametrize(
+    "mode, reason", [("cutlass-gemm", "CUTLASS GEMM templates"), ("persistent-tma", "Triton persistent TMA templates")]
+)
 def test_gpu_gemm_backends_skip_on_the_cpu_with_their_reason(matrix_project, mode, reason):
     _, records = run_matrix(matrix_project, ["aten_scaled_mm"], {"mode": [mode], "m": [16]}, *IN_PROCESS)
     record = records["aten_scaled_mm"]
@@ -105,8 +113,14 @@ def test_aoti_outside_the_isolated_child_is_skipped(matrix_project):
 
 def test_aoti_in_the_isolated_child_records_its_outcome_and_compile_time(matrix_project):
     # Slow on a CPU (the package is C++ built by the host compiler): one case.
-    result, records = run_matrix(matrix_project, ["aten_scaled_mm"], {"mode": ["aoti"], "m": [16]},
-                                 "--no-scaledmm-triage", "--scaledmm-timeout", "400")
+    result, records = run_matrix(
+        matrix_project,
+        ["aten_scaled_mm"],
+        {"mode": ["aoti"], "m": [16]},
+        "--no-scaledmm-triage",
+        "--scaledmm-timeout",
+        "400",
+    )
     record = records["aten_scaled_mm"]
     assert record["outcome"] not in ("SKIPPED", "HARNESS_ERROR"), record["detail"]
     if record["outcome"] in ("CRASH", "TIMEOUT"):
@@ -121,17 +135,24 @@ def test_aoti_in_the_isolated_child_records_its_outcome_and_compile_time(matrix_
 
 
 def test_inductor_modes_record_the_kernel_they_chose(matrix_project):
-    matrix_project.write_matrix(matrix_text(["aten_scaled_mm", "int8_w8a8"],
-                                            {**ROWWISE, "mode": ["inductor", "aten-gemm"], "m": [16]}))
+    matrix_project.write_matrix(
+        matrix_text(["aten_scaled_mm", "int8_w8a8"], {**ROWWISE, "mode": ["inductor", "aten-gemm"], "m": [16]})
+    )
     matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "r.json", *IN_PROCESS)
     records = json.loads((matrix_project.path / "r.json").read_text())["cases"]
     assert sorted((r["params"]["kernel"], r["params"]["mode"]) for r in records) == [
-        ("aten_scaled_mm", "aten-gemm"), ("aten_scaled_mm", "inductor"), ("int8_w8a8", "aten-gemm"), ("int8_w8a8", "inductor")]
+        ("aten_scaled_mm", "aten-gemm"),
+        ("aten_scaled_mm", "inductor"),
+        ("int8_w8a8", "aten-gemm"),
+        ("int8_w8a8", "inductor"),
+    ]
     for record in records:
         choice = record["extra"]["kernel_choice"]
         # On the CPU Inductor keeps the ATen op as an extern kernel (int8's scale epilogue is fused apart).
         assert choice["label"] == "aten", record["id"]
-        wanted = "extern_kernels._scaled_mm" if record["params"]["kernel"] == "aten_scaled_mm" else "extern_kernels._int_mm"
+        wanted = (
+            "extern_kernels._scaled_mm" if record["params"]["kernel"] == "aten_scaled_mm" else "extern_kernels._int_mm"
+        )
         assert wanted in choice["kernels"]
 
 
@@ -144,19 +165,28 @@ def test_modes_without_inductor_record_no_kernel_choice(matrix_project):
 TEMPLATE = "triton_tem_fused__scaled_mm_0 = async_compile.triton('triton_tem_fused__scaled_mm_0', '''\n{}\n''')\n"
 
 
-@pytest.mark.parametrize("code, label, kernels", [
-    ("extern_kernels._scaled_mm(arg0_1, arg1_1, out=buf0)", "aten", ["extern_kernels._scaled_mm"]),
-    ("aoti_torch_cuda__scaled_mm_out(buf0, arg0_1)", "aten", ["aoti_torch_cuda__scaled_mm_out"]),
-    (TEMPLATE.format("acc += tl.dot(a, b)"), "triton-template", ["triton_tem_fused__scaled_mm_0"]),
-    (TEMPLATE.format("a_desc = triton.language.make_tensor_descriptor(A)"), "triton-persistent-tma",
-     ["triton_tem_fused__scaled_mm_0"]),
-    ("cutlass_gemm_fused_mm_0 = async_compile.cuda(src)", "cutlass", ["cutlass_gemm_fused_mm_0"]),
-    ("triton_per_fused_mul_sum_0.run(buf0)", "decomposed", ["triton_per_fused_mul_sum_0"]),
-    ("extern_kernels.mm(a, b, out=buf0)\n" + TEMPLATE.format("tl.dot"), "aten+triton-template",
-     ["extern_kernels.mm", "triton_tem_fused__scaled_mm_0"]),
-    ("extern_kernels.convolution(a, b)", "unknown", []),
-    ("", "unknown", []),
-])
+@pytest.mark.parametrize(
+    "code, label, kernels",
+    [
+        ("extern_kernels._scaled_mm(arg0_1, arg1_1, out=buf0)", "aten", ["extern_kernels._scaled_mm"]),
+        ("aoti_torch_cuda__scaled_mm_out(buf0, arg0_1)", "aten", ["aoti_torch_cuda__scaled_mm_out"]),
+        (TEMPLATE.format("acc += tl.dot(a, b)"), "triton-template", ["triton_tem_fused__scaled_mm_0"]),
+        (
+            TEMPLATE.format("a_desc = triton.language.make_tensor_descriptor(A)"),
+            "triton-persistent-tma",
+            ["triton_tem_fused__scaled_mm_0"],
+        ),
+        ("cutlass_gemm_fused_mm_0 = async_compile.cuda(src)", "cutlass", ["cutlass_gemm_fused_mm_0"]),
+        ("triton_per_fused_mul_sum_0.run(buf0)", "decomposed", ["triton_per_fused_mul_sum_0"]),
+        (
+            "extern_kernels.mm(a, b, out=buf0)\n" + TEMPLATE.format("tl.dot"),
+            "aten+triton-template",
+            ["extern_kernels.mm", "triton_tem_fused__scaled_mm_0"],
+        ),
+        ("extern_kernels.convolution(a, b)", "unknown", []),
+        ("", "unknown", []),
+    ],
+)
 def test_kernel_labels(code, label, kernels):
     assert kernel_choice([code]) == {"label": label, "kernels": kernels}
 
@@ -167,13 +197,22 @@ def _with_choice(record, label, kernels):
 
 
 def test_compare_lists_cases_whose_chosen_kernel_changed(tmp_path):
-    before = report([_with_choice(record_of("c1", "PASS"), "aten", ["extern_kernels._scaled_mm"]),
-                     _with_choice(record_of("c2", "PASS"), "aten", ["extern_kernels._scaled_mm"]),
-                     record_of("c3", "PASS")], torch="2.11.0")
-    after = report([_with_choice(record_of("c1", "PASS"), "triton-template", ["triton_tem_fused__scaled_mm_0"]),
-                    _with_choice(record_of("c2", "PASS"), "aten", ["extern_kernels._scaled_mm"]),
-                    _with_choice(record_of("c3", "PASS"), "triton-persistent-tma", ["triton_tem_fused__scaled_mm_0"])],
-                   torch="2.12.0")
+    before = report(
+        [
+            _with_choice(record_of("c1", "PASS"), "aten", ["extern_kernels._scaled_mm"]),
+            _with_choice(record_of("c2", "PASS"), "aten", ["extern_kernels._scaled_mm"]),
+            record_of("c3", "PASS"),
+        ],
+        torch="2.11.0",
+    )
+    after = report(
+        [
+            _with_choice(record_of("c1", "PASS"), "triton-template", ["triton_tem_fused__scaled_mm_0"]),
+            _with_choice(record_of("c2", "PASS"), "aten", ["extern_kernels._scaled_mm"]),
+            _with_choice(record_of("c3", "PASS"), "triton-persistent-tma", ["triton_tem_fused__scaled_mm_0"]),
+        ],
+        torch="2.12.0",
+    )
     comparison = compare_reports([(tmp_path / "a.json", before), (tmp_path / "b.json", after)])
     assert [(c.case_id, c.before, c.after) for c in comparison.kernel_changes] == [("c1", "aten", "triton-template")]
     assert comparison.kernel_changes[0].after_kernels == ("triton_tem_fused__scaled_mm_0",)

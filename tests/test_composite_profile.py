@@ -5,7 +5,6 @@ composite one usage error naming the file and the key."""
 from pathlib import Path
 
 import pytest
-import yaml
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.matrix.cases import generate_cases
@@ -13,8 +12,13 @@ from pytest_scaledmm.matrix.errors import MatrixError
 from pytest_scaledmm.matrix.spec import load_spec
 
 REPO = Path(__file__).parent.parent
-AXES = {"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": ["tensor_0d", "tensor_1d"], "mode": ["eager", "aot_eager"],
-        "out_dtype": ["bf16", "fp16"], "m": [4, 8]}
+AXES = {
+    "scale_a": ["tensor_0d", "tensor_1d"],
+    "scale_b": ["tensor_0d", "tensor_1d"],
+    "mode": ["eager", "aot_eager"],
+    "out_dtype": ["bf16", "fp16"],
+    "m": [4, 8],
+}
 PROFILES = {
     "left": {"cases": 6, "kernels": ["correct"], "axes": {"mode": ["eager"]}},
     # ignores_scale_b fails (MISMATCH): the run's outcomes are not all the same.
@@ -40,8 +44,9 @@ def test_a_composite_run_is_its_parts_run_separately(matrix_project):
     matrix_project.write_matrix(MATRIX)
     reports = {}
     for name in ("left", "right", "both"):
-        result = matrix_project.run("--scaledmm-matrix", "--scaledmm-profile", name, "--scaledmm-report", f"{name}.json",
-                                    *IN_PROCESS)
+        result = matrix_project.run(
+            "--scaledmm-matrix", "--scaledmm-profile", name, "--scaledmm-report", f"{name}.json", *IN_PROCESS
+        )
         assert result.ret == (0 if name == "left" else 1), result.stdout.str()[-2000:]
         reports[name] = matrix_project.report(f"{name}.json")
     both = reports["both"]
@@ -58,7 +63,10 @@ def test_a_composite_run_is_its_parts_run_separately(matrix_project):
     # form x shape class of `correct` is in both parts and counts once.
     pairs = {name: reports[name]["coverage"]["pairwise"] for name in reports}
     pair_mode = "scale_pair x mode"
-    assert pairs["both"][pair_mode]["possible"] == pairs["left"][pair_mode]["possible"] + pairs["right"][pair_mode]["possible"]
+    assert (
+        pairs["both"][pair_mode]["possible"]
+        == pairs["left"][pair_mode]["possible"] + pairs["right"][pair_mode]["possible"]
+    )
     assert pairs["both"][pair_mode]["covered"] == pairs["both"][pair_mode]["possible"]
     assert pairs["both"]["scale_form x shape_class"] == pairs["right"]["scale_form x shape_class"]
 
@@ -77,8 +85,13 @@ def test_composite_ids_are_the_parts_in_order_and_a_repeated_id_is_dropped(tmp_p
 def test_the_notes_of_a_kernel_in_several_parts_are_merged(tmp_path):
     """aten_scaled_mm in both parts: possible pairs and boundary reasons unioned, counters summed,
     each part's budget warning kept (naming the part), left-out GPU modes unioned."""
-    axes = {"scale_a": ["tensor_0d", "tensor_1d", "rowwise"], "scale_b": ["tensor_0d", "rowwise"], "m": [4, 8],
-            "k": [32], "n": [16]}
+    axes = {
+        "scale_a": ["tensor_0d", "tensor_1d", "rowwise"],
+        "scale_b": ["tensor_0d", "rowwise"],
+        "m": [4, 8],
+        "k": [32],
+        "n": [16],
+    }
     profiles = {
         "one": {"cases": 10, "axes": {"mode": ["eager", "triton-gemm"]}},
         "two": {"cases": 12, "axes": {"mode": ["aot_eager"], "scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"]}},
@@ -96,7 +109,8 @@ def test_the_notes_of_a_kernel_in_several_parts_are_merged(tmp_path):
         merged = [tuple(x) for x in notes["possible"]["aten_scaled_mm"][key]]
         assert len(merged) == len(set(merged)) and set(merged) == union, key
     assert notes["boundary_reasons"]["aten_scaled_mm"] == sorted(
-        set(one["boundary_reasons"]["aten_scaled_mm"]) | set(two["boundary_reasons"]["aten_scaled_mm"]))
+        set(one["boundary_reasons"]["aten_scaled_mm"]) | set(two["boundary_reasons"]["aten_scaled_mm"])
+    )
     assert notes["families"] == list(dict.fromkeys(one["families"] + two["families"]))
     assert notes["left_out_modes"] == ["triton-gemm"]
     assert notes["warnings"] == one["warnings"] + two["warnings"]
@@ -111,9 +125,16 @@ def _bad(profiles: dict) -> str:
 BAD = [
     ({"u": {"profiles": ["default"], "cases": 3}}, "profiles.u.cases", "'cases' does not go with 'profiles'"),
     ({"u": {"profiles": ["default"], "axes": {"m": [4]}}}, "profiles.u.axes", "'axes' does not go with 'profiles'"),
-    ({"u": {"profiles": ["default", "nope"]}}, "profiles.u.profiles[1]", "no such profile 'nope' (defined: default, u)"),
-    ({"u": {"profiles": ["default"]}, "v": {"profiles": ["u"]}}, "profiles.v.profiles[0]",
-     "'u' is itself a composite profile; list its parts instead (default)"),
+    (
+        {"u": {"profiles": ["default", "nope"]}},
+        "profiles.u.profiles[1]",
+        "no such profile 'nope' (defined: default, u)",
+    ),
+    (
+        {"u": {"profiles": ["default"]}, "v": {"profiles": ["u"]}},
+        "profiles.v.profiles[0]",
+        "'u' is itself a composite profile; list its parts instead (default)",
+    ),
     ({"u": {"profiles": ["default", "u"]}}, "profiles.u.profiles[1]", "'u' is this profile itself"),
     ({"u": {"profiles": ["default", "default"]}}, "profiles.u.profiles[1]", "'default' is listed twice (also at [0])"),
     ({"u": {"profiles": []}}, "profiles.u.profiles", "should be non-empty"),
@@ -142,8 +163,16 @@ def test_case_lookup_shards_and_explore_items_of_a_composite(matrix_project):
     both = matrix_project.collect("--scaledmm-profile", "both")
     right = matrix_project.collect("--scaledmm-profile", "right")
     # A case of one part replays under the composite's name.
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-profile", "both", "--scaledmm-case", right[-1],
-                                "--scaledmm-report", "one.json", *IN_PROCESS)
+    result = matrix_project.run(
+        "--scaledmm-matrix",
+        "--scaledmm-profile",
+        "both",
+        "--scaledmm-case",
+        right[-1],
+        "--scaledmm-report",
+        "one.json",
+        *IN_PROCESS,
+    )
     assert len(matrix_project.report("one.json")["cases"]) == 1
     # Unknown in `left`: the profiles that have it are named, the part and the composite.
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-profile", "left", "--scaledmm-case", right[0])
@@ -151,7 +180,9 @@ def test_case_lookup_shards_and_explore_items_of_a_composite(matrix_project):
     assert "it is a case of profile right, both: add --scaledmm-profile right" in result.stderr.str()
     shards = [matrix_project.collect("--scaledmm-profile", "both", "--scaledmm-shard", f"{i}/2") for i in (1, 2)]
     assert sorted(shards[0] + shards[1]) == sorted(both) and not set(shards[0]) & set(shards[1])
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-profile", "both", "--scaledmm-explore", "--collect-only", "-q")
+    result = matrix_project.run(
+        "--scaledmm-matrix", "--scaledmm-profile", "both", "--scaledmm-explore", "--collect-only", "-q"
+    )
     names = [line.split("::", 1)[1] for line in result.outlines if "::explore[" in line]
     assert names == ["explore[left:correct]", "explore[right:correct]", "explore[right:ignores_scale_b]"]
 

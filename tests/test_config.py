@@ -30,11 +30,14 @@ def test_pyproject_sets_the_profile(project, pytester):
     assert "Unknown config option" not in result.stdout.str() + result.stderr.str()
 
 
-@pytest.mark.parametrize("name, text", [
-    ("pytest.ini", "[pytest]\nscaledmm_profile = smoke\n"),
-    ("tox.ini", "[pytest]\nscaledmm_profile = smoke\n"),
-    ("setup.cfg", "[tool:pytest]\nscaledmm_profile = smoke\n"),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("pytest.ini", "[pytest]\nscaledmm_profile = smoke\n"),
+        ("tox.ini", "[pytest]\nscaledmm_profile = smoke\n"),
+        ("setup.cfg", "[tool:pytest]\nscaledmm_profile = smoke\n"),
+    ],
+)
 def test_ini_files_set_the_profile(project, pytester, name, text):
     (pytester.path / name).write_text(text)
     assert collected(project.run("--scaledmm-matrix", "--collect-only", "-q")) == 1
@@ -61,21 +64,29 @@ def test_environment_alone_sets_the_profile_and_a_flag(project, monkeypatch):
 def test_an_ini_path_is_relative_to_the_ini_file(project, pytester, monkeypatch):
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\nscaledmm_report = "out/ini-report.json"\n')
     monkeypatch.chdir(pytester.mkdir("elsewhere"))
-    result = project.run("-c", str(pytester.path / "pyproject.toml"), "--scaledmm-matrix",
-                         str(pytester.path / "matrix.yaml"), *IN_PROCESS)
+    result = project.run(
+        "-c",
+        str(pytester.path / "pyproject.toml"),
+        "--scaledmm-matrix",
+        str(pytester.path / "matrix.yaml"),
+        *IN_PROCESS,
+    )
     assert result.ret == 0, result.stdout.str()
     assert (pytester.path / "out" / "ini-report.json").is_file()
     assert not (pytester.path / "elsewhere" / "out").exists()
 
 
-@pytest.mark.parametrize("env, value, expected", [
-    ("SCALEDMM_TIMEOUT", "nan", "SCALEDMM_TIMEOUT=nan: must be a finite number of seconds above 0"),
-    ("SCALEDMM_TRIAGE_BUDGET", "-1", "SCALEDMM_TRIAGE_BUDGET=-1: must be a finite number of seconds above 0"),
-    ("SCALEDMM_SEED", "abc", "SCALEDMM_SEED=abc: expected an integer"),
-    ("SCALEDMM_ISOLATE", "maybe", "SCALEDMM_ISOLATE=maybe: expected one of yes, no"),
-    ("SCALEDMM_STRICT_ERRORS", "sometimes", "SCALEDMM_STRICT_ERRORS=sometimes: expected one of 1, true"),
-    ("SCALEDMM_DEVICE", "gpu", "SCALEDMM_DEVICE=gpu: not a device; use auto"),
-])
+@pytest.mark.parametrize(
+    "env, value, expected",
+    [
+        ("SCALEDMM_TIMEOUT", "nan", "SCALEDMM_TIMEOUT=nan: must be a finite number of seconds above 0"),
+        ("SCALEDMM_TRIAGE_BUDGET", "-1", "SCALEDMM_TRIAGE_BUDGET=-1: must be a finite number of seconds above 0"),
+        ("SCALEDMM_SEED", "abc", "SCALEDMM_SEED=abc: expected an integer"),
+        ("SCALEDMM_ISOLATE", "maybe", "SCALEDMM_ISOLATE=maybe: expected one of yes, no"),
+        ("SCALEDMM_STRICT_ERRORS", "sometimes", "SCALEDMM_STRICT_ERRORS=sometimes: expected one of 1, true"),
+        ("SCALEDMM_DEVICE", "gpu", "SCALEDMM_DEVICE=gpu: not a device; use auto"),
+    ],
+)
 def test_a_bad_environment_value_is_one_usage_error_naming_the_variable(project, monkeypatch, env, value, expected):
     monkeypatch.setenv(env, value)
     result = project.run("--scaledmm-matrix")
@@ -89,8 +100,10 @@ def test_a_bad_ini_value_names_the_file_and_the_key(project, pytester):
     pytester.makepyprojecttoml('[tool.pytest.ini_options]\nscaledmm_timeout = "nan"\n')
     result = project.run("--scaledmm-matrix")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert ("ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_timeout = nan: must be a finite number"
-            in result.stderr.str())
+    assert (
+        "ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_timeout = nan: must be a finite number"
+        in result.stderr.str()
+    )
 
 
 def test_a_bad_tox_ini_value_names_the_file(project, pytester):

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 from direct_run import run_matrix
-from matrices import IN_PROCESS, matrix_text
 
+from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.inputs import make_inputs, reference
 
@@ -18,8 +18,14 @@ sys.path.insert(0, str(TESTS))
 import planted_contract_kernels as planted  # noqa: E402
 
 MODULE = "planted_contract_kernels"
-ROWWISE = {"scale_a": ["rowwise"], "scale_b": ["rowwise"], "out_dtype": ["bf16"], "mode": ["aot_eager"],
-           "k": [64], "n": [32]}
+ROWWISE = {
+    "scale_a": ["rowwise"],
+    "scale_b": ["rowwise"],
+    "out_dtype": ["bf16"],
+    "mode": ["aot_eager"],
+    "k": [64],
+    "n": [32],
+}
 
 
 def outcomes(results) -> dict:
@@ -37,11 +43,14 @@ def test_a_tensor_subclass_weight_is_built_once_outside_compile_and_its_wrong_tw
     pytest.importorskip("torchao")
     entries = [
         kernel("subclass", impl=f"{MODULE}:linear", prepare=f"{MODULE}:subclass_weight", activation="dynamic"),
-        kernel("subclass_reversed", impl=f"{MODULE}:linear", prepare=f"{MODULE}:subclass_weight_reversed_scales",
-               activation="dynamic"),
+        kernel(
+            "subclass_reversed",
+            impl=f"{MODULE}:linear",
+            prepare=f"{MODULE}:subclass_weight_reversed_scales",
+            activation="dynamic",
+        ),
     ]
-    text = matrix_text(entries, {**ROWWISE, "m": [4, 17], "value_regime": ["standard", "full_range"]},
-                       cases=8)
+    text = matrix_text(entries, {**ROWWISE, "m": [4, 17], "value_regime": ["standard", "full_range"]}, cases=8)
     found = outcomes(run_matrix(text))
     assert {r.outcome for r in found["subclass"]} == {oc.PASS}, [r.detail for r in found["subclass"]]
     assert {r.outcome for r in found["subclass_reversed"]} == {oc.MISMATCH}
@@ -73,9 +82,24 @@ def test_a_dynamic_activation_kernel_is_held_to_a_sound_bound_and_its_whole_tens
 
 
 def test_the_activation_of_a_dynamic_case_is_exact_and_the_reference_is_of_it():
-    params = dict(kernel="k", scale_a="rowwise", scale_b="rowwise", dtype_a="e4m3fn", dtype_b="e4m3fn",
-                  out_dtype="bf16", bias=False, use_fast_accum=False, mode="eager", scale_layout="contiguous",
-                  activation_rank=2, special_scale="none", m=8, k=64, n=16, activation="dynamic")
+    params = dict(
+        kernel="k",
+        scale_a="rowwise",
+        scale_b="rowwise",
+        dtype_a="e4m3fn",
+        dtype_b="e4m3fn",
+        out_dtype="bf16",
+        bias=False,
+        use_fast_accum=False,
+        mode="eager",
+        scale_layout="contiguous",
+        activation_rank=2,
+        special_scale="none",
+        m=8,
+        k=64,
+        n=16,
+        activation="dynamic",
+    )
     inputs = make_inputs(params, 3, "cpu")
     exact = inputs.a.double() * inputs.scale_a.double()
     assert torch.equal(inputs.activation.double(), exact)
@@ -106,17 +130,27 @@ def test_a_prepare_step_that_raises_is_the_kernels_failure():
     assert "prepare step raised" in result.detail
 
 
-@pytest.mark.parametrize("entry,key,message", [
-    ({"name": "k", "prepare": "m:p"}, "kernels[0].prepare", "a prepare step needs impl"),
-    ({"name": "k", "impl": "m:f", "module": "m:g"}, "kernels[0].module", "a module kernel has no impl"),
-    ({"name": "k", "module": "m:g", "prepare": "m:p"}, "kernels[0].module", "a module kernel has no prepare"),
-    ({"name": "k", "impl": "m:f", "pair_rules": [{"scale_pair": ["rowwise", "rowwise"]}]}, "kernels[0].pair_rules[0]",
-     "is not valid under any of the given schemas"),
-    ({"name": "torchao_int8_weight", "impl": "m:f"}, "kernels[0].name", "is a packed kernel's name"),
-    ({"name": "k", "impl": "m:f", "slack": 2}, "kernels[0]", "'slack_reason' is a dependency of 'slack'"),
-    ({"name": "k", "impl": "m:f", "slack": 0.5, "slack_reason": "tight"}, "kernels[0].slack", "less than the minimum"),
-    ({"name": "k", "impl": "m:f", "activation": "static"}, "kernels[0].activation", "is not one of"),
-])
+@pytest.mark.parametrize(
+    "entry,key,message",
+    [
+        ({"name": "k", "prepare": "m:p"}, "kernels[0].prepare", "a prepare step needs impl"),
+        ({"name": "k", "impl": "m:f", "module": "m:g"}, "kernels[0].module", "a module kernel has no impl"),
+        ({"name": "k", "module": "m:g", "prepare": "m:p"}, "kernels[0].module", "a module kernel has no prepare"),
+        (
+            {"name": "k", "impl": "m:f", "pair_rules": [{"scale_pair": ["rowwise", "rowwise"]}]},
+            "kernels[0].pair_rules[0]",
+            "is not valid under any of the given schemas",
+        ),
+        ({"name": "torchao_int8_weight", "impl": "m:f"}, "kernels[0].name", "is a packed kernel's name"),
+        ({"name": "k", "impl": "m:f", "slack": 2}, "kernels[0]", "'slack_reason' is a dependency of 'slack'"),
+        (
+            {"name": "k", "impl": "m:f", "slack": 0.5, "slack_reason": "tight"},
+            "kernels[0].slack",
+            "less than the minimum",
+        ),
+        ({"name": "k", "impl": "m:f", "activation": "static"}, "kernels[0].activation", "is not one of"),
+    ],
+)
 def test_a_bad_contract_declaration_names_the_key(matrix_project, entry, key, message):
     matrix_project.write_matrix(matrix_text([entry]))
     result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", *IN_PROCESS)
@@ -146,8 +180,10 @@ def test_a_kernels_own_slack_is_recorded_and_a_looser_one_fails_the_gate(matrix_
     assert looser["matrix"]["tolerance"]["kernels"]["mine"]["slack"] == 2
     refused = check((Path("base.json"), base), (Path("loose.json"), looser))
     assert not refused.passed
-    assert any("kernel mine's tolerance slack loosened from 1 to 2 (reason given: rounds its epilogue twice)" in r
-               for r in refused.reasons), refused.reasons
+    assert any(
+        "kernel mine's tolerance slack loosened from 1 to 2 (reason given: rounds its epilogue twice)" in r
+        for r in refused.reasons
+    ), refused.reasons
     accepted = check((Path("base.json"), base), (Path("loose.json"), looser), allow_looser_slack=True)
     assert accepted.passed, accepted.reasons
     assert any("loosened" in note for note in accepted.notes)
@@ -161,23 +197,41 @@ def test_repro_scripts_of_contract_kernels_reproduce_in_a_fresh_process(matrix_p
 
     pytest.importorskip("torchao")
     entries = [
-        kernel("subclass_reversed", impl=f"{MODULE}:linear", prepare=f"{MODULE}:subclass_weight_reversed_scales",
-               activation="dynamic"),
+        kernel(
+            "subclass_reversed",
+            impl=f"{MODULE}:linear",
+            prepare=f"{MODULE}:subclass_weight_reversed_scales",
+            activation="dynamic",
+        ),
         kernel("layer_bf16_scale", module=f"{MODULE}:scaled_linear_bf16_scale"),
         kernel("per_token_whole", impl=f"{MODULE}:dynamic_per_token_whole_tensor", activation="dynamic"),
     ]
     axes = {**ROWWISE, "out_dtype": ["fp32"], "m": [16], "value_regime": ["real_scales"]}
     matrix_project.write_matrix(matrix_text(entries, axes, cases=3))
-    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-repro-dir", "repros",
-                                "--scaledmm-report", "report.json", *IN_PROCESS)
+    result = matrix_project.run(
+        "--scaledmm-matrix",
+        "matrix.yaml",
+        "--scaledmm-repro-dir",
+        "repros",
+        "--scaledmm-report",
+        "report.json",
+        *IN_PROCESS,
+    )
     assert result.ret == 1
     index = json.loads((pytester.path / "repros" / "index.json").read_text())
     assert {entry["case"].split(".")[0] for entry in index.values()} == {e["name"] for e in entries}
-    without_plugin = ("import runpy, sys; sys.modules['pytest_scaledmm'] = None; "
-                      "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')")
+    without_plugin = (
+        "import runpy, sys; sys.modules['pytest_scaledmm'] = None; "
+        "sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
+    )
     for name in index:
-        done = subprocess.run([sys.executable, "-c", without_plugin, str(pytester.path / "repros" / name)],
-                              capture_output=True, text=True, timeout=600, cwd=pytester.path)
+        done = subprocess.run(
+            [sys.executable, "-c", without_plugin, str(pytester.path / "repros" / name)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=pytester.path,
+        )
         assert done.returncode == 10, done.stdout + done.stderr
         assert "REPRODUCED" in done.stdout
 
@@ -201,8 +255,14 @@ def test_a_kernel_can_ask_for_the_case_forms(matrix_project):
 def test_pair_rules_and_scale_layouts_declare_what_a_wrapper_takes():
     """A wrapper of torch._scaled_mm declares the pair that wants bf16 out and the scale layouts
     it takes: the refusals outside them are UNSUPPORTED, not REFUSED."""
-    entries = [kernel("wrapper", impl="planted_kernels:correct", scale_layouts=["contiguous"],
-                      pair_rules=[{"scale_pair": ["rowwise", "rowwise"], "out_dtypes": ["bf16"], "bias": False}])]
+    entries = [
+        kernel(
+            "wrapper",
+            impl="planted_kernels:correct",
+            scale_layouts=["contiguous"],
+            pair_rules=[{"scale_pair": ["rowwise", "rowwise"], "out_dtypes": ["bf16"], "bias": False}],
+        )
+    ]
     from pytest_scaledmm.matrix.spec import parse_spec
     from pytest_scaledmm.verdict.refusals import declared_breaks
 
@@ -211,7 +271,9 @@ def test_pair_rules_and_scale_layouts_declare_what_a_wrapper_takes():
     base = {"scale_a": "rowwise", "scale_b": "rowwise", "out_dtype": "bf16", "bias": False, "m": 4, "k": 32, "n": 16}
     assert declared_breaks(declared, base) == []
     assert [key for key, _ in declared_breaks(declared, {**base, "out_dtype": "fp32", "bias": True})] == [
-        "pair_rules", "pair_rules"]
+        "pair_rules",
+        "pair_rules",
+    ]
     assert [key for key, _ in declared_breaks(declared, {**base, "scale_layout": "noncontiguous"})] == ["scale_layouts"]
     assert declared_breaks(declared, {**base, "scale_a": "tensor_0d", "out_dtype": "fp32"}) == []
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from matrices import IN_PROCESS, matrix_text, planted
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.matrix.cases import (
     BOUNDARY_MAX_PERCENT,
     SPECIAL_SHARE_PERCENT,
@@ -34,7 +34,15 @@ SMALL_AXES = {
     "out_dtype": ["bf16", "fp32"],
     "bias": [False, True],
     "use_fast_accum": [False, True],
-    "mode": ["eager", "aot_eager", "inductor", "max-autotune-no-cudagraphs", "reduce-overhead", "dynamic", "triton-gemm"],
+    "mode": [
+        "eager",
+        "aot_eager",
+        "inductor",
+        "max-autotune-no-cudagraphs",
+        "reduce-overhead",
+        "dynamic",
+        "triton-gemm",
+    ],
     "scale_layout": ["contiguous", "offset", "noncontiguous"],
     "m": [1, 16, 33, 256],
     "k": [20, 24, 64, 128, 256],
@@ -42,16 +50,34 @@ SMALL_AXES = {
 }
 # The refusal reasons each kernel's model gives within SMALL_AXES (`declared` is a user kernel).
 SMALL_REASONS = {
-    "cpu": {"aten_scaled_mm": {"scale_pair", "rowwise_layout"}, "int8_w8a8": set(),
-            "declared": {"scale_pairs", "k_multiple", "min_m", "bias_out_dtypes"}},
-    "sm90": {"aten_scaled_mm": {"scale_pair", "k_alignment", "n_alignment", "e5m2_pair", "bias_dtype", "blockwise_fast_accum",
-                                "library_status"},
-             "int8_w8a8": {"int8_min_m", "int8_alignment"},
-             "declared": {"scale_pairs", "k_multiple", "min_m", "bias_out_dtypes"}},
+    "cpu": {
+        "aten_scaled_mm": {"scale_pair", "rowwise_layout"},
+        "int8_w8a8": set(),
+        "declared": {"scale_pairs", "k_multiple", "min_m", "bias_out_dtypes"},
+    },
+    "sm90": {
+        "aten_scaled_mm": {
+            "scale_pair",
+            "k_alignment",
+            "n_alignment",
+            "e5m2_pair",
+            "bias_dtype",
+            "blockwise_fast_accum",
+            "library_status",
+        },
+        "int8_w8a8": {"int8_min_m", "int8_alignment"},
+        "declared": {"scale_pairs", "k_multiple", "min_m", "bias_out_dtypes"},
+    },
 }
-DECLARED = planted("declared", "correct", k_multiple=16, min_m=2, bias_out_dtypes=["bf16"],
-                   scale_pairs=[["tensor_0d", "tensor_0d"], ["rowwise", "rowwise"], ["tensor_1d", "rowwise"]],
-                   scale_forms=["tensor_0d", "tensor_1d", "rowwise"])
+DECLARED = planted(
+    "declared",
+    "correct",
+    k_multiple=16,
+    min_m=2,
+    bias_out_dtypes=["bf16"],
+    scale_pairs=[["tensor_0d", "tensor_0d"], ["rowwise", "rowwise"], ["tensor_1d", "rowwise"]],
+    scale_forms=["tensor_0d", "tensor_1d", "rowwise"],
+)
 
 
 def small_spec(cases=440):
@@ -93,17 +119,25 @@ def test_small_matrix_gives_valid_cases_first_and_each_refusal_under_each_family
     assert ("triton-gemm" in {c["mode"] for c in cases}) == (arch != "cpu")
 
 
-@pytest.mark.parametrize("arch, reasons", [
-    ("cpu", {"aten_scaled_mm": {"scale_pair", "rowwise_layout"}, "int8_w8a8": set()}),
-    ("sm90", {"aten_scaled_mm": SMALL_REASONS["sm90"]["aten_scaled_mm"] | {"operand_layout", "scale_device"},
-              "int8_w8a8": {"int8_min_m", "int8_alignment", "scale_device"}}),
-])
+@pytest.mark.parametrize(
+    "arch, reasons",
+    [
+        ("cpu", {"aten_scaled_mm": {"scale_pair", "rowwise_layout"}, "int8_w8a8": set()}),
+        (
+            "sm90",
+            {
+                "aten_scaled_mm": SMALL_REASONS["sm90"]["aten_scaled_mm"] | {"operand_layout", "scale_device"},
+                "int8_w8a8": {"int8_min_m", "int8_alignment", "scale_device"},
+            },
+        ),
+    ],
+)
 def test_shipped_default_profile_shares_and_boundary(arch, reasons):
     spec = load_spec(REPO / "matrix.yaml")
     profile = spec.profile("default")
     cases, notes = generate_cases(spec, profile, arch)
     modes = [m for m in spec.axes_for(profile)["mode"] if arch != "cpu" or m != "triton-gemm"]
-    purposes = check_shares(cases, notes, profile.cases, reasons, modes)
+    check_shares(cases, notes, profile.cases, reasons, modes)
     # Special values on both sides, for each kernel.
     sides = {(c["kernel"], c.params.get("special_side", "a")) for c in cases if c["purpose"] == "special"}
     assert sides == {(kernel, side) for kernel in reasons for side in "ab"}, sides
@@ -114,8 +148,13 @@ def test_every_scale_form_meets_every_shape_class_in_the_default_profile_on_sm90
     spec = load_spec(REPO / "matrix.yaml")
     cases, notes = generate_cases(spec, spec.profile("default"), "sm90")
     valid = [c for c in cases if c["purpose"] == "valid"]
-    met = {(c["kernel"], side, c[f"scale_{side}"], class_of(dim, c[dim])) for c in valid for side in "ab" for dim in "mkn"
-           if c[dim]}
+    met = {
+        (c["kernel"], side, c[f"scale_{side}"], class_of(dim, c[dim]))
+        for c in valid
+        for side in "ab"
+        for dim in "mkn"
+        if c[dim]
+    }
     for kernel, possible in notes["possible"].items():
         wanted = {(kernel, *item) for item in map(tuple, possible["form_class"])}
         assert wanted and wanted <= met, sorted(wanted - met)[:5]
@@ -123,7 +162,9 @@ def test_every_scale_form_meets_every_shape_class_in_the_default_profile_on_sm90
     # The classes the default profile's sizes fill (empty dims are a slice of their own).
     classes = {class_of(dim, size) for dim in "mkn" for size in spec.axes_for(spec.profile("default"))[dim] if size}
     forms = set(spec.axes["scale_a"])
-    assert {(s, f, c) for _, s, f, c in met if _ == "aten_scaled_mm"} == {(s, f, c) for s in "ab" for f in forms for c in classes}
+    assert {(s, f, c) for _, s, f, c in met if _ == "aten_scaled_mm"} == {
+        (s, f, c) for s in "ab" for f in forms for c in classes
+    }
     # int8 on a GPU refuses M <= 16: its scales meet those classes only in the boundary slice.
     assert not any(c["kernel"] == "int8_w8a8" and c["m"] <= 16 for c in valid)
 
@@ -143,8 +184,10 @@ def test_full_profile_meets_every_accepted_scale_pair_in_every_mode_with_special
     families = {mode_family(m) for m in spec.axes["mode"]}
     for kernel in ("aten_scaled_mm", "int8_w8a8"):
         special = [c for c in cases if c["kernel"] == kernel and c["purpose"] == "special"]
-        met = {(c["special_scale"], c.params.get("special_side", "a"), c[f"scale_{c.params.get('special_side', 'a')}"])
-               for c in special}
+        met = {
+            (c["special_scale"], c.params.get("special_side", "a"), c[f"scale_{c.params.get('special_side', 'a')}"])
+            for c in special
+        }
         for side in "ab":
             forms = {c[f"scale_{side}"] for c in cases if c["kernel"] == kernel and c["purpose"] == "valid"}
             assert {(v, side, f) for v in ("zero", "negative", "inf", "nan") for f in forms} <= met, (kernel, side)
@@ -192,20 +235,41 @@ def test_model_agrees_with_this_torch_on_the_cpu(cpu_fp8_mm):
     disagree = []
     for _ in range(300):
         name = rng.choice(["aten_scaled_mm", "scaled_mm_v2"])
-        params = {"kernel": name, "scale_a": rng.choice(["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"]),
-                  "scale_b": rng.choice(["tensor_0d", "tensor_1x1", "rowwise", "blockwise"]), "dtype_a": "e4m3fn",
-                  "dtype_b": rng.choice(["e4m3fn", "e5m2"]), "out_dtype": rng.choice(["bf16", "fp32"]),
-                  "bias": rng.random() < 0.3, "use_fast_accum": False, "activation_rank": 2, "special_scale": "none",
-                  "scale_layout": rng.choice(["contiguous", "noncontiguous", "offset", "expanded"]),
-                  "m": rng.choice([1, 7, 17, 64]), "k": rng.choice([24, 64, 128, 160]), "n": rng.choice([40, 64, 128])}
-        if name == "scaled_mm_v2" and BUILTIN_IMPLS[name] and not hasattr(__import__("torch").nn.functional, "scaled_mm"):
+        params = {
+            "kernel": name,
+            "scale_a": rng.choice(["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"]),
+            "scale_b": rng.choice(["tensor_0d", "tensor_1x1", "rowwise", "blockwise"]),
+            "dtype_a": "e4m3fn",
+            "dtype_b": rng.choice(["e4m3fn", "e5m2"]),
+            "out_dtype": rng.choice(["bf16", "fp32"]),
+            "bias": rng.random() < 0.3,
+            "use_fast_accum": False,
+            "activation_rank": 2,
+            "special_scale": "none",
+            "scale_layout": rng.choice(["contiguous", "noncontiguous", "offset", "expanded"]),
+            "m": rng.choice([1, 7, 17, 64]),
+            "k": rng.choice([24, 64, 128, 160]),
+            "n": rng.choice([40, 64, 128]),
+        }
+        if (
+            name == "scaled_mm_v2"
+            and BUILTIN_IMPLS[name]
+            and not hasattr(__import__("torch").nn.functional, "scaled_mm")
+        ):
             continue
         spec = KernelSpec(name, BUILTIN_KERNELS[name]["family"])
         predicted = support_model(spec, "cpu").breaks(params)
         inputs = make_inputs(params, 1, "cpu")
         try:
-            BUILTIN_IMPLS[name](inputs.a, inputs.b, inputs.scale_a, inputs.scale_b, bias=inputs.bias,
-                                out_dtype=inputs.out_dtype, use_fast_accum=False)
+            BUILTIN_IMPLS[name](
+                inputs.a,
+                inputs.b,
+                inputs.scale_a,
+                inputs.scale_b,
+                bias=inputs.bias,
+                out_dtype=inputs.out_dtype,
+                use_fast_accum=False,
+            )
             got = None
         except Exception as exc:
             refusal = matching_refusal(describe_exception(exc), name)
@@ -225,13 +289,24 @@ def _first_catch(kernel_entry):
     from pytest_scaledmm.matrix.kernels import resolve_kernels
 
     shipped = yaml.safe_load((REPO / "matrix.yaml").read_text())
-    text = yaml.safe_dump({"version": 1, "kernels": [kernel_entry], "axes": shipped["axes"], "archs": shipped["archs"],
-                           "profiles": {"default": {"cases": 30}}})
+    text = yaml.safe_dump(
+        {
+            "version": 1,
+            "kernels": [kernel_entry],
+            "axes": shipped["axes"],
+            "archs": shipped["archs"],
+            "profiles": {"default": {"cases": 30}},
+        }
+    )
     spec = parse_spec(Path("matrix.yaml"), text)
     cases, _ = generate_cases(spec, spec.profile("default"), "cpu")
     assert len(cases) == 30
-    ctx = RunContext(device="cpu", run_seed=spec.seed, kernel_specs={k.name: k for k in spec.kernels},
-                     kernels=resolve_kernels(spec.path, spec.kernels))
+    ctx = RunContext(
+        device="cpu",
+        run_seed=spec.seed,
+        kernel_specs={k.name: k for k in spec.kernels},
+        kernels=resolve_kernels(spec.path, spec.kernels),
+    )
     for index, case in enumerate(cases):
         if run_case(case, ctx).outcome == oc.MISMATCH:
             return index, case, cases
@@ -266,18 +341,30 @@ def test_run_reports_what_was_tested_and_model_mismatches(matrix_project):
     records = {r["id"]: r for r in report["cases"]}
     boundary = [r for r in records.values() if r["params"]["purpose"] == "boundary"]
     assert boundary and all(r["params"]["kernel"] == "accepts_k24" and r["params"]["k"] == 24 for r in boundary)
-    assert all(r["model"] == {"purpose": "boundary", "expected_refusal": "k_multiple", "mismatch": True,
-                              "detail": "the model expects k_multiple, eager accepts; compiled accepts too"} for r in boundary)
+    assert all(
+        r["model"]
+        == {
+            "purpose": "boundary",
+            "expected_refusal": "k_multiple",
+            "mismatch": True,
+            "detail": "the model expects k_multiple, eager accepts; compiled accepts too",
+        }
+        for r in boundary
+    )
     refused = [r for r in records.values() if r["params"]["kernel"] == "refuses_m1" and r["params"]["m"] == 1]
     assert refused and all(r["outcome"] == oc.REFUSED and r["model"]["mismatch"] for r in refused)
     assert not any(r["model"]["mismatch"] for r in records.values() if r["params"]["kernel"] == "correct")
     out = result.stdout.str()
     # User kernels: what their code does against what they declare, never a change of torch.
     assert "model mismatch" not in out
-    assert ("kernel accepts_k24 (user kernel): 2 case(s) outside its declared support (k_multiple) accepted by its"
-            " code: the declaration is narrower than the kernel") in out
-    assert ("kernel refuses_m1 (user kernel): 2 valid case(s) inside its declared support raise in its own code at "
-            f"{Path(__file__).parent / 'planted_kernels.py'}:") in out
+    assert (
+        "kernel accepts_k24 (user kernel): 2 case(s) outside its declared support (k_multiple) accepted by its"
+        " code: the declaration is narrower than the kernel"
+    ) in out
+    assert (
+        "kernel refuses_m1 (user kernel): 2 valid case(s) inside its declared support raise in its own code at "
+        f"{Path(__file__).parent / 'planted_kernels.py'}:"
+    ) in out
     cases = report["coverage"]["cases"]
     assert cases["run"] == 12 and cases["boundary"] == 2 and cases["model_mismatch"] == 4 and cases["skipped"] == 0
     assert cases["reference_checked_valid"] == 8  # refuses_m1 at M = 1: valid, but nothing to check
@@ -297,14 +384,34 @@ def test_declared_pairs_and_dtype_rules_make_refusals_unsupported():
     from pytest_scaledmm.matrix.errors import MatrixError
     from pytest_scaledmm.verdict.refusals import declared_breaks, outside_declared_support
 
-    kernel = planted("k", "correct", scale_pairs=[["tensor_0d", "tensor_0d"]], dtype_pairs=[["e4m3fn", "e5m2"]],
-                     out_dtypes=["bf16"], bias_out_dtypes=[])
+    kernel = planted(
+        "k",
+        "correct",
+        scale_pairs=[["tensor_0d", "tensor_0d"]],
+        dtype_pairs=[["e4m3fn", "e5m2"]],
+        out_dtypes=["bf16"],
+        bias_out_dtypes=[],
+    )
     spec = parse_spec(Path("matrix.yaml"), matrix_text([kernel]))
     declared = spec.kernels[0]
     assert declared.scale_pairs == (("tensor_0d", "tensor_0d"),) and declared.bias_out_dtypes == ()
-    params = {"scale_a": "tensor_0d", "scale_b": "tensor_1d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn", "out_dtype": "fp16",
-              "bias": True, "m": 4, "k": 32, "n": 16}
-    assert [key for key, _ in declared_breaks(declared, params)] == ["scale_pairs", "dtype_pairs", "out_dtypes", "bias_out_dtypes"]
+    params = {
+        "scale_a": "tensor_0d",
+        "scale_b": "tensor_1d",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "out_dtype": "fp16",
+        "bias": True,
+        "m": 4,
+        "k": 32,
+        "n": 16,
+    }
+    assert [key for key, _ in declared_breaks(declared, params)] == [
+        "scale_pairs",
+        "dtype_pairs",
+        "out_dtypes",
+        "bias_out_dtypes",
+    ]
     assert "tensor_0d x tensor_1d is not in its scale_pairs" in outside_declared_support(declared, params)
     with pytest.raises(MatrixError, match=r"kernels\[0\]"):
         parse_spec(Path("matrix.yaml"), matrix_text([planted("k", "correct", scale_pairs=[["tensor_0d"]])]))
@@ -315,10 +422,18 @@ def test_a_refusal_of_an_older_torch_is_explained_not_a_mismatch():
     explains a mismatch instead. Cases generation did not make are never mismatches."""
     from pytest_scaledmm.reports.coverage import model_block
 
-    error = {"type": "builtins.NotImplementedError", "root_type": "builtins.NotImplementedError",
-             "message": "Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend."}
-    record = {"id": "x", "outcome": oc.UNSUPPORTED, "params": {"kernel": "aten_scaled_mm", "purpose": "valid"},
-              "eager_error": error, "compiled_error": error}
+    error = {
+        "type": "builtins.NotImplementedError",
+        "root_type": "builtins.NotImplementedError",
+        "message": "Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend.",
+    }
+    record = {
+        "id": "x",
+        "outcome": oc.UNSUPPORTED,
+        "params": {"kernel": "aten_scaled_mm", "purpose": "valid"},
+        "eager_error": error,
+        "compiled_error": error,
+    }
     old = model_block(record, "cpu", "2.7.1+cpu")
     assert old["mismatch"] is False and old["refusal"] == "backend" and "2.7.1" in old["explained"]
     assert model_block(record, "cpu", "2.9.0+cpu")["mismatch"] is True

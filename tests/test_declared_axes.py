@@ -6,18 +6,21 @@ from pathlib import Path
 
 import yaml
 
+from matrices import IN_PROCESS
 from pytest_scaledmm.matrix.cases import generate_cases
 from pytest_scaledmm.matrix.spec import load_spec
-
-from matrices import IN_PROCESS
 
 FORMS = ["tensor_0d", "tensor_1d", "rowwise"]
 KERNEL = {"name": "mine", "impl": "planted_kernels:correct", "scale_forms": FORMS}
 
 
 def spec_of(tmp_path: Path, axes: dict, cases: int = 60, kernel=KERNEL, profile_axes=None):
-    document = {"version": 1, "kernels": [kernel], "axes": axes,
-                "profiles": {"default": {"cases": cases, **({"axes": profile_axes} if profile_axes else {})}}}
+    document = {
+        "version": 1,
+        "kernels": [kernel],
+        "axes": axes,
+        "profiles": {"default": {"cases": cases, **({"axes": profile_axes} if profile_axes else {})}},
+    }
     path = tmp_path / "matrix.yaml"
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     return load_spec(path)
@@ -34,8 +37,9 @@ def test_left_out_scale_axes_take_the_declared_forms(tmp_path):
     cases, notes = cases_and_notes(spec)
     pairs = {(c["scale_a"], c["scale_b"]) for c in cases}
     assert pairs == {(a, b) for a in FORMS for b in FORMS}
-    assert {(c["scale_a"], c["scale_b"], c["mode"]) for c in cases} >= {(a, b, m) for a in FORMS for b in FORMS
-                                                                         for m in ("aot_eager", "inductor")}
+    assert {(c["scale_a"], c["scale_b"], c["mode"]) for c in cases} >= {
+        (a, b, m) for a in FORMS for b in FORMS for m in ("aot_eager", "inductor")
+    }
     assert len(cases) == 60 and notes["warnings"] == []
 
 
@@ -47,17 +51,40 @@ def test_left_out_dtype_axes_take_the_declared_dtypes_also_without_fast_accum(tm
 
 
 def test_a_declared_form_the_axes_leave_out_is_warned_about(tmp_path):
-    spec = spec_of(tmp_path, {"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": ["tensor_0d"], "mode": ["aot_eager"],
-                              "m": [4], "k": [32], "n": [16]}, cases=2)
+    spec = spec_of(
+        tmp_path,
+        {
+            "scale_a": ["tensor_0d", "tensor_1d"],
+            "scale_b": ["tensor_0d"],
+            "mode": ["aot_eager"],
+            "m": [4],
+            "k": [32],
+            "n": [16],
+        },
+        cases=2,
+    )
     _, notes = cases_and_notes(spec)
-    assert "kernel 'mine' declares scale_a rowwise, which profile 'default' does not list under axes.scale_a" in notes["warnings"][0]
+    assert (
+        "kernel 'mine' declares scale_a rowwise, which profile 'default' does not list under axes.scale_a"
+        in notes["warnings"][0]
+    )
     assert any("declares scale_b tensor_1d, rowwise" in w for w in notes["warnings"])
 
 
 def test_a_budget_the_declaration_cannot_fill_is_warned_about(tmp_path):
-    spec = spec_of(tmp_path, {"scale_a": ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"],
-                              "scale_b": ["tensor_0d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]},
-                   cases=60, kernel={**KERNEL, "scale_forms": ["tensor_0d"]})
+    spec = spec_of(
+        tmp_path,
+        {
+            "scale_a": ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"],
+            "scale_b": ["tensor_0d"],
+            "mode": ["aot_eager"],
+            "m": [4],
+            "k": [32],
+            "n": [16],
+        },
+        cases=60,
+        kernel={**KERNEL, "scale_forms": ["tensor_0d"]},
+    )
     cases, notes = cases_and_notes(spec)
     assert len(cases) < 60
     budget = [w for w in notes["warnings"] if "whose budget is 60" in w]
@@ -67,10 +94,24 @@ def test_a_budget_the_declaration_cannot_fill_is_warned_about(tmp_path):
 
 
 def test_the_warning_is_shown_in_the_run_summary_and_kept_in_the_report(matrix_project):
-    matrix_project.write_matrix(yaml.safe_dump({
-        "version": 1, "kernels": [{**KERNEL, "scale_forms": ["tensor_0d", "rowwise"]}],
-        "axes": {"scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]},
-        "profiles": {"default": {"cases": 5}}}, sort_keys=False))
+    matrix_project.write_matrix(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "kernels": [{**KERNEL, "scale_forms": ["tensor_0d", "rowwise"]}],
+                "axes": {
+                    "scale_a": ["tensor_0d"],
+                    "scale_b": ["tensor_0d"],
+                    "mode": ["aot_eager"],
+                    "m": [4],
+                    "k": [32],
+                    "n": [16],
+                },
+                "profiles": {"default": {"cases": 5}},
+            },
+            sort_keys=False,
+        )
+    )
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *IN_PROCESS)
     assert result.ret == 0
     out = result.stdout.str()

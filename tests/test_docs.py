@@ -21,8 +21,11 @@ def _nav_pages(nav) -> list:
 
 def _relative_links(text: str) -> list:
     prose = re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)  # links in code blocks are code
-    return [link.split("#")[0] for link in LINK.findall(prose)
-            if not re.match(r"[a-z]+:", link) and not link.startswith("#")]
+    return [
+        link.split("#")[0]
+        for link in LINK.findall(prose)
+        if not re.match(r"[a-z]+:", link) and not link.startswith("#")
+    ]
 
 
 def test_every_docs_page_is_in_the_nav_and_linked_from_the_readme():

@@ -10,10 +10,20 @@ from pytest_scaledmm import doctor
 
 
 def test_doctor_json_and_text(tmp_path):
-    env = dict(os.environ, TORCHINDUCTOR_FORCE_DISABLE_CACHES="1", TORCHINDUCTOR_NOT_A_REAL_KNOB="1",
-               TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"))
-    done = subprocess.run([sys.executable, "-m", "pytest_scaledmm.doctor", "--json"], capture_output=True, text=True,
-                          env=env, timeout=300, check=True)
+    env = dict(
+        os.environ,
+        TORCHINDUCTOR_FORCE_DISABLE_CACHES="1",
+        TORCHINDUCTOR_NOT_A_REAL_KNOB="1",
+        TORCHINDUCTOR_CACHE_DIR=str(tmp_path / "inductor"),
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_scaledmm.doctor", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=True,
+    )
     data = json.loads(done.stdout)
     assert data["versions"]["torch"] and data["versions"]["python"] == sys.version.split()[0]
     assert data["device"]["arch"]
@@ -21,7 +31,11 @@ def test_doctor_json_and_text(tmp_path):
     assert set(ops) >= {"aten._scaled_mm (tensorwise)", "aten._int_mm", "_C.cutlass_scaled_mm (vendor)"}
     assert ops["_C.cutlass_scaled_mm (vendor)"] == "missing"  # nothing registers it here
     assert ops["aten._int_mm"] in ("ok", "error")  # a result either way, never a crash of the doctor
-    assert data["caches"]["inductor"] == {"path": str(tmp_path / "inductor"), "from": "TORCHINDUCTOR_CACHE_DIR", "bytes": None}
+    assert data["caches"]["inductor"] == {
+        "path": str(tmp_path / "inductor"),
+        "from": "TORCHINDUCTOR_CACHE_DIR",
+        "bytes": None,
+    }
     verdicts = {e["name"]: e for e in data["environment"]}
     assert verdicts["TORCHINDUCTOR_FORCE_DISABLE_CACHES"]["verdict"] == "real"
     assert verdicts["TORCHINDUCTOR_FORCE_DISABLE_CACHES"]["set"] is True
@@ -29,7 +43,13 @@ def test_doctor_json_and_text(tmp_path):
     assert verdicts["TORCH_USE_CUDA_DSA"]["verdict"] == "no effect"  # a build flag, not a variable
 
     text = doctor.render(data)
-    for words in ("scaledmm doctor", "torch    ", "scaled-mm ops on", "caches:", "no effect TORCHINDUCTOR_NOT_A_REAL_KNOB=1"):
+    for words in (
+        "scaledmm doctor",
+        "torch    ",
+        "scaled-mm ops on",
+        "caches:",
+        "no effect TORCHINDUCTOR_NOT_A_REAL_KNOB=1",
+    ):
         assert words in text
     assert not (tmp_path / "inductor").exists()  # the doctor looks, it does not create
 

@@ -26,10 +26,21 @@ profiles:
 
 
 def test_explore_shrinks_a_failure_into_the_corpus_and_the_matrix_replays_it(matrix_project, pytester):
-    matrix_project.write_matrix(EXPLORE_MATRIX.replace("  default: {cases: 2, axes: {scale_a: [tensor_1d], scale_b: [tensor_1d]}}", "  default: {cases: 2}"))
+    matrix_project.write_matrix(
+        EXPLORE_MATRIX.replace(
+            "  default: {cases: 2, axes: {scale_a: [tensor_1d], scale_b: [tensor_1d]}}", "  default: {cases: 2}"
+        )
+    )
     result = matrix_project.run(
-        "--scaledmm-matrix", "--scaledmm-explore", "--scaledmm-explore-examples", "25",
-        "--scaledmm-corpus", "corpus.yaml", "--no-scaledmm-triage", "--scaledmm-report", "report.json",
+        "--scaledmm-matrix",
+        "--scaledmm-explore",
+        "--scaledmm-explore-examples",
+        "25",
+        "--scaledmm-corpus",
+        "corpus.yaml",
+        "--no-scaledmm-triage",
+        "--scaledmm-report",
+        "report.json",
     )
     result.assert_outcomes(failed=1)  # one explore item for the one kernel
     out = result.stdout.str()
@@ -67,11 +78,24 @@ def _write(tmp_path, corpus_text, include="corpus.yaml"):
     "corpus, include, key, words",
     [
         ("", "missing.yaml", "include[0]", "no such file"),
-        ("version: 1\ncases: [{params: {kernel: rank, m: 1, k: 32, n: 16, scale_a: bogus}}]\n", "corpus.yaml",
-         "cases[0].params.scale_a", "'bogus' is not one of"),
-        ("version: 1\ncases: [{params: {kernel: nope, m: 1, k: 32, n: 16}}]\n", "corpus.yaml",
-         "cases[0].params.kernel", "'nope' is not in the matrix"),
-        ("version: 1\ncases: [{params: {kernel: rank, k: 32, n: 16}}]\n", "corpus.yaml", "cases[0].params", "'m' is a required"),
+        (
+            "version: 1\ncases: [{params: {kernel: rank, m: 1, k: 32, n: 16, scale_a: bogus}}]\n",
+            "corpus.yaml",
+            "cases[0].params.scale_a",
+            "'bogus' is not one of",
+        ),
+        (
+            "version: 1\ncases: [{params: {kernel: nope, m: 1, k: 32, n: 16}}]\n",
+            "corpus.yaml",
+            "cases[0].params.kernel",
+            "'nope' is not in the matrix",
+        ),
+        (
+            "version: 1\ncases: [{params: {kernel: rank, k: 32, n: 16}}]\n",
+            "corpus.yaml",
+            "cases[0].params",
+            "'m' is a required",
+        ),
         ("version: 2\ncases: []\n", "corpus.yaml", "version", "1 was expected"),
         ("cases: [\n", "corpus.yaml", "", "not valid YAML"),
     ],

@@ -5,16 +5,14 @@ alike."""
 
 import json
 import sys
-import textwrap
 
-import pytest
 import yaml
 from reports_factory import case, report, write
 
 from matrices import IN_PROCESS
 from pytest_scaledmm.cli import main
 
-KERNELS = '''
+KERNELS = """
 import torch
 
 
@@ -58,7 +56,8 @@ def data_branch(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=
     if scale_a.max().item() > 1e9:
         raise ValueError("scale too large")
     return out.to(out_dtype)
-'''
+"""
+
 
 def _line(text: str) -> int:
     """The line of KERNELS holding `text`, as its file numbers it."""
@@ -78,8 +77,17 @@ def _project(pytester, kernels, axes):
 
 
 def _run(pytester, *args):
-    result = pytester.runpytest("-p", "no:cacheprovider", "-W", "ignore", "--scaledmm-matrix", "matrix.yaml",
-                                "--scaledmm-report", "report.json", *args)
+    result = pytester.runpytest(
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore",
+        "--scaledmm-matrix",
+        "matrix.yaml",
+        "--scaledmm-report",
+        "report.json",
+        *args,
+    )
     return result, json.loads((pytester.path / "report.json").read_text())
 
 
@@ -90,8 +98,11 @@ def _summary(result) -> list[str]:
 
 
 def test_two_kernels_with_four_mismatch_causes_are_four_lines_each_naming_its_kernel(pytester):
-    _project(pytester, [{"name": "twofold", "impl": "mykernels:twofold"}, {"name": "banded", "impl": "mykernels:banded"}],
-             {"bias": [True, False], "m": [4, 8], "n": [32]})
+    _project(
+        pytester,
+        [{"name": "twofold", "impl": "mykernels:twofold"}, {"name": "banded", "impl": "mykernels:banded"}],
+        {"bias": [True, False], "m": [4, 8], "n": [32]},
+    )
     result, data = _run(pytester, *IN_PROCESS)
     result.assert_outcomes(failed=8)
     causes = {g["root_cause"]: g["count"] for g in data["signatures"]}
@@ -120,26 +131,33 @@ def test_all_names_the_shape_class_only_the_failures_have(pytester):
 
 
 def test_a_signature_is_shown_with_one_real_message_numbers_kept(pytester):
-    _project(pytester, [{"name": "bcast", "impl": "mykernels:bad_broadcast"}],
-             {"scale_a": ["rowwise"], "m": [4, 8], "n": [16]})
+    _project(
+        pytester,
+        [{"name": "bcast", "impl": "mykernels:bad_broadcast"}],
+        {"scale_a": ["rowwise"], "m": [4, 8], "n": [16]},
+    )
     result, data = _run(pytester, *IN_PROCESS)
     result.assert_outcomes(failed=2)
     (group,) = data["signatures"]
     # The key stays normalised; the example is the message as raised.
-    assert group["root_cause"] == ("RuntimeError: The size of tensor a (N) must match the size of tensor b (N)"
-                                   " at non-singleton dimension N")
+    assert group["root_cause"] == (
+        "RuntimeError: The size of tensor a (N) must match the size of tensor b (N) at non-singleton dimension N"
+    )
     first = data["cases"][0]
     assert group["example"] == first["id"]
     m = first["params"]["m"]
-    expected = (f"RuntimeError: The size of tensor a (16) must match the size of tensor b ({m}) at non-singleton"
-                f" dimension 1 (case {first['id']})")
+    expected = (
+        f"RuntimeError: The size of tensor a (16) must match the size of tensor b ({m}) at non-singleton"
+        f" dimension 1 (case {first['id']})"
+    )
     assert group["example_message"] + f" (case {group['example']})" == expected
     assert f"         e.g. {expected}" in _summary(result)
 
 
 def test_a_user_kernels_python_bug_points_at_its_file_and_line(pytester):
-    _project(pytester, [{"name": "bcast", "impl": "mykernels:bad_broadcast"}],
-             {"scale_a": ["rowwise"], "m": [4], "n": [16]})
+    _project(
+        pytester, [{"name": "bcast", "impl": "mykernels:bad_broadcast"}], {"scale_a": ["rowwise"], "m": [4], "n": [16]}
+    )
     result, data = _run(pytester, "--scaledmm-isolate=no", "--scaledmm-repro-dir", "repros")
     result.assert_outcomes(failed=1)
     where = f"{pytester.path / 'mykernels.py'}:{_line('reshape(1, -1)')} in bad_broadcast"
@@ -153,8 +171,10 @@ def test_a_user_kernels_python_bug_points_at_its_file_and_line(pytester):
     assert "the fault is in the quantized path" not in out
     # Its own refusal, not a change of torch.
     assert "model mismatch: the op changed" not in out
-    assert (f"kernel bcast (user kernel): 1 valid case(s) inside its declared support raise in its own code at {where}"
-            in out)
+    assert (
+        f"kernel bcast (user kernel): 1 valid case(s) inside its declared support raise in its own code at {where}"
+        in out
+    )
     (script,) = (pytester.path / "repros").glob("repro_*.py")
     ran = pytester.run(sys.executable, str(script))
     assert ran.ret == 10, ran.stdout.str()
@@ -186,14 +206,20 @@ PREFIX = "InductorError <- AssertionError: " + "the lowering of scaled_mm expect
 
 def _parity(cid, which):
     record = case(cid, "ERROR_PARITY", f"eager ValueError: refused <> compiled {PREFIX}{which}")
-    record.update({
-        "layer": "inductor",
-        "root_cause": f"{PREFIX}{which}",
-        "met": "eager: ValueError: refused",
-        "eager_error": {"type": "builtins.ValueError", "message": "refused", "root_type": "builtins.ValueError"},
-        "compiled_error": {"type": "torch._inductor.exc.InductorError", "message": f"lowering of {which} at 64",
-                           "root_type": "builtins.AssertionError", "root_message": f"{which}: stride 64, got 128"},
-    })
+    record.update(
+        {
+            "layer": "inductor",
+            "root_cause": f"{PREFIX}{which}",
+            "met": "eager: ValueError: refused",
+            "eager_error": {"type": "builtins.ValueError", "message": "refused", "root_type": "builtins.ValueError"},
+            "compiled_error": {
+                "type": "torch._inductor.exc.InductorError",
+                "message": f"lowering of {which} at 64",
+                "root_type": "builtins.AssertionError",
+                "root_message": f"{which}: stride 64, got 128",
+            },
+        }
+    )
     return record
 
 
@@ -201,8 +227,12 @@ def test_compare_and_gate_word_a_change_the_same_way(tmp_path, capsys):
     ids = [f"c{i}" for i in range(8)]
     baseline = write(tmp_path / "base.json", report([case(cid, "PASS") for cid in ids], torch="2.11.0"))
     # Four causes alike but for their last words: never cut to the same text.
-    candidate = write(tmp_path / "cand.json", report(
-        [_parity(cid, ("scale_a", "scale_b", "bias", "out")[i % 4]) for i, cid in enumerate(ids)], torch="2.13.0"))
+    candidate = write(
+        tmp_path / "cand.json",
+        report(
+            [_parity(cid, ("scale_a", "scale_b", "bias", "out")[i % 4]) for i, cid in enumerate(ids)], torch="2.13.0"
+        ),
+    )
     assert main(["compare", str(baseline), str(candidate)]) == 0
     compared = capsys.readouterr().out
     assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate)]) == 1

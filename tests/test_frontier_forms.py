@@ -7,8 +7,8 @@ import math
 
 import pytest
 import torch
-from matrices import IN_PROCESS, matrix_text
 
+from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.spec import BUILTIN_KERNELS, KernelSpec
 from pytest_scaledmm.matrix.support import support_model
@@ -25,8 +25,18 @@ needs_micro = pytest.mark.skipif(not HAS_MICRO, reason=f"torch {torch.__version_
 
 
 def _params(**overrides):
-    base = {"kernel": "scaled_mm_v2", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn", "out_dtype": "bf16", "mode": "eager",
-            "scale_a": "tensor_0d", "scale_b": "tensor_0d", "m": 128, "k": 256, "n": 128}
+    base = {
+        "kernel": "scaled_mm_v2",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "out_dtype": "bf16",
+        "mode": "eager",
+        "scale_a": "tensor_0d",
+        "scale_b": "tensor_0d",
+        "m": 128,
+        "k": 256,
+        "n": 128,
+    }
     return {**base, **overrides}
 
 
@@ -46,21 +56,26 @@ def test_recipe_and_swizzle_codes_are_torchs():
     assert {name: getattr(swizzles, name).value for name in SWIZZLE_CODES} == SWIZZLE_CODES
 
 
-@pytest.mark.parametrize("form_a,form_b,recipes,codes", [
-    ("block1x128", "block128x128", ("BlockWise1x128", "BlockWise128x128"), ([4], [0], [5], [0])),
-    ("block128x128", "block1x128", ("BlockWise128x128", "BlockWise1x128"), ([5], [0], [4], [0])),
-    ("block1x128", "block1x128", ("BlockWise1x128", "BlockWise1x128"), ([4], [0], [4], [0])),
-    ("blockwise", "blockwise", ("BlockWise1x128", "BlockWise128x128"), ([4], [0], [5], [0])),
-    ("rowwise", "rowwise", ("RowWise", "RowWise"), ([1], [0], [1], [0])),
-    ("mx", "mx", ("BlockWise1x32", "BlockWise1x32"), ([3], [1], [3], [1])),
-    # NVFP4: block scales swizzled, then the global scale TensorWise and not swizzled.
-    ("nvfp4", "nvfp4", ("BlockWise1x16", "BlockWise1x16"), ([2, 0], [1, 0], [2, 0], [1, 0])),
-])
+@pytest.mark.parametrize(
+    "form_a,form_b,recipes,codes",
+    [
+        ("block1x128", "block128x128", ("BlockWise1x128", "BlockWise128x128"), ([4], [0], [5], [0])),
+        ("block128x128", "block1x128", ("BlockWise128x128", "BlockWise1x128"), ([5], [0], [4], [0])),
+        ("block1x128", "block1x128", ("BlockWise1x128", "BlockWise1x128"), ([4], [0], [4], [0])),
+        ("blockwise", "blockwise", ("BlockWise1x128", "BlockWise128x128"), ([4], [0], [5], [0])),
+        ("rowwise", "rowwise", ("RowWise", "RowWise"), ([1], [0], [1], [0])),
+        ("mx", "mx", ("BlockWise1x32", "BlockWise1x32"), ([3], [1], [3], [1])),
+        # NVFP4: block scales swizzled, then the global scale TensorWise and not swizzled.
+        ("nvfp4", "nvfp4", ("BlockWise1x16", "BlockWise1x16"), ([2, 0], [1, 0], [2, 0], [1, 0])),
+    ],
+)
 @needs_micro
 def test_v2_recipe_ints_from_scale_shapes(form_a, form_b, recipes, codes):
     m, k, n = 256, 512, 384
     dtype = "fp4e2m1" if form_a == "nvfp4" else "e4m3fn"
-    made = inputs.make_inputs(_params(scale_a=form_a, scale_b=form_b, m=m, k=k, n=n, dtype_a=dtype, dtype_b=dtype), 1, "cpu")
+    made = inputs.make_inputs(
+        _params(scale_a=form_a, scale_b=form_b, m=m, k=k, n=n, dtype_a=dtype, dtype_b=dtype), 1, "cpu"
+    )
     assert K._inner(made.a) == k
     assert K.scale_recipe_names(made.scale_a, made.scale_b, m, k, n) == recipes
     got = K.v2_call_codes(*recipes, made.scale_a, made.scale_b)
@@ -95,7 +110,7 @@ def test_block128x128_of_b_and_block1x128_of_a_exact_product():
 
 
 def test_v2_scale_operand_has_the_ops_layouts():
-    m, k, n = 256, 640, 384  # K/128 = 5 blocks, padded to L4 = 8
+    m, _k, n = 256, 640, 384  # K/128 = 5 blocks, padded to L4 = 8
     kb, l4 = 5, 8
     a_1x128 = torch.arange(m * kb, dtype=torch.float32).reshape(m, kb)
     (sa,) = K.v2_scale_operand(a_1x128, "BlockWise1x128", "a")
@@ -113,8 +128,15 @@ def test_v2_scale_operand_has_the_ops_layouts():
 
 
 @needs_v2
-@pytest.mark.parametrize("form_a,form_b", [("block1x128", "block128x128"), ("block128x128", "block1x128"),
-                                           ("block1x128", "block1x128"), ("blockwise", "blockwise")])
+@pytest.mark.parametrize(
+    "form_a,form_b",
+    [
+        ("block1x128", "block128x128"),
+        ("block128x128", "block1x128"),
+        ("block1x128", "block1x128"),
+        ("blockwise", "blockwise"),
+    ],
+)
 def test_blockwise_layouts_pass_torchs_meta_checks(form_a, form_b):
     """Compiled, the op's meta function checks each recipe's scale shapes and strides first (a
     wrong layout fails there with its own message); the CPU kernel then refuses every blockwise
@@ -249,8 +271,9 @@ def test_v2_kernel_traces_in_dynamo_fullgraph_on_this_cpu():
     args = _rowwise_inputs()
     eager = K.scaled_mm_v2(*args, out_dtype=torch.bfloat16)
     torch._dynamo.reset()
-    compiled = torch.compile(lambda a, b, sa, sb: K.scaled_mm_v2(a, b, sa, sb, out_dtype=torch.bfloat16),
-                             backend="eager", fullgraph=True)
+    compiled = torch.compile(
+        lambda a, b, sa, sb: K.scaled_mm_v2(a, b, sa, sb, out_dtype=torch.bfloat16), backend="eager", fullgraph=True
+    )
     assert torch.equal(compiled(*args), eager)
 
 
@@ -260,8 +283,11 @@ def test_functional_kernel_is_the_form_dynamo_may_skip():
     eager = K.scaled_mm_v2_functional(*args, out_dtype=torch.bfloat16)
     assert torch.equal(eager, K.scaled_mm_v2(*args, out_dtype=torch.bfloat16))
     torch._dynamo.reset()
-    compiled = torch.compile(lambda a, b, sa, sb: K.scaled_mm_v2_functional(a, b, sa, sb, out_dtype=torch.bfloat16),
-                             backend="eager", fullgraph=True)
+    compiled = torch.compile(
+        lambda a, b, sa, sb: K.scaled_mm_v2_functional(a, b, sa, sb, out_dtype=torch.bfloat16),
+        backend="eager",
+        fullgraph=True,
+    )
     try:
         out = compiled(*args)
     except Exception as exc:  # torch 2.11 on the H200: the failure this kernel exists to show
@@ -287,16 +313,24 @@ def test_old_scaled_mm_refuses_the_new_pairings_on_sm90(form_a, form_b):
 
 @pytest.mark.parametrize("kernel", ["scaled_mm_v2", "scaled_mm_v2_functional"])
 def test_v2_models_take_every_blockwise_pairing_on_sm90_and_none_on_the_cpu(kernel):
-    for form_a, form_b in [("block1x128", "block128x128"), ("block128x128", "block1x128"), ("block1x128", "block1x128"),
-                           ("blockwise", "blockwise")]:
+    for form_a, form_b in [
+        ("block1x128", "block128x128"),
+        ("block128x128", "block1x128"),
+        ("block1x128", "block1x128"),
+        ("blockwise", "blockwise"),
+    ]:
         case = _params(kernel=kernel, scale_a=form_a, scale_b=form_b, m=256, k=256, n=256)
         assert _model(kernel, "sm90").breaks(case) == []
         # Any layout: the kernel copies block scales into the op's.
         assert _model(kernel, "sm90").breaks({**case, "scale_layout": "noncontiguous"}) == []
         assert _model(kernel, "cpu").breaks(case) == ["scale_pair"]
     # Whole blocks only: K a multiple of 128, M of a 128x128 scale_a too.
-    assert _model(kernel, "sm90").breaks(_params(kernel=kernel, scale_a="block1x128", scale_b="block1x128", k=192)) == ["recipe_layout"]
-    assert _model(kernel, "sm90").breaks(_params(kernel=kernel, scale_a="block128x128", scale_b="block1x128", m=64)) == ["recipe_layout"]
+    assert _model(kernel, "sm90").breaks(_params(kernel=kernel, scale_a="block1x128", scale_b="block1x128", k=192)) == [
+        "recipe_layout"
+    ]
+    assert _model(kernel, "sm90").breaks(
+        _params(kernel=kernel, scale_a="block128x128", scale_b="block1x128", m=64)
+    ) == ["recipe_layout"]
 
 
 @pytest.mark.parametrize("arch,want", [("cpu", ["needs_sm100"]), ("sm90", ["needs_sm100"]), ("sm100", [])])
@@ -308,16 +342,25 @@ def test_microscaling_needs_sm100(arch, want):
         assert _model(kernel, arch).breaks({**nvfp4, "kernel": kernel}) == want
         # Mixed forms, or a form with other operands, have no recipe anywhere.
         assert _model(kernel, arch).breaks({**mx, "kernel": kernel, "scale_b": "nvfp4"}) == ["scale_pair"]
-        assert _model(kernel, arch).breaks({**nvfp4, "kernel": kernel, "dtype_a": "e4m3fn", "dtype_b": "e4m3fn"}) == ["scale_pair"]
+        assert _model(kernel, arch).breaks({**nvfp4, "kernel": kernel, "dtype_a": "e4m3fn", "dtype_b": "e4m3fn"}) == [
+            "scale_pair"
+        ]
         assert _model(kernel, arch).breaks({**mx, "kernel": kernel, "scale_b": "rowwise"}) == ["scale_pair"]
 
 
-@pytest.mark.parametrize("message,key,kinds", [
-    ("CPU does not support swizzle.", "needs_sm100", ("ValueError",)),
-    ("scale_a must be swizzled to SWIZZLE_32_4_4 format", "needs_sm100", ("ValueError",)),
-    ("CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmulAlgoGetHeuristic", "library_status", ("RuntimeError",)),
-    ("Invalid scaling configuration.", "scale_pair", ("ValueError", "RuntimeError")),
-])
+@pytest.mark.parametrize(
+    "message,key,kinds",
+    [
+        ("CPU does not support swizzle.", "needs_sm100", ("ValueError",)),
+        ("scale_a must be swizzled to SWIZZLE_32_4_4 format", "needs_sm100", ("ValueError",)),
+        (
+            "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling cublasLtMatmulAlgoGetHeuristic",
+            "library_status",
+            ("RuntimeError",),
+        ),
+        ("Invalid scaling configuration.", "scale_pair", ("ValueError", "RuntimeError")),
+    ],
+)
 def test_microscaling_refusals_are_catalogued_for_both_v2_kernels(message, key, kinds):
     for kernel in ("scaled_mm_v2", "scaled_mm_v2_functional"):
         for kind in (f"builtins.{name}" for name in kinds):
@@ -325,8 +368,12 @@ def test_microscaling_refusals_are_catalogued_for_both_v2_kernels(message, key, 
             found = matching_refusal(error, kernel)
             assert found is not None and found.key == key
     # Not the old kernel's: torch._scaled_mm has no microscaled recipes to refuse.
-    assert matching_refusal(ErrorInfo("builtins.ValueError", "CPU does not support swizzle.", "builtins.ValueError"),
-                            "aten_scaled_mm") is None
+    assert (
+        matching_refusal(
+            ErrorInfo("builtins.ValueError", "CPU does not support swizzle.", "builtins.ValueError"), "aten_scaled_mm"
+        )
+        is None
+    )
 
 
 def test_forms_are_one_recipe_pair_per_pair_of_forms():
@@ -343,10 +390,17 @@ def test_forms_are_one_recipe_pair_per_pair_of_forms():
 @needs_v2
 @needs_micro
 def test_frontier_matrix_outcomes_on_this_cpu(matrix_project):
-    axes = {"scale_a": ["mx", "nvfp4", "block1x128", "block128x128", "rowwise"],
-            "scale_b": ["mx", "nvfp4", "block1x128", "block128x128", "rowwise"],
-            "dtype_a": ["e4m3fn", "fp4e2m1"], "dtype_b": ["e4m3fn", "fp4e2m1"], "out_dtype": ["bf16"],
-            "mode": ["aot_eager"], "m": [128], "k": [256], "n": [128]}
+    axes = {
+        "scale_a": ["mx", "nvfp4", "block1x128", "block128x128", "rowwise"],
+        "scale_b": ["mx", "nvfp4", "block1x128", "block128x128", "rowwise"],
+        "dtype_a": ["e4m3fn", "fp4e2m1"],
+        "dtype_b": ["e4m3fn", "fp4e2m1"],
+        "out_dtype": ["bf16"],
+        "mode": ["aot_eager"],
+        "m": [128],
+        "k": [256],
+        "n": [128],
+    }
     exclude = [{"dtype_a": "fp4e2m1", "dtype_b": "e4m3fn"}, {"dtype_a": "e4m3fn", "dtype_b": "fp4e2m1"}]
     matrix_project.write_matrix(matrix_text(["scaled_mm_v2"], axes, cases=40, exclude=exclude))
     matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *IN_PROCESS)
@@ -370,7 +424,8 @@ def test_frontier_matrix_outcomes_on_this_cpu(matrix_project):
     # A pair that is no recipe of the op (128x128 x 128x128, MX x blockwise): eager's ValueError,
     # the meta function's RuntimeError, on invalid input.
     assert {c["outcome"] for c in cases} <= {"PASS", "UNSUPPORTED", "BOUNDARY_PARITY"}, [
-        (c["id"], c["outcome"], c.get("signature")) for c in cases if c["outcome"] not in ("PASS", "UNSUPPORTED")]
+        (c["id"], c["outcome"], c.get("signature")) for c in cases if c["outcome"] not in ("PASS", "UNSUPPORTED")
+    ]
 
 
 def test_input_facts_of_packed_fp4_operands_for_repro_scripts():
@@ -378,9 +433,22 @@ def test_input_facts_of_packed_fp4_operands_for_repro_scripts():
     from pytest_scaledmm.verdict.facts import input_facts
     from pytest_scaledmm.verdict.inputs import make_inputs
 
-    params = {"kernel": "scaled_mm_v2", "scale_a": "nvfp4", "scale_b": "nvfp4", "dtype_a": "fp4e2m1",
-              "dtype_b": "fp4e2m1", "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "m": 64, "k": 128,
-              "n": 128, "mode": "aot_eager", "scale_layout": "contiguous", "activation_rank": 2}
+    params = {
+        "kernel": "scaled_mm_v2",
+        "scale_a": "nvfp4",
+        "scale_b": "nvfp4",
+        "dtype_a": "fp4e2m1",
+        "dtype_b": "fp4e2m1",
+        "out_dtype": "bf16",
+        "bias": False,
+        "use_fast_accum": False,
+        "m": 64,
+        "k": 128,
+        "n": 128,
+        "mode": "aot_eager",
+        "scale_layout": "contiguous",
+        "activation_rank": 2,
+    }
     first, again = (input_facts(make_inputs(params, 7, "cpu")) for _ in range(2))
     assert first == again
     assert first["a"]["dtype"] == "float4_e2m1fn_x2" and first["a"]["shape"] == [64, 64]

@@ -4,9 +4,9 @@
 import textwrap
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 from reports_factory import DATA, case, report, write
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.reports.gate import GateFailure, check
 from pytest_scaledmm.reports.report import load_report
@@ -49,7 +49,10 @@ def test_changed_signature_of_an_old_failure_fails_the_gate(capsys):
     code = main(["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-signature.json")])
     err = capsys.readouterr().out
     assert code == 1
-    assert "signature changed: 1 case COMPILE_ONLY_ERROR -> COMPILE_ONLY_ERROR: InductorError <- RuntimeError: Expected scale_a" in err
+    assert (
+        "signature changed: 1 case COMPILE_ONLY_ERROR -> COMPILE_ONLY_ERROR: InductorError <- RuntimeError: Expected scale_a"
+        in err
+    )
 
 
 def test_gate_raises_its_own_exception_type():
@@ -87,10 +90,13 @@ def test_gate_honours_the_known_failure_catalogue(tmp_path, capsys):
     assert "4d0e44" not in out
 
     # An entry made only of the words the harness writes names no cause: a usage error.
-    catch_all = matrix.read_text() + textwrap.indent(textwrap.dedent("""\
+    catch_all = matrix.read_text() + textwrap.indent(
+        textwrap.dedent("""\
         - match: {kernel: int8_w8a8, scale_a: rowwise}
           signature: "MISMATCH: compiled values off the reference"
-        """), "  ")
+        """),
+        "  ",
+    )
     (tmp_path / "catch_all.yaml").write_text(catch_all)
     assert main(args + ["--matrix", str(tmp_path / "catch_all.yaml")]) == 2
     assert "known_failures[1].signature" in capsys.readouterr().err
@@ -119,13 +125,27 @@ def test_reports_without_a_common_case_fail_the_gate(tmp_path):
 def test_gate_markdown_is_appended(tmp_path):
     summary = tmp_path / "step-summary.md"
     summary.write_text("# earlier step\n")
-    main(["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-regression.json"), "--markdown", str(summary)])
+    main(
+        [
+            "gate",
+            "--baseline",
+            str(BASELINE),
+            "--candidate",
+            str(GATE / "candidate-torch213-regression.json"),
+            "--markdown",
+            str(summary),
+        ]
+    )
     text = summary.read_text()
-    assert text.startswith("# earlier step\n") and "**gate FAILED: 2 case\\(s\\) newly fail in torch213 against torch211**" in text
+    assert (
+        text.startswith("# earlier step\n")
+        and "**gate FAILED: 2 case\\(s\\) newly fail in torch213 against torch211**" in text
+    )
     assert "&lt;script&gt;" in text and "<script>" not in text
 
 
 # -- the same gate inside pytest ----------------------------------------------------------------
+
 
 # The gate is about the catalogue and the reports: cases run in the pytest process without
 # triage, which keeps each run to a few seconds. One kernel name, so one case id, whatever it runs.
@@ -143,7 +163,9 @@ def test_baseline_option_fails_the_session_on_a_new_failure(matrix_project):
     fails now. The session fails and the summary says why."""
     _baseline_run(matrix_project, "correct").assert_outcomes(passed=1)
     matrix_project.write_matrix(_one_case("asserts_rank_under_compile"))
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json"
+    )
     result.assert_outcomes(failed=1)
     assert result.ret == 1
     result.stdout.fnmatch_lines(
@@ -159,10 +181,14 @@ def test_baseline_option_fails_the_session_on_a_new_failure(matrix_project):
 def test_baseline_option_passes_when_the_failure_is_old(matrix_project):
     """The case failed the same way in the baseline: no new failure, the session exits 0."""
     _baseline_run(matrix_project, "asserts_rank_under_compile").assert_outcomes(failed=1)
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json"
+    )
     result.assert_outcomes(failed=1)
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["gate passed: no new failure*", "*exit status 0: every failing case failed the same way*"])
+    result.stdout.fnmatch_lines(
+        ["gate passed: no new failure*", "*exit status 0: every failing case failed the same way*"]
+    )
 
 
 def test_unusable_baseline_is_a_usage_error_naming_the_file(matrix_project):
@@ -170,14 +196,18 @@ def test_unusable_baseline_is_a_usage_error_naming_the_file(matrix_project):
     (matrix_project.path / "old.json").write_text("[1, 2")
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-baseline", "old.json")
     assert result.ret == 4
-    result.stderr.fnmatch_lines(["ERROR: --scaledmm-baseline: old.json: not a report (corrupt JSON at line 1, column 6)"])
+    result.stderr.fnmatch_lines(
+        ["ERROR: --scaledmm-baseline: old.json: not a report (corrupt JSON at line 1, column 6)"]
+    )
     assert "Traceback" not in result.stderr.str()
 
 
 def test_gate_between_two_runs_of_one_environment(tmp_path, capsys):
     # Same torch, same arch, no tox env: the labels collide and the file names tell them apart.
     before = write(tmp_path / "runner-a-before.json", report([case("c1", "PASS"), case("c2", "PASS")]))
-    after = write(tmp_path / "runner-a-after.json", report([case("c1", "PASS"), case("c2", "MISMATCH", "MISMATCH: compiled")]))
+    after = write(
+        tmp_path / "runner-a-after.json", report([case("c1", "PASS"), case("c2", "MISMATCH", "MISMATCH: compiled")])
+    )
     assert main(["gate", "--baseline", str(before), "--candidate", str(after)]) == 1
     err = capsys.readouterr().out
     assert "runner-a-after" in err and "PASS -> MISMATCH" in err

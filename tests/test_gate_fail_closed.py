@@ -9,9 +9,9 @@ import textwrap
 from reports_factory import case, report, write
 
 from pytest_scaledmm.cli import main
+from pytest_scaledmm.matrix.spec import load_spec
 from pytest_scaledmm.reports.gate import check
 from pytest_scaledmm.reports.report import load_report
-from pytest_scaledmm.matrix.spec import load_spec
 
 
 def _gate(tmp_path, baseline, candidate, *extra):
@@ -47,14 +47,18 @@ def test_allow_missing_accepts_a_partial_candidate_and_says_what_it_skipped(tmp_
 
 
 def test_allow_missing_still_fails_a_new_failure(tmp_path, capsys):
-    candidate = report([case("c1", "MISMATCH", "MISMATCH: off")], session={"complete": False, "incomplete_reasons": ["-k"]}, **CAND)
+    candidate = report(
+        [case("c1", "MISMATCH", "MISMATCH: off")], session={"complete": False, "incomplete_reasons": ["-k"]}, **CAND
+    )
     assert _gate(tmp_path, report(_three(), **BASE), candidate, "--allow-missing") == 1
     assert "regression: 1 case PASS -> MISMATCH" in capsys.readouterr().out
 
 
 def test_incomplete_candidate_fails_with_its_reason(tmp_path, capsys):
     # Every baseline id is there, but the run says it did not finish (a -k subset rerun, Ctrl-C).
-    candidate = report(_three(), session={"complete": False, "incomplete_reasons": ["interrupted (KeyboardInterrupt)"]}, **CAND)
+    candidate = report(
+        _three(), session={"complete": False, "incomplete_reasons": ["interrupted (KeyboardInterrupt)"]}, **CAND
+    )
     code = _gate(tmp_path, report(_three(), **BASE), candidate)
     err = capsys.readouterr().out
     assert code == 1
@@ -69,7 +73,11 @@ def test_candidate_with_fewer_records_than_generated_is_incomplete(tmp_path, cap
 
 
 def test_incomplete_baseline_fails_unless_allowed(tmp_path, capsys):
-    baseline = report(_three(), session={"complete": False, "incomplete_reasons": ["stopped early: stopping after 1 failures"]}, **BASE)
+    baseline = report(
+        _three(),
+        session={"complete": False, "incomplete_reasons": ["stopped early: stopping after 1 failures"]},
+        **BASE,
+    )
     assert _gate(tmp_path, baseline, report(_three(), **CAND)) == 1
     assert "the baseline run is incomplete: stopped early" in capsys.readouterr().out
     assert _gate(tmp_path, baseline, report(_three(), **CAND), "--allow-missing") == 0
@@ -84,13 +92,14 @@ def test_candidate_without_cases_fails_even_with_allow_missing(tmp_path, capsys)
 
 
 def test_pass_becoming_unsupported_or_skipped_fails(tmp_path, capsys):
-    candidate = report(
-        [case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no"), case("c3", "SKIPPED")], **CAND
-    )
+    candidate = report([case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no"), case("c3", "SKIPPED")], **CAND)
     code = _gate(tmp_path, report(_three(), **BASE), candidate)
     err = capsys.readouterr().out
     assert code == 1
-    assert "capability lost: 2 case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate (2 passed there), e.g. c2" in err
+    assert (
+        "capability lost: 2 case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate (2 passed there), e.g. c2"
+        in err
+    )
 
 
 def test_allow_capability_loss_turns_it_into_a_note(tmp_path, capsys):
@@ -110,7 +119,11 @@ def _self_declared_xfail(**extra):
 
 def test_candidate_labelling_its_own_failure_xfail_fails(tmp_path, capsys):
     # No catalogue anywhere says c3 is expected to fail: it is the regression it is.
-    candidate = report([case("c1", "PASS"), case("c2", "PASS"), _self_declared_xfail()], matrix_path=str(tmp_path / "gone.yaml"), **CAND)
+    candidate = report(
+        [case("c1", "PASS"), case("c2", "PASS"), _self_declared_xfail()],
+        matrix_path=str(tmp_path / "gone.yaml"),
+        **CAND,
+    )
     code = _gate(tmp_path, report(_three(), **BASE), candidate)
     captured = capsys.readouterr()
     assert code == 1

@@ -3,10 +3,10 @@ per-group float64 reference against hand-computed examples, and a matrix run on 
 
 import pytest
 import torch
-from matrices import IN_PROCESS, matrix_text
 
+from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
-from pytest_scaledmm.matrix.cases import case_id, make_case
+from pytest_scaledmm.matrix.cases import case_id
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.grouped import group_sizes, offsets
 from pytest_scaledmm.verdict.inputs import CaseInputs, expected_shape, make_inputs, reference
@@ -15,10 +15,26 @@ F8 = torch.float8_e4m3fn
 
 
 def params(layout, sizes="even", groups=2, m=16, k=32, n=16):
-    return {"kernel": "scaled_grouped_mm", "scale_a": "rowwise", "scale_b": "rowwise", "dtype_a": "e4m3fn",
-            "dtype_b": "e4m3fn", "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "mode": "aot_eager",
-            "scale_layout": "contiguous", "activation_rank": 2, "special_scale": "none", "group_layout": layout,
-            "group_sizes": sizes, "groups": groups, "m": m, "k": k, "n": n}
+    return {
+        "kernel": "scaled_grouped_mm",
+        "scale_a": "rowwise",
+        "scale_b": "rowwise",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "out_dtype": "bf16",
+        "bias": False,
+        "use_fast_accum": False,
+        "mode": "aot_eager",
+        "scale_layout": "contiguous",
+        "activation_rank": 2,
+        "special_scale": "none",
+        "group_layout": layout,
+        "group_sizes": sizes,
+        "groups": groups,
+        "m": m,
+        "k": k,
+        "n": n,
+    }
 
 
 # -- group sizes, offsets and shapes ----------------------------------------------------------------
@@ -48,11 +64,14 @@ def test_three_d_groups_are_always_even():
     assert group_sizes(params("3d3d", "empty", 4)) == [16] * 4
 
 
-@pytest.mark.parametrize("layout,a_shape,b_shape,sa_shape,sb_shape,out_shape,offs", [
-    ("2d3d", (64, 32), (4, 32, 16), (64,), (4, 16), (64, 16), [32, 32, 64, 64]),
-    ("3d3d", (4, 16, 32), (4, 32, 16), (4, 16), (4, 16), (4, 16, 16), None),
-    ("2d2d", (16, 128), (128, 16), (64,), (64,), (4, 16, 16), [64, 64, 128, 128]),
-])
+@pytest.mark.parametrize(
+    "layout,a_shape,b_shape,sa_shape,sb_shape,out_shape,offs",
+    [
+        ("2d3d", (64, 32), (4, 32, 16), (64,), (4, 16), (64, 16), [32, 32, 64, 64]),
+        ("3d3d", (4, 16, 32), (4, 32, 16), (4, 16), (4, 16), (4, 16, 16), None),
+        ("2d2d", (16, 128), (128, 16), (64,), (64,), (4, 16, 16), [64, 64, 128, 128]),
+    ],
+)
 def test_operands_offsets_and_output_shape(layout, a_shape, b_shape, sa_shape, sb_shape, out_shape, offs):
     p = params(layout, "empty", 4)
     inputs = make_inputs(p, 7, "cpu")
@@ -163,14 +182,25 @@ def test_grouped_kernel_passes_offs_by_keyword(monkeypatch):
 # -- a matrix run on this CPU -----------------------------------------------------------------------
 
 
-GROUPED_AXES = {"scale_a": ["rowwise"], "scale_b": ["rowwise"], "mode": ["aot_eager", "inductor"], "m": [16],
-                "k": [32], "n": [16], "group_layout": ["2d3d", "3d3d", "2d2d"], "group_sizes": ["even", "empty"],
-                "groups": [2]}
+GROUPED_AXES = {
+    "scale_a": ["rowwise"],
+    "scale_b": ["rowwise"],
+    "mode": ["aot_eager", "inductor"],
+    "m": [16],
+    "k": [32],
+    "n": [16],
+    "group_layout": ["2d3d", "3d3d", "2d2d"],
+    "group_sizes": ["even", "empty"],
+    "groups": [2],
+}
 
 
 def test_grouped_kernel_on_this_cpu_is_a_documented_boundary(matrix_project):
-    matrix_project.write_matrix(matrix_text(["scaled_grouped_mm"], GROUPED_AXES, cases=12,
-                                            exclude=[{"group_layout": "3d3d", "group_sizes": "empty"}]))
+    matrix_project.write_matrix(
+        matrix_text(
+            ["scaled_grouped_mm"], GROUPED_AXES, cases=12, exclude=[{"group_layout": "3d3d", "group_sizes": "empty"}]
+        )
+    )
     result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *IN_PROCESS)
     report = matrix_project.report()
     cases = report["cases"]

@@ -29,11 +29,17 @@ def _usage_lines(result):
         ("SCALEDMM_SHARD", "3/2", "ERROR: SCALEDMM_SHARD=3/2: '3/2' is not I/N with whole numbers 1 <= I <= N"),
         ("SCALEDMM_SHARD", "a/b", "ERROR: SCALEDMM_SHARD=a/b: 'a/b' is not I/N"),
         ("SCALEDMM_SHARD", "1/0", "ERROR: SCALEDMM_SHARD=1/0: '1/0' is not I/N"),
-        ("SCALEDMM_KEEP", "-1", "ERROR: SCALEDMM_KEEP=-1: keeps at least one report (the run's own): N must be a whole number >= 1, got -1"),
+        (
+            "SCALEDMM_KEEP",
+            "-1",
+            "ERROR: SCALEDMM_KEEP=-1: keeps at least one report (the run's own): N must be a whole number >= 1, got -1",
+        ),
         ("SCALEDMM_KEEP", "two", "ERROR: SCALEDMM_KEEP=two: expected an integer"),
     ],
 )
-def test_a_bad_shard_or_keep_from_the_environment_names_the_variable(matrix_project, monkeypatch, name, value, expected):
+def test_a_bad_shard_or_keep_from_the_environment_names_the_variable(
+    matrix_project, monkeypatch, name, value, expected
+):
     monkeypatch.setenv(name, value)
     matrix_project.write_matrix(MATRIX)
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
@@ -46,12 +52,26 @@ def test_a_bad_shard_or_keep_from_the_environment_names_the_variable(matrix_proj
 @pytest.mark.parametrize(
     "ini, text, expected",
     [
-        ("tox.ini", "[pytest]\nscaledmm_shard = 0/2\n", "ERROR: tox.ini [pytest] scaledmm_shard = 0/2: '0/2' is not I/N"),
-        ("pytest.ini", "[pytest]\nscaledmm_keep = 0\n", "ERROR: pytest.ini [pytest] scaledmm_keep = 0: keeps at least one report"),
-        ("pyproject.toml", "[tool.pytest.ini_options]\nscaledmm_shard = 2\n",
-         "ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_shard = 2: '2' is not I/N"),
-        ("pyproject.toml", "[tool.pytest.ini_options]\nscaledmm_keep = 2.5\n",
-         "ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_keep = 2.5: expected an integer"),
+        (
+            "tox.ini",
+            "[pytest]\nscaledmm_shard = 0/2\n",
+            "ERROR: tox.ini [pytest] scaledmm_shard = 0/2: '0/2' is not I/N",
+        ),
+        (
+            "pytest.ini",
+            "[pytest]\nscaledmm_keep = 0\n",
+            "ERROR: pytest.ini [pytest] scaledmm_keep = 0: keeps at least one report",
+        ),
+        (
+            "pyproject.toml",
+            "[tool.pytest.ini_options]\nscaledmm_shard = 2\n",
+            "ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_shard = 2: '2' is not I/N",
+        ),
+        (
+            "pyproject.toml",
+            "[tool.pytest.ini_options]\nscaledmm_keep = 2.5\n",
+            "ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_keep = 2.5: expected an integer",
+        ),
     ],
 )
 def test_a_bad_shard_or_keep_from_an_ini_file_names_the_file(matrix_project, pytester, ini, text, expected):
@@ -66,7 +86,9 @@ def test_a_bad_shard_or_keep_from_an_ini_file_names_the_file(matrix_project, pyt
 def test_the_command_line_still_names_the_flag(matrix_project, monkeypatch):
     monkeypatch.setenv("SCALEDMM_SHARD", "1/2")  # the command line wins, and its value is the bad one
     matrix_project.write_matrix(MATRIX)
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "2/1", "--scaledmm-report", "r.json")
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "2/1", "--scaledmm-report", "r.json"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert _usage_lines(result)[0].startswith("ERROR: --scaledmm-shard: '2/1' is not I/N")
 
@@ -92,6 +114,7 @@ def test_the_report_help_names_the_real_default_directory():
 
 def _strict(text: str):
     """json.loads that refuses NaN, Infinity and -Infinity, as jq and most parsers do."""
+
     def refuse(token):
         raise ValueError(f"not strict JSON: {token}")
 
@@ -103,8 +126,18 @@ def test_reports_are_strict_json_and_non_finite_numbers_round_trip(matrix_projec
 
     # returns_none fails with an infinite error ratio on both sides.
     matrix_project.write_matrix(matrix_text([planted("correct"), planted("returns_none")]))
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json", "--scaledmm-shard", "1/1",
-                                "--junitxml", "junit.xml", "--scaledmm-repro-dir", "repros")
+    result = matrix_project.run(
+        *IN_PROCESS,
+        "--scaledmm-matrix",
+        "--scaledmm-report",
+        "r.json",
+        "--scaledmm-shard",
+        "1/1",
+        "--junitxml",
+        "junit.xml",
+        "--scaledmm-repro-dir",
+        "repros",
+    )
     assert result.ret == 1
     text = (pytester.path / "r.json").read_text()
     data = _strict(text)
@@ -126,12 +159,15 @@ def test_reports_are_strict_json_and_non_finite_numbers_round_trip(matrix_projec
 
 
 def test_a_report_written_with_bare_infinity_and_nan_is_read_and_rewritten_strict(tmp_path, capsys):
-    from pytest_scaledmm.reports.gate import _bound_difference
-    from pytest_scaledmm.reports.report import load_report, write_atomic
     from reports_factory import case, report
 
+    from pytest_scaledmm.reports.gate import _bound_difference
+    from pytest_scaledmm.reports.report import load_report, write_atomic
+
     record = case("k-1", "MISMATCH", "MISMATCH: wrong")
-    record["errors"] = {side: {"ok": False, "ratio": float("inf"), "bound": {"slack": float("nan")}} for side in ("eager", "compiled")}
+    record["errors"] = {
+        side: {"ok": False, "ratio": float("inf"), "bound": {"slack": float("nan")}} for side in ("eager", "compiled")
+    }
     old = report([record, case("k-2", "PASS")])
     legacy = tmp_path / "legacy.json"
     legacy.write_text(json.dumps(old))  # what earlier versions wrote
@@ -159,12 +195,19 @@ def test_doctor_json_is_strict(capsys):
 
 
 def _shard_report(cases, index, count, total_ids, **env):
-    from pytest_scaledmm.reports.report import ids_sha256
     from reports_factory import report
 
+    from pytest_scaledmm.reports.report import ids_sha256
+
     data = report(cases, **env)
-    data["shard"] = {"index": index, "count": count, "cases": len(cases), "total_cases": len(total_ids),
-                     "total_ids_sha256": ids_sha256(total_ids), "ids_sha256": ids_sha256(c["id"] for c in cases)}
+    data["shard"] = {
+        "index": index,
+        "count": count,
+        "cases": len(cases),
+        "total_cases": len(total_ids),
+        "total_ids_sha256": ids_sha256(total_ids),
+        "ids_sha256": ids_sha256(c["id"] for c in cases),
+    }
     return data
 
 
@@ -210,6 +253,7 @@ def test_a_shard_gated_or_compared_alone_says_to_merge_first(tmp_path, capsys):
 @contextlib.contextmanager
 def _no_hang(seconds=60):
     """Fails the test instead of hanging it (a FIFO without a reader blocks its writer)."""
+
     def hung(signum, frame):
         raise TimeoutError(f"still blocked after {seconds} s")
 
@@ -231,7 +275,9 @@ def test_a_fifo_as_step_summary_is_one_warning_not_a_hung_run(matrix_project, mo
         result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
     assert result.ret == 0
     warnings = [line for line in result.outlines if "GITHUB_STEP_SUMMARY" in line]
-    assert warnings == [f"warning: $GITHUB_STEP_SUMMARY: cannot append to {fifo}: it is a FIFO, not a file to append to"]
+    assert warnings == [
+        f"warning: $GITHUB_STEP_SUMMARY: cannot append to {fifo}: it is a FIFO, not a file to append to"
+    ]
     assert matrix_project.report("r.json")["session"]["complete"] is True
 
 
@@ -245,12 +291,16 @@ def test_gate_and_merge_warn_once_on_a_step_summary_that_is_not_a_file(tmp_path,
     baseline = write(tmp_path / "b.json", report([case("k-1", "PASS")], torch="2.12.0"))
     candidate = write(tmp_path / "c.json", report([case("k-1", "PASS")]))
     with _no_hang():
-        assert main(["gate", "--baseline", str(baseline), "--candidate", str(candidate), "--markdown", str(target)]) == 0
+        assert (
+            main(["gate", "--baseline", str(baseline), "--candidate", str(candidate), "--markdown", str(target)]) == 0
+        )
         assert main(["compare", str(baseline), str(candidate)]) == 0
     err = capsys.readouterr().err.splitlines()
     expected = f"$GITHUB_STEP_SUMMARY: cannot append to {target}: it is a {'FIFO' if kind == 'fifo' else 'directory'}, not a file to append to"
-    assert err == [f"scaledmm gate: warning: --markdown: cannot append to {target}: it is a {'FIFO' if kind == 'fifo' else 'directory'}, not a file to append to",
-                   f"scaledmm compare: warning: {expected}"]
+    assert err == [
+        f"scaledmm gate: warning: --markdown: cannot append to {target}: it is a {'FIFO' if kind == 'fifo' else 'directory'}, not a file to append to",
+        f"scaledmm compare: warning: {expected}",
+    ]
 
 
 # -- a shard that gets no case --------------------------------------------------------------------------
@@ -259,7 +309,9 @@ def test_gate_and_merge_warn_once_on_a_step_summary_that_is_not_a_file(tmp_path,
 def test_a_shard_with_no_case_is_a_complete_empty_slice_that_merges(matrix_project, tmp_path, capsys):
     matrix_project.write_matrix(matrix_text([planted("correct")], {"out_dtype": ["bf16", "fp16"]}))  # 2 cases
     for index in (1, 2, 3):
-        result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", f"{index}/3", "--scaledmm-report", f"s{index}.json")
+        result = matrix_project.run(
+            *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", f"{index}/3", "--scaledmm-report", f"s{index}.json"
+        )
         assert result.ret == 0, result.stdout.str()[-2000:]
     assert any(line.startswith("shard 3/3 holds none of the matrix's 2 case(s)") for line in result.outlines)
     empty = matrix_project.report("s3.json")
@@ -274,8 +326,16 @@ def test_an_empty_shard_with_a_baseline_is_still_gated(matrix_project, pytester)
     # Its exit status turned from "no tests collected" to 0: the gate must still judge it.
     matrix_project.write_matrix(matrix_text([planted("correct")], {"out_dtype": ["bf16", "fp16"]}))
     assert matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "full.json").ret == 0
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "3/3", "--scaledmm-report", "s3.json",
-                                "--scaledmm-baseline", "full.json")
+    result = matrix_project.run(
+        *IN_PROCESS,
+        "--scaledmm-matrix",
+        "--scaledmm-shard",
+        "3/3",
+        "--scaledmm-report",
+        "s3.json",
+        "--scaledmm-baseline",
+        "full.json",
+    )
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     text = result.stdout.str()
     assert "gate FAILED" in text and "the candidate: this is shard 3/3 of a sharded run: merge the shards first" in text
@@ -286,7 +346,9 @@ def test_explore_is_not_sharded(matrix_project, monkeypatch):
     monkeypatch.setenv("SCALEDMM_SHARD", "1/2")
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-explore", "--scaledmm-report", "r.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert _usage_lines(result) == ["ERROR: SCALEDMM_SHARD=1/2: --scaledmm-explore searches the axes; it is not split into shards"]
+    assert _usage_lines(result) == [
+        "ERROR: SCALEDMM_SHARD=1/2: --scaledmm-explore searches the axes; it is not split into shards"
+    ]
 
 
 # -- --scaledmm-keep spares what is not this job's ------------------------------------------------------
@@ -324,7 +386,9 @@ def test_keep_prunes_only_this_matrix_profile_and_shard(matrix_project, pytester
     left = {p.name for p in directory.iterdir()}
     assert not left & set(same)
     assert set(kept) | {mine.name, previous.name} <= left
-    assert len([name for name in left if name.startswith("report-2") and name not in kept and name != mine.name]) == 1  # this run's
+    assert (
+        len([name for name in left if name.startswith("report-2") and name not in kept and name != mine.name]) == 1
+    )  # this run's
     assert any(line.startswith("--scaledmm-keep 1: removed 3 older report(s)") for line in result.outlines)
 
 
@@ -343,7 +407,10 @@ def test_merge_refuses_to_write_over_a_shard_or_a_run_report(tmp_path, capsys):
     for out in (s1, baseline):  # an input given as OUT too, or the baseline by a slip
         assert main(["merge", str(out), str(s1), str(s2)]) == 2
         err = capsys.readouterr().err
-        assert err == f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten; name another file for the merged report\n"
+        assert (
+            err
+            == f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten; name another file for the merged report\n"
+        )
     assert {p: p.read_text() for p in before} == before
     # An earlier merge is replaced, also inside the directory of shards it was merged from.
     merged = tmp_path / "merged.json"
@@ -367,8 +434,10 @@ def test_merge_refuses_to_write_over_a_shard_or_a_run_report(tmp_path, capsys):
 def test_a_project_file_named_like_a_module_torch_imports_does_not_break_the_isolated_child(matrix_project, pytester):
     # queue.py beside the matrix: the child imported torch with the matrix's directory in front of
     # sys.path, so torch's `import queue` took it, and every case was a HARNESS_ERROR.
-    pytester.makepyfile(queue="raise RuntimeError('not the standard library queue')",
-                        mykernels="from planted_kernels import correct as mm")
+    pytester.makepyfile(
+        queue="raise RuntimeError('not the standard library queue')",
+        mykernels="from planted_kernels import correct as mm",
+    )
     matrix_project.write_matrix(matrix_text([planted("mine", "mm", module="mykernels")], {"mode": ["eager"]}))
     result = matrix_project.run("--no-scaledmm-triage", "--scaledmm-matrix", "--scaledmm-report", "r.json")
     assert result.ret == 0, result.stdout.str()[-3000:]
@@ -381,7 +450,10 @@ def test_a_kernel_module_named_like_a_loaded_module_is_one_clear_error(matrix_pr
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     (line,) = _usage_lines(result)
-    assert "cannot load 'queue:mm'" in line and f"not {pytester.path / 'queue.py'}: give your kernel module a name of its own" in line
+    assert (
+        "cannot load 'queue:mm'" in line
+        and f"not {pytester.path / 'queue.py'}: give your kernel module a name of its own" in line
+    )
 
 
 # -- ini values of the wrong type, case ids from elsewhere ------------------------------------------------
@@ -396,7 +468,9 @@ def test_an_ini_list_that_is_not_all_words_is_one_error_or_the_hint_never_an_int
     matrix_project.write_matrix(MATRIX)
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert _usage_lines(result) == ["ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_case = a 1: expected a list of words"]
+    assert _usage_lines(result) == [
+        "ERROR: pyproject.toml [tool.pytest.ini_options] scaledmm_case = a 1: expected a list of words"
+    ]
 
 
 def test_a_case_id_names_its_source_and_the_shard_that_runs_it(matrix_project, monkeypatch):
@@ -408,10 +482,21 @@ def test_a_case_id_names_its_source_and_the_shard_that_runs_it(matrix_project, m
     monkeypatch.delenv("SCALEDMM_CASE")
     in_first = set(matrix_project.collect("--scaledmm-shard", "1/2"))
     other = next(cid for cid in matrix_project.collect() if cid not in in_first)
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "1/2", "--scaledmm-case", other, "--scaledmm-report", "r.json")
+    result = matrix_project.run(
+        *IN_PROCESS,
+        "--scaledmm-matrix",
+        "--scaledmm-shard",
+        "1/2",
+        "--scaledmm-case",
+        other,
+        "--scaledmm-report",
+        "r.json",
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    assert _usage_lines(result) == [f"ERROR: --scaledmm-case: case id '{other}' is not in shard 1/2: another shard runs it"
-                                    " (leave out --scaledmm-shard to run it)"]
+    assert _usage_lines(result) == [
+        f"ERROR: --scaledmm-case: case id '{other}' is not in shard 1/2: another shard runs it"
+        " (leave out --scaledmm-shard to run it)"
+    ]
 
 
 def test_first_failure_in_a_real_run_reads_the_last_results_not_its_own_placeholder(matrix_project):

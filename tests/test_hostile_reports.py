@@ -16,9 +16,9 @@ import subprocess
 import textwrap
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 from reports_factory import case, report, write
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.matrix.errors import MatrixError
 from pytest_scaledmm.matrix.known_failures import Catalogue
@@ -57,7 +57,11 @@ def _matrix(tmp_path, entries, name="matrix.yaml"):
 
 def _xfail(cid, original="MISMATCH", signature=OFF, entry=0):
     record = case(cid, "XFAIL", signature)
-    record["known_failure"] = {"entry": entry, "signature": "LoweringException: AssertionError", "original_outcome": original}
+    record["known_failure"] = {
+        "entry": entry,
+        "signature": "LoweringException: AssertionError",
+        "original_outcome": original,
+    }
     return record
 
 
@@ -100,18 +104,35 @@ def test_catch_all_signature_stops_the_run_before_any_case(matrix_project):
 
 def test_catch_all_signature_given_to_the_gate_is_exit_2(tmp_path, capsys):
     matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": " "}])
-    code = _gate(tmp_path, report([case("c1", "PASS")], **BASE), report([case("c1", "MISMATCH", OFF)], **CAND), "--matrix", str(matrix))
+    code = _gate(
+        tmp_path,
+        report([case("c1", "PASS")], **BASE),
+        report([case("c1", "MISMATCH", OFF)], **CAND),
+        "--matrix",
+        str(matrix),
+    )
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "known_failures[0].signature" in err
 
 
 @pytest.mark.parametrize("torch, passes", [(">=2.13", False), (">=2.11", True)])
-def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_the_baseline(tmp_path, capsys, torch, passes):
+def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_the_baseline(
+    tmp_path, capsys, torch, passes
+):
     # The entry's range leaves out the baseline's torch: the baseline passed and nothing said it
     # might fail there, so PASS -> XFAIL is a new failure (it used to be a note). An entry that
     # covered the baseline too (its pass there was "fixed upstream") keeps it a known failure.
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "torch": torch, "signature": "LoweringException: AssertionError"}])
-    code = _gate(tmp_path, report([case("c1", "PASS")], **BASE), report([case("c1", "MISMATCH", OFF)], **CAND), "--matrix", str(matrix))
+    matrix = _matrix(
+        tmp_path,
+        [{"match": {"kernel": "aten_scaled_mm"}, "torch": torch, "signature": "LoweringException: AssertionError"}],
+    )
+    code = _gate(
+        tmp_path,
+        report([case("c1", "PASS")], **BASE),
+        report([case("c1", "MISMATCH", OFF)], **CAND),
+        "--matrix",
+        str(matrix),
+    )
     captured = capsys.readouterr()
     if passes:
         assert code == 0 and "1 case(s) known failure" in captured.out
@@ -122,9 +143,18 @@ def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_
 
 def test_candidate_cannot_choose_its_catalogue_by_naming_another_matrix(tmp_path, capsys):
     # The candidate names a lenient matrix (path and matching hash) that the baseline never ran.
-    lenient = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}], "lenient.yaml")
+    lenient = _matrix(
+        tmp_path,
+        [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}],
+        "lenient.yaml",
+    )
     digest = load_spec(lenient).digest
-    baseline = report([case("c1", "PASS"), case("c2", "PASS")], matrix_path=str(tmp_path / "strict.yaml"), matrix_hash="a" * 16, **BASE)
+    baseline = report(
+        [case("c1", "PASS"), case("c2", "PASS")],
+        matrix_path=str(tmp_path / "strict.yaml"),
+        matrix_hash="a" * 16,
+        **BASE,
+    )
     candidate = report([case("c1", "PASS"), _xfail("c2")], matrix_path=str(lenient), matrix_hash=digest, **CAND)
     code = _gate(tmp_path, baseline, candidate)
     err = capsys.readouterr().out
@@ -134,7 +164,9 @@ def test_candidate_cannot_choose_its_catalogue_by_naming_another_matrix(tmp_path
 
 
 def test_candidate_matrix_named_by_both_reports_is_the_catalogue(tmp_path, capsys):
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}])
+    matrix = _matrix(
+        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    )
     digest = load_spec(matrix).digest
     same = dict(matrix_path=str(matrix), matrix_hash=digest)
     baseline = report([case("c1", "PASS"), case("c2", "PASS")], **same, **BASE)
@@ -148,7 +180,11 @@ def test_candidate_matrix_named_by_both_reports_is_the_catalogue(tmp_path, capsy
 
 def test_failing_case_missing_from_the_baseline_fails_the_gate(tmp_path, capsys):
     # It used to be a note: "only in the candidate fail (not gated: no baseline)".
-    code = _gate(tmp_path, report([case("c1", "PASS")], **BASE), report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND))
+    code = _gate(
+        tmp_path,
+        report([case("c1", "PASS")], **BASE),
+        report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND),
+    )
     err = capsys.readouterr().out
     assert code == 1
     assert "1 case(s) fail in the candidate and have no record in the baseline, e.g. c2" in err
@@ -156,8 +192,11 @@ def test_failing_case_missing_from_the_baseline_fails_the_gate(tmp_path, capsys)
 
 def test_case_failing_where_the_baseline_did_not_run_it_fails_the_gate(tmp_path, capsys):
     # UNSUPPORTED in the baseline, MISMATCH now: a failure the baseline did not have.
-    code = _gate(tmp_path, report([case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no")], **BASE),
-                 report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND))
+    code = _gate(
+        tmp_path,
+        report([case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no")], **BASE),
+        report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND),
+    )
     err = capsys.readouterr().out
     assert code == 1
     assert "1 case(s) ran for the first time and fail" in err and "c2" in err
@@ -169,19 +208,27 @@ def test_baseline_option_keeps_exit_1_for_a_failure_the_baseline_lacks(matrix_pr
     matrix_project.write_matrix(matrix_text([planted("a", "correct")]))
     matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "baseline.json").assert_outcomes(passed=1)
     matrix_project.write_matrix(matrix_text([planted("a", "correct"), planted("b", "ignores_scale_b")]))
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json"
+    )
     result.assert_outcomes(passed=1, failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "every failing case failed the same way" not in result.stdout.str()
-    result.stdout.fnmatch_lines(["gate FAILED*", "*1 case(s) fail in the candidate and have no record in the baseline*"])
+    result.stdout.fnmatch_lines(
+        ["gate FAILED*", "*1 case(s) fail in the candidate and have no record in the baseline*"]
+    )
 
 
 def test_baseline_option_keeps_exit_1_for_a_case_the_baseline_refused(matrix_project):
     # UNSUPPORTED in the baseline (the kernel declared M >= 8), MISMATCH now: it used to exit 0.
     matrix_project.write_matrix(matrix_text([planted("k", "refuses_everywhere", min_m=8)]))
-    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "baseline.json").assert_outcomes(skipped=1)
+    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "baseline.json").assert_outcomes(
+        skipped=1
+    )
     matrix_project.write_matrix(matrix_text([planted("k", "ignores_scale_b")]))
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json")
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json"
+    )
     result.assert_outcomes(failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert "every failing case failed the same way" not in result.stdout.str()
@@ -219,7 +266,9 @@ def test_killed_rerun_leaves_no_complete_looking_report(matrix_project, pytester
             os.kill(os.getpid(), signal.SIGKILL)
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", timeout=300)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", timeout=300
+    )
     assert result.ret == -signal.SIGKILL
     _assert_not_complete_and_previous_kept(matrix_project, old, IN_PROGRESS)
     capsys.readouterr()
@@ -246,7 +295,9 @@ def test_usage_error_leaves_no_complete_looking_report(matrix_project, args):
 def test_an_unfinished_report_never_replaces_the_previous_one(matrix_project):
     old = _complete_run(matrix_project)
     for _ in range(2):  # the second refused run finds the first one's unfinished report
-        result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-profile", "nope")
+        result = matrix_project.run(
+            *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-profile", "nope"
+        )
         assert result.ret == pytest.ExitCode.USAGE_ERROR
     _assert_not_complete_and_previous_kept(matrix_project, old)
 
@@ -254,7 +305,9 @@ def test_an_unfinished_report_never_replaces_the_previous_one(matrix_project):
 def test_baseline_at_the_report_path_is_read_before_the_path_is_claimed(matrix_project):
     # `--scaledmm-baseline report.json --scaledmm-report report.json`: gate against the last run.
     old = _complete_run(matrix_project)
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-baseline", "report.json")
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-baseline", "report.json"
+    )
     result.assert_outcomes(passed=1)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["gate passed*"])
@@ -320,7 +373,11 @@ def test_failure_edited_to_pass_fails_the_gate(tmp_path, capsys):
 
 def test_pass_with_only_an_error_fails_the_gate(tmp_path, capsys):
     edited = [case("c1", "PASS"), case("c2", "PASS")]
-    edited[1]["compiled_error"] = {"type": "builtins.RuntimeError", "message": "x", "root_type": "builtins.RuntimeError"}
+    edited[1]["compiled_error"] = {
+        "type": "builtins.RuntimeError",
+        "message": "x",
+        "root_type": "builtins.RuntimeError",
+    }
     assert _gate(tmp_path, report(_failing_pair(), **BASE), report(edited, **CAND)) == 1
     assert "passing record(s) carry a failure's signature or error, e.g. c2" in capsys.readouterr().out
 
@@ -411,7 +468,11 @@ MALFORMED = [
 def test_malformed_report_is_one_line_naming_file_and_key(tmp_path, capsys, mutate, key, command):
     good = write(tmp_path / "good.json", report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **BASE))
     bad = write(tmp_path / "bad.json", mutate(report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND)))
-    args = ["gate", "--baseline", str(good), "--candidate", str(bad)] if command == "gate" else ["compare", str(good), str(bad)]
+    args = (
+        ["gate", "--baseline", str(good), "--candidate", str(bad)]
+        if command == "gate"
+        else ["compare", str(good), str(bad)]
+    )
     code = main(args)
     err = capsys.readouterr().err
     assert code == 2, err
@@ -420,7 +481,9 @@ def test_malformed_report_is_one_line_naming_file_and_key(tmp_path, capsys, muta
 
 @pytest.mark.parametrize("params", [[1, 2], None, "x"])
 def test_malformed_params_with_a_catalogue_is_exit_2(tmp_path, capsys, params):
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}])
+    matrix = _matrix(
+        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    )
     bad = report([case("c1", "MISMATCH", OFF)], **CAND)
     bad["cases"][0]["params"] = params
     assert _gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
@@ -429,7 +492,9 @@ def test_malformed_params_with_a_catalogue_is_exit_2(tmp_path, capsys, params):
 
 
 def test_signature_that_is_not_text_with_a_catalogue_is_exit_2(tmp_path, capsys):
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}])
+    matrix = _matrix(
+        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    )
     bad = report([case("c1", "MISMATCH", OFF)], **CAND)
     bad["cases"][0]["signature"] = 5
     assert _gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
@@ -477,7 +542,9 @@ def test_malformed_baseline_is_refused_before_any_case_runs(matrix_project):
     bad = report([case("c1", "PASS")])
     bad["session"] = ["not", "a", "session"]
     write(matrix_project.path / "bad.json", bad)
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-baseline", "bad.json", "--scaledmm-report", "r.json")
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-baseline", "bad.json", "--scaledmm-report", "r.json"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["ERROR: --scaledmm-baseline: bad.json: key 'session' must be *"])
     assert "passed" not in result.stdout.str() and "Traceback" not in result.stderr.str() + result.stdout.str()
@@ -529,7 +596,9 @@ def _can_lock_down(tmp_path) -> bool:
 
 
 def test_report_directory_unwritable_mid_run_is_one_error_line(matrix_project, pytester, tmp_path_factory):
-    if shutil.which("chattr" if os.geteuid() == 0 else "chmod") is None or not _can_lock_down(tmp_path_factory.mktemp("lock")):
+    if shutil.which("chattr" if os.geteuid() == 0 else "chmod") is None or not _can_lock_down(
+        tmp_path_factory.mktemp("lock")
+    ):
         pytest.skip("cannot make a directory unwritable here")
     out = pytester.path / "out"
     out.mkdir()

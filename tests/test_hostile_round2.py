@@ -11,8 +11,8 @@ import subprocess
 import sys
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
 
 ONE_CASE = matrix_text([planted("correct")])
@@ -95,7 +95,9 @@ def test_an_earlier_report_still_moves_aside(matrix_project):
 
 
 def _scaledmm(*args, cwd):
-    return subprocess.run([sys.executable, "-m", "pytest_scaledmm", *args], cwd=cwd, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_scaledmm", *args], cwd=cwd, capture_output=True, text=True, timeout=60
+    )
 
 
 @pytest.mark.parametrize("command", ["gate", "compare"])

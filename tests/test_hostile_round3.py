@@ -9,12 +9,11 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 from reports_factory import case, report, write
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.matrix.errors import MatrixError
 from pytest_scaledmm.matrix.known_failures import Catalogue
@@ -32,8 +31,14 @@ def _gate(tmp_path, baseline, candidate, *extra):
 
 def _off(cid, ratio, rows, signature=BAND):
     record = case(cid, "MISMATCH", signature)
-    check = {"ok": False, "ratio": ratio, "max_abs": 1.0, "pattern": "in a band of rows", "where": f"rows {rows} of 16",
-             "bound": {"slack": 1.0}}
+    check = {
+        "ok": False,
+        "ratio": ratio,
+        "max_abs": 1.0,
+        "pattern": "in a band of rows",
+        "where": f"rows {rows} of 16",
+        "bound": {"slack": 1.0},
+    }
     record["errors"] = {"eager": {"ok": True, "ratio": 0.5, "bound": {"slack": 1.0}}, "compiled": check}
     record["layer"] = "compiled"
     return record
@@ -62,14 +67,24 @@ def test_a_failure_about_as_bad_stays_no_news(tmp_path, capsys):
     assert _gate(tmp_path, baseline, candidate) == 0, capsys.readouterr()
 
 
-@pytest.mark.parametrize("signature", ["values off the reference", "eager+compiled", "InductorError",
-                                       "MISMATCH: eager+compiled values off the reference by one constant factor"])
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "values off the reference",
+        "eager+compiled",
+        "InductorError",
+        "MISMATCH: eager+compiled values off the reference by one constant factor",
+    ],
+)
 def test_a_known_failure_made_of_harness_words_is_a_usage_error(tmp_path, capsys, signature):
     with pytest.raises(MatrixError, match=r"known_failures\[0\]\.signature.*names no root cause"):
         Catalogue.from_entries([{"match": {"kernel": "my_fp8"}, "signature": signature}], tmp_path / "matrix.yaml")
     matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(matrix_text(["aten_scaled_mm"], known_failures=[{"match": {"kernel": "aten_scaled_mm"},
-                                                                      "signature": signature}]))
+    matrix.write_text(
+        matrix_text(
+            ["aten_scaled_mm"], known_failures=[{"match": {"kernel": "aten_scaled_mm"}, "signature": signature}]
+        )
+    )
     baseline = report([case("c1", "PASS")], **BASE)
     candidate = report([case("c1", "MISMATCH", BAND)], **CAND)
     assert _gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 2
@@ -79,8 +94,14 @@ def test_a_known_failure_made_of_harness_words_is_a_usage_error(tmp_path, capsys
 
 def test_a_pass_that_fails_under_the_same_torch_release_is_never_known(tmp_path, capsys):
     matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(matrix_text(["aten_scaled_mm"], known_failures=[
-        {"match": {"kernel": "aten_scaled_mm"}, "signature": "RuntimeError: scale must be contiguous"}]))
+    matrix.write_text(
+        matrix_text(
+            ["aten_scaled_mm"],
+            known_failures=[
+                {"match": {"kernel": "aten_scaled_mm"}, "signature": "RuntimeError: scale must be contiguous"}
+            ],
+        )
+    )
     signature = "COMPILE_ONLY_ERROR: RuntimeError: scale must be contiguous"
     baseline = report([case("c1", "PASS"), case("c2", "PASS")], torch="2.13.0")
     candidate = report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], torch="2.13.0+cu128")
@@ -88,9 +109,16 @@ def test_a_pass_that_fails_under_the_same_torch_release_is_never_known(tmp_path,
     out = capsys.readouterr().out
     assert "regression: 1 case" in out and "(case c2))" in out and "same torch release (2.13.0)" in out, out
     # Another release: the entry covers both runs, so the failure is the known one.
-    assert _gate(tmp_path, report([case("c1", "PASS"), case("c2", "PASS")], **BASE),
-                 report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], **CAND),
-                 "--matrix", str(matrix)) == 0, capsys.readouterr()
+    assert (
+        _gate(
+            tmp_path,
+            report([case("c1", "PASS"), case("c2", "PASS")], **BASE),
+            report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], **CAND),
+            "--matrix",
+            str(matrix),
+        )
+        == 0
+    ), capsys.readouterr()
 
 
 def test_a_strict_baseline_judges_a_lax_candidate_strictly(tmp_path, capsys):
@@ -119,8 +147,11 @@ def _no_command_lines(text):
 
 def test_gate_and_merge_lines_are_printable_whatever_the_report_holds(tmp_path, capsys):
     baseline = report([case("c1", "PASS"), case("c2", "PASS")], **BASE)
-    candidate = report([case("c1", "PASS"), case("c2", "MISMATCH", CRAFTED)],
-                       session={"complete": False, "incomplete_reasons": [CRAFTED]}, **CAND)
+    candidate = report(
+        [case("c1", "PASS"), case("c2", "MISMATCH", CRAFTED)],
+        session={"complete": False, "incomplete_reasons": [CRAFTED]},
+        **CAND,
+    )
     assert _gate(tmp_path, baseline, candidate) == 1
     out, err = capsys.readouterr()
     assert "gate FAILED" in out and err == ""
@@ -149,7 +180,9 @@ def test_a_replay_command_never_carries_an_option_from_the_report(tmp_path):
         assert replay_command("/m/matrix.yaml", crafted).startswith("(no replay command")
     assert replay_command("/m/matrix.yaml", "c1", profile="--debug").startswith("(no replay command")
     candidate = report([case("c1", "PASS"), case("--debug=FILE", "MISMATCH", BAND)], matrix_path="--debug=FILE", **CAND)
-    comparison = compare_reports([(tmp_path / "b.json", report([case("c1", "PASS")], **BASE)), (tmp_path / "c.json", candidate)])
+    comparison = compare_reports(
+        [(tmp_path / "b.json", report([case("c1", "PASS")], **BASE)), (tmp_path / "c.json", candidate)]
+    )
     for text in (render_markdown(comparison), render_html(comparison, None, ["kernel"])):
         assert "pytest --debug" not in text and "--scaledmm-matrix --debug" not in text
         assert "--scaledmm-case --debug" not in text and "--scaledmm-case &#x27;--debug" not in text
@@ -164,7 +197,9 @@ def _artifact(tmp_path):
     marker = tmp_path / "imported"
     (art / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef mm(*a, **k):\n    raise RuntimeError('x')\n")
     (art / "matrix.yaml").write_text(matrix_text([planted("mine", "mm", module="evil")]))
-    record = case("mine-s0d_x_s1d-m16k32n16-bf16-inductor-000000", "COMPILE_ONLY_ERROR", "RuntimeError: x", kernel="mine")
+    record = case(
+        "mine-s0d_x_s1d-m16k32n16-bf16-inductor-000000", "COMPILE_ONLY_ERROR", "RuntimeError: x", kernel="mine"
+    )
     data = report([record], matrix_path="matrix.yaml", **CAND)
     write(art / "report.json", data)
     return art, marker
@@ -223,8 +258,14 @@ def test_gate_markdown_never_appends_to_a_report(tmp_path, capsys):
     assert c.read_bytes() == before and "never overwritten" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args", [["compare", "{b}", "--html", "{dir}"], ["repro", "{b}", "--out", "{b}"],
-                                  ["compare", "{b}", "--markdown", "{dir}"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "{b}", "--html", "{dir}"],
+        ["repro", "{b}", "--out", "{b}"],
+        ["compare", "{b}", "--markdown", "{dir}"],
+    ],
+)
 def test_path_errors_of_the_cli_are_one_line_exit_2(tmp_path, capsys, args):
     b, _ = _two_reports(tmp_path)
     (tmp_path / "d").mkdir()
@@ -241,9 +282,14 @@ def test_a_report_name_that_is_not_utf8_is_shown_escaped(tmp_path):
     write(odd, report([case("c1", "PASS"), case("c2", "MISMATCH", BAND)], **CAND))
     env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
     same = write(tmp_path / "same-env.json", report([case("c1", "PASS")], **CAND))  # labels from the file names
-    for args in (["compare", str(same), str(odd)], ["gate", "--baseline", str(b), "--candidate", str(odd)],
-                 ["merge", str(tmp_path / "m.json"), str(odd)]):
-        done = subprocess.run([sys.executable, "-m", "pytest_scaledmm", *args], capture_output=True, env=env, timeout=120)
+    for args in (
+        ["compare", str(same), str(odd)],
+        ["gate", "--baseline", str(b), "--candidate", str(odd)],
+        ["merge", str(tmp_path / "m.json"), str(odd)],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_scaledmm", *args], capture_output=True, env=env, timeout=120
+        )
         assert b"Traceback" not in done.stderr and done.returncode in (0, 1), (args, done.stderr[-500:])
         if args[0] != "gate":
             assert b"\\udcff" in done.stdout + done.stderr, args
@@ -252,17 +298,27 @@ def test_a_report_name_that_is_not_utf8_is_shown_escaped(tmp_path):
 def test_a_report_path_that_is_also_a_pytest_output_is_a_usage_error(matrix_project):
     matrix_project.write_matrix(matrix_text([planted("correct")]))
     for flag in ("--junitxml", "--debug"):
-        result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "out.json", f"{flag}=out.json")
+        result = matrix_project.run(
+            *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "out.json", f"{flag}=out.json"
+        )
         assert result.ret == pytest.ExitCode.USAGE_ERROR, flag
         assert f"is also {flag}'s file" in result.stderr.str()
-        assert not (matrix_project.path / "out.json").exists() or "testsuite" not in (matrix_project.path / "out.json").read_text()
+        assert (
+            not (matrix_project.path / "out.json").exists()
+            or "testsuite" not in (matrix_project.path / "out.json").read_text()
+        )
 
 
 def _mismatch_record(kernel, cid):
     from test_artifact_safety import BASE_PARAMS
 
-    return {"id": cid, "params": {**BASE_PARAMS, "kernel": kernel}, "outcome": "MISMATCH",
-            "signature": "MISMATCH: compiled values off the reference", "layer": "compiled"}
+    return {
+        "id": cid,
+        "params": {**BASE_PARAMS, "kernel": kernel},
+        "outcome": "MISMATCH",
+        "signature": "MISMATCH: compiled values off the reference",
+        "layer": "compiled",
+    }
 
 
 def test_repro_scripts_are_named_per_root_cause_and_never_replace_another(tmp_path):
@@ -309,9 +365,27 @@ def _signalled_run(tmp_path, wait_s, name="SIGINT", count=2):
     shutil.copy(os.path.join(HERE, "planted_crash.py"), tmp_path)
     (tmp_path / "matrix.yaml").write_text(matrix_text([planted("hangs", module="planted_crash")], {"m": [4, 8]}))
     report_path = tmp_path / "r.json"
-    proc = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--scaledmm-matrix",
-                             "matrix.yaml", "--scaledmm-report", "r.json", "--no-scaledmm-triage", "--scaledmm-timeout", "120"],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--scaledmm-matrix",
+            "matrix.yaml",
+            "--scaledmm-report",
+            "r.json",
+            "--no-scaledmm-triage",
+            "--scaledmm-timeout",
+            "120",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 120
     while not report_path.exists() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
@@ -363,8 +437,15 @@ def test_coverage_counts_only_cases_checked_against_the_reference():
     assert coverage_block(records + [checked], possible, "cpu")["pairwise"]["scale_pair x mode"]["covered"] == 1
 
 
-@pytest.mark.parametrize("variable, value", [("SCALEDMM_MAX_AUTOTUNE_CONFIGS", "-1"), ("SCALEDMM_SEED", "-1"),
-                                             ("SCALEDMM_SEED", "\u0663"), ("SCALEDMM_EXPLORE_EXAMPLES", "0")])
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("SCALEDMM_MAX_AUTOTUNE_CONFIGS", "-1"),
+        ("SCALEDMM_SEED", "-1"),
+        ("SCALEDMM_SEED", "\u0663"),
+        ("SCALEDMM_EXPLORE_EXAMPLES", "0"),
+    ],
+)
 def test_numeric_settings_out_of_range_are_one_usage_error(matrix_project, monkeypatch, variable, value):
     matrix_project.write_matrix(matrix_text([planted("correct")]))
     monkeypatch.setenv(variable, value)
@@ -380,8 +461,14 @@ def test_a_seed_in_other_digits_on_the_command_line_is_refused(matrix_project):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
 
 
-@pytest.mark.parametrize("target, expected", [("/etc/passwd", "must be object, not text"),
-                                              ("/dev/zero", "not a regular file"), ("/nonexistent", "no such file")])
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        ("/etc/passwd", "must be object, not text"),
+        ("/dev/zero", "not a regular file"),
+        ("/nonexistent", "no such file"),
+    ],
+)
 def test_an_include_that_is_no_corpus_is_one_short_error(tmp_path, target, expected):
     from pytest_scaledmm.matrix.spec import load_spec
 
@@ -393,10 +480,10 @@ def test_an_include_that_is_no_corpus_is_one_short_error(tmp_path, target, expec
     assert expected in message and len(message) < 200 and "root:" not in message, message
 
 
-HOSTILE_KERNEL = '''
+HOSTILE_KERNEL = """
 def shouts(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     raise RuntimeError("bad\\x1b[2K\\r\\u202egate passed ::warning title=x::y")
-'''
+"""
 
 
 def test_the_pytest_summary_prints_kernel_text_as_printable_lines(matrix_project, pytester):
@@ -427,7 +514,7 @@ def test_compare_refuses_one_file_for_html_and_markdown(tmp_path, capsys):
     assert "same file" in capsys.readouterr().err and not out.exists()
 
 
-SIGNAL_AT_THE_END = '''
+SIGNAL_AT_THE_END = """
 import os, signal, pytest
 
 @pytest.hookimpl(tryfirst=True)
@@ -435,7 +522,7 @@ def pytest_sessionfinish(session):
     # After the last case, before the report is written: another plugin's teardown.
     os.kill(os.getpid(), signal.SIGINT)
     os.kill(os.getpid(), signal.SIGINT)
-'''
+"""
 
 
 def test_signals_after_the_last_case_still_end_the_run_as_interrupted(matrix_project, pytester):

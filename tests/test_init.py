@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def init(directory: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest_scaledmm", "init", *args], cwd=directory,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_scaledmm", "init", *args], cwd=directory, capture_output=True, text=True
+    )
 
 
 @pytest.fixture
@@ -30,8 +31,23 @@ def test_the_templates_are_the_examples(name):
 
 
 def test_init_writes_tox_and_both_ci_files_for_the_chosen_releases(project):
-    proc = init(project, "--torch", "2.10.0", "2.12.1", "2.13.0", "--ci", "github", "gitlab",
-                "--runners", "h100", "mi300", "--shards", "3", "--spec", "pytest-scaledmm @ git+https://example.com/me/fork@v1")
+    proc = init(
+        project,
+        "--torch",
+        "2.10.0",
+        "2.12.1",
+        "2.13.0",
+        "--ci",
+        "github",
+        "gitlab",
+        "--runners",
+        "h100",
+        "mi300",
+        "--shards",
+        "3",
+        "--spec",
+        "pytest-scaledmm @ git+https://example.com/me/fork@v1",
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[-1] == "next: tox -e torch210,torch212,torch213,report  then  tox -e gate"
     tox = configparser.ConfigParser(interpolation=None)
@@ -54,11 +70,17 @@ def test_init_writes_tox_and_both_ci_files_for_the_chosen_releases(project):
     gitlab = yaml.safe_load((project / "scaledmm.gitlab-ci.yml").read_text())
     assert gitlab["variables"]["PINNED_TORCH"] == "2.10.0" and gitlab["variables"]["SHARDS"] == "3"
     assert gitlab["scaledmm-shard"]["parallel"]["matrix"][0] == {
-        "RUNNER": ["h100", "mi300"], "TORCH": ["2.10.0", "2.12.1", "2.13.0"], "SHARD": ["1", "2", "3"]}
+        "RUNNER": ["h100", "mi300"],
+        "TORCH": ["2.10.0", "2.12.1", "2.13.0"],
+        "SHARD": ["1", "2", "3"],
+    }
     for path in (project / ".github" / "workflows" / "scaledmm.yml", project / "scaledmm.gitlab-ci.yml"):
         schema = "vendor.github-workflows" if "github" in str(path) else "vendor.gitlab-ci"
-        check = subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
-                               capture_output=True, text=True)
+        check = subprocess.run(
+            [sys.executable, "-m", "check_jsonschema", "--builtin-schema", schema, str(path)],
+            capture_output=True,
+            text=True,
+        )
         assert check.returncode == 0, check.stdout
 
 
@@ -76,21 +98,35 @@ def test_init_refuses_to_overwrite_and_writes_nothing(project):
     (project / ".github" / "workflows" / "scaledmm.yml").write_text("mine\n")
     proc = init(project, "--torch", "2.11.0", "2.13.0", "--spec", "x")
     assert proc.returncode == 2
-    assert proc.stderr == (f"scaledmm init: error: {Path('.github/workflows/scaledmm.yml')} exists: not overwritten"
-                           " (move it away, or run init with another --dir)\n")
+    assert proc.stderr == (
+        f"scaledmm init: error: {Path('.github/workflows/scaledmm.yml')} exists: not overwritten"
+        " (move it away, or run init with another --dir)\n"
+    )
     assert not (project / "tox.ini").exists()
     assert (project / ".github" / "workflows" / "scaledmm.yml").read_text() == "mine\n"
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--torch", "2.13.0"], "--torch: name at least two releases, the pinned one first (e.g. --torch 2.11.0 2.13.0)"),
-    (["--torch", "2.11.0", "two"], "--torch two: not a version (e.g. 2.11.0)"),
-    (["--torch", "2.11.0", "2.13.0+cpu"], "--torch 2.13.0+cpu: give a release such as 2.11.0 (no local build tag)"),
-    (["--torch", "2.11.0", "2.11.1"], "--torch 2.11.0 and 2.11.1: one env per minor release (torch211)"),
-    (["--torch", "2.11.0", "2.13.0", "--matrix", "ci/m.yaml"], "--matrix ci/m.yaml: no such file in . (write your matrix.yaml first)"),
-    (["--torch", "2.11.0", "2.13.0", "--runners", "a b"], "--runners a b: a runner label is letters, digits, '.', '_' and '-'"),
-    (["--torch", "2.11.0", "2.13.0", "--shards", "0"], "--shards 0: must be 1 or more"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (
+            ["--torch", "2.13.0"],
+            "--torch: name at least two releases, the pinned one first (e.g. --torch 2.11.0 2.13.0)",
+        ),
+        (["--torch", "2.11.0", "two"], "--torch two: not a version (e.g. 2.11.0)"),
+        (["--torch", "2.11.0", "2.13.0+cpu"], "--torch 2.13.0+cpu: give a release such as 2.11.0 (no local build tag)"),
+        (["--torch", "2.11.0", "2.11.1"], "--torch 2.11.0 and 2.11.1: one env per minor release (torch211)"),
+        (
+            ["--torch", "2.11.0", "2.13.0", "--matrix", "ci/m.yaml"],
+            "--matrix ci/m.yaml: no such file in . (write your matrix.yaml first)",
+        ),
+        (
+            ["--torch", "2.11.0", "2.13.0", "--runners", "a b"],
+            "--runners a b: a runner label is letters, digits, '.', '_' and '-'",
+        ),
+        (["--torch", "2.11.0", "2.13.0", "--shards", "0"], "--shards 0: must be 1 or more"),
+    ],
+)
 def test_init_refuses_bad_input_with_one_line(project, args, message):
     proc = init(project, *args, "--spec", "x")
     assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"scaledmm init: error: {message}\n", "")
@@ -99,19 +135,26 @@ def test_init_refuses_bad_input_with_one_line(project, args, message):
 
 def test_tox_reads_the_written_tox_ini_as_meant(project):
     """tox itself (no env is created): the envs, each release's pin, -n auto, the gate's reports."""
-    assert init(project, "--torch", "2.11.0", "2.13.0", "--ci", "none", "--spec", "pytest-scaledmm @ file:///x").returncode == 0
+    assert (
+        init(project, "--torch", "2.11.0", "2.13.0", "--ci", "none", "--spec", "pytest-scaledmm @ file:///x").returncode
+        == 0
+    )
     assert not (project / ".github").exists()
     tox = [sys.executable, "-m", "tox", "-c", str(project / "tox.ini")]
     listed = subprocess.run(tox + ["list", "--no-desc"], capture_output=True, text=True, cwd=project)
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split() == ["torch211", "torch213", "report", "gate"]
-    shown = subprocess.run(tox + ["config", "-e", "torch213,gate", "-k", "deps", "commands"],
-                           capture_output=True, text=True, cwd=project)
+    shown = subprocess.run(
+        tox + ["config", "-e", "torch213,gate", "-k", "deps", "commands"], capture_output=True, text=True, cwd=project
+    )
     assert shown.returncode == 0, shown.stderr
     torch213, gate = shown.stdout.split("[testenv:gate]")
     assert "pytest-scaledmm @ file:///x" in torch213 and "torch==2.13.0" in torch213 and "torch==2.11.0" not in torch213
     assert f"--scaledmm-matrix {project / 'matrix.yaml'} --scaledmm-profile default -n auto" in torch213
-    assert f"--baseline {project / 'reports' / 'torch211.json'} --candidate {project / 'reports' / 'torch213.json'}" in gate
+    assert (
+        f"--baseline {project / 'reports' / 'torch211.json'} --candidate {project / 'reports' / 'torch213.json'}"
+        in gate
+    )
     assert "torch" not in gate.split("commands")[0]  # reading reports installs no torch
 
 

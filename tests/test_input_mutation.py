@@ -6,14 +6,12 @@ nor hand a changed input to the other side. The change itself is the failure: a 
 signature and detail name the tensor, reproduced by the case's repro script.
 """
 
-import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm import cli
 from pytest_scaledmm.reports import repro
 from pytest_scaledmm.verdict import outcome as oc
@@ -192,11 +190,29 @@ def test_a_repro_script_reproduces_the_change(mutating, pytester):
     result.assert_outcomes(failed=2)
     for case in mutating.report()["cases"]:
         out_dir = pytester.path / case["params"]["kernel"]
-        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"],
-                         "--matrix", str(pytester.path / "matrix.yaml")]) == 0
+        assert (
+            cli.main(
+                [
+                    "repro",
+                    str(pytester.path / "report.json"),
+                    "--out",
+                    str(out_dir),
+                    "--case",
+                    case["id"],
+                    "--matrix",
+                    str(pytester.path / "matrix.yaml"),
+                ]
+            )
+            == 0
+        )
         (script,) = out_dir.glob("repro_*.py")
-        done = subprocess.run([sys.executable, str(script), "--strict-inputs"], capture_output=True, text=True,
-                              timeout=180, cwd=pytester.path)
+        done = subprocess.run(
+            [sys.executable, str(script), "--strict-inputs"],
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=pytester.path,
+        )
         out = done.stdout + done.stderr
         assert done.returncode == repro.EXIT_REPRODUCED, out
         assert f"observed: MISMATCH ({case['layer']}): {case['signature']}\n" in out, out
@@ -212,14 +228,20 @@ def test_each_call_gets_copies_laid_out_as_the_inputs(layout):
     from pytest_scaledmm.matrix.spec import AXIS_DEFAULTS
 
     params = {axis: values[0] for axis, values in AXIS_DEFAULTS.items()}
-    params.update(scale_a="rowwise", scale_b="rowwise", scale_layout=layout, activation_rank=3, bias=True,
-                  m=6, k=32, n=16)
+    params.update(
+        scale_a="rowwise", scale_b="rowwise", scale_layout=layout, activation_rank=3, bias=True, m=6, k=32, n=16
+    )
     inputs = make_inputs(params, 7, "cpu")
     pristine = PristineInputs(inputs.args(), list(TARGETS))
     given = pristine.fresh()
     for original, copy in zip(inputs.args(), given):
         assert (copy.dtype, copy.shape, copy.stride(), copy.storage_offset(), copy._is_view()) == (
-            original.dtype, original.shape, original.stride(), original.storage_offset(), original._is_view())
+            original.dtype,
+            original.shape,
+            original.stride(),
+            original.storage_offset(),
+            original._is_view(),
+        )
         assert copy.untyped_storage().data_ptr() != original.untyped_storage().data_ptr()
         assert bytes(copy.untyped_storage()) == bytes(original.untyped_storage())
     assert pristine.changes(given) == {}

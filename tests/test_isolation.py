@@ -40,7 +40,13 @@ def test_abort_and_hang_become_crash_and_timeout(matrix_project, pytester, worke
     pytester.makeini(f"[pytest]\npythonpath = {Path(__file__).parent}\n")
     matrix_project.write_matrix(CRASH_MATRIX)
     result = matrix_project.run(
-        "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-timeout", "6", "--no-scaledmm-triage", *workers
+        "--scaledmm-matrix",
+        "--scaledmm-report",
+        "report.json",
+        "--scaledmm-timeout",
+        "6",
+        "--no-scaledmm-triage",
+        *workers,
     )
     result.assert_outcomes(passed=2, failed=2)
     cases = _by_kernel(matrix_project.report())
@@ -64,8 +70,11 @@ def test_isolate_no_runs_in_the_pytest_process(matrix_project, monkeypatch):
         raise AssertionError("a child process was started")
 
     monkeypatch.setattr(isolate, "ChildRunner", no_child)
-    matrix_project.write_matrix(CRASH_MATRIX.replace("  - {name: aborts, impl: 'planted_crash:aborts'}\n", "").replace(
-        "  - {name: hangs, impl: 'planted_crash:hangs'}\n", "").replace("cases: 4", "cases: 2"))
+    matrix_project.write_matrix(
+        CRASH_MATRIX.replace("  - {name: aborts, impl: 'planted_crash:aborts'}\n", "")
+        .replace("  - {name: hangs, impl: 'planted_crash:hangs'}\n", "")
+        .replace("cases: 4", "cases: 2")
+    )
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-isolate=no", "--scaledmm-report", "report.json")
     result.assert_outcomes(passed=2)
 
@@ -91,8 +100,11 @@ def _record_spawns(monkeypatch, tmp_path):
 @pytest.mark.parametrize("selection", [[], ["-k", "no_such_case"]], ids=["cases-run", "all-deselected"])
 def test_child_started_at_configure_is_used_or_ended(matrix_project, monkeypatch, tmp_path, selection):
     spawned, temp_root = _record_spawns(monkeypatch, tmp_path)
-    matrix_project.write_matrix(CRASH_MATRIX.replace("  - {name: aborts, impl: 'planted_crash:aborts'}\n", "").replace(
-        "  - {name: hangs, impl: 'planted_crash:hangs'}\n", "").replace("cases: 4", "cases: 2"))
+    matrix_project.write_matrix(
+        CRASH_MATRIX.replace("  - {name: aborts, impl: 'planted_crash:aborts'}\n", "")
+        .replace("  - {name: hangs, impl: 'planted_crash:hangs'}\n", "")
+        .replace("cases: 4", "cases: 2")
+    )
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *selection)
     if selection:
         result.assert_outcomes(deselected=2)
@@ -122,14 +134,20 @@ def test_hook_callables_that_cannot_be_imported_stay_in_process():
     refs = isolate.kernel_refs(
         {"aten_scaled_mm": BUILTIN_IMPLS["aten_scaled_mm"], "planted": planted_kernels.correct, "local": local}, {}
     )
-    assert refs == {"aten_scaled_mm": "builtin:aten_scaled_mm", "planted": "impl:planted_kernels:correct", "local": None}
+    assert refs == {
+        "aten_scaled_mm": "builtin:aten_scaled_mm",
+        "planted": "impl:planted_kernels:correct",
+        "local": None,
+    }
     local.__module__ = "conftest"
     local.__qualname__ = "local"
     assert isolate.kernel_refs({"from_conftest": local}, {}) == {"from_conftest": None}
 
 
 def test_a_cuda_error_that_poisons_the_context_replaces_the_child():
-    error = ErrorInfo("torch.AcceleratorError", "CUDA error: an illegal memory access was encountered", "torch.AcceleratorError")
+    error = ErrorInfo(
+        "torch.AcceleratorError", "CUDA error: an illegal memory access was encountered", "torch.AcceleratorError"
+    )
     assert isolate._poisons_context(Outcome("COMPILE_ONLY_ERROR", compiled_error=error))
     harmless = ErrorInfo("builtins.RuntimeError", "expected scale_a to be 2-D", "builtins.RuntimeError")
     assert not isolate._poisons_context(Outcome("COMPILE_ONLY_ERROR", compiled_error=harmless))
@@ -175,7 +193,9 @@ def test_replay_by_id_runs_exactly_that_case(matrix_project):
     ids = matrix_project.collect()
     assert len(ids) == 4
     wanted = ids[2]
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", wanted, "--scaledmm-report", "report.json", "-v")
+    result = matrix_project.run(
+        "--scaledmm-matrix", "--scaledmm-case", wanted, "--scaledmm-report", "report.json", "-v"
+    )
     result.assert_outcomes(passed=1, deselected=3)
     assert [case["id"] for case in matrix_project.report()["cases"]] == [wanted]
     both = matrix_project.run("--scaledmm-matrix", "--scaledmm-case", ids[0], "--scaledmm-case", ids[3], "-q")
@@ -258,8 +278,8 @@ class _ExitedChild:
 def test_a_child_that_failed_to_warm_up_is_one_clear_harness_error():
     import multiprocessing
 
-    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
     from pytest_scaledmm.execution.run import RunContext
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 
     parent, child = multiprocessing.Pipe()
     child.send(("error", "Traceback (most recent call last):\nImportError: libcudart.so.13: cannot open shared object"))

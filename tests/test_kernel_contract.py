@@ -9,14 +9,26 @@ from pathlib import Path
 import pytest
 import torch
 from direct_run import run_matrix
-from matrices import IN_PROCESS, matrix_text, planted
 
-from pytest_scaledmm.verdict import outcome as oc
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.matrix.cases import make_case
+from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.outcome import ErrorInfo
 
-PARAMS = {"kernel": "correct", "scale_a": "tensor_0d", "scale_b": "tensor_1d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn",
-          "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "mode": "aot_eager", "m": 4, "k": 32, "n": 16}
+PARAMS = {
+    "kernel": "correct",
+    "scale_a": "tensor_0d",
+    "scale_b": "tensor_1d",
+    "dtype_a": "e4m3fn",
+    "dtype_b": "e4m3fn",
+    "out_dtype": "bf16",
+    "bias": False,
+    "use_fast_accum": False,
+    "mode": "aot_eager",
+    "m": 4,
+    "k": 32,
+    "n": 16,
+}
 
 
 def by_kernel(results) -> dict:
@@ -30,7 +42,11 @@ def by_kernel(results) -> dict:
 
 
 def test_kernel_refusing_every_call_is_refused_and_fails_the_run(matrix_project):
-    kernels = [planted("refuses_everything_type_error"), planted("refuses_everything_runtime_error"), planted("correct")]
+    kernels = [
+        planted("refuses_everything_type_error"),
+        planted("refuses_everything_runtime_error"),
+        planted("correct"),
+    ]
     matrix_project.write_matrix(matrix_text(kernels))
     result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *IN_PROCESS)
     result.assert_outcomes(failed=2, passed=1)
@@ -82,11 +98,19 @@ def test_each_declared_limit_earns_unsupported_outside_and_only_there(declared, 
 
 
 def test_case_outside_declared_scale_forms_is_unsupported():
-    from pytest_scaledmm.verdict.refusals import outside_declared_support
     from pytest_scaledmm.matrix.spec import KernelSpec
+    from pytest_scaledmm.verdict.refusals import outside_declared_support
 
     kernel = KernelSpec("k", "fp8", scale_forms=("tensor_0d",), min_m=2, k_multiple=16)
-    params = {"scale_a": "rowwise", "scale_b": "tensor_0d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn", "m": 4, "k": 32, "n": 16}
+    params = {
+        "scale_a": "rowwise",
+        "scale_b": "tensor_0d",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "m": 4,
+        "k": 32,
+        "n": 16,
+    }
     assert "scale_a rowwise" in outside_declared_support(kernel, params)
     assert outside_declared_support(kernel, {**params, "scale_a": "tensor_0d"}) is None
     assert "k_multiple: 16" in outside_declared_support(kernel, {**params, "scale_a": "tensor_0d", "k": 24})
@@ -141,27 +165,50 @@ def _error(type_, message):
 # full profiles' cases on an H200 with torch 2.11 (scaled_mm_v2 raises ValueError where
 # _scaled_mm raises RuntimeError).
 GPU_REFUSALS = [
-    ("scaled_mm_v2", "builtins.ValueError", "Expected trailing dimension of mat1 to be divisible by 16 but got mat1 shape: (64x24)."),
+    (
+        "scaled_mm_v2",
+        "builtins.ValueError",
+        "Expected trailing dimension of mat1 to be divisible by 16 but got mat1 shape: (64x24).",
+    ),
     ("scaled_mm_v2", "builtins.ValueError", "Bias is not supported when out_dtype is set to Float32"),
     ("scaled_mm_v2", "builtins.ValueError", "scale_a must have strides (1, 127); got [0, 0]"),
     ("scaled_mm_v2", "builtins.ValueError", "scale_b must have shape 4 x 1 Float elements, got [1, 1]"),
     ("aten_scaled_mm", "builtins.RuntimeError", "scaled_gemm doesn't support fast accum with 1x128 blockwise scaling"),
-    ("aten_scaled_mm", "builtins.RuntimeError", "Expected trailing dimension of mat1 to be divisible by 16 but got mat1 shape: (16x24)."),
+    (
+        "aten_scaled_mm",
+        "builtins.RuntimeError",
+        "Expected trailing dimension of mat1 to be divisible by 16 but got mat1 shape: (16x24).",
+    ),
     ("aten_scaled_mm", "builtins.RuntimeError", "mat2 shape (32x40) must be divisible by 16"),
     ("fp8_linear", "builtins.ValueError", "Multiplication of two Float8_e5m2 matrices is not supported"),
     ("aten_scaled_mm", "builtins.RuntimeError", "Bias is not supported when out_dtype is set to Float32"),
     ("int8_w8a8", "builtins.RuntimeError", "self.size(0) needs to be greater than 16, but got 1"),
-    ("aten_scaled_mm", "builtins.NotImplementedError",
-     "Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend. This could be because the operator doesn't exist"),
-    ("aten_scaled_mm", "builtins.RuntimeError",
-     "torch._scaled_mm is only supported on CUDA devices with compute capability >= 9.0 or 8.9, or ROCm MI300+"),
-    ("scaled_mm_v2", "builtins.ValueError", "Invalid scaling configuration.\n- For TensorWise scaling, a and b should be float8"),
-    ("aten_scaled_mm", "builtins.RuntimeError",
-     "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmulAlgoGetHeuristic( ltHandle, ...)`"),
+    (
+        "aten_scaled_mm",
+        "builtins.NotImplementedError",
+        "Could not run 'aten::_scaled_mm' with arguments from the 'CPU' backend. This could be because the operator doesn't exist",
+    ),
+    (
+        "aten_scaled_mm",
+        "builtins.RuntimeError",
+        "torch._scaled_mm is only supported on CUDA devices with compute capability >= 9.0 or 8.9, or ROCm MI300+",
+    ),
+    (
+        "scaled_mm_v2",
+        "builtins.ValueError",
+        "Invalid scaling configuration.\n- For TensorWise scaling, a and b should be float8",
+    ),
+    (
+        "aten_scaled_mm",
+        "builtins.RuntimeError",
+        "CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling `cublasLtMatmulAlgoGetHeuristic( ltHandle, ...)`",
+    ),
 ]
 
 
-@pytest.mark.parametrize("kernel,type_,message", GPU_REFUSALS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(GPU_REFUSALS)])
+@pytest.mark.parametrize(
+    "kernel,type_,message", GPU_REFUSALS, ids=[f"{k}-{i}" for i, (k, _, _) in enumerate(GPU_REFUSALS)]
+)
 def test_documented_refusals_of_the_builtin_ops(kernel, type_, message):
     from pytest_scaledmm.verdict.refusals import documented_refusal, internal_error
 
@@ -174,17 +221,33 @@ def test_refusals_that_are_not_documented():
     from pytest_scaledmm.verdict.refusals import documented_refusal, internal_error
 
     # The int8 op's constraint does not document a refusal of the fp8 op, nor the other way round.
-    assert documented_refusal("aten_scaled_mm", _error("builtins.RuntimeError", "self.size(0) needs to be greater than 16")) is None
-    assert documented_refusal("int8_w8a8", _error("builtins.ValueError", "Multiplication of two Float8_e5m2 matrices is not supported")) is None
+    assert (
+        documented_refusal(
+            "aten_scaled_mm", _error("builtins.RuntimeError", "self.size(0) needs to be greater than 16")
+        )
+        is None
+    )
+    assert (
+        documented_refusal(
+            "int8_w8a8", _error("builtins.ValueError", "Multiplication of two Float8_e5m2 matrices is not supported")
+        )
+        is None
+    )
     # The right message under the wrong exception type is not the documented refusal.
     assert documented_refusal("aten_scaled_mm", _error("builtins.TypeError", "Invalid scaling configuration.")) is None
     assert documented_refusal("aten_scaled_mm", _error("builtins.RuntimeError", "something else went wrong")) is None
     assert documented_refusal("my_kernel", _error("builtins.ValueError", "Invalid scaling configuration.")) is None
-    failed = _error("builtins.RuntimeError", "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasLtMatmul(...)`")
+    failed = _error(
+        "builtins.RuntimeError", "CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasLtMatmul(...)`"
+    )
     assert internal_error(failed, failed)
-    asserted = _error("builtins.RuntimeError", 'false INTERNAL ASSERT FAILED at "Blas.cpp":10, please report a bug to PyTorch.')
+    asserted = _error(
+        "builtins.RuntimeError", 'false INTERNAL ASSERT FAILED at "Blas.cpp":10, please report a bug to PyTorch.'
+    )
     assert internal_error(asserted, _error("builtins.RuntimeError", "x"))
-    bare = _error("builtins.RuntimeError", "Expected cond to be True, but got False. (Could this error message be improved?")
+    bare = _error(
+        "builtins.RuntimeError", "Expected cond to be True, but got False. (Could this error message be improved?"
+    )
     assert internal_error(_error("builtins.RuntimeError", "x"), bare)
 
 
@@ -207,7 +270,9 @@ def test_builtin_refusal_is_unsupported_and_a_user_wrapper_of_it_is_refused():
     """On this CPU a rowwise scale with a [1,1] one is refused alike, eager and compiled. The
     built-in earns UNSUPPORTED (a documented refusal); a user wrapper of the same op is REFUSED
     and told which declaration would make the case unsupported."""
-    text = matrix_text(["aten_scaled_mm", planted("wraps_scaled_mm")], {"scale_a": ["rowwise"], "scale_b": ["tensor_1x1"], "m": [17]})
+    text = matrix_text(
+        ["aten_scaled_mm", planted("wraps_scaled_mm")], {"scale_a": ["rowwise"], "scale_b": ["tensor_1x1"], "m": [17]}
+    )
     (builtin, builtin_result), (wrapper, wrapper_result) = run_matrix(text)
     if builtin_result.outcome == oc.PASS:
         pytest.skip("this torch accepts the pair")
@@ -233,7 +298,9 @@ def test_user_wrapper_of_a_documented_refusal_is_refused_with_a_hint(monkeypatch
 
 
 def test_kernel_without_use_fast_accum_gets_no_fast_cases_and_passes():
-    text = matrix_text([planted("no_fast_accum"), planted("correct")], {"use_fast_accum": [False, True], "m": [4, 5]}, cases=8)
+    text = matrix_text(
+        [planted("no_fast_accum"), planted("correct")], {"use_fast_accum": [False, True], "m": [4, 5]}, cases=8
+    )
     found = by_kernel(run_matrix(text))
     assert {c["use_fast_accum"] for c, _ in found["no_fast_accum"]} == {False}
     assert {c["use_fast_accum"] for c, _ in found["correct"]} == {False, True}
@@ -242,8 +309,8 @@ def test_kernel_without_use_fast_accum_gets_no_fast_cases_and_passes():
 
 def test_fast_accum_case_for_a_kernel_without_the_parameter_is_skipped():
     """A case from a corpus file or a replay can still ask for it: the keyword is not passed."""
-    from pytest_scaledmm.matrix.kernels import resolve_kernels
     from pytest_scaledmm.execution.run import RunContext, run_case
+    from pytest_scaledmm.matrix.kernels import resolve_kernels
     from pytest_scaledmm.matrix.spec import parse_spec
 
     spec = parse_spec(Path("m.yaml"), matrix_text([planted("no_fast_accum")]))
@@ -330,8 +397,7 @@ def test_an_oracle_that_raises_is_a_failed_check(monkeypatch):
 
 
 def test_serve_answers_a_harness_failure_with_an_outcome(monkeypatch):
-    from pytest_scaledmm.execution import isolate
-    from pytest_scaledmm.execution import run
+    from pytest_scaledmm.execution import isolate, run
 
     def broken(case, ctx):
         raise ZeroDivisionError("harness bug")
@@ -350,7 +416,9 @@ def test_isolated_child_records_every_case(matrix_project):
     goes on and the report lists every case."""
     kernels = [planted(k) for k in ("exits", "raises_keyboard_interrupt", "returns_none", "returns_meta", "correct")]
     matrix_project.write_matrix(matrix_text(kernels))
-    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", "--no-scaledmm-triage")
+    result = matrix_project.run(
+        "--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", "--no-scaledmm-triage"
+    )
     result.assert_outcomes(failed=4, passed=1)
     report = matrix_project.report()
     outcomes = {c["params"]["kernel"]: c["outcome"] for c in report["cases"]}

@@ -8,16 +8,18 @@ from pathlib import Path
 import pytest
 import torch
 from direct_run import run_matrix
-from matrices import IN_PROCESS, matrix_text
 
+from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
+from pytest_scaledmm.matrix.spec import KernelSpec
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.inputs import expected_shape, lay_out, make_inputs, parity
-from pytest_scaledmm.matrix.spec import KernelSpec
 
 
 def matrix(kernels, axes, cases=200, **extra) -> str:
-    return matrix_text(kernels, axes, cases=cases, base={"mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}, **extra)
+    return matrix_text(
+        kernels, axes, cases=cases, base={"mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}, **extra
+    )
 
 
 def failures(results):
@@ -59,14 +61,31 @@ def test_three_d_activation_rule(m, shape):
 
 def _params(**overrides):
     base = {
-        "kernel": "correct", "scale_a": "rowwise", "scale_b": "tensor_1d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn",
-        "out_dtype": "bf16", "bias": False, "use_fast_accum": False, "mode": "aot_eager", "m": 4, "k": 32, "n": 16,
+        "kernel": "correct",
+        "scale_a": "rowwise",
+        "scale_b": "tensor_1d",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "out_dtype": "bf16",
+        "bias": False,
+        "use_fast_accum": False,
+        "mode": "aot_eager",
+        "m": 4,
+        "k": 32,
+        "n": 16,
     }
     return {**base, **overrides}
 
 
-@pytest.mark.parametrize("special,check", [("zero", lambda v, f: v == 0), ("negative", lambda v, f: v == -f),
-                                           ("inf", lambda v, f: v == math.inf), ("nan", lambda v, f: math.isnan(v))])
+@pytest.mark.parametrize(
+    "special,check",
+    [
+        ("zero", lambda v, f: v == 0),
+        ("negative", lambda v, f: v == -f),
+        ("inf", lambda v, f: v == math.inf),
+        ("nan", lambda v, f: math.isnan(v)),
+    ],
+)
 def test_special_value_goes_into_first_element_of_scale_a(special, check):
     inputs = make_inputs(_params(special_scale=special, scale_layout="noncontiguous"), 7, "cpu")
     first, finite = inputs.scale_a[0, 0].item(), inputs.finite_scale_a[0, 0].item()
@@ -109,7 +128,9 @@ def test_correct_kernel_passes_every_layout_rank_and_special_value():
     assert len(results) == 40
     assert failures(results) == []
     seen = {(c["scale_layout"], c["activation_rank"], c["special_scale"]) for c, _ in results}
-    assert {s for _, _, s in seen} == set(axes["special_scale"]) and {l for l, _, _ in seen} == set(axes["scale_layout"])
+    assert {s for _, _, s in seen} == set(axes["special_scale"]) and {layout for layout, _, _ in seen} == set(
+        axes["scale_layout"]
+    )
 
 
 # -- built-in kernels ----------------------------------------------------------------------------
@@ -121,23 +142,39 @@ def test_fp8_builtins_pass_on_this_cpu(cpu_fp8_mm):
     float64 reference eager and compiled (each within what it accepts)."""
     text = matrix(
         ["aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"],
-        {"scale_a": ["tensor_0d", "tensor_1d", "rowwise"], "scale_b": ["tensor_0d", "tensor_1d", "rowwise"],
-         "bias": [False, True], "m": [1, 17], "k": [32], "n": [16]},
+        {
+            "scale_a": ["tensor_0d", "tensor_1d", "rowwise"],
+            "scale_b": ["tensor_0d", "tensor_1d", "rowwise"],
+            "bias": [False, True],
+            "m": [1, 17],
+            "k": [32],
+            "n": [16],
+        },
         cases=40,
-        exclude=[{"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": "rowwise"}, {"scale_a": "rowwise", "scale_b": ["tensor_0d", "tensor_1d"]}],
+        exclude=[
+            {"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": "rowwise"},
+            {"scale_a": "rowwise", "scale_b": ["tensor_0d", "tensor_1d"]},
+        ],
     )
     results = run_matrix(text)
     assert {c["kernel"] for c, _ in results} == {"aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"}
     allowed_skip = {"scaled_mm_v2"} if K.unavailable_reason(KernelSpec("scaled_mm_v2", "fp8")) else set()
-    bad = [(c.id, r.outcome, r.signature) for c, r in results if r.outcome != oc.PASS and c["kernel"] not in allowed_skip]
+    bad = [
+        (c.id, r.outcome, r.signature) for c, r in results if r.outcome != oc.PASS and c["kernel"] not in allowed_skip
+    ]
     assert bad == []
 
 
 @pytest.mark.slow
 def test_fp8_linear_wrapper_on_three_d_tokens(cpu_fp8_mm):
-    text = matrix(["fp8_linear", "fp8_linear_no_lift"], {"activation_rank": [3], "m": [1, 6], "scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"]})
+    text = matrix(
+        ["fp8_linear", "fp8_linear_no_lift"],
+        {"activation_rank": [3], "m": [1, 6], "scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"]},
+    )
     results = run_matrix(text)
-    assert sorted((c["kernel"], c["m"]) for c, _ in results) == [(k, m) for k in ("fp8_linear", "fp8_linear_no_lift") for m in (1, 6)]
+    assert sorted((c["kernel"], c["m"]) for c, _ in results) == [
+        (k, m) for k in ("fp8_linear", "fp8_linear_no_lift") for m in (1, 6)
+    ]
     assert failures(results) == []  # a refusal of the 3-D tokens is a failure here, not a skip
 
 
@@ -243,12 +280,22 @@ def test_hook_kernels_join_the_matrix(matrix_project):
 @pytest.mark.parametrize(
     "conftest,message",
     [
-        ("def pytest_scaledmm_kernels(config):\n    return [{'name': 'k', 'fn': print, 'scale_forms': ['diagonal']}]\n",
-         "pytest_scaledmm_kernels in *conftest.py: key '[[]0[]].scale_forms[[]0[]]': 'diagonal' is not one of*"),
-        ("def pytest_scaledmm_kernels(config):\n    return [{'name': 'aten_scaled_mm', 'fn': print}]\n",
-         "*'aten_scaled_mm' is a built-in kernel*"),
-        ("def pytest_scaledmm_kernels(config):\n    return [{'name': 'k', 'fn': 3}]\n", "*key '[[]0[]].fn': 3 is not callable*"),
-        ("def pytest_scaledmm_kernels(config):\n    return {'name': 'k'}\n", "*must return a list of kernels, got dict*"),
+        (
+            "def pytest_scaledmm_kernels(config):\n    return [{'name': 'k', 'fn': print, 'scale_forms': ['diagonal']}]\n",
+            "pytest_scaledmm_kernels in *conftest.py: key '[[]0[]].scale_forms[[]0[]]': 'diagonal' is not one of*",
+        ),
+        (
+            "def pytest_scaledmm_kernels(config):\n    return [{'name': 'aten_scaled_mm', 'fn': print}]\n",
+            "*'aten_scaled_mm' is a built-in kernel*",
+        ),
+        (
+            "def pytest_scaledmm_kernels(config):\n    return [{'name': 'k', 'fn': 3}]\n",
+            "*key '[[]0[]].fn': 3 is not callable*",
+        ),
+        (
+            "def pytest_scaledmm_kernels(config):\n    return {'name': 'k'}\n",
+            "*must return a list of kernels, got dict*",
+        ),
     ],
     ids=["bad-scale-form", "builtin-name", "not-callable", "not-a-list"],
 )
@@ -269,6 +316,8 @@ def test_hook_kernels_collect_identically_under_xdist(matrix_project):
     result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--collect-only", "-q")
     plain = sorted(line for line in result.outlines if "::" in line)
     assert plain
-    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "-n", "2", "--scaledmm-report", "report.json", *IN_PROCESS)
+    result = matrix_project.run(
+        "--scaledmm-matrix", "matrix.yaml", "-n", "2", "--scaledmm-report", "report.json", *IN_PROCESS
+    )
     assert result.ret == 0
     assert sorted(f"matrix.yaml::{c['id']}" for c in matrix_project.report()["cases"]) == plain

@@ -2,9 +2,9 @@
 when the signature differs; version ranges through packaging's specifiers."""
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 from reports_factory import case
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.matrix.known_failures import Catalogue, KnownFailure
 
 RANK = "COMPILE_ONLY_ERROR"
@@ -72,8 +72,12 @@ def test_apply_rewrites_records():
 
 def known_matrix(kernel, signature, torch=None) -> str:
     """One case of a planted kernel, and a catalogue entry that expects `signature` of it."""
-    entry = {"match": {"scale_a": "tensor_0d", "scale_b": "tensor_1d"}, "signature": signature,
-             **({"torch": torch} if torch else {}), "link": "https://example.invalid/issue/42"}
+    entry = {
+        "match": {"scale_a": "tensor_0d", "scale_b": "tensor_1d"},
+        "signature": signature,
+        **({"torch": torch} if torch else {}),
+        "link": "https://example.invalid/issue/42",
+    }
     return matrix_text([planted(kernel)], known_failures=[entry])
 
 

@@ -30,9 +30,19 @@ def lint_imports(root: Path) -> tuple[int, str]:
     """Run import-linter with root/pyproject.toml on the package under root (not the installed one)."""
     env = {**os.environ, "PYTHONPATH": str(root), "COLUMNS": "200"}
     done = subprocess.run(
-        [sys.executable, "-c", "from importlinter.cli import lint_imports_command; lint_imports_command()",
-         str(root / "pyproject.toml"), "--no-cache", "--no-logo"],
-        cwd=root, env=env, capture_output=True, text=True, timeout=120,
+        [
+            sys.executable,
+            "-c",
+            "from importlinter.cli import lint_imports_command; lint_imports_command()",
+            str(root / "pyproject.toml"),
+            "--no-cache",
+            "--no-logo",
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     return done.returncode, done.stdout + done.stderr
 
@@ -79,19 +89,37 @@ def plant(root: Path, module: str, line: str) -> None:
     "module, line, broken, shown",
     [
         # doctor and plugin share a layer and stay independent of each other.
-        ("doctor", "from .plugin import options", {"layers"}, "pytest_scaledmm.doctor -> pytest_scaledmm.plugin.options"),
+        (
+            "doctor",
+            "from .plugin import options",
+            {"layers"},
+            "pytest_scaledmm.doctor -> pytest_scaledmm.plugin.options",
+        ),
         # An upward import: execution reaching into reports, which imports execution: a cycle too.
-        ("execution.isolate", "from ..reports import report", {"layers", "acyclic"},
-         "pytest_scaledmm.execution.isolate -> pytest_scaledmm.reports.report"),
+        (
+            "execution.isolate",
+            "from ..reports import report",
+            {"layers", "acyclic"},
+            "pytest_scaledmm.execution.isolate -> pytest_scaledmm.reports.report",
+        ),
         # The leaf importing the matrix: upward, out of the verdict, and a cycle.
-        ("verdict.outcome", "from ..matrix import schema", {"layers", "verdict-leaf", "acyclic"},
-         "pytest_scaledmm.verdict.outcome -> pytest_scaledmm.matrix.schema"),
+        (
+            "verdict.outcome",
+            "from ..matrix import schema",
+            {"layers", "verdict-leaf", "acyclic"},
+            "pytest_scaledmm.verdict.outcome -> pytest_scaledmm.matrix.schema",
+        ),
         # The leaf needing a package a repro script's machine may not have.
         ("verdict.inputs", "import yaml", {"verdict-stdlib-torch"}, "pytest_scaledmm.verdict.inputs -> yaml"),
         # A cycle inside one layer (cases imports schema): only the acyclic contract sees it.
         ("matrix.schema", "from . import cases", {"acyclic"}, "No cycles are allowed in pytest_scaledmm.matrix."),
         # A cycle between two modules of the plugin, through a function-level import.
-        ("plugin.explore", "def f():\n    from .entry import STATE_KEY", {"acyclic"}, "No cycles are allowed in pytest_scaledmm.plugin."),
+        (
+            "plugin.explore",
+            "def f():\n    from .entry import STATE_KEY",
+            {"acyclic"},
+            "No cycles are allowed in pytest_scaledmm.plugin.",
+        ),
     ],
     ids=["independent", "upward", "verdict-upward", "verdict-third-party", "cycle-in-matrix", "cycle-in-plugin"],
 )
@@ -173,7 +201,7 @@ def find_cycle(root: Path) -> list[str]:
         path.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state:
                 cycle = visit(nxt)
                 if cycle:
@@ -201,7 +229,9 @@ def test_no_import_cycle_between_modules():
 def test_the_ast_checks_find_a_planted_private_import_and_cycle(package_copy):
     plant(package_copy, f"{PACKAGE}.plugin.speed", "from ..execution.isolate import _tail")
     plant(package_copy, f"{PACKAGE}.matrix.bounded_yaml", "def f():\n    from .spec import parse_spec")
-    assert private_imports(package_copy) == ["pytest_scaledmm.plugin.speed imports pytest_scaledmm.execution.isolate._tail"]
+    assert private_imports(package_copy) == [
+        "pytest_scaledmm.plugin.speed imports pytest_scaledmm.execution.isolate._tail"
+    ]
     cycle = find_cycle(package_copy)
     assert cycle[0] == cycle[-1]
     assert "pytest_scaledmm.matrix.bounded_yaml" in cycle and "pytest_scaledmm.matrix.spec" in cycle
@@ -228,8 +258,11 @@ def plugin_registrations(root: Path) -> set[str]:
     for name, path in modules(root).items():
         for node in ast.walk(ast.parse(path.read_text())):
             if (
-                isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "register"
-                and len(node.args) == 2 and isinstance(node.args[1], ast.Constant)
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "register"
+                and len(node.args) == 2
+                and isinstance(node.args[1], ast.Constant)
                 and str(node.args[1].value).startswith("scaledmm-")
             ):
                 found.add(name)
@@ -243,7 +276,10 @@ def test_only_settings_reads_the_options_and_only_entry_registers_plugins():
 
 def test_the_settings_and_registration_checks_find_a_planted_read_and_registration(package_copy):
     plant(package_copy, f"{PACKAGE}.plugin.speed", "def f(config):\n    return config.getoption('scaledmm_seed')")
-    plant(package_copy, f"{PACKAGE}.plugin.reproduce",
-          "def g(config):\n    config.pluginmanager.register(object(), 'scaledmm-extra')")
+    plant(
+        package_copy,
+        f"{PACKAGE}.plugin.reproduce",
+        "def g(config):\n    config.pluginmanager.register(object(), 'scaledmm-extra')",
+    )
     assert option_reads(package_copy) == {f"{PACKAGE}.plugin.settings", f"{PACKAGE}.plugin.speed"}
     assert plugin_registrations(package_copy) == {f"{PACKAGE}.plugin.entry", f"{PACKAGE}.plugin.reproduce"}

@@ -57,6 +57,8 @@ def test_slack_above_the_cap_is_refused(matrix_project, slack, refused):
 
 
 def test_user_code_under_a_built_in_name_is_refused(matrix_project):
-    text = SMALL.replace("kernels: [aten_scaled_mm]", 'kernels:\n  - {name: aten_scaled_mm, impl: "planted_kernels:correct"}')
+    text = SMALL.replace(
+        "kernels: [aten_scaled_mm]", 'kernels:\n  - {name: aten_scaled_mm, impl: "planted_kernels:correct"}'
+    )
     line = _one_error_line(_run(matrix_project, text))
     assert "kernels[0].name" in line and "built-in kernel's name" in line, line

@@ -17,7 +17,8 @@ def _reference(value, rel=2.0**-8):
 def _value(rows=64, cols=256, seed=0):
     generator = torch.Generator().manual_seed(seed)
     return (torch.rand(rows, cols, generator=generator, dtype=torch.float64) + 0.5) * torch.where(
-        torch.rand(rows, cols, generator=generator) > 0.5, 1.0, -1.0).double()
+        torch.rand(rows, cols, generator=generator) > 0.5, 1.0, -1.0
+    ).double()
 
 
 def _check(out, ref):
@@ -89,7 +90,11 @@ def test_the_pattern_splits_two_bugs_into_two_signatures_and_keeps_one_bug_one()
     band[:, 128:] *= 7.0
     banded = _signature(band, band, ref)
     assert halved.outcome == "MISMATCH"
-    assert halved.signature == quartered.signature == "MISMATCH: eager+compiled values off the reference by one constant factor"
+    assert (
+        halved.signature
+        == quartered.signature
+        == "MISMATCH: eager+compiled values off the reference by one constant factor"
+    )
     assert banded.signature == "MISMATCH: eager+compiled values off the reference in a band of columns"
     assert "columns 128-255 of 256" in banded.detail and "output = 0.5 x reference" in halved.detail
 
@@ -110,8 +115,11 @@ def test_eager_names_the_bug_when_both_sides_are_off_in_their_own_ways():
     band = ref.value.clone()
     band[:, 128:] *= 7.0
     garbage = ref.value * 0 + 1e22
-    assert _signature(band, garbage, ref).signature == _signature(band, band, ref).signature == (
-        "MISMATCH: eager+compiled values off the reference in a band of columns")
+    assert (
+        _signature(band, garbage, ref).signature
+        == _signature(band, band, ref).signature
+        == ("MISMATCH: eager+compiled values off the reference in a band of columns")
+    )
 
 
 def test_inf_where_the_reference_is_finite_is_its_own_pattern():
@@ -123,4 +131,5 @@ def test_inf_where_the_reference_is_finite_is_its_own_pattern():
     assert check["pattern"] == "non-finite where the reference is finite"
     assert check["where"] == f"{64 * 128} of {64 * 256} elements non-finite"
     assert _signature(out, out, ref).signature == (
-        "MISMATCH: eager+compiled values off the reference non-finite where the reference is finite")
+        "MISMATCH: eager+compiled values off the reference non-finite where the reference is finite"
+    )

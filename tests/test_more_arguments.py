@@ -3,8 +3,8 @@
 
 import pytest
 import torch
-from matrices import IN_PROCESS, matrix_text
 
+from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.cases import case_id
 from pytest_scaledmm.matrix.spec import load_spec
@@ -16,9 +16,23 @@ F8 = torch.float8_e4m3fn
 
 
 def params(**changes):
-    base = {"kernel": "aten_scaled_mm", "scale_a": "tensor_0d", "scale_b": "tensor_0d", "dtype_a": "e4m3fn",
-            "dtype_b": "e4m3fn", "out_dtype": "e4m3fn", "bias": False, "use_fast_accum": False, "mode": "aot_eager",
-            "scale_layout": "contiguous", "activation_rank": 2, "special_scale": "none", "m": 16, "k": 32, "n": 16}
+    base = {
+        "kernel": "aten_scaled_mm",
+        "scale_a": "tensor_0d",
+        "scale_b": "tensor_0d",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "out_dtype": "e4m3fn",
+        "bias": False,
+        "use_fast_accum": False,
+        "mode": "aot_eager",
+        "scale_layout": "contiguous",
+        "activation_rank": 2,
+        "special_scale": "none",
+        "m": 16,
+        "k": 32,
+        "n": 16,
+    }
     return {**base, **changes}
 
 
@@ -30,8 +44,17 @@ def test_scale_result_multiplies_the_result_by_hand():
     p = params(m=1, k=2, n=1, scale_result="two")
     a = torch.tensor([[1.0, 3.0]]).to(F8)
     b = torch.tensor([[2.0], [4.0]]).to(F8)
-    inputs = CaseInputs(a, b, torch.tensor(0.5), torch.tensor(2.0), None, F8, False, torch.tensor(0.5),
-                        {"scale_result": torch.tensor(2.0)})
+    inputs = CaseInputs(
+        a,
+        b,
+        torch.tensor(0.5),
+        torch.tensor(2.0),
+        None,
+        F8,
+        False,
+        torch.tensor(0.5),
+        {"scale_result": torch.tensor(2.0)},
+    )
     ref = reference(p, inputs)
     assert ref.value.item() == 28.0
     assert ref.bound["scale_result"] == 2.0 and ref.bound["u_out"] == 2.0**-4
@@ -62,8 +85,16 @@ def test_scale_result_and_bias_dtype_are_in_the_id_only_where_given():
     assert "-sr" not in case_id(params()) and "bias" not in case_id(params())
 
 
-SR_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"], "out_dtype": ["e4m3fn"], "mode": ["aot_eager"],
-           "m": [16], "k": [32], "n": [16], "scale_result": ["none", "two"]}
+SR_AXES = {
+    "scale_a": ["tensor_0d"],
+    "scale_b": ["tensor_0d"],
+    "out_dtype": ["e4m3fn"],
+    "mode": ["aot_eager"],
+    "m": [16],
+    "k": [32],
+    "n": [16],
+    "scale_result": ["none", "two"],
+}
 
 
 def test_planted_kernel_ignoring_scale_result_is_a_mismatch(matrix_project, monkeypatch):
@@ -105,10 +136,19 @@ def test_kernel_ignoring_scale_result_is_caught_in_process():
 # -- bias dtypes ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("out,bias,refused", [
-    ("bf16", "bf16", False), ("fp16", "fp16", False), ("bf16", "fp16", True), ("fp16", "bf16", True),
-    ("bf16", "fp32", True), ("fp32", "fp32", True), ("fp32", "bf16", True), ("e4m3fn", "bf16", False),
-])
+@pytest.mark.parametrize(
+    "out,bias,refused",
+    [
+        ("bf16", "bf16", False),
+        ("fp16", "fp16", False),
+        ("bf16", "fp16", True),
+        ("fp16", "bf16", True),
+        ("bf16", "fp32", True),
+        ("fp32", "fp32", True),
+        ("fp32", "bf16", True),
+        ("e4m3fn", "bf16", False),
+    ],
+)
 def test_gpu_model_refuses_the_documented_bias_dtypes(out, bias, refused):
     spec = load_spec("matrix.yaml")
     kernel = next(k for k in spec.kernels if k.name == "aten_scaled_mm")
@@ -130,10 +170,12 @@ def test_bias_dtype_refusals_are_documented_boundaries():
 
     spec = load_spec("matrix.yaml")
     kernel = next(k for k in spec.kernels if k.name == "aten_scaled_mm")
-    for message in ("Bias must be BFloat16 to compute BFloat16 output, but got Half",
-                    "Bias must be Float16 to compute Half output, but got BFloat16",
-                    "Bias must be BFloat16 or Half, but got Float",
-                    "Bias is not supported when out_dtype is set to Float32"):
+    for message in (
+        "Bias must be BFloat16 to compute BFloat16 output, but got Half",
+        "Bias must be Float16 to compute Half output, but got BFloat16",
+        "Bias must be BFloat16 or Half, but got Float",
+        "Bias is not supported when out_dtype is set to Float32",
+    ):
         error = ErrorInfo("RuntimeError", message, "RuntimeError", "eager", message)
         verdict = judge(kernel, params(out_dtype="bf16", bias=True, bias_dtype="fp16"), error, error)
         assert verdict.outcome == oc.UNSUPPORTED and "documented refusal" in verdict.detail, message
@@ -143,8 +185,17 @@ def test_bias_dtype_refusals_are_documented_boundaries():
 
 
 def rowwise_params(**changes):
-    return params(kernel="fp8_linear_rowwise", scale_a="rowwise", scale_b="rowwise", out_dtype="bf16",
-                  activation_rank=3, m=32, k=64, n=16, **changes)
+    return params(
+        kernel="fp8_linear_rowwise",
+        scale_a="rowwise",
+        scale_b="rowwise",
+        out_dtype="bf16",
+        activation_rank=3,
+        m=32,
+        k=64,
+        n=16,
+        **changes,
+    )
 
 
 def test_keepdim_scale_arrives_as_b_t_1_and_the_reference_is_unchanged():

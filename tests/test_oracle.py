@@ -10,14 +10,21 @@ from pathlib import Path
 import pytest
 import torch
 from direct_run import run_matrix
-from matrices import matrix_text, planted
 
+from matrices import matrix_text, planted
 from pytest_scaledmm.verdict import inputs as I
 from pytest_scaledmm.verdict import outcome as oc
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "calibration"
-BASE_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16],
-             "out_dtype": ["fp32"]}
+BASE_AXES = {
+    "scale_a": ["tensor_0d"],
+    "scale_b": ["tensor_1d"],
+    "mode": ["aot_eager"],
+    "m": [4],
+    "k": [32],
+    "n": [16],
+    "out_dtype": ["fp32"],
+}
 EVERY_K = [32, 1024, 4096, 16384]
 # fast accumulation: the old bound's 2^-13 per product, the loosest it had
 LARGE_K = {"k": [1024, 2048], "use_fast_accum": [True]}
@@ -98,21 +105,48 @@ def test_bound_by_hand():
 def test_bound_grows_like_sqrt_k_not_k():
     """The old term K * u * (|A|@|B|) grew past the result; the new one, relative to |value|,
     grows like sqrt(K) * u * (energy / |value|): for K = 16384 fp32 sums it stays below 1e-4."""
-    params = {"dtype_a": "e4m3fn", "dtype_b": "e4m3fn", "scale_a": "tensor_0d", "scale_b": "tensor_0d",
-              "out_dtype": "fp32", "bias": False, "use_fast_accum": True, "m": 8, "k": 16384, "n": 16}
+    params = {
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "scale_a": "tensor_0d",
+        "scale_b": "tensor_0d",
+        "out_dtype": "fp32",
+        "bias": False,
+        "use_fast_accum": True,
+        "m": 8,
+        "k": 16384,
+        "n": 16,
+    }
     ref = I.reference(params, I.make_inputs(params, 1, "cpu"))
     assert ref.bound["min_tol_rel"] < 1e-4 and ref.bound["accumulator"] == "fp32"
     assert (ref.tolerance < 0.01 * ref.value.abs().max()).all()
 
 
-@pytest.mark.parametrize("family,out,worst", [("fp32", "fp32", 0.01), ("fp8-tensor-core", "fp32", 0.01),
-                                              ("fp32", "bf16", 0.01), ("fp8-tensor-core", "bf16", 0.01)])
+@pytest.mark.parametrize(
+    "family,out,worst",
+    [
+        ("fp32", "fp32", 0.01),
+        ("fp8-tensor-core", "fp32", 0.01),
+        ("fp32", "bf16", 0.01),
+        ("fp8-tensor-core", "bf16", 0.01),
+    ],
+)
 @pytest.mark.parametrize("k", EVERY_K)
 def test_uniform_one_percent_is_outside_the_bound(family, out, worst, k):
     """For fp32 sums and for fp8 tensor cores without fast accumulation (the H200 constants), a
     kernel returning 1.01 x the answer, rounded to the out dtype, is caught at every K."""
-    params = {"dtype_a": "e4m3fn", "dtype_b": "e4m3fn", "scale_a": "tensor_0d", "scale_b": "tensor_0d",
-              "out_dtype": out, "bias": False, "use_fast_accum": False, "m": 4, "k": k, "n": 16}
+    params = {
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "scale_a": "tensor_0d",
+        "scale_b": "tensor_0d",
+        "out_dtype": out,
+        "bias": False,
+        "use_fast_accum": False,
+        "m": 4,
+        "k": k,
+        "n": 16,
+    }
     inputs = I.make_inputs(params, k, "cpu")
     terms = I.bound_terms(*I.dequantised(params, inputs))
     dtype = I.torch_dtype(out)
@@ -163,9 +197,21 @@ def test_saturation_by_hand():
 
 
 def _special_params(special, scale_a="rowwise", bias=True):
-    return {"kernel": "correct", "scale_a": scale_a, "scale_b": "tensor_1d", "dtype_a": "e4m3fn", "dtype_b": "e4m3fn",
-            "out_dtype": "bf16", "bias": bias, "use_fast_accum": False, "mode": "aot_eager", "m": 4, "k": 32, "n": 16,
-            "special_scale": special}
+    return {
+        "kernel": "correct",
+        "scale_a": scale_a,
+        "scale_b": "tensor_1d",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "out_dtype": "bf16",
+        "bias": bias,
+        "use_fast_accum": False,
+        "mode": "aot_eager",
+        "m": 4,
+        "k": 32,
+        "n": 16,
+        "special_scale": special,
+    }
 
 
 @pytest.mark.parametrize("special", ["zero", "negative"])
@@ -202,7 +248,9 @@ def test_triage_style_reference_still_compares():
     """triage builds Reference(value, tolerance) itself: no bound of ours."""
     ref = _ref([[1.0, 2.0]])
     check = I.compare(torch.tensor([[1.0, 2.05]]), ref, (1, 2), torch.float32)
-    assert check["ok"] and check["bound"] == {"model": "given by the caller"} and check["max_rel"] == pytest.approx(0.025)
+    assert (
+        check["ok"] and check["bound"] == {"model": "given by the caller"} and check["max_rel"] == pytest.approx(0.025)
+    )
 
 
 # -- calibration data ----------------------------------------------------------------------------
@@ -220,8 +268,9 @@ def test_calibrated_constants_pass_every_recorded_case_with_margin(name):
     doc, records = _records(name)
     assert doc["constants_at_measurement"]["c_ep"] == I.C_EP and doc["constants_at_measurement"]["c_out"] == I.C_OUT
     for r in records:
-        family = I.accumulator({"dtype_a": r["dtype_a"], "dtype_b": r["dtype_b"], "use_fast_accum": r["fast_accum"]},
-                               doc["device_type"])
+        family = I.accumulator(
+            {"dtype_a": r["dtype_a"], "dtype_b": r["dtype_b"], "use_fast_accum": r["fast_accum"]}, doc["device_type"]
+        )
         acc = I.ACCUMULATORS[family]
         have = acc["c_acc"] * acc["u_acc"] * math.sqrt(min(r["k"], acc["promote_every"]))
         assert r["need_e"] * 2 <= have, (r, family)

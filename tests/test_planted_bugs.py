@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from direct_run import run_matrix
-from matrices import IN_PROCESS, matrix_text, planted
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.verdict import outcome as oc
 
 ROWWISE_SQUARE = {"scale_a": ["rowwise"], "scale_b": ["rowwise", "tensor_1d"], "m": [16], "n": [16]}
@@ -16,19 +16,48 @@ ROWWISE_SQUARE = {"scale_a": ["rowwise"], "scale_b": ["rowwise", "tensor_1d"], "
 # its cases must be caught (None: all; the others must pass).
 BUGS = [
     ("rows_on_wrong_axis", ROWWISE_SQUARE, oc.MISMATCH, "eager+compiled", None),
-    ("swapped_scales", {**ROWWISE_SQUARE, "scale_b": ["rowwise"], "scale_a": ["rowwise", "tensor_0d"]}, oc.MISMATCH, "eager+compiled", None),
+    (
+        "swapped_scales",
+        {**ROWWISE_SQUARE, "scale_b": ["rowwise"], "scale_a": ["rowwise", "tensor_0d"]},
+        oc.MISMATCH,
+        "eager+compiled",
+        None,
+    ),
     ("drops_bias", {"bias": [True]}, oc.MISMATCH, "eager+compiled", None),
     ("ignores_out_dtype", {"out_dtype": ["bf16", "fp16"]}, oc.MISMATCH, "eager+compiled", None),
     ("wrong_fake_shape", {"m": [4], "n": [16]}, oc.OPCHECK_FAILED, "opcheck", None),
     ("wrong_only_compiled", {"scale_b": ["tensor_1d", "rowwise"]}, oc.MISMATCH, "compiled", None),
-    ("asserts_0d_x_1d_under_compile", {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["eager", "aot_eager"]}, oc.COMPILE_ONLY_ERROR, "dynamo", None),
+    (
+        "asserts_0d_x_1d_under_compile",
+        {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["eager", "aot_eager"]},
+        oc.COMPILE_ONLY_ERROR,
+        "dynamo",
+        None,
+    ),
     # Refuses M = 1 while declaring nothing, so M = 1 is inside its support (min_m: 2 would earn UNSUPPORTED).
     ("refuses_m1", {"m": [1, 4]}, oc.REFUSED, "eager", lambda p: p["m"] == 1),
     ("flattens_without_reshape", {"activation_rank": [3], "m": [4, 5]}, oc.MISMATCH, "eager+compiled", None),
-    ("reads_scale_from_storage_start", {"scale_a": ["rowwise"], "scale_layout": ["offset", "noncontiguous"]}, oc.MISMATCH, "eager+compiled", None),
-    ("compiled_scales_after_matmul", {"special_scale": ["inf"], "scale_a": ["rowwise", "tensor_0d"]}, oc.MISMATCH, "compiled", None),
-    ("first_token_scale", {"scale_a": ["rowwise", "tensor_1x1"], "m": [1, 5]}, oc.MISMATCH, "eager+compiled",
-     lambda p: p["scale_a"] == "rowwise" and p["m"] > 1),
+    (
+        "reads_scale_from_storage_start",
+        {"scale_a": ["rowwise"], "scale_layout": ["offset", "noncontiguous"]},
+        oc.MISMATCH,
+        "eager+compiled",
+        None,
+    ),
+    (
+        "compiled_scales_after_matmul",
+        {"special_scale": ["inf"], "scale_a": ["rowwise", "tensor_0d"]},
+        oc.MISMATCH,
+        "compiled",
+        None,
+    ),
+    (
+        "first_token_scale",
+        {"scale_a": ["rowwise", "tensor_1x1"], "m": [1, 5]},
+        oc.MISMATCH,
+        "eager+compiled",
+        lambda p: p["scale_a"] == "rowwise" and p["m"] > 1,
+    ),
     ("drops_k_tail", {"k": [128, 256, 160, 32]}, oc.MISMATCH, "eager+compiled", lambda p: p["k"] % 128 != 0),
     ("refuses_everything_runtime_error", {}, oc.REFUSED, "eager", None),
     ("internal_assert", {}, oc.INTERNAL_ERROR, "eager", None),
@@ -66,7 +95,9 @@ def test_every_planted_bug_of_a_real_kernel_is_in_the_table():
     source = (Path(__file__).parent / "planted_kernels.py").read_text()
     start = source[: source.index("# -- planted bugs of real kernels")].count("\n")
     end = source[: source.index("# -- custom ops")].count("\n")
-    section = {node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and start < node.lineno <= end}
+    section = {
+        node.name for node in ast.parse(source).body if isinstance(node, ast.FunctionDef) and start < node.lineno <= end
+    }
     assert len(section) >= 8
     assert section <= {kernel for kernel, *_ in BUGS}
 
@@ -88,7 +119,9 @@ def test_opcheck_runs_once_per_family():
 def test_plugin_reports_planted_bugs(matrix_project):
     """Through pytest: failing cases fail their items with the outcome class, the summary
     groups them by signature, and the session fails."""
-    matrix_project.write_matrix(matrix_text([planted("drops_bias"), planted("wrong_fake_shape"), planted("correct")], {"bias": [True]}))
+    matrix_project.write_matrix(
+        matrix_text([planted("drops_bias"), planted("wrong_fake_shape"), planted("correct")], {"bias": [True]})
+    )
     result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "report.json", *IN_PROCESS)
     result.assert_outcomes(failed=2, passed=1)
     result.stdout.fnmatch_lines(["*1 x MISMATCH*", "*1 x OPCHECK_FAILED [[]opcheck[]] opcheck test_faketensor*"])

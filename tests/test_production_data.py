@@ -51,8 +51,15 @@ def shipped_default_matrix(kernels: list, cases_per_kernel: int) -> str:
 
 
 def planted_entries() -> list:
-    return [{"name": name, "impl": f"planted_production_kernels:{name}", "scale_forms": FP8_FORMS,
-             "dtypes": ["e4m3fn", "e5m2"]} for name in PLANTED]
+    return [
+        {
+            "name": name,
+            "impl": f"planted_production_kernels:{name}",
+            "scale_forms": FP8_FORMS,
+            "dtypes": ["e4m3fn", "e5m2"],
+        }
+        for name in PLANTED
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -64,12 +71,30 @@ def planted_run(tmp_path_factory):
     folder = tmp_path_factory.mktemp("planted-production")
     for module in ("planted_production_kernels.py", "planted_kernels.py"):
         shutil.copy(TESTS / module, folder)
-    (folder / "matrix.yaml").write_text(shipped_default_matrix(["aten_scaled_mm", *planted_entries()], CASES_PER_KERNEL))
+    (folder / "matrix.yaml").write_text(
+        shipped_default_matrix(["aten_scaled_mm", *planted_entries()], CASES_PER_KERNEL)
+    )
     report = folder / "report.json"
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--scaledmm-matrix", "matrix.yaml", "-n", "2", "-p", "no:cacheprovider",
-         "--scaledmm-report", str(report), "-q", "--no-header"],
-        cwd=folder, capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--scaledmm-matrix",
+            "matrix.yaml",
+            "-n",
+            "2",
+            "-p",
+            "no:cacheprovider",
+            "--scaledmm-report",
+            str(report),
+            "-q",
+            "--no-header",
+        ],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode in (0, 1), done.stdout[-3000:] + done.stderr[-3000:]
     return json.loads(report.read_text()), done.stdout
 
@@ -93,10 +118,15 @@ def test_every_planted_production_bug_is_caught_and_the_control_fails_none(plant
         # a row-major b that eager takes (torch 2.13, "mat_b must be col_major").
         if record["outcome"] in ("PASS", "UNSUPPORTED", "BOUNDARY_PARITY"):
             return True
-        return (record["outcome"] == "COMPILE_ONLY_ERROR" and record["params"].get("operand_layout") == "b_row_major"
-                and "mat_b must be col_major" in record["signature"])
+        return (
+            record["outcome"] == "COMPILE_ONLY_ERROR"
+            and record["params"].get("operand_layout") == "b_row_major"
+            and "mat_b must be col_major" in record["signature"]
+        )
 
-    assert all(accepted(r) for r in control), [(r["id"], r["outcome"], r.get("signature")) for r in control if not accepted(r)]
+    assert all(accepted(r) for r in control), [
+        (r["id"], r["outcome"], r.get("signature")) for r in control if not accepted(r)
+    ]
     assert sum(r["outcome"] == "PASS" for r in control) >= len(control) // 2
 
 
@@ -163,8 +193,12 @@ def test_near_limit_outputs_stay_representable_and_close_to_the_limit():
 
     for case in _default_cases():
         params = case.params
-        if (params.get("value_regime") != "near_limit" or params["out_dtype"] != "fp16" or params["purpose"] != "valid"
-                or not params["m"] * params["n"]):
+        if (
+            params.get("value_regime") != "near_limit"
+            or params["out_dtype"] != "fp16"
+            or params["purpose"] != "valid"
+            or not params["m"] * params["n"]
+        ):
             continue
         ref = reference(params, make_inputs(params, 3, "cpu"))
         peak = ref.value.abs().max().item()
@@ -175,7 +209,11 @@ def test_near_limit_outputs_stay_representable_and_close_to_the_limit():
 def test_real_scales_are_tiny_and_large_and_span_decades():
     for case in _default_cases():
         params = case.params
-        if params.get("value_regime") != "real_scales" or params["purpose"] != "valid" or not params["m"] * params["k"] * params["n"]:
+        if (
+            params.get("value_regime") != "real_scales"
+            or params["purpose"] != "valid"
+            or not params["m"] * params["k"] * params["n"]
+        ):
             continue
         inputs = make_inputs(params, 5, "cpu")
         assert inputs.scale_b.abs().max().item() < 2**-14, case.id
@@ -188,8 +226,13 @@ def test_real_scales_are_tiny_and_large_and_span_decades():
 def test_cancelling_sums_are_near_zero_against_their_terms():
     for case in _default_cases():
         params = case.params
-        if (params.get("value_regime") != "cancelling" or params.get("bias") or params["k"] < 64 or params["purpose"] != "valid"
-                or not params["m"] * params["n"]):
+        if (
+            params.get("value_regime") != "cancelling"
+            or params.get("bias")
+            or params["k"] < 64
+            or params["purpose"] != "valid"
+            or not params["m"] * params["n"]
+        ):
             continue
         from pytest_scaledmm.verdict.inputs import bound_terms, dequantised
 

@@ -17,30 +17,53 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 import planted_production_kernels as planted  # noqa: E402
 
-BASE = dict(kernel="aten_scaled_mm", scale_a="rowwise", scale_b="rowwise", dtype_a="e4m3fn", dtype_b="e4m3fn",
-            out_dtype="fp32", bias=False, use_fast_accum=False, mode="eager", scale_layout="contiguous",
-            activation_rank=2, special_scale="none", m=16, k=256, n=32, purpose="valid",
-            operand_layout="dense", value_regime="standard")
+BASE = dict(
+    kernel="aten_scaled_mm",
+    scale_a="rowwise",
+    scale_b="rowwise",
+    dtype_a="e4m3fn",
+    dtype_b="e4m3fn",
+    out_dtype="fp32",
+    bias=False,
+    use_fast_accum=False,
+    mode="eager",
+    scale_layout="contiguous",
+    activation_rank=2,
+    special_scale="none",
+    m=16,
+    k=256,
+    n=32,
+    purpose="valid",
+    operand_layout="dense",
+    value_regime="standard",
+)
 
 
 PLAIN = {key: value for key, value in BASE.items() if key not in ("operand_layout", "value_regime")}
 
 
-@pytest.mark.parametrize("extra", [
-    {},
-    {"value_regime": "cancelling"},
-    {"operand_layout": "a_padded"},
-    {"special_scale": "zero", "special_side": "b", "purpose": "special"},
-    {"m": 0},
-])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"value_regime": "cancelling"},
+        {"operand_layout": "a_padded"},
+        {"special_scale": "zero", "special_side": "b", "purpose": "special"},
+        {"m": 0},
+    ],
+)
 def test_scaledmm_repro_accepts_a_case_the_generator_makes(extra):
     """`scaledmm repro` validates a record's params against the corpus schema: it knows the
     production axes and empty dims."""
     from pytest_scaledmm.matrix.schema import DEFAULT_LIMITS
     from pytest_scaledmm.reports.repro import _record_problem
 
-    record = {"id": "aten_scaled_mm.e4m3-row_x_row-m16k256n32-fp32-eager-cancel-123abc", "outcome": "MISMATCH",
-              "signature": "MISMATCH: eager values off the reference", "params": {**PLAIN, **extra}}
+    record = {
+        "id": "aten_scaled_mm.e4m3-row_x_row-m16k256n32-fp32-eager-cancel-123abc",
+        "outcome": "MISMATCH",
+        "signature": "MISMATCH: eager values off the reference",
+        "params": {**PLAIN, **extra},
+    }
     assert _record_problem(record, dict(DEFAULT_LIMITS)) is None
 
 
@@ -53,7 +76,7 @@ def _low_precision_accumulation(a, b, scale_a, scale_b, *, bias=None, out_dtype,
     right = b.float() * planted._expand(scale_b, k, n)
     total = torch.zeros(m, n, dtype=torch.bfloat16)
     for start in range(0, k, chunk):
-        total = (total.float() + left[:, start:start + chunk] @ right[start:start + chunk]).to(torch.bfloat16)
+        total = (total.float() + left[:, start : start + chunk] @ right[start : start + chunk]).to(torch.bfloat16)
     out = total.float() if bias is None else total.float() + bias.float()
     return out.to(out_dtype).reshape(*a.shape[:-1], n)
 
@@ -114,7 +137,8 @@ def test_a_kernel_with_two_output_buffers_in_turn_fails_the_serving_loop(tmp_pat
     for module in ("planted_production_kernels.py", "planted_kernels.py"):
         (tmp_path / module).write_text((TESTS / module).read_text())
     (tmp_path / "ring.py").write_text(RING)
-    (tmp_path / "matrix.yaml").write_text(textwrap.dedent("""\
+    (tmp_path / "matrix.yaml").write_text(
+        textwrap.dedent("""\
         version: 1
         seed: 7
         kernels:
@@ -131,9 +155,27 @@ def test_a_kernel_with_two_output_buffers_in_turn_fails_the_serving_loop(tmp_pat
           n: [16]
         profiles:
           t: {cases: 2}
-        """))
+        """)
+    )
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--scaledmm-matrix", "matrix.yaml", "--scaledmm-profile", "t", "-n", "0",
-         "--scaledmm-isolate=no", "-p", "no:cacheprovider", "-q", "--no-header"],
-        cwd=tmp_path, capture_output=True, text=True)
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--scaledmm-matrix",
+            "matrix.yaml",
+            "--scaledmm-profile",
+            "t",
+            "-n",
+            "0",
+            "--scaledmm-isolate=no",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--no-header",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 1, done.stdout[-2000:]

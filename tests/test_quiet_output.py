@@ -8,12 +8,10 @@ import sys
 import warnings
 
 import pytest
-import yaml
-
-from pytest_scaledmm.execution.quiet import quiet_torch_imports
-from pytest_scaledmm.matrix.cases import PARAM_ORDER
 
 from matrices import IN_PROCESS, matrix_text, planted
+from pytest_scaledmm.execution.quiet import quiet_torch_imports
+from pytest_scaledmm.matrix.cases import PARAM_ORDER
 
 BIAS_AXES = {"bias": [True], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
 
@@ -22,11 +20,21 @@ def test_torch_import_noise_is_filtered_only_from_torch(recwarn):
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         with quiet_torch_imports():
-            warnings.warn_explicit("Failed to initialize NumPy: No module named 'numpy'", UserWarning,
-                                   "functional_tensor.py", 1, module="torch._subclasses.functional_tensor")
-            warnings.warn_explicit("`torch.jit.script_method` is deprecated.", DeprecationWarning,
-                                   "_script.py", 1, module="torch.utils.mkldnn")
-            warnings.warn("Failed to initialize NumPy: the user's own", UserWarning)  # not torch's
+            warnings.warn_explicit(
+                "Failed to initialize NumPy: No module named 'numpy'",
+                UserWarning,
+                "functional_tensor.py",
+                1,
+                module="torch._subclasses.functional_tensor",
+            )
+            warnings.warn_explicit(
+                "`torch.jit.script_method` is deprecated.",
+                DeprecationWarning,
+                "_script.py",
+                1,
+                module="torch.utils.mkldnn",
+            )
+            warnings.warn("Failed to initialize NumPy: the user's own", UserWarning, stacklevel=2)  # not torch's
             warnings.warn_explicit("another torch warning", UserWarning, "x.py", 1, module="torch.foo")
     messages = [str(w.message) for w in seen]
     assert messages == ["Failed to initialize NumPy: the user's own", "another torch warning"]
@@ -64,12 +72,14 @@ def test_xdist_workers_compiling_in_process_print_no_torchscript_deprecation(mat
 @pytest.mark.slow
 def test_a_users_own_warning_still_shows(matrix_project, pytester):
     """Imported while pytest configures, as torch is: its warning is not filtered with torch's."""
-    pytester.makepyfile(noisy_kernels='''
+    pytester.makepyfile(
+        noisy_kernels="""
 import warnings
 from planted_kernels import correct
 
 warnings.warn("Failed to initialize the user's kernels", UserWarning)
-''')
+"""
+    )
     matrix_project.write_matrix(matrix_text([planted("noisy", "correct", module="noisy_kernels")]))
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--scaledmm-matrix", *IN_PROCESS)
     assert result.ret == 0
@@ -84,7 +94,7 @@ def test_a_failure_says_its_outcome_once_and_its_params_in_axis_order(matrix_pro
     assert "MISMATCH: MISMATCH" not in out
     assert any(line.startswith("MISMATCH: ") for line in result.outlines)
     params = next(line for line in result.outlines if line.startswith("params: "))
-    keys = [item.split("=")[0] for item in params[len("params: "):].split(", ")]
+    keys = [item.split("=")[0] for item in params[len("params: ") :].split(", ")]
     assert keys == sorted(keys, key=PARAM_ORDER.index)
     assert keys[:3] == ["kernel", "scale_a", "scale_b"] and keys[-1] == "purpose"
     assert any(line.startswith("replay: pytest ") and "--scaledmm-case" in line for line in result.outlines)
@@ -146,8 +156,9 @@ def test_xdist_workers_compiling_in_process_read_no_deprecated_dynamo_config(mat
 
 @pytest.mark.skipif(importlib.util.find_spec("numpy") is not None, reason="torch warns about NumPy only without it")
 def test_scaledmm_doctor_prints_no_numpy_warning():
-    done = subprocess.run([sys.executable, "-m", "pytest_scaledmm", "doctor", "--no-probe"], capture_output=True,
-                          text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest_scaledmm", "doctor", "--no-probe"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("scaledmm doctor\n")
     assert "Failed to initialize NumPy" not in done.stdout + done.stderr

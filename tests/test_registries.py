@@ -9,10 +9,10 @@ from collections import Counter
 
 import pytest
 import torch
-from matrices import IN_PROCESS, matrix_text, planted
 from reports_factory import case as record_of
 from reports_factory import report
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.execution.triage import rungs_for
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.cases import make_case
@@ -76,7 +76,13 @@ def test_the_autotune_cap_goes_to_autotuning_modes_only(mode):
 
 def test_autotuning_modes_are_the_max_autotune_ones():
     assert {m.name for m in MODES if m.autotunes} == {
-        "max-autotune-no-cudagraphs", "max-autotune", "triton-gemm", "aten-gemm", "cutlass-gemm", "persistent-tma"}
+        "max-autotune-no-cudagraphs",
+        "max-autotune",
+        "triton-gemm",
+        "aten-gemm",
+        "cutlass-gemm",
+        "persistent-tma",
+    }
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)
@@ -156,7 +162,9 @@ def test_inputs_draw_each_form_as_the_table_says_and_expand_it_blockwise(form, l
         expanded = inputs._expand_scale(scale, form.id, side, rows, cols)
         assert tuple(expanded.shape) == (rows, cols)
         grid = scale.double().reshape(form.grid(side, rows, cols))
-        block_rows, block_cols = (size if extent is WHOLE else extent for size, extent in zip((rows, cols), form.block(side)))
+        block_rows, block_cols = (
+            size if extent is WHOLE else extent for size, extent in zip((rows, cols), form.block(side))
+        )
         for i, j in [(0, 0), (rows - 1, cols - 1), (rows // 2, cols // 3), (rows - 1, 0)]:
             assert expanded[i, j] == grid[i // block_rows, j // block_cols]
 
@@ -198,15 +206,25 @@ def test_repro_scripts_regenerate_every_form(form):
     from pytest_scaledmm.reports import repro
 
     case = make_case(params(kernel="scaled_mm_v2", scale_a=form.id, scale_b=form.id, m=64, k=256, n=384))
-    record = {"id": case.id, "params": dict(case.params), "outcome": "COMPILE_ONLY_ERROR", "signature": "RuntimeError: x",
-              "layer": "inductor", "compiled_error": {"type": "builtins.RuntimeError", "root_type": "builtins.RuntimeError"}}
+    record = {
+        "id": case.id,
+        "params": dict(case.params),
+        "outcome": "COMPILE_ONLY_ERROR",
+        "signature": "RuntimeError: x",
+        "layer": "inductor",
+        "compiled_error": {"type": "builtins.RuntimeError", "root_type": "builtins.RuntimeError"},
+    }
     kernel = repro.kernel_code("scaled_mm_v2", K.BUILTIN_IMPLS["scaled_mm_v2"], None)
     script = _script_module(repro.render_script(record, {"device": "cpu", "torch": "2.x"}, 11, kernel, 60.0))
     theirs, ours = script["make_inputs"](case.params, 5, "cpu"), inputs.make_inputs(case.params, 5, "cpu")
     for name in ("scale_a", "scale_b"):
-        for their, our in zip(*(s if isinstance(s, tuple) else (s,) for s in (getattr(theirs, name), getattr(ours, name)))):
-            assert torch.equal(their.view(torch.uint8) if their.element_size() == 1 else their,
-                               our.view(torch.uint8) if our.element_size() == 1 else our)
+        for their, our in zip(
+            *(s if isinstance(s, tuple) else (s,) for s in (getattr(theirs, name), getattr(ours, name)))
+        ):
+            assert torch.equal(
+                their.view(torch.uint8) if their.element_size() == 1 else their,
+                our.view(torch.uint8) if our.element_size() == 1 else our,
+            )
             assert their.stride() == our.stride()
     args = (theirs.scale_a, theirs.scale_b, 64, 256, 384)
     assert script["scale_recipe_names"](*args) == K.scale_recipe_names(*args)
@@ -235,7 +253,12 @@ def test_compare_judges_each_class_by_its_row(cls):
     assert cmp.severity(cls.name) == cls.severity
     was = record_of("c", oc.PASS)
     now = record_of("c", cls.name, None if cls.category == cmp.OK else "Error: x")
-    expected = {cmp.OK: None, cmp.FAILING: cmp.REGRESSION, cmp.KNOWN: cmp.KNOWN_FAILURE, cmp.ABSENT: cmp.CAPABILITY_LOST}
+    expected = {
+        cmp.OK: None,
+        cmp.FAILING: cmp.REGRESSION,
+        cmp.KNOWN: cmp.KNOWN_FAILURE,
+        cmp.ABSENT: cmp.CAPABILITY_LOST,
+    }
     assert cmp.classify(was, now) == expected[cls.category]
 
 
@@ -249,11 +272,18 @@ def test_a_class_a_newer_plugin_adds_is_a_failure_worse_than_any():
 def test_every_class_is_rendered_with_its_colour_abbreviation_and_column(tmp_path):
     before = report([record_of(f"c{i}", oc.PASS) for i, _ in enumerate(oc.CLASSES)], torch="2.11.0")
     after = report(
-        [record_of(f"c{i}", c.name, None if c.category == cmp.OK else f"Error: {c.name}") for i, c in enumerate(oc.CLASSES)],
+        [
+            record_of(f"c{i}", c.name, None if c.category == cmp.OK else f"Error: {c.name}")
+            for i, c in enumerate(oc.CLASSES)
+        ],
         torch="2.13.0",
     )
     comparison = cmp.compare_reports([(tmp_path / "a.json", before), (tmp_path / "b.json", after)])
-    text, markdown, html = render.render_text(comparison), render.render_markdown(comparison), render.render_html(comparison)
+    text, markdown, html = (
+        render.render_text(comparison),
+        render.render_markdown(comparison),
+        render.render_html(comparison),
+    )
     header = text.splitlines()[0].split()
     for c in oc.CLASSES:
         assert c.abbrev in header, c.name
@@ -269,9 +299,14 @@ def test_pytest_reports_each_case_as_its_class_says(matrix_project):
     kernel for a GPU arch: pytest's tally is the table's, and the summary lists the classes in its
     order. GPU-only modes are not generated for the CPU (their cases would all skip)."""
     gpu_only = [m.name for m in MODES if m.gpu_only]
-    kernels = [planted("correct"), planted("fixed", "correct"), planted("ignores_scale_b"),
-               planted("asserts_rank_under_compile"), planted("declares_m_at_least_8", "refuses_everywhere", min_m=8),
-               planted("gpu_kernel", "correct", archs=["sm90"])]
+    kernels = [
+        planted("correct"),
+        planted("fixed", "correct"),
+        planted("ignores_scale_b"),
+        planted("asserts_rank_under_compile"),
+        planted("declares_m_at_least_8", "refuses_everywhere", min_m=8),
+        planted("gpu_kernel", "correct", archs=["sm90"]),
+    ]
     text = matrix_text(
         kernels,
         {"mode": ["aot_eager", *gpu_only]},

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.execution import isolate
 from pytest_scaledmm.plugin import entry as plugin
 from pytest_scaledmm.plugin.session import MatrixSession
@@ -30,8 +30,16 @@ def _run_interrupted(matrix_project, pytester, *args, matrix=TWO_CASES):
     """_run for a run that ends in KeyboardInterrupt, which pytester would otherwise re-raise here."""
     matrix_project.write_matrix(matrix)
     return pytester.runpytest(
-        "-p", "no:cacheprovider", "-W", "ignore", *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json",
-        *args, no_reraise_ctrlc=True,
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore",
+        *IN_PROCESS,
+        "--scaledmm-matrix",
+        "--scaledmm-report",
+        "report.json",
+        *args,
+        no_reraise_ctrlc=True,
     )
 
 
@@ -95,7 +103,7 @@ def test_signal_handlers_are_restored_after_the_run(matrix_project):
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
 
 
-SWALLOWING_KERNEL = '''
+SWALLOWING_KERNEL = """
 import os, signal, time
 from planted_kernels import correct
 
@@ -106,7 +114,7 @@ def swallows_ctrl_c(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_ac
     except KeyboardInterrupt:
         pass  # ... and a kernel (or a runner) that catches everything
     return correct(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)
-'''
+"""
 
 
 @pytest.fixture
@@ -171,7 +179,9 @@ def test_keyword_subset_under_xdist_is_incomplete(matrix_project, pytester):
         """
     )
     first = matrix_project.collect()[0]
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "-n", "2", "-k", first)
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "-n", "2", "-k", first
+    )
     result.assert_outcomes(passed=1)
     session = _session(matrix_project)
     assert session["complete"] is False
@@ -191,7 +201,9 @@ def test_stop_after_first_failure_fails_the_baseline_gate(matrix_project):
     result = _run(matrix_project, "-x", "--scaledmm-baseline", "baseline.json", matrix=MISMATCH_TWICE)
     result.assert_outcomes(failed=1)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines(["gate FAILED*", "*the candidate run is incomplete: 1 of 2 generated case(s) have no record*"])
+    result.stdout.fnmatch_lines(
+        ["gate FAILED*", "*the candidate run is incomplete: 1 of 2 generated case(s) have no record*"]
+    )
     session = _session(matrix_project)
     assert session["complete"] is False
     assert any(reason.startswith("stopped early") for reason in session["incomplete_reasons"])
@@ -208,7 +220,9 @@ def test_pytest_internal_error_makes_the_report_incomplete(matrix_project, pytes
     assert result.ret == pytest.ExitCode.INTERNAL_ERROR
     session = _session(matrix_project)
     assert session["complete"] is False
-    assert any("pytest internal error: RuntimeError: a plugin broke" in reason for reason in session["incomplete_reasons"])
+    assert any(
+        "pytest internal error: RuntimeError: a plugin broke" in reason for reason in session["incomplete_reasons"]
+    )
 
 
 def test_partial_report_stays_incomplete(matrix_project, pytester, monkeypatch):
@@ -276,7 +290,9 @@ def test_setup_error_and_setup_skip_still_record_the_case(matrix_project, pytest
         ("raises_keyboard_interrupt", {}, "2 of 2 generated case(s) have no record"),
     ],
 )
-def test_kernel_ending_the_process_leaves_no_case_unrecorded(matrix_project, pytester, kernel, outcomes, incomplete_reason):
+def test_kernel_ending_the_process_leaves_no_case_unrecorded(
+    matrix_project, pytester, kernel, outcomes, incomplete_reason
+):
     matrix = matrix_text([planted("bad", kernel), planted("good", "correct")])
     _run_interrupted(matrix_project, pytester, matrix=matrix)
     report = matrix_project.report()
@@ -326,7 +342,9 @@ def test_second_run_on_the_same_report_is_refused(matrix_project, pytester):
         Path(f"{report}.lock").write_text(f"{holder.pid}\n")
         result = _run(matrix_project)
         assert result.ret == pytest.ExitCode.USAGE_ERROR
-        result.stderr.fnmatch_lines([f"ERROR: --scaledmm-report: *report.json is being written by another run (pid {holder.pid})*"])
+        result.stderr.fnmatch_lines(
+            [f"ERROR: --scaledmm-report: *report.json is being written by another run (pid {holder.pid})*"]
+        )
         assert json.loads(report.read_text()) == {"kept": True}  # nothing the user had is lost
         assert Path(f"{report}.lock").read_text().strip() == str(holder.pid)  # not ours to remove
     finally:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from pytest_scaledmm import cli
-from pytest_scaledmm.reports import repro
 from pytest_scaledmm.matrix.cases import make_case
+from pytest_scaledmm.reports import repro
 
 # Runs a script with the plugin made unimportable: a repro needs torch only.
 WITHOUT_PLUGIN = (
@@ -51,7 +51,10 @@ profiles:
 def _run_script(path: Path, *args, cwd=None, timeout=120):
     done = subprocess.run(
         [sys.executable, "-c", WITHOUT_PLUGIN, str(path), "--strict-inputs", *args],
-        capture_output=True, text=True, timeout=timeout, cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
     )
     return done.returncode, done.stdout + done.stderr
 
@@ -63,7 +66,12 @@ def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_p
     pytester.syspathinsert()
     matrix_project.write_matrix(REPRO_MATRIX)
     result = matrix_project.run(
-        "--scaledmm-matrix", "--scaledmm-repro-dir", "repros", "--scaledmm-report", "report.json", "--no-scaledmm-triage"
+        "--scaledmm-matrix",
+        "--scaledmm-repro-dir",
+        "repros",
+        "--scaledmm-report",
+        "report.json",
+        "--no-scaledmm-triage",
     )
     result.assert_outcomes(failed=2)
     index = json.loads((pytester.path / "repros" / "index.json").read_text())
@@ -99,10 +107,30 @@ def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_p
 @pytest.mark.parametrize(
     "params",
     [
-        {"kernel": "fp8_linear", "scale_a": "tensor_0d", "scale_b": "tensor_1d", "scale_layout": "noncontiguous",
-         "activation_rank": 3, "m": 6, "k": 32, "n": 16, "mode": "aot_eager"},
-        {"kernel": "int8_w8a8", "dtype_a": "int8", "dtype_b": "int8", "scale_a": "rowwise", "scale_b": "rowwise",
-         "bias": True, "special_scale": "negative", "m": 3, "k": 32, "n": 16, "mode": "eager"},
+        {
+            "kernel": "fp8_linear",
+            "scale_a": "tensor_0d",
+            "scale_b": "tensor_1d",
+            "scale_layout": "noncontiguous",
+            "activation_rank": 3,
+            "m": 6,
+            "k": 32,
+            "n": 16,
+            "mode": "aot_eager",
+        },
+        {
+            "kernel": "int8_w8a8",
+            "dtype_a": "int8",
+            "dtype_b": "int8",
+            "scale_a": "rowwise",
+            "scale_b": "rowwise",
+            "bias": True,
+            "special_scale": "negative",
+            "m": 3,
+            "k": 32,
+            "n": 16,
+            "mode": "eager",
+        },
     ],
     ids=["fp8_linear", "int8_w8a8"],
 )
@@ -113,14 +141,22 @@ def test_builtin_kernels_are_embedded_and_inputs_regenerate_exactly(tmp_path, pa
     full = {axis: values[0] for axis, values in AXIS_DEFAULTS.items()}
     full.update(params)
     case = make_case(full)
-    record = {"id": case.id, "params": case.params, "outcome": "COMPILE_ONLY_ERROR", "signature": "RuntimeError: planted",
-              "layer": "inductor", "compiled_error": {"type": "builtins.RuntimeError", "root_type": "builtins.RuntimeError"}}
+    record = {
+        "id": case.id,
+        "params": case.params,
+        "outcome": "COMPILE_ONLY_ERROR",
+        "signature": "RuntimeError: planted",
+        "layer": "inductor",
+        "compiled_error": {"type": "builtins.RuntimeError", "root_type": "builtins.RuntimeError"},
+    }
     code = repro.kernel_code(params["kernel"], BUILTIN_IMPLS[params["kernel"]], None)
     assert "import pytest_scaledmm" not in code and "from pytest_scaledmm" not in code
     # Recorded under this torch: a script replayed under another one warns (checked elsewhere).
     import torch
 
-    path = repro.write_script(tmp_path, record, {"device": "cpu", "torch": str(torch.__version__)}, 20240501, code, 60.0)
+    path = repro.write_script(
+        tmp_path, record, {"device": "cpu", "torch": str(torch.__version__)}, 20240501, code, 60.0
+    )
     status, out = _run_script(path)
     # This case passes on the CPU: the script runs the embedded kernel on identical inputs.
     assert status == 0, out
@@ -135,10 +171,29 @@ def test_a_script_name_is_a_short_hash_of_the_signature():
 
 
 def test_repro_header_has_no_docstring_breakers(tmp_path):
-    case = make_case({"kernel": "aten_scaled_mm", "scale_a": "tensor_0d", "scale_b": "tensor_0d", "dtype_a": "e4m3fn",
-                      "dtype_b": "e4m3fn", "out_dtype": "bf16", "bias": False, "use_fast_accum": False,
-                      "mode": "eager", "m": 16, "k": 32, "n": 16})
-    record = {"id": case.id, "params": case.params, "outcome": "MISMATCH", "signature": 'a """ b \\ c', "layer": "compiled"}
+    case = make_case(
+        {
+            "kernel": "aten_scaled_mm",
+            "scale_a": "tensor_0d",
+            "scale_b": "tensor_0d",
+            "dtype_a": "e4m3fn",
+            "dtype_b": "e4m3fn",
+            "out_dtype": "bf16",
+            "bias": False,
+            "use_fast_accum": False,
+            "mode": "eager",
+            "m": 16,
+            "k": 32,
+            "n": 16,
+        }
+    )
+    record = {
+        "id": case.id,
+        "params": case.params,
+        "outcome": "MISMATCH",
+        "signature": 'a """ b \\ c',
+        "layer": "compiled",
+    }
     from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 
     code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
@@ -146,16 +201,20 @@ def test_repro_header_has_no_docstring_breakers(tmp_path):
     tree = ast.parse(path.read_text())
     # The signature stays out of the header docstring it could end, and is whole in the data.
     assert record["signature"] not in ast.get_docstring(tree)
-    (expected,) = [ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "EXPECTED"]
+    (expected,) = [
+        ast.literal_eval(n.value)
+        for n in tree.body
+        if isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "EXPECTED"
+    ]
     assert expected["signature"] == record["signature"]
 
 
 # Raises a ValueError on both sides; compiled, Dynamo wraps it as Unsupported <- ObservedValueErrorError
 # (torch 2.13), which only the run's refusal matching recognises as the same error.
-REFUSING = '''\
+REFUSING = """\
 def kernel(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     raise ValueError("Invalid scaling configuration: this kernel takes M >= 8 only")
-'''
+"""
 
 REFUSING_MATRIX = """\
 version: 1
@@ -185,13 +244,29 @@ def test_a_script_judges_an_alike_refusal_as_the_run_did(matrix_project, pyteste
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", "--no-scaledmm-triage")
     result.assert_outcomes(failed=1, skipped=1)
     cases = {c["params"]["kernel"]: c for c in json.loads((pytester.path / "report.json").read_text())["cases"]}
-    assert {k: c["outcome"] for k, c in cases.items()} == {"declares_min_m": "UNSUPPORTED", "declares_nothing": "REFUSED"}
+    assert {k: c["outcome"] for k, c in cases.items()} == {
+        "declares_min_m": "UNSUPPORTED",
+        "declares_nothing": "REFUSED",
+    }
     wrapped = cases["declares_nothing"]["compiled_error"]
     assert cases["declares_nothing"]["eager_error"]["type"] != wrapped["type"], wrapped  # differently wrapped
     for kernel, case in cases.items():
         out_dir = pytester.path / kernel
-        assert cli.main(["repro", str(pytester.path / "report.json"), "--out", str(out_dir), "--case", case["id"],
-                         "--matrix", str(pytester.path / "matrix.yaml")]) == 0
+        assert (
+            cli.main(
+                [
+                    "repro",
+                    str(pytester.path / "report.json"),
+                    "--out",
+                    str(out_dir),
+                    "--case",
+                    case["id"],
+                    "--matrix",
+                    str(pytester.path / "matrix.yaml"),
+                ]
+            )
+            == 0
+        )
         (script,) = out_dir.glob("repro_*.py")
         code, out = _run_script(script, cwd=pytester.path)
         assert f"observed: {case['outcome']}: {case['signature']}\n" in out, out
@@ -209,19 +284,37 @@ def test_a_script_embeds_the_verdict_modules_verbatim_and_no_verdict_of_its_own(
 
     from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 
-    case = make_case({"kernel": "aten_scaled_mm", "scale_a": "tensor_0d", "scale_b": "tensor_0d", "dtype_a": "e4m3fn",
-                      "dtype_b": "e4m3fn", "out_dtype": "bf16", "bias": False, "use_fast_accum": False,
-                      "mode": "eager", "m": 16, "k": 32, "n": 16})
+    case = make_case(
+        {
+            "kernel": "aten_scaled_mm",
+            "scale_a": "tensor_0d",
+            "scale_b": "tensor_0d",
+            "dtype_a": "e4m3fn",
+            "dtype_b": "e4m3fn",
+            "out_dtype": "bf16",
+            "bias": False,
+            "use_fast_accum": False,
+            "mode": "eager",
+            "m": 16,
+            "k": 32,
+            "n": 16,
+        }
+    )
     record = {"id": case.id, "params": case.params, "outcome": "MISMATCH", "signature": "x", "layer": "compiled"}
     code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
     text = repro.write_script(tmp_path, record, {}, 1, code, 10.0).read_text()
     bodies = _verdict_bodies()
-    needed = {f"pytest_scaledmm.verdict.{name}" for name in ("pipeline", "classify", "refusals", "oracle", "inputs", "outcome")}
+    needed = {
+        f"pytest_scaledmm.verdict.{name}"
+        for name in ("pipeline", "classify", "refusals", "oracle", "inputs", "outcome")
+    }
     assert needed <= set(bodies)
     for name, body in bodies.items():
         assert body in text, name
     template = (Path(repro.__file__).parent / "templates" / "repro_script.py.tmpl").read_text()
-    own = {n.name for n in ast.parse(template.replace("{{", "{").replace("}}", "}")).body if isinstance(n, ast.FunctionDef)}
+    own = {
+        n.name for n in ast.parse(template.replace("{{", "{").replace("}}", "}")).body if isinstance(n, ast.FunctionDef)
+    }
     verdict_names = {n.name for body in bodies.values() for n in ast.parse(body).body if isinstance(n, ast.FunctionDef)}
     assert own and not own & verdict_names
 
@@ -236,12 +329,17 @@ def test_an_embedded_module_may_import_only_its_siblings_by_name(tmp_path):
         module = importlib.util.module_from_spec(spec)
         return module
 
-    for source in ("from . import outcome as oc\n", "from ..matrix.spec import KernelSpec\n",
-                   "from pytest_scaledmm.verdict.outcome import PASS\n", "from .outcome import PASS as OK\n"):
+    for source in (
+        "from . import outcome as oc\n",
+        "from ..matrix.spec import KernelSpec\n",
+        "from pytest_scaledmm.verdict.outcome import PASS\n",
+        "from .outcome import PASS as OK\n",
+    ):
         with pytest.raises(repro.ReproError, match="cannot be embedded"):
             repro._sibling_imports(module_from(source))
     assert repro._sibling_imports(module_from("def f():\n    from .outcome import PASS, FAILURES\n")) == {
-        "outcome": {"PASS", "FAILURES"}}
+        "outcome": {"PASS", "FAILURES"}
+    }
 
 
 def test_a_name_bound_twice_in_a_script_is_refused():
@@ -262,26 +360,41 @@ def _compile_path_repros(matrix_project, pytester, kernels, mode, *options):
 
     axes = {"scale_a": ["rowwise"], "scale_b": ["rowwise"], "out_dtype": ["bf16"], "mode": [mode], "m": [16]}
     matrix_project.write_matrix(matrix_text(kernels, axes))
-    matrix_project.run("--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "r.json", "--scaledmm-repro-dir",
-                       "repros", "--no-scaledmm-triage", *options)
+    matrix_project.run(
+        "--scaledmm-matrix",
+        "matrix.yaml",
+        "--scaledmm-report",
+        "r.json",
+        "--scaledmm-repro-dir",
+        "repros",
+        "--no-scaledmm-triage",
+        *options,
+    )
     records = json.loads((pytester.path / "r.json").read_text())["cases"]
-    return {r["params"]["kernel"]: (r, pytester.path / "repros" / repro.record_script_name(r))
-            for r in records}
+    return {r["params"]["kernel"]: (r, pytester.path / "repros" / repro.record_script_name(r)) for r in records}
 
 
 @pytest.mark.slow
-def test_a_repro_of_an_aoti_case_exports_packages_loads_and_calls(matrix_project, pytester, plant_aoti_load, cpu_fp8_mm):
+def test_a_repro_of_an_aoti_case_exports_packages_loads_and_calls(
+    matrix_project, pytester, plant_aoti_load, cpu_fp8_mm
+):
     # Only packages that call _scaled_mm fail to load (planted, no C++ build): torch.compile
     # alone would pass this case.
     from matrices import planted
 
     plant_aoti_load("fail-scaled")
-    found = _compile_path_repros(matrix_project, pytester, [planted("scaled_mm", module="planted_aoti_kernels")], "aoti")
+    found = _compile_path_repros(
+        matrix_project, pytester, [planted("scaled_mm", module="planted_aoti_kernels")], "aoti"
+    )
     record, script = found["scaled_mm"]
     assert record["outcome"] == "COMPILE_ONLY_ERROR" and record["compiled_error"]["layer"] == "aoti_load", record
     text = script.read_text()
     assert "RUNNER = 'aoti'" in text and "runner=RUNNER" in text
-    for call in ("torch.export.export(", "torch._inductor.aoti_compile_and_package(", "torch._inductor.aoti_load_package("):
+    for call in (
+        "torch.export.export(",
+        "torch._inductor.aoti_compile_and_package(",
+        "torch._inductor.aoti_load_package(",
+    ):
         assert call in text
     code, out = _run_script(script, cwd=pytester.path)
     assert code == repro.EXIT_REPRODUCED, out
@@ -307,18 +420,24 @@ def test_a_repro_of_a_mark_dynamic_case_marks_m_and_runs_the_other_m(matrix_proj
         assert f"observed: {record['outcome']}" in said[kernel]
     # The recompile is counted as the run counts it; the other M are checked against their references.
     assert "M marked dynamic: 2 frame(s) compiled; m=48 ok, m=80 ok" in said["branches_on_m"]
-    assert "M marked dynamic: 2 frame(s) compiled; m=48 max |err|/tol = " in said["wrong_beyond_m"], said["wrong_beyond_m"]
+    assert "M marked dynamic: 2 frame(s) compiled; m=48 max |err|/tol = " in said["wrong_beyond_m"], said[
+        "wrong_beyond_m"
+    ]
 
 
 def test_a_repro_of_a_mark_unbacked_case_marks_m_unbacked(matrix_project, pytester):
     from matrices import IN_PROCESS, planted
-
     from pytest_scaledmm.matrix.compile_modes import compile_mode
 
     if compile_mode("mark-unbacked").unavailable():
         pytest.skip(compile_mode("mark-unbacked").unavailable())
-    found = _compile_path_repros(matrix_project, pytester, [planted("branches_on_m", module="planted_compile_kernels")],
-                                 "mark-unbacked", *IN_PROCESS)
+    found = _compile_path_repros(
+        matrix_project,
+        pytester,
+        [planted("branches_on_m", module="planted_compile_kernels")],
+        "mark-unbacked",
+        *IN_PROCESS,
+    )
     record, script = found["branches_on_m"]
     # An unbacked M cannot take the kernel's Python branch: the guard on it fails at the first M.
     assert record["outcome"] == "COMPILE_ONLY_ERROR" and "data-dependent" in record["signature"], record

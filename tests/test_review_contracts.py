@@ -1,13 +1,12 @@
 """Regression tests from a hostile review of the kernel contracts (each failed when written)."""
 
-import json
 import sys
 from pathlib import Path
 
 import pytest
 from direct_run import run_matrix
-from matrices import matrix_text
 
+from matrices import matrix_text
 from pytest_scaledmm.matrix.errors import MatrixError
 from pytest_scaledmm.matrix.spec import parse_spec
 from pytest_scaledmm.verdict import outcome as oc
@@ -15,8 +14,15 @@ from pytest_scaledmm.verdict import outcome as oc
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 MODULE = "review_contract_kernels"
-TENSORWISE = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"], "out_dtype": ["bf16"], "mode": ["aot_eager"],
-              "m": [8], "k": [64], "n": [16]}
+TENSORWISE = {
+    "scale_a": ["tensor_0d"],
+    "scale_b": ["tensor_0d"],
+    "out_dtype": ["bf16"],
+    "mode": ["aot_eager"],
+    "m": [8],
+    "k": [64],
+    "n": [16],
+}
 
 
 def test_run_gate_takes_the_looser_slack_flag_that_the_cli_and_the_plugin_pass():
@@ -29,16 +35,19 @@ def test_run_gate_takes_the_looser_slack_flag_that_the_cli_and_the_plugin_pass()
     assert "allow_looser_slack" in inspect.signature(run_gate).parameters
 
 
-@pytest.mark.parametrize("entry", [
-    {"slack": float("nan"), "slack_reason": "because"},
-    {"activation": "dynamic", "activation_divisor": float("nan")},
-    {"activation": "dynamic", "activation_divisor": float("inf")},
-    # A divisor far from the dtype's range makes every element "off the grid": the bound grows
-    # to the group's amax and a kernel 10% off passes, with no slack_reason and no gate.
-    {"activation": "dynamic", "activation_divisor": 0.001},
-    # The matrix's own slack is capped at 16 ("a larger slack lets wrong results pass").
-    {"slack": 999999, "slack_reason": "because"},
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"slack": float("nan"), "slack_reason": "because"},
+        {"activation": "dynamic", "activation_divisor": float("nan")},
+        {"activation": "dynamic", "activation_divisor": float("inf")},
+        # A divisor far from the dtype's range makes every element "off the grid": the bound grows
+        # to the group's amax and a kernel 10% off passes, with no slack_reason and no gate.
+        {"activation": "dynamic", "activation_divisor": 0.001},
+        # The matrix's own slack is capped at 16 ("a larger slack lets wrong results pass").
+        {"slack": 999999, "slack_reason": "because"},
+    ],
+)
 def test_a_kernel_declaration_that_makes_the_bound_meaningless_is_refused(entry):
     text = matrix_text([{"name": "k", "impl": "planted_kernels:correct", **entry}])
     with pytest.raises(MatrixError):

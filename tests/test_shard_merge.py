@@ -31,7 +31,19 @@ def _run(root, *args):
     tests = str(Path(__file__).parent)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [tests, os.environ.get("PYTHONPATH")]))}
     env.pop("GITHUB_STEP_SUMMARY", None)
-    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-W", "ignore", "--scaledmm-matrix", "matrix.yaml", *IN_PROCESS]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "-W",
+        "ignore",
+        "--scaledmm-matrix",
+        "matrix.yaml",
+        *IN_PROCESS,
+    ]
     return subprocess.run([*command, *args], cwd=root, env=env, capture_output=True, text=True)
 
 
@@ -57,10 +69,14 @@ def test_shard_values_are_checked():
 
 def test_a_bad_shard_is_one_usage_error(matrix_project):
     matrix_project.write_matrix(MATRIX)
-    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "3/2", "--scaledmm-report", "r.json")
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", "3/2", "--scaledmm-report", "r.json"
+    )
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.stderr.lines if line.strip()]
-    assert errors == ["ERROR: --scaledmm-shard: '3/2' is not I/N with whole numbers 1 <= I <= N (e.g. 2/4 for the second of four shards)"]
+    assert errors == [
+        "ERROR: --scaledmm-shard: '3/2' is not I/N with whole numbers 1 <= I <= N (e.g. 2/4 for the second of four shards)"
+    ]
 
 
 def test_assignment_is_deterministic_balanced_and_order_free():
@@ -68,7 +84,7 @@ def test_assignment_is_deterministic_balanced_and_order_free():
     owner = assign(costs, 3)
     assert owner == assign(list(reversed(costs)), 3)[::-1]  # the input's order does not matter
     loads = Counter()
-    for (cid, cost), shard in zip(costs, owner):
+    for (_cid, cost), shard in zip(costs, owner):
         loads[shard] += cost
     assert set(owner) == {0, 1, 2}
     # Longest processing time first: the spread is at most one case's cost.
@@ -94,7 +110,9 @@ def test_two_shards_merged_equal_one_unsharded_run(runs, tmp_path, capsys):
     report = json.loads(merged.read_text())
     assert _outcomes(report) == _outcomes(full)  # same ids, same outcomes
     assert report["summary"] == full["summary"] and report["summary"]["MISMATCH"] == 8
-    assert report["session"]["complete"] is True and report["session"]["generated"] == report["session"]["recorded"] == 16
+    assert (
+        report["session"]["complete"] is True and report["session"]["generated"] == report["session"]["recorded"] == 16
+    )
     assert report["matrix"]["cases"] == 16 and report["coverage"]["pairwise"] == full["coverage"]["pairwise"]
     assert [m["index"] for m in report["shard"]["merged"]] == [1, 2]
     # The gate takes the merged report for the unsharded one: no new failure.
@@ -113,7 +131,11 @@ def test_a_missing_or_duplicated_shard_is_incomplete_and_the_gate_fails(runs, tm
     merged = tmp_path / "merged.json"
     assert main(["merge", str(merged), *(str(root / f"{name}.json") for name in shards)]) == 1
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and err.startswith(f"scaledmm merge: merged report {merged} is INCOMPLETE: ") and reason in err
+    assert (
+        err.count("\n") == 1
+        and err.startswith(f"scaledmm merge: merged report {merged} is INCOMPLETE: ")
+        and reason in err
+    )
     report = json.loads(merged.read_text())
     assert report["session"]["complete"] is False and any(reason in r for r in report["session"]["incomplete_reasons"])
     assert main(["gate", "--baseline", str(root / "full.json"), "--candidate", str(merged)]) == 1
@@ -131,7 +153,9 @@ def test_shards_of_different_runs_or_unsharded_reports_do_not_merge(runs, tmp_pa
     assert main(["merge", str(merged), str(root / "s1.json"), str(root / "full.json")]) == 1
     assert "full.json: not a shard report" in capsys.readouterr().err
     (tmp_path / "corrupt.json").write_text("{")
-    assert main(["merge", str(merged), str(root / "s1.json"), str(root / "s2.json"), str(tmp_path / "corrupt.json")]) == 1
+    assert (
+        main(["merge", str(merged), str(root / "s1.json"), str(root / "s2.json"), str(tmp_path / "corrupt.json")]) == 1
+    )
     assert "corrupt.json: not a report (corrupt JSON" in capsys.readouterr().err
     assert json.loads(merged.read_text())["session"]["complete"] is False
 

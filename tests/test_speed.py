@@ -4,8 +4,8 @@ xdist workers, CPU threads shared out between them."""
 import re
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.execution import device
 
 ORDER_MATRIX = matrix_text(
@@ -48,7 +48,9 @@ def test_first_failure_puts_last_failures_then_mixed_ranks_under_inductor_first(
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "dist, scheduler", [([], "WorkStealingScheduling"), (["--dist", "load"], "LoadScheduling")], ids=["default", "explicit"]
+    "dist, scheduler",
+    [([], "WorkStealingScheduling"), (["--dist", "load"], "LoadScheduling")],
+    ids=["default", "explicit"],
 )
 def test_xdist_steals_work_unless_told_otherwise(matrix_project, dist, scheduler):
     # Built-in kernels: xdist workers do not see the planted kernels' directory.

@@ -7,11 +7,11 @@ import sys
 from pathlib import Path
 
 import pytest
-from matrices import matrix_text, planted
 
+from matrices import matrix_text, planted
 from pytest_scaledmm.matrix.cases import generate_cases
-from pytest_scaledmm.verdict.outcome import ErrorInfo, normalise_message, signature_of
 from pytest_scaledmm.matrix.spec import load_spec
+from pytest_scaledmm.verdict.outcome import ErrorInfo, normalise_message, signature_of
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -20,6 +20,7 @@ def torch_has_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
 
 EXPECTED_CLASS = {
     "correct": "PASS",
@@ -127,7 +128,9 @@ def test_generation_is_independent_of_the_hash_seed(tmp_path):
     runs = []
     for hash_seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-        runs.append(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout)
+        runs.append(
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+        )
     assert runs[0] == runs[1]
     assert len(runs[0].split()) == load_spec(REPO / "matrix.yaml").profile("default").cases
 
@@ -150,7 +153,9 @@ def test_default_profile_covers_every_valid_scale_pairing_in_every_mode_on_the_c
 
 def test_profile_bounds_the_number_of_cases(matrix_project):
     axes = {"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": ["tensor_0d", "tensor_1d"]}
-    matrix_project.write_matrix(matrix_text([planted("correct")], axes, profiles={"default": {"cases": 3}, "small": {"cases": 2}}))
+    matrix_project.write_matrix(
+        matrix_text([planted("correct")], axes, profiles={"default": {"cases": 3}, "small": {"cases": 2}})
+    )
     assert len(matrix_project.collect()) == 3
     assert len(matrix_project.collect("--scaledmm-profile", "small")) == 2
 
@@ -158,11 +163,23 @@ def test_profile_bounds_the_number_of_cases(matrix_project):
 @pytest.mark.parametrize(
     "text, key",
     [
-        ("version: 1\nkernels: [aten_scaled_mm]\naxes: {mode: [warp-speed]}\nprofiles: {default: {cases: 1}}\n", "axes.mode[0]"),
-        ("version: 1\nkernels: [aten_scaled_mm]\naxes: {}\nprofiles: {default: {cases: 1}}\nshapes: []\n", "(top level)"),
+        (
+            "version: 1\nkernels: [aten_scaled_mm]\naxes: {mode: [warp-speed]}\nprofiles: {default: {cases: 1}}\n",
+            "axes.mode[0]",
+        ),
+        (
+            "version: 1\nkernels: [aten_scaled_mm]\naxes: {}\nprofiles: {default: {cases: 1}}\nshapes: []\n",
+            "(top level)",
+        ),
         ("version: 1\nkernels: [nope]\naxes: {}\nprofiles: {default: {cases: 1}}\n", "kernels[0]"),
-        ("version: 1\nkernels: [aten_scaled_mm]\naxes: {m: {min: 9, max: 2}}\nprofiles: {default: {cases: 1}}\n", "axes.m"),
-        ("version: 1\nkernels: [{name: k, impl: 'no_such_module:fn'}]\naxes: {}\nprofiles: {default: {cases: 1}}\n", "kernels[0].impl"),
+        (
+            "version: 1\nkernels: [aten_scaled_mm]\naxes: {m: {min: 9, max: 2}}\nprofiles: {default: {cases: 1}}\n",
+            "axes.m",
+        ),
+        (
+            "version: 1\nkernels: [{name: k, impl: 'no_such_module:fn'}]\naxes: {}\nprofiles: {default: {cases: 1}}\n",
+            "kernels[0].impl",
+        ),
         ("version: 1\nkernels: [aten_scaled_mm\naxes: {}\n", ""),
     ],
 )
@@ -222,10 +239,14 @@ def test_earlier_report_is_kept_and_writes_are_atomic(tmp_path, monkeypatch):
 
 
 def test_signature_strips_sizes_addresses_and_paths():
-    one = normalise_message("mat1 and mat2 shapes cannot be multiplied (4x32 and 31x16) at 0x7f3a in /usr/lib/x.py line 12")
+    one = normalise_message(
+        "mat1 and mat2 shapes cannot be multiplied (4x32 and 31x16) at 0x7f3a in /usr/lib/x.py line 12"
+    )
     two = normalise_message("mat1 and mat2 shapes cannot be multiplied (8x64 and 63x8) at 0x1 in /opt/y/z.py line 99")
     assert one == two
-    error = ErrorInfo("torch._dynamo.exc.TorchRuntimeError", "wrapped", "builtins.RuntimeError", "dynamo", "size s0 vs s1")
+    error = ErrorInfo(
+        "torch._dynamo.exc.TorchRuntimeError", "wrapped", "builtins.RuntimeError", "dynamo", "size s0 vs s1"
+    )
     assert signature_of(error) == "TorchRuntimeError <- RuntimeError: size s? vs s?"
 
 
@@ -248,10 +269,15 @@ def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project, cpu_fp8_mm):
 
 
 def test_wrong_eager_result_outranks_a_compile_error():
-    from pytest_scaledmm.verdict.outcome import ErrorInfo
     from pytest_scaledmm.verdict.classify import classify
+    from pytest_scaledmm.verdict.outcome import ErrorInfo
 
-    compiled = ErrorInfo("torch._inductor.exc.InductorError", "LoweringException: AssertionError:", "torch._inductor.exc.LoweringException", "inductor")
+    compiled = ErrorInfo(
+        "torch._inductor.exc.InductorError",
+        "LoweringException: AssertionError:",
+        "torch._inductor.exc.LoweringException",
+        "inductor",
+    )
     wrong = {"ok": False, "ratio": 9.0, "max_abs": 3.0}
     right = {"ok": True, "ratio": 0.1, "max_abs": 0.0}
     masked = classify(None, compiled, 0, wrong, None)
@@ -274,7 +300,14 @@ def test_case_ids_do_not_depend_on_loaded_modules(tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     runs = [
-        subprocess.run([sys.executable, "-c", code.format(extra=extra)], cwd=tmp_path, env=env, capture_output=True, text=True, check=True).stdout
+        subprocess.run(
+            [sys.executable, "-c", code.format(extra=extra)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
         for extra in ("", "import many_constants; ")
     ]
     assert runs[0] == runs[1] and len(runs[0].split()) == 30
@@ -283,7 +316,9 @@ def test_case_ids_do_not_depend_on_loaded_modules(tmp_path):
 
 def test_doctor_refuses_an_unknown_or_absent_device():
     for device in ("tpu", "cuda:7"):
-        out = subprocess.run([sys.executable, "-m", "pytest_scaledmm", "doctor", "--device", device], capture_output=True, text=True)
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest_scaledmm", "doctor", "--device", device], capture_output=True, text=True
+        )
         if device == "cuda:7" and torch_has_gpu():
             continue
         assert out.returncode == 2, out

@@ -7,8 +7,9 @@ from matrices import IN_PROCESS, matrix_text, planted
 
 
 def test_new_signatures_wait_for_the_summary_and_leave_the_progress_line_whole(matrix_project):
-    matrix_project.write_matrix(matrix_text([planted("correct"), planted("ignores_scale_b")],
-                                            {"mode": ["eager", "aot_eager"]}))
+    matrix_project.write_matrix(
+        matrix_text([planted("correct"), planted("ignores_scale_b")], {"mode": ["eager", "aot_eager"]})
+    )
     result = matrix_project.run("--scaledmm-matrix", *IN_PROCESS)
     assert result.ret == 1
     progress = [line for line in result.outlines if line.startswith("matrix.yaml ")]
@@ -32,20 +33,30 @@ def test_a_failed_baseline_gate_is_named_in_pytests_last_line(matrix_project):
     matrix_project.write_matrix(matrix_text([planted("correct")], {"out_dtype": ["bf16", "fp16"]}))
     matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "baseline.json", *IN_PROCESS).assert_outcomes(passed=2)
     # A subset of the baseline's cases: the gate fails on the missing ones.
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-baseline", "baseline.json", "-k", "bf16",
-                                "--scaledmm-report", "subset.json", *IN_PROCESS)
+    result = matrix_project.run(
+        "--scaledmm-matrix",
+        "--scaledmm-baseline",
+        "baseline.json",
+        "-k",
+        "bf16",
+        "--scaledmm-report",
+        "subset.json",
+        *IN_PROCESS,
+    )
     assert result.ret == 1
     last = result.outlines[-1]
     assert re.fullmatch(r"=+ 1 passed, 1 deselected, 1 baseline gate failed in [\d.]+s.* =+", last), last
-    passing = matrix_project.run("--scaledmm-matrix", "--scaledmm-baseline", "baseline.json",
-                                 "--scaledmm-report", "again.json", *IN_PROCESS)
+    passing = matrix_project.run(
+        "--scaledmm-matrix", "--scaledmm-baseline", "baseline.json", "--scaledmm-report", "again.json", *IN_PROCESS
+    )
     assert passing.ret == 0 and "baseline gate failed" not in passing.outlines[-1]
 
 
 def test_the_tested_line_and_pytests_last_line_count_the_same_cases(matrix_project):
     # One kernel passes, one is off the reference, one refuses M = 1: passed, failed and skipped.
-    matrix_project.write_matrix(matrix_text([planted("correct"), planted("ignores_scale_b"),
-                                             planted("refuses_m1", min_m=2)], {"m": [1, 4]}))
+    matrix_project.write_matrix(
+        matrix_text([planted("correct"), planted("ignores_scale_b"), planted("refuses_m1", min_m=2)], {"m": [1, 4]})
+    )
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *IN_PROCESS)
     counts = {word: int(n) for n, word in re.findall(r"(\d+) (passed|failed|skipped)", result.outlines[-1])}
     assert counts == {"passed": 3, "failed": 2, "skipped": 1}, result.outlines[-1]

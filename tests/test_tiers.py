@@ -7,9 +7,9 @@ import subprocess
 import sys
 
 import pytest
-from matrices import IN_PROCESS, matrix_text, planted
 from reports_factory import case, report, write
 
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm import cli
 from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.reports import gate, render, repro
@@ -42,17 +42,36 @@ def boundary_matrix(project, kernels, forms):
     generation would add has M = 8, which the matrix excludes."""
     import yaml
 
-    entries = [{"params": {"kernel": name, "scale_a": "tensor_0d", "scale_b": form, "mode": "aot_eager",
-                           "m": 4, "k": 32, "n": 16}} for name, chosen in forms.items() for form in chosen]
+    entries = [
+        {
+            "params": {
+                "kernel": name,
+                "scale_a": "tensor_0d",
+                "scale_b": form,
+                "mode": "aot_eager",
+                "m": 4,
+                "k": 32,
+                "n": 16,
+            }
+        }
+        for name, chosen in forms.items()
+        for form in chosen
+    ]
     (project.path / "corpus.yaml").write_text(yaml.safe_dump({"version": 1, "cases": entries}))
-    project.write_matrix(matrix_text(kernels, {**THREE_FORMS, "m": [8]}, cases=1, include=["corpus.yaml"],
-                                     exclude=[{"m": [8]}]))
+    project.write_matrix(
+        matrix_text(kernels, {**THREE_FORMS, "m": [8]}, cases=1, include=["corpus.yaml"], exclude=[{"m": [8]}])
+    )
     return len(entries)
 
 
 def run_script(path, cwd):
-    done = subprocess.run([sys.executable, "-c", WITHOUT_PLUGIN, str(path), "--strict-inputs"],
-                          capture_output=True, text=True, timeout=180, cwd=cwd)
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_PLUGIN, str(path), "--strict-inputs"],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=cwd,
+    )
     return done.returncode, done.stdout + done.stderr
 
 
@@ -80,19 +99,31 @@ def test_tiers_order_the_failures_and_severity_follows_them():
 
 # -- the verdict, called directly --------------------------------------------------------------------
 
-EAGER = [ErrorInfo("builtins.ValueError", reason, "builtins.ValueError", "eager")
-         for reason in ("K must be a multiple of 16", "Invalid scaling configuration.", "e5m2 x e5m2 is not supported")]
+EAGER = [
+    ErrorInfo("builtins.ValueError", reason, "builtins.ValueError", "eager")
+    for reason in ("K must be a multiple of 16", "Invalid scaling configuration.", "e5m2 x e5m2 is not supported")
+]
 LOWERING = ErrorInfo(
-    "torch._inductor.exc.InductorError", "LoweringException: AssertionError: Expect scale_a and scale_b to be either both scalars",
-    "builtins.AssertionError", "inductor", "Expect scale_a and scale_b to be either both scalars or both matrices",
+    "torch._inductor.exc.InductorError",
+    "LoweringException: AssertionError: Expect scale_a and scale_b to be either both scalars",
+    "builtins.AssertionError",
+    "inductor",
+    "Expect scale_a and scale_b to be either both scalars or both matrices",
 )
 RIGHT = {"ok": True, "ratio": 0.1, "max_abs": 0.0}
 WRONG = {"ok": False, "ratio": 40.0, "max_abs": 3.0}
 PARAMS = {"kernel": "aten_scaled_mm", "scale_a": "tensor_0d", "scale_b": "rowwise", "m": 4, "k": 24, "n": 16}
 
 
-@pytest.mark.parametrize("purpose, expected", [("boundary", oc.BOUNDARY_PARITY), ("valid", oc.ERROR_PARITY),
-                                               ("special", oc.ERROR_PARITY), (None, oc.ERROR_PARITY)])
+@pytest.mark.parametrize(
+    "purpose, expected",
+    [
+        ("boundary", oc.BOUNDARY_PARITY),
+        ("valid", oc.ERROR_PARITY),
+        ("special", oc.ERROR_PARITY),
+        (None, oc.ERROR_PARITY),
+    ],
+)
 def test_error_parity_is_tolerable_only_on_a_boundary_case(purpose, expected):
     params = {**PARAMS, **({"purpose": purpose} if purpose else {})}  # no purpose: valid (fail closed)
     got = classify(EAGER[0], LOWERING, 1, None, None, None, params)
@@ -103,13 +134,16 @@ def test_error_parity_is_tolerable_only_on_a_boundary_case(purpose, expected):
     assert got.signature.startswith("eager ValueError: K must be a multiple of N <> compiled InductorError")
 
 
-@pytest.mark.parametrize("purpose, check, expected", [
-    ("boundary", RIGHT, oc.LENIENT),
-    (None, RIGHT, oc.ERROR_PARITY),  # eager refuses a valid case: eager is the side that is wrong
-    ("valid", RIGHT, oc.ERROR_PARITY),
-    ("boundary", WRONG, oc.LENIENT_MISMATCH),
-    (None, WRONG, oc.LENIENT_MISMATCH),
-])
+@pytest.mark.parametrize(
+    "purpose, check, expected",
+    [
+        ("boundary", RIGHT, oc.LENIENT),
+        (None, RIGHT, oc.ERROR_PARITY),  # eager refuses a valid case: eager is the side that is wrong
+        ("valid", RIGHT, oc.ERROR_PARITY),
+        ("boundary", WRONG, oc.LENIENT_MISMATCH),
+        (None, WRONG, oc.LENIENT_MISMATCH),
+    ],
+)
 def test_compiled_accepting_what_eager_refuses_is_checked_against_the_reference(purpose, check, expected):
     params = {**PARAMS, **({"purpose": purpose} if purpose else {})}
     got = classify(EAGER[1], None, 1, None, check, None, params)
@@ -128,8 +162,18 @@ def test_one_compiled_cause_is_one_root_cause_whatever_eager_refused():
     assert "the boundary case expects: K must be a multiple of 16" in outcomes[0].detail
     # The same cause on a valid case, where eager passes, groups with them too.
     compile_only = classify(None, LOWERING, 0, RIGHT, None, None, {**PARAMS, "purpose": "valid"})
-    records = [{"id": f"c{i}", "params": params, "outcome": o.outcome, "signature": o.signature, "layer": o.layer,
-                "root_cause": o.root_cause, "met": o.met} for i, o in enumerate(outcomes + [compile_only])]
+    records = [
+        {
+            "id": f"c{i}",
+            "params": params,
+            "outcome": o.outcome,
+            "signature": o.signature,
+            "layer": o.layer,
+            "root_cause": o.root_cause,
+            "met": o.met,
+        }
+        for i, o in enumerate(outcomes + [compile_only])
+    ]
     (group,) = signature_groups(records)
     assert group["count"] == 4 and group["outcome"] == oc.COMPILE_ONLY_ERROR and group["tier"] == 2
     assert group["outcomes"] == {oc.BOUNDARY_PARITY: 3, oc.COMPILE_ONLY_ERROR: 1}
@@ -140,20 +184,26 @@ def test_one_compiled_cause_is_one_root_cause_whatever_eager_refused():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kernel, outcome, exit_code, word", [
-    (tier_kernel("lenient_right", **BOUNDARY), oc.LENIENT, 0, "1 lenient"),
-    (tier_kernel("lenient_wrong", **BOUNDARY), oc.LENIENT_MISMATCH, 1, "1 failed"),
-])
+@pytest.mark.parametrize(
+    "kernel, outcome, exit_code, word",
+    [
+        (tier_kernel("lenient_right", **BOUNDARY), oc.LENIENT, 0, "1 lenient"),
+        (tier_kernel("lenient_wrong", **BOUNDARY), oc.LENIENT_MISMATCH, 1, "1 failed"),
+    ],
+)
 def test_accepting_what_eager_refuses_and_its_repro_script(matrix_project, pytester, kernel, outcome, exit_code, word):
     matrix_project.write_matrix(matrix_text([kernel], cases=BUDGET))
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-repro-dir", "repros",
-                                *NO_TRIAGE)
+    result = matrix_project.run(
+        "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-repro-dir", "repros", *NO_TRIAGE
+    )
     assert result.ret == exit_code
     assert word in result.stdout.lines[-1]
     (record,) = matrix_project.report()["cases"]
     assert record["params"]["purpose"] == "boundary"  # generation's boundary slice
     assert record["outcome"] == outcome
-    assert record["signature"] == "compiled accepts what eager refuses: ValueError: a one-dimensional scale_b is refused"
+    assert (
+        record["signature"] == "compiled accepts what eager refuses: ValueError: a one-dimensional scale_b is refused"
+    )
     assert record["errors"]["compiled"]["ok"] is (outcome == oc.LENIENT)
     (script,) = (pytester.path / "repros").glob("repro_*.py")
     code, out = run_script(script, pytester.path)  # a fresh process without the plugin
@@ -162,7 +212,9 @@ def test_accepting_what_eager_refuses_and_its_repro_script(matrix_project, pytes
 
 
 def test_the_informational_class_is_counted_and_shown_apart(matrix_project):
-    boundary_matrix(matrix_project, [tier_kernel("lenient_right", **BOUNDARY)], {"lenient_right": THREE_FORMS["scale_b"]})
+    boundary_matrix(
+        matrix_project, [tier_kernel("lenient_right", **BOUNDARY)], {"lenient_right": THREE_FORMS["scale_b"]}
+    )
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *IN_PROCESS)
     assert result.ret == 0 and result.parseoutcomes()["lenient"] == 3
     out = result.stdout.str()
@@ -180,8 +232,9 @@ def test_error_parity_on_a_boundary_case_fails_only_when_strict(matrix_project, 
     assert lenient.ret == 0
     assert lenient.parseoutcomes()["tolerated"] == 1 and "failed" not in lenient.parseoutcomes()
     assert "1 tolerated root cause(s), tier 4, error parity on invalid input" in lenient.stdout.str()
-    strict = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "strict.json", "--scaledmm-strict-errors",
-                                *IN_PROCESS)
+    strict = matrix_project.run(
+        "--scaledmm-matrix", "--scaledmm-report", "strict.json", "--scaledmm-strict-errors", *IN_PROCESS
+    )
     assert strict.ret == 1
     strict.assert_outcomes(failed=1)
     strict.stdout.fnmatch_lines(["1 failing root cause(s), by tier:", " tier 4, error parity on invalid input:"])
@@ -204,6 +257,7 @@ def test_error_parity_on_a_valid_case_fails_either_way(matrix_project):
 def test_the_gate_applies_the_candidates_strictness(matrix_project, pytester):
     """Baseline: the kernel passes. Candidate: it raises otherwise than eager. On a boundary case
     that is no regression unless the candidate ran strict (or does not say: strict)."""
+
     def run(impl, report, *extra, declared=BOUNDARY):
         matrix_project.write_matrix(matrix_text([{"name": "k", "impl": impl, **declared}], cases=BUDGET))
         return matrix_project.run("--scaledmm-matrix", "--scaledmm-report", report, *extra, *IN_PROCESS)
@@ -225,10 +279,17 @@ def test_the_gate_applies_the_candidates_strictness(matrix_project, pytester):
     assert gate_exit("unsaid.json") == 1  # a report that does not say is strict
     # The plugin's own gate: the same rule.
     assert run(f"{TIER}:parity_one_lowering", "c1.json", "--scaledmm-baseline", base).ret == 0
-    assert run(f"{TIER}:parity_one_lowering", "c2.json", "--scaledmm-baseline", base, "--scaledmm-strict-errors").ret == 1
+    assert (
+        run(f"{TIER}:parity_one_lowering", "c2.json", "--scaledmm-baseline", base, "--scaledmm-strict-errors").ret == 1
+    )
     # On a valid case, a new error parity is a regression either way.
-    valid = run(f"{TIER}:parity_one_lowering", "c3.json", "--scaledmm-baseline", str(pytester.path / "base_valid.json"),
-                declared={})
+    valid = run(
+        f"{TIER}:parity_one_lowering",
+        "c3.json",
+        "--scaledmm-baseline",
+        str(pytester.path / "base_valid.json"),
+        declared={},
+    )
     assert valid.ret == 1 and re.search(r"regression: \d+ cases? PASS -> ERROR_PARITY", valid.stdout.str())
 
 
@@ -264,9 +325,11 @@ def test_one_compiled_cause_met_by_three_eager_refusals_is_one_line(matrix_proje
     assert len({c["signature"] for c in data["cases"]}) == 3  # one signature per eager refusal
     (group,) = data["signatures"]
     assert group["count"] == 3 and group["outcome"] == oc.ERROR_PARITY
-    reasons = ["eager: ValueError: a one-dimensional scale_b is refused",
-               "eager: ValueError: a single-element matrix scale_b is refused",
-               "eager: ValueError: a per-column scale_b is refused"]
+    reasons = [
+        "eager: ValueError: a one-dimensional scale_b is refused",
+        "eager: ValueError: a single-element matrix scale_b is refused",
+        "eager: ValueError: a per-column scale_b is refused",
+    ]
     assert group["met"] == {reason: 1 for reason in sorted(reasons)}
     out = result.stdout.str()
     assert "1 failing root cause(s), by tier:" in out
@@ -287,14 +350,27 @@ def test_one_compiled_cause_met_by_three_eager_refusals_is_one_line(matrix_proje
 
 def test_the_summary_is_ordered_by_tier(matrix_project, pytester):
     """Tier 4 has the most cases and tier 1 the fewest: the order is still tier 1, 2, 3, 4."""
-    kernels = [planted("ignores_scale_b", **BOUNDARY), tier_kernel("lenient_wrong", **BOUNDARY),
-               planted("asserts_rank_under_compile", **BOUNDARY), tier_kernel("parity", "parity_one_lowering", **BOUNDARY)]
+    kernels = [
+        planted("ignores_scale_b", **BOUNDARY),
+        tier_kernel("lenient_wrong", **BOUNDARY),
+        planted("asserts_rank_under_compile", **BOUNDARY),
+        tier_kernel("parity", "parity_one_lowering", **BOUNDARY),
+    ]
     forms = THREE_FORMS["scale_b"]
-    boundary_matrix(matrix_project, kernels, {"ignores_scale_b": forms[:1], "lenient_wrong": forms[:2],
-                                              "asserts_rank_under_compile": forms[:2], "parity": forms})
+    boundary_matrix(
+        matrix_project,
+        kernels,
+        {
+            "ignores_scale_b": forms[:1],
+            "lenient_wrong": forms[:2],
+            "asserts_rank_under_compile": forms[:2],
+            "parity": forms,
+        },
+    )
     order = [oc.MISMATCH, oc.COMPILE_ONLY_ERROR, oc.LENIENT_MISMATCH, oc.BOUNDARY_PARITY]
-    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-strict-errors",
-                                *IN_PROCESS)
+    result = matrix_project.run(
+        "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-strict-errors", *IN_PROCESS
+    )
     data = matrix_project.report()
     counts = {g["outcome"]: g["count"] for g in data["signatures"]}
     assert counts == {oc.MISMATCH: 1, oc.COMPILE_ONLY_ERROR: 2, oc.LENIENT_MISMATCH: 2, oc.BOUNDARY_PARITY: 3}
@@ -311,4 +387,5 @@ def test_the_summary_is_ordered_by_tier(matrix_project, pytester):
     text = lenient.stdout.str()
     assert text.index("3 failing root cause(s)") < text.index("1 tolerated root cause(s)")
     assert "(tolerated)" in render.render_markdown(
-        cmp.compare_reports([(pytester.path / "lenient.json", matrix_project.report("lenient.json"))]))
+        cmp.compare_reports([(pytester.path / "lenient.json", matrix_project.report("lenient.json"))])
+    )

@@ -39,11 +39,21 @@ def test_triage_names_the_layer_and_the_workaround_once_per_signature(matrix_pro
 
 
 def test_the_ladder_for_an_inductor_case():
-    case = Case("x", {"kernel": "k", "mode": "max-autotune", "scale_a": "tensor_0d", "scale_b": "rowwise",
-                      "m": 1, "k": 16, "n": 16})
+    case = Case(
+        "x",
+        {"kernel": "k", "mode": "max-autotune", "scale_a": "tensor_0d", "scale_b": "rowwise", "m": 1, "k": 16, "n": 16},
+    )
     names = [r["name"] for r in triage.rungs_for(case, "cuda:0")]
-    assert names == ["backend=eager", "backend=aot_eager", "backend=inductor", "bf16 unquantized",
-                     "fresh inductor cache", "gemm=ATEN", "gemm=TRITON", "scales one rank"]
+    assert names == [
+        "backend=eager",
+        "backend=aot_eager",
+        "backend=inductor",
+        "bf16 unquantized",
+        "fresh inductor cache",
+        "gemm=ATEN",
+        "gemm=TRITON",
+        "scales one rank",
+    ]
     assert "gemm=TRITON" not in [r["name"] for r in triage.rungs_for(case, "cpu")]
     one_rank = triage.rungs_for(case, "cpu")[-1]
     assert one_rank["params"] == {"scale_a": "tensor_1x1"}  # a 0-D scale next to a 2-D one

@@ -14,7 +14,7 @@ import yaml
 
 from matrices import IN_PROCESS
 
-KERNELS = '''
+KERNELS = """
 import torch
 
 
@@ -27,14 +27,16 @@ def right(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False)
 
 def doubled(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     return (2 * right(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype).float()).to(out_dtype)
-'''
+"""
 
 AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"], "mode": ["aot_eager"], "m": [4, 8], "k": [32], "n": [16]}
 
 
 def matrix(*kernels) -> str:
-    return yaml.safe_dump({"version": 1, "kernels": list(kernels), "axes": AXES,
-                           "profiles": {"default": {"cases": 2 * len(kernels)}}}, sort_keys=False)
+    return yaml.safe_dump(
+        {"version": 1, "kernels": list(kernels), "axes": AXES, "profiles": {"default": {"cases": 2 * len(kernels)}}},
+        sort_keys=False,
+    )
 
 
 @pytest.fixture
@@ -52,8 +54,13 @@ def test_a_module_beside_the_matrix_is_found(pytester, clean_path, isolate):
     project = pytester.mkdir("kernels_beside")
     (project / "beside_mod.py").write_text(KERNELS)
     (project / "matrix.yaml").write_text(matrix({"name": "mine", "impl": "beside_mod:right"}))
-    result = run(pytester, "--scaledmm-matrix", str(project / "matrix.yaml"), f"--scaledmm-isolate={isolate}",
-                 "--no-scaledmm-triage")
+    result = run(
+        pytester,
+        "--scaledmm-matrix",
+        str(project / "matrix.yaml"),
+        f"--scaledmm-isolate={isolate}",
+        "--no-scaledmm-triage",
+    )
     assert result.ret == 0, result.stdout.str() + result.stderr.str()
     result.assert_outcomes(passed=2)
 
@@ -78,20 +85,20 @@ def test_xdist_workers_and_their_children_find_it(pytester, clean_path):
     result.assert_outcomes(passed=2)
 
 
-CONFTEST = '''
+CONFTEST = """
 import hooked_mod
 from pytest_scaledmm.matrix.kernels import Kernel
 
 
 def pytest_scaledmm_kernels(config):
     return [Kernel("hooked", hooked_mod.right)]
-'''
+"""
 
 
 def _replay_line(result) -> str:
     lines = [line for line in result.outlines if line.startswith("replay: ")]
     assert lines, result.stdout.str()
-    return lines[0][len("replay: "):]
+    return lines[0][len("replay: ") :]
 
 
 def test_the_printed_replay_command_works_from_another_directory(pytester, clean_path, monkeypatch):
@@ -126,12 +133,15 @@ def test_a_matrix_whose_conftest_was_not_loaded_is_a_usage_error(pytester, clean
     assert f"pytest {project / 'matrix.yaml'} --scaledmm-matrix {project / 'matrix.yaml'}" in result.stderr.str()
 
 
-BIG_M_BUG = KERNELS + '''
+BIG_M_BUG = (
+    KERNELS
+    + """
 
 def doubled_big_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     out = right(a, b, scale_a, scale_b, bias=bias, out_dtype=torch.float32)
     return (2 * out if a.shape[0] > 4 else out).to(out_dtype)
-'''
+"""
+)
 
 
 def _md_unescaped(text: str) -> str:
@@ -139,7 +149,8 @@ def _md_unescaped(text: str) -> str:
 
 
 def test_a_replay_command_names_the_run_s_profile_seed_and_device_over_the_project_s_ini(
-        pytester, clean_path, monkeypatch, tmp_path):
+    pytester, clean_path, monkeypatch, tmp_path
+):
     """The project's ini says profile smoke; the run used default (where alone the failing case
     is), seed 11 and the CPU: the printed command replays that case from another directory, and the
     summary, the step summary and `scaledmm compare` print the same command."""
@@ -150,14 +161,33 @@ def test_a_replay_command_names_the_run_s_profile_seed_and_device_over_the_proje
     project = pytester.mkdir("iniproj")
     (project / "pyproject.toml").write_text('[tool.pytest.ini_options]\nscaledmm_profile = "smoke"\n')
     (project / "big_m_mod.py").write_text(BIG_M_BUG)
-    (project / "matrix.yaml").write_text(yaml.safe_dump({
-        "version": 1, "kernels": [{"name": "bigm", "impl": "big_m_mod:doubled_big_m"}], "axes": AXES,
-        "profiles": {"smoke": {"cases": 1, "axes": {"m": [4]}}, "default": {"cases": 2}}}, sort_keys=False))
+    (project / "matrix.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "kernels": [{"name": "bigm", "impl": "big_m_mod:doubled_big_m"}],
+                "axes": AXES,
+                "profiles": {"smoke": {"cases": 1, "axes": {"m": [4]}}, "default": {"cases": 2}},
+            },
+            sort_keys=False,
+        )
+    )
     step_summary = tmp_path / "step_summary.md"
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     monkeypatch.chdir(project)
-    first = run(pytester, "--scaledmm-matrix", "--scaledmm-profile", "default", "--scaledmm-seed", "11",
-                "--scaledmm-device", "cpu", "--scaledmm-report", str(tmp_path / "r.json"), *IN_PROCESS)
+    first = run(
+        pytester,
+        "--scaledmm-matrix",
+        "--scaledmm-profile",
+        "default",
+        "--scaledmm-seed",
+        "11",
+        "--scaledmm-device",
+        "cpu",
+        "--scaledmm-report",
+        str(tmp_path / "r.json"),
+        *IN_PROCESS,
+    )
     first.assert_outcomes(failed=1, passed=1)
     command = _replay_line(first)
     words = shlex.split(command)
@@ -183,21 +213,26 @@ def test_a_replay_command_always_names_the_profile():
     from pytest_scaledmm.matrix.replay_command import replay_command
     from pytest_scaledmm.reports.replay import report_replay
 
-    assert replay_command("/p/m.yaml", "c1") == "pytest /p/m.yaml --scaledmm-matrix /p/m.yaml --scaledmm-profile default --scaledmm-case c1"
-    assert replay_command("/p/m.yaml", "c1", "smoke", device="auto").endswith(" --scaledmm-profile smoke --scaledmm-case c1")
+    assert (
+        replay_command("/p/m.yaml", "c1")
+        == "pytest /p/m.yaml --scaledmm-matrix /p/m.yaml --scaledmm-profile default --scaledmm-case c1"
+    )
+    assert replay_command("/p/m.yaml", "c1", "smoke", device="auto").endswith(
+        " --scaledmm-profile smoke --scaledmm-case c1"
+    )
     block = {"path": "/p/m.yaml", "profile": "full", "seed": 3, "forced": {"seed": 3, "device": "cuda:1"}}
     assert report_replay(block, "c1") == replay_command("/p/m.yaml", "c1", "full", 3, "cuda:1")
     assert report_replay({**block, "forced": None}, "c1", "/q/m.yaml") == replay_command("/q/m.yaml", "c1", "full")
 
 
-PACKAGE_KERNEL = '''
+PACKAGE_KERNEL = """
 import torch
 
 
 def scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     return ((a.float() @ b.float()) * scale_a.float() * scale_b.float()).to(out_dtype)
-'''
-PLANTED_BESIDE_MATRIX = '''
+"""
+PLANTED_BESIDE_MATRIX = """
 import torch
 
 from mykernels.fp8 import scaled_mm
@@ -205,7 +240,7 @@ from mykernels.fp8 import scaled_mm
 
 def off(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     return (1.25 * scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.float32)).to(out_dtype)
-'''
+"""
 
 
 def _run_repro_from_root(script):
@@ -228,18 +263,45 @@ def test_a_repro_script_imports_the_kernel_as_the_run_did(pytester, clean_path, 
     (project / "buggy").mkdir()
     (project / "buggy" / "planted_beside.py").write_text(PLANTED_BESIDE_MATRIX)
     (project / "buggy" / "matrix.yaml").write_text(
-        yaml.safe_dump({"version": 1, "kernels": [{"name": "off", "impl": "planted_beside:off"}], "axes": {**AXES, "m": [4]},
-                        "profiles": {"default": {"cases": 1}}}, sort_keys=False))
+        yaml.safe_dump(
+            {
+                "version": 1,
+                "kernels": [{"name": "off", "impl": "planted_beside:off"}],
+                "axes": {**AXES, "m": [4]},
+                "profiles": {"default": {"cases": 1}},
+            },
+            sort_keys=False,
+        )
+    )
     monkeypatch.chdir(project)
-    result = run(pytester, "--scaledmm-matrix", "buggy", "--scaledmm-repro-dir", "repros",
-                 "--scaledmm-report", "r.json", *IN_PROCESS)
+    result = run(
+        pytester,
+        "--scaledmm-matrix",
+        "buggy",
+        "--scaledmm-repro-dir",
+        "repros",
+        "--scaledmm-report",
+        "r.json",
+        *IN_PROCESS,
+    )
     result.assert_outcomes(failed=1)
     script = next((project / "repros").glob("repro_*.py"))
     done = _run_repro_from_root(script)
     assert done.returncode == 10, done.stdout + done.stderr
     assert str(project) in script.read_text() and str(project / "buggy") in script.read_text()
 
-    assert main(["repro", str(project / "r.json"), "--out", str(project / "later"),
-                 "--matrix", str(project / "buggy" / "matrix.yaml")]) == 0
+    assert (
+        main(
+            [
+                "repro",
+                str(project / "r.json"),
+                "--out",
+                str(project / "later"),
+                "--matrix",
+                str(project / "buggy" / "matrix.yaml"),
+            ]
+        )
+        == 0
+    )
     done = _run_repro_from_root(next((project / "later").glob("repro_*.py")))
     assert done.returncode == 10, done.stdout + done.stderr

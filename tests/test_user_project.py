@@ -31,14 +31,14 @@ def rowwise_only(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum
     return scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)
 '''
 
-CONFTEST = '''
+CONFTEST = """
 import mykernels
 from pytest_scaledmm.matrix.kernels import Kernel
 
 
 def pytest_scaledmm_kernels(config):
     return [Kernel("my_rowwise", mykernels.rowwise_only, scale_forms=["rowwise"])]
-'''
+"""
 
 MATRIX = """
 version: 1
@@ -74,7 +74,18 @@ def test_user_project_runs_its_own_kernels(tmp_path):
     (project / "matrix.yaml").write_text(textwrap.dedent(MATRIX))
     assert REPO not in project.parents
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
-    command = [sys.executable, "-m", "pytest", "--scaledmm-matrix", "--scaledmm-report", "out.json", "-p", "no:cacheprovider", "-W", "ignore"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "--scaledmm-matrix",
+        "--scaledmm-report",
+        "out.json",
+        "-p",
+        "no:cacheprovider",
+        "-W",
+        "ignore",
+    ]
     done = subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=600)
     output = done.stdout + done.stderr
     assert done.returncode == 0, output[-4000:]

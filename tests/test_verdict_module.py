@@ -46,8 +46,15 @@ def test_a_verdict_module_imports_nothing_of_the_plugin_outside_verdict(name):
 
 @pytest.mark.parametrize(
     "source",
-    ["from ..matrix.spec import KernelSpec", "import pytest_scaledmm.matrix.cases", "from pytest_scaledmm.verdict import inputs",
-     "from . import nowhere", "from .nowhere import x", "import yaml", "def f():\n    from ..execution.run import run_case"],
+    [
+        "from ..matrix.spec import KernelSpec",
+        "import pytest_scaledmm.matrix.cases",
+        "from pytest_scaledmm.verdict import inputs",
+        "from . import nowhere",
+        "from .nowhere import x",
+        "import yaml",
+        "def f():\n    from ..execution.run import run_case",
+    ],
 )
 def test_the_import_check_catches_a_foreign_import(source):
     assert foreign_imports(source, MODULES)
@@ -74,18 +81,33 @@ def _error(type_, root=None):
 
 
 def _expected(outcome, eager=None, compiled=None, side=None):
-    return {"outcome": outcome, "signature": "s", "eager_error": eager, "compiled_error": compiled, "mismatch_side": side}
+    return {
+        "outcome": outcome,
+        "signature": "s",
+        "eager_error": eager,
+        "compiled_error": compiled,
+        "mismatch_side": side,
+    }
 
 
 def test_the_same_error_under_dynamo_wrapping_reproduces():
-    observed = Outcome("COMPILE_ONLY_ERROR", compiled_error=_error("torch._dynamo.exc.Unsupported",
-                                                                      "torch._dynamo.exc.ObservedValueErrorError"))
-    assert replay_verdict(_expected("COMPILE_ONLY_ERROR", compiled=["Unsupported", "ValueError"]), observed) == REPRODUCED
-    assert replay_verdict(_expected("COMPILE_ONLY_ERROR", compiled=["TypeError", "TypeError"]), observed) == FAILS_DIFFERENTLY
+    observed = Outcome(
+        "COMPILE_ONLY_ERROR",
+        compiled_error=_error("torch._dynamo.exc.Unsupported", "torch._dynamo.exc.ObservedValueErrorError"),
+    )
+    assert (
+        replay_verdict(_expected("COMPILE_ONLY_ERROR", compiled=["Unsupported", "ValueError"]), observed) == REPRODUCED
+    )
+    assert (
+        replay_verdict(_expected("COMPILE_ONLY_ERROR", compiled=["TypeError", "TypeError"]), observed)
+        == FAILS_DIFFERENTLY
+    )
 
 
 def test_alike_refusals_reproduce_each_other_and_a_pass_is_not_reproduced():
-    refused = Outcome("REFUSED", eager_error=_error("builtins.ValueError"), compiled_error=_error("builtins.ValueError"))
+    refused = Outcome(
+        "REFUSED", eager_error=_error("builtins.ValueError"), compiled_error=_error("builtins.ValueError")
+    )
     assert reproduces(_expected("UNSUPPORTED", eager=["ValueError", "ValueError"]), refused)
     assert not reproduces(_expected("ERROR_PARITY"), refused)
     assert replay_verdict(_expected("REFUSED"), Outcome("PASS")) == NOT_REPRODUCED

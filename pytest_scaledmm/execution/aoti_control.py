@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict
-from typing import Optional
 
 from ..matrix.compile_modes import compile_mode
 from ..verdict import outcome as oc
@@ -54,11 +53,17 @@ def run_control(device: str) -> dict:
         out = call(a, b)
         sync(device)
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (m, n):
-            found.update(ok=False, outcome="ERROR", stage="runtime", error=f"returned {type(out).__name__} "
-                         f"{tuple(getattr(out, 'shape', ()))}, not a tensor of shape {(m, n)}")
+            found.update(
+                ok=False,
+                outcome="ERROR",
+                stage="runtime",
+                error=f"returned {type(out).__name__} "
+                f"{tuple(getattr(out, 'shape', ()))}, not a tensor of shape {(m, n)}",
+            )
     except Exception as exc:
-        found.update(ok=False, outcome="ERROR", stage=call.stage,
-                     error=signature_of(describe_exception(exc, call.stage)))
+        found.update(
+            ok=False, outcome="ERROR", stage=call.stage, error=signature_of(describe_exception(exc, call.stage))
+        )
     finally:
         call.close()
         torch._dynamo.reset()
@@ -66,7 +71,7 @@ def run_control(device: str) -> dict:
     return found
 
 
-def failed_stage(case, result: Outcome) -> Optional[str]:
+def failed_stage(case, result: Outcome) -> str | None:
     """The stage of STAGES at which an aoti-mode case failed (crashed or raised on the compiled
     side), or None: no control for it."""
     if compile_mode(case["mode"]).runner != "aoti" or not result.failed:
@@ -85,7 +90,7 @@ def _short(text, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _dtype_name(dtype: Optional[str]) -> str:
+def _dtype_name(dtype: str | None) -> str:
     return {"bfloat16": "bf16"}.get(dtype or "", dtype or "?")
 
 
@@ -93,8 +98,10 @@ def skip_reason(control: dict) -> str:
     stage = control.get("stage")
     cannot = "load a package" if stage == "aoti_load" else "run a loaded package"
     how = {oc.CRASH: "crashed", oc.TIMEOUT: "hung"}.get(control.get("outcome"), "failed")
-    return (f"AOTInductor cannot {cannot} on this machine: a plain {_dtype_name(control.get('dtype'))} matmul "
-            f"control also {how} at {stage} ({_short(control.get('error'))})")
+    return (
+        f"AOTInductor cannot {cannot} on this machine: a plain {_dtype_name(control.get('dtype'))} matmul "
+        f"control also {how} at {stage} ({_short(control.get('error'))})"
+    )
 
 
 def apply_control(result: Outcome, stage: str, control: dict) -> Outcome:
@@ -102,14 +109,28 @@ def apply_control(result: Outcome, stage: str, control: dict) -> Outcome:
     `stage` or earlier in the package's life, else `result` as it was. Either way the record
     keeps the control (extra.aoti_control)."""
     block = {k: control.get(k) for k in ("ok", "outcome", "stage", "error", "dtype", "device", "seconds", "ran_for")}
-    same = not control.get("ok") and control.get("stage") in STAGES and STAGES.index(control["stage"]) <= STAGES.index(stage)
+    same = (
+        not control.get("ok")
+        and control.get("stage") in STAGES
+        and STAGES.index(control["stage"]) <= STAGES.index(stage)
+    )
     if not same:
         block["verdict"] = "the control did not fail this way: the case's failure stands"
         result.extra["aoti_control"] = block
         return result
     block["verdict"] = "the control failed the same way: the case proves nothing about the kernel"
     # What the case itself did, kept for a reader; the record's verdict is the skip.
-    block["case"] = {"outcome": result.outcome, "signature": result.signature, "layer": result.layer,
-                     "compiled_error": asdict(result.compiled_error) if result.compiled_error else None}
-    return Outcome(oc.SKIPPED, None, None, skip_reason(control), timing=result.timing,
-                   extra={**result.extra, "aoti_control": block})
+    block["case"] = {
+        "outcome": result.outcome,
+        "signature": result.signature,
+        "layer": result.layer,
+        "compiled_error": asdict(result.compiled_error) if result.compiled_error else None,
+    }
+    return Outcome(
+        oc.SKIPPED,
+        None,
+        None,
+        skip_reason(control),
+        timing=result.timing,
+        extra={**result.extra, "aoti_control": block},
+    )

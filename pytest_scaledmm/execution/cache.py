@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from typing import Optional
 
 CACHE_ENV = ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")
 OWNED_CACHE_ENV = "PYTEST_SCALEDMM_RUN_CACHE"  # set while a run owns its cache
@@ -20,8 +19,8 @@ class FreshCache:
     """This run's own cache directory, from claim() to release()."""
 
     def __init__(self) -> None:
-        self.path: Optional[str] = None
-        self._saved_env: dict[str, Optional[str]] = {}
+        self.path: str | None = None
+        self._saved_env: dict[str, str | None] = {}
 
     def claim(self) -> None:
         """Point the caches at a new directory, unless a run already owns one (the xdist

@@ -6,8 +6,7 @@ import os
 import platform
 import sys
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Optional
+from functools import cache
 
 
 @dataclass(frozen=True)
@@ -15,11 +14,11 @@ class DeviceInfo:
     device: str  # torch device string the cases run on: "cpu", "cuda:0"
     arch: str  # cpu, sm90, gfx942 ...
     name: str
-    capability: Optional[str]
-    sm_count: Optional[int]
+    capability: str | None
+    sm_count: int | None
 
 
-def package_version(name: str) -> Optional[str]:
+def package_version(name: str) -> str | None:
     """The installed version of a distribution, None when it is not installed."""
     from importlib import metadata
 
@@ -59,7 +58,7 @@ def threads_per_worker() -> int:
     return max(1, (os.cpu_count() or 1) // count)
 
 
-@lru_cache(maxsize=None)
+@cache
 def device_info(device: str) -> DeviceInfo:
     import torch
 

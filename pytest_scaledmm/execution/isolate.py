@@ -22,10 +22,10 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Callable, Optional
+from typing import Callable
 
-from ..verdict import outcome as oc
 from ..matrix.cases import Case
+from ..verdict import outcome as oc
 from ..verdict.outcome import Outcome
 
 STARTUP_TIMEOUT_S = 120.0
@@ -40,12 +40,12 @@ POISONED = re.compile(
 # -- kernels by declaration ------------------------------------------------------------------
 
 
-def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, Optional[str]]:
+def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, str | None]:
     """How the child finds each kernel: 'builtin:NAME', 'impl:module:qualname', or None when the
     callable cannot be imported by name (a lambda, a closure from a hook): run it in-process."""
     from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
-    refs: dict[str, Optional[str]] = {}
+    refs: dict[str, str | None] = {}
     for name, fn in kernels.items():
         spec = kernel_specs.get(name)
         if BUILTIN_IMPLS.get(name) is fn:
@@ -207,8 +207,13 @@ def _serve(request, ctx):
         try:
             return run_control(ctx.device)
         except BaseException as exc:
-            return {"ok": False, "outcome": oc.HARNESS_ERROR, "stage": None,
-                    "error": oc.harness_error(exc).signature, "seconds": round(time.perf_counter() - start, 3)}
+            return {
+                "ok": False,
+                "outcome": oc.HARNESS_ERROR,
+                "stage": None,
+                "error": oc.harness_error(exc).signature,
+                "seconds": round(time.perf_counter() - start, 3),
+            }
     if op == "rung":
         from . import triage
 
@@ -220,8 +225,12 @@ def _serve(request, ctx):
 
 
 def _rung_answer(result: Outcome, start: float) -> dict:
-    return {"outcome": result.outcome, "signature": result.signature, "layer": result.layer,
-            "seconds": round(time.perf_counter() - start, 3)}
+    return {
+        "outcome": result.outcome,
+        "signature": result.signature,
+        "layer": result.layer,
+        "seconds": round(time.perf_counter() - start, 3),
+    }
 
 
 # -- the parent side ---------------------------------------------------------------------------
@@ -236,7 +245,7 @@ class Death:
     kind: str  # oc.CRASH or oc.TIMEOUT
     signature: str
     detail: str
-    layer: Optional[str]
+    layer: str | None
     seconds: float
 
 
@@ -273,8 +282,13 @@ class InProcessRunner:
         try:
             return run_control(self.ctx.device)
         except Exception as exc:
-            return {"ok": False, "outcome": oc.HARNESS_ERROR, "stage": None,
-                    "error": oc.harness_error(exc).signature, "seconds": round(time.perf_counter() - start, 3)}
+            return {
+                "ok": False,
+                "outcome": oc.HARNESS_ERROR,
+                "stage": None,
+                "error": oc.harness_error(exc).signature,
+                "seconds": round(time.perf_counter() - start, 3),
+            }
 
     def close(self) -> None:
         pass
@@ -290,8 +304,10 @@ def _spawn(log_path: str, requested_device: str, uses_inductor: bool):
     # Not daemonic: Inductor (2.3 at least) starts a compile pool at import, and a daemonic
     # process may not have children. close() and the parent-death signal end it instead.
     proc = context.Process(
-        target=_child_main, args=(child, log_path, requested_device, uses_inductor, added_import_dirs()),
-        name="scaledmm-child", daemon=False,
+        target=_child_main,
+        args=(child, log_path, requested_device, uses_inductor, added_import_dirs()),
+        name="scaledmm-child",
+        daemon=False,
     )
     proc.start()
     child.close()
@@ -323,8 +339,14 @@ class ChildRunner:
 
     isolated = True
 
-    def __init__(self, ctx, timeout: float, startup_timeout: float = STARTUP_TIMEOUT_S,
-                 spare: Optional[SpareChild] = None, uses_inductor: bool = True):
+    def __init__(
+        self,
+        ctx,
+        timeout: float,
+        startup_timeout: float = STARTUP_TIMEOUT_S,
+        spare: SpareChild | None = None,
+        uses_inductor: bool = True,
+    ):
         self.ctx = ctx
         self.timeout = timeout
         self.startup_timeout = max(startup_timeout, timeout)
@@ -350,7 +372,9 @@ class ChildRunner:
             return result
         answer = self._request(("case", case.id, dict(case.params), None), case)
         if isinstance(answer, Death):
-            return Outcome(answer.kind, answer.signature, answer.layer, answer.detail, timing={"total_s": answer.seconds})
+            return Outcome(
+                answer.kind, answer.signature, answer.layer, answer.detail, timing={"total_s": answer.seconds}
+            )
         result = Outcome.from_json(answer)
         if _poisons_context(result):
             # The context is gone for every later case; start over before the next one.
@@ -363,7 +387,12 @@ class ChildRunner:
             return self.in_process.rung(case, rung)
         answer = self._request(("rung", case.id, dict(case.params), rung), case)
         if isinstance(answer, Death):
-            return {"outcome": answer.kind, "signature": answer.signature, "layer": answer.layer, "seconds": answer.seconds}
+            return {
+                "outcome": answer.kind,
+                "signature": answer.signature,
+                "layer": answer.layer,
+                "seconds": answer.seconds,
+            }
         return answer
 
     def aoti_control(self, case: Case) -> dict:
@@ -371,8 +400,13 @@ class ChildRunner:
         kills its process is a crash at the stage its stack names, and the run goes on."""
         answer = self._request(("aoti_control", case.id, dict(case.params), None), case)
         if isinstance(answer, Death):
-            return {"ok": False, "outcome": answer.kind, "stage": answer.layer, "error": answer.signature,
-                    "seconds": answer.seconds}
+            return {
+                "ok": False,
+                "outcome": answer.kind,
+                "stage": answer.layer,
+                "error": answer.signature,
+                "seconds": answer.seconds,
+            }
         return answer
 
     def close(self) -> None:
@@ -380,7 +414,7 @@ class ChildRunner:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     # machinery
-    def _setup(self) -> Optional[Death]:
+    def _setup(self) -> Death | None:
         """Send the child (just spawned, or the spare) its settings and wait until it is ready."""
         # Callables stay behind (a hook's may not pickle); the child loads them by reference.
         specs = {
@@ -422,9 +456,7 @@ class ChildRunner:
         self._conn.send(request)
         if not self._conn.poll(self.timeout):
             _dump_stacks(self._proc)
-            death = self._death(
-                oc.TIMEOUT, start, f"case {case.id} gave no result within {self.timeout:g} s", offset
-            )
+            death = self._death(oc.TIMEOUT, start, f"case {case.id} gave no result within {self.timeout:g} s", offset)
             self._stop(kill=True)
             return death
         try:
@@ -507,7 +539,7 @@ def _dump_stacks(proc) -> None:
         pass
 
 
-def _exit_words(code: Optional[int]) -> str:
+def _exit_words(code: int | None) -> str:
     if code is None:
         return "did not exit"
     if code < 0:
@@ -556,7 +588,7 @@ _STACK_LAYERS = [
 _AOTI_STAGE_FRAMES = [(" in _aoti_load", "aoti_load"), (" in _aoti_run", "runtime")]
 
 
-def _layer_from_stack(text: str) -> Optional[str]:
+def _layer_from_stack(text: str) -> str | None:
     """The compiler layer of the innermost frame in the thread that was running the case, read
     from a faulthandler dump (threads are listed most recent call first); "eager" when no
     compiler frame is on that stack, None without a dump. Inside an AOTInductor package's load
@@ -584,7 +616,7 @@ def _layer_from_stack(text: str) -> Optional[str]:
     return None
 
 
-def make_runner(ctx, isolate: bool, timeout: float, spare: Optional[SpareChild] = None, uses_inductor: bool = True):
+def make_runner(ctx, isolate: bool, timeout: float, spare: SpareChild | None = None, uses_inductor: bool = True):
     if not isolate:
         return InProcessRunner(ctx)
     return ChildRunner(ctx, timeout, spare=spare, uses_inductor=uses_inductor)

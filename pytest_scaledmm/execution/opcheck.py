@@ -6,7 +6,8 @@ per family for the process.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping
+from typing import Any
 
 from ..verdict.opcheck import OpcheckResult, run_opcheck
 
@@ -30,7 +31,9 @@ def family_key(params: Mapping[str, Any]) -> str:
     return "/".join(f"{axis}={params.get(axis)}" for axis in FAMILY_AXES)
 
 
-def check_custom_op(cache: MutableMapping[str, OpcheckResult], params: Mapping[str, Any], op, inputs) -> tuple[OpcheckResult, bool]:
+def check_custom_op(
+    cache: MutableMapping[str, OpcheckResult], params: Mapping[str, Any], op, inputs
+) -> tuple[OpcheckResult, bool]:
     """The family's opcheck result, run now if this is the family's first case; also whether it
     came from the cache."""
     key = family_key(params)

@@ -27,7 +27,9 @@ def quiet_torch_imports():
 def import_torch(inductor: bool = False) -> None:
     """Import torch (and Inductor's compiler, when asked) without their import-time noise. An
     import that fails is left to the code that needs the module, which says what is missing."""
-    modules = ["torch"] + (["torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx"] if inductor else [])
+    modules = ["torch"] + (
+        ["torch._dynamo", "torch._functorch.aot_autograd", "torch._inductor.compile_fx"] if inductor else []
+    )
     with quiet_torch_imports():
         for name in modules:
             try:

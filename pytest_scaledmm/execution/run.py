@@ -10,14 +10,15 @@ exception that escapes is a KeyboardInterrupt in the pytest process itself
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
+from typing import Callable
 
-from ..verdict import outcome as oc
 from ..matrix.cases import Case, input_seed
 from ..matrix.compile_modes import compile_mode, compile_settings
-from ..verdict.outcome import Outcome
 from ..matrix.spec import KernelSpec
+from ..verdict import outcome as oc
+from ..verdict.outcome import Outcome
 
 
 @dataclass
@@ -40,14 +41,14 @@ def _torch_release():
     return Version(torch.__version__.split("+")[0])
 
 
-def not_applicable(case: Case, ctx: RunContext) -> Optional[str]:
+def not_applicable(case: Case, ctx: RunContext) -> str | None:
     """Why this machine cannot run the case at all, or None. Decided here, never at collection."""
     import torch
     from packaging.version import Version
 
-    from .device import device_info
-    from ..verdict.inputs import torch_dtype
     from ..matrix.kernels import accepts_keyword, unavailable_reason
+    from ..verdict.inputs import torch_dtype
+    from .device import device_info
 
     arch = device_info(ctx.device).arch
     kernel = ctx.kernel_specs[case["kernel"]]
@@ -129,7 +130,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
 
     from ..verdict.inputs import make_inputs
     from ..verdict.oracle import case_checker
-    from ..verdict.pipeline import eager_compile_check, second_call
+    from ..verdict.pipeline import eager_compile_check
 
     reason = not_applicable(case, ctx)
     if reason:
@@ -151,9 +152,15 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
             return _build_failed(exc, spec, params)
         # In the isolated child a KeyboardInterrupt can only come from the kernel: a CRASH.
         sides = eager_compile_check(
-            call.fn, call.args, compile_settings(params["mode"], ctx.max_autotune_configs), ctx.device,
-            case_checker(params, inputs, slack), spec, params,
-            interrupts=not ctx.in_child, runner=row.runner,
+            call.fn,
+            call.args,
+            compile_settings(params["mode"], ctx.max_autotune_configs),
+            ctx.device,
+            case_checker(params, inputs, slack),
+            spec,
+            params,
+            interrupts=not ctx.in_child,
+            runner=row.runner,
             other_shapes=_other_shapes(case, ctx, spec, kernel, inputs, call, slack) if row.marks_m else (),
             second_call=_second_call(spec, kernel, inputs, params, seed, ctx.device, slack, call),
             names=call.names,
@@ -175,17 +182,26 @@ def other_m_sizes(case_id: str, m: int, run_seed: int) -> list:
     Repro scripts carry the same list."""
     from ..matrix.compile_modes import OTHER_M_FACTORS
 
-    return [{"label": f"m={m * f}", "m": m * f, "seed": input_seed(run_seed, f"{case_id}@m={m * f}")}
-            for f in OTHER_M_FACTORS]
+    return [
+        {"label": f"m={m * f}", "m": m * f, "seed": input_seed(run_seed, f"{case_id}@m={m * f}")}
+        for f in OTHER_M_FACTORS
+    ]
 
 
 def _case_call(spec: KernelSpec, kernel, inputs, params, built=None):
     from ..matrix.kernels import kernel_accepts_fast_accum, prepare_callable
     from ..verdict.contracts import case_call
 
-    return case_call(kernel, inputs, contract=spec.contract, prepare=prepare_callable(spec),
-                     dynamic=params.get("activation") == "dynamic", forms=(params["scale_a"], params["scale_b"]),
-                     use_fast_accum_keyword=kernel_accepts_fast_accum(spec), built=built)
+    return case_call(
+        kernel,
+        inputs,
+        contract=spec.contract,
+        prepare=prepare_callable(spec),
+        dynamic=params.get("activation") == "dynamic",
+        forms=(params["scale_a"], params["scale_b"]),
+        use_fast_accum_keyword=kernel_accepts_fast_accum(spec),
+        built=built,
+    )
 
 
 def _build_failed(exc: Exception, spec: KernelSpec, params) -> Outcome:
@@ -209,8 +225,9 @@ def _second_call(spec: KernelSpec, kernel, inputs, params, seed: int, device: st
     from ..verdict.pipeline import SECOND_CALL, OtherShape
 
     other = serving_inputs(spec.contract, params, inputs, seed, device)
-    return OtherShape(SECOND_CALL, _case_call(spec, kernel, other, params, call.built).args,
-                      case_checker(params, other, slack))
+    return OtherShape(
+        SECOND_CALL, _case_call(spec, kernel, other, params, call.built).args, case_checker(params, other, slack)
+    )
 
 
 def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, call, slack: float) -> list:

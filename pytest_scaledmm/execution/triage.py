@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Optional
 
-from ..verdict import outcome as oc
 from ..matrix.cases import Case
 from ..matrix.compile_modes import compile_mode
 from ..matrix.schema import SCALE_RANK
+from ..verdict import outcome as oc
 from ..verdict.scale_forms import per_tensor_of_rank, scale_form
 
 BACKEND_LADDER = [("eager", "dynamo"), ("aot_eager", "aot_autograd"), ("inductor", "inductor")]
 VIEW_BY_RANK = {0: ".reshape(())", 1: ".view(1)", 2: ".view(1, 1)"}
 
 
-def _one_rank(params) -> Optional[tuple[dict, str]]:
+def _one_rank(params) -> tuple[dict, str] | None:
     """Scale forms with equal ranks, or None when the ranks already agree."""
     forms = {side: params[side] for side in ("scale_a", "scale_b")}
     ranks = {side: SCALE_RANK[form] for side, form in forms.items()}
@@ -57,32 +56,62 @@ def rungs_for(case: Case, device: str) -> list[dict]:
     params = case.params
     mode = params["mode"]
     rungs = [
-        {"name": f"backend={name}", "kind": "case", "params": {"mode": name}, "purpose": "layer",
-         "knob": f"compile with backend={name!r}"}
+        {
+            "name": f"backend={name}",
+            "kind": "case",
+            "params": {"mode": name},
+            "purpose": "layer",
+            "knob": f"compile with backend={name!r}",
+        }
         for name, _ in BACKEND_LADDER
         if name != mode
     ]
-    rungs.append({"name": "bf16 unquantized", "kind": "bf16", "purpose": "quantized",
-                  "knob": "same shapes as a plain bf16 matmul"})
+    rungs.append(
+        {
+            "name": "bf16 unquantized",
+            "kind": "bf16",
+            "purpose": "quantized",
+            "knob": "same shapes as a plain bf16 matmul",
+        }
+    )
     if compile_mode(mode).uses_inductor:
-        rungs.append({"name": "fresh inductor cache", "kind": "case", "fresh_cache": True, "purpose": "knob",
-                      "knob": "an empty Inductor cache (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 or a new TORCHINDUCTOR_CACHE_DIR)"})
+        rungs.append(
+            {
+                "name": "fresh inductor cache",
+                "kind": "case",
+                "fresh_cache": True,
+                "purpose": "knob",
+                "knob": "an empty Inductor cache (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 or a new TORCHINDUCTOR_CACHE_DIR)",
+            }
+        )
         # A mode passing its own GEMM backends as options would override the patch.
         gemm_mode = "inductor" if compile_mode(mode).sets_gemm_backends else mode
         backends = ["ATEN"] if device == "cpu" else ["ATEN", "TRITON"]
         for backend in backends:
-            rungs.append({
-                "name": f"gemm={backend}", "kind": "case", "params": {"mode": gemm_mode}, "purpose": "knob",
-                "inductor": {"max_autotune": True, "max_autotune_gemm_backends": backend},
-                "knob": f"torch._inductor.config.max_autotune_gemm_backends = {backend!r} (with max_autotune)",
-            })
+            rungs.append(
+                {
+                    "name": f"gemm={backend}",
+                    "kind": "case",
+                    "params": {"mode": gemm_mode},
+                    "purpose": "knob",
+                    "inductor": {"max_autotune": True, "max_autotune_gemm_backends": backend},
+                    "knob": f"torch._inductor.config.max_autotune_gemm_backends = {backend!r} (with max_autotune)",
+                }
+            )
     normalised = _one_rank(params)
     if normalised:
         changed, knob = normalised
         rungs.append({"name": "scales one rank", "kind": "case", "params": changed, "purpose": "input", "knob": knob})
     if params.get("bias"):
-        rungs.append({"name": "bias=False", "kind": "case", "params": {"bias": False}, "purpose": "cause",
-                      "knob": "the same case without bias"})
+        rungs.append(
+            {
+                "name": "bias=False",
+                "kind": "case",
+                "params": {"bias": False},
+                "purpose": "cause",
+                "knob": "the same case without bias",
+            }
+        )
     return rungs
 
 
@@ -160,8 +189,9 @@ def _bf16_matmul(case: Case, ctx):
     # rung asks whether the plain path breaks, not whether it is accurate to the last bit.
     tolerance = (2 + math.sqrt(k)) * 2.0**-8 * magnitude + torch.finfo(torch.bfloat16).tiny
     check = reference_checker(Reference(value, tolerance), (m, n), torch.bfloat16)
-    sides = eager_compile_check(matmul, args, compile_settings(case["mode"]), ctx.device, check,
-                                interrupts=not ctx.in_child)
+    sides = eager_compile_check(
+        matmul, args, compile_settings(case["mode"]), ctx.device, check, interrupts=not ctx.in_child
+    )
     return sides.outcome
 
 
@@ -178,7 +208,7 @@ class Triage:
         self.spent_s = 0.0
         self.seen: dict[str, str] = {}
 
-    def __call__(self, case: Case, result) -> Optional[dict]:
+    def __call__(self, case: Case, result) -> dict | None:
         if not result.failed:
             return None
         key = f"{result.outcome}: {result.signature}"
@@ -186,8 +216,10 @@ class Triage:
             return {"see": self.seen[key]}
         self.seen[key] = case.id
         if result.outcome == oc.TIMEOUT:
-            return {"skipped": "a hang is not triaged (each rung could hang as long); replay it with "
-                               "--scaledmm-case and --scaledmm-isolate=no under a debugger"}
+            return {
+                "skipped": "a hang is not triaged (each rung could hang as long); replay it with "
+                "--scaledmm-case and --scaledmm-isolate=no under a debugger"
+            }
         if self.spent_s >= self.budget_s:
             return {"skipped": f"triage budget of {self.budget_s:g} s spent (--scaledmm-triage-budget)"}
         start = time.monotonic()
@@ -257,7 +289,7 @@ def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
     return found
 
 
-def _source(result) -> Optional[str]:
+def _source(result) -> str | None:
     """The user-code frame of the wrong side's error (outcome.ErrorInfo.source), else the other's."""
     errors = [result.eager_error, result.compiled_error]
     if result.layer != "eager":
@@ -270,8 +302,12 @@ def _source(result) -> Optional[str]:
 
 
 # What each rung changed, as the triage line says it.
-RUNG_WORDS = {"bf16 unquantized": "torch's plain bf16 matmul of the same shapes", "bias=False": "without bias",
-              "scales one rank": "both scales one rank", "fresh inductor cache": "a fresh Inductor cache"}
+RUNG_WORDS = {
+    "bf16 unquantized": "torch's plain bf16 matmul of the same shapes",
+    "bias=False": "without bias",
+    "scales one rank": "both scales one rank",
+    "fresh inductor cache": "a fresh Inductor cache",
+}
 
 
 def one_line(triage: dict) -> str:

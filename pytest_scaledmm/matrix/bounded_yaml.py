@@ -73,7 +73,9 @@ def _loader_class():
                 if node is not None:  # an undefined alias is PyYAML's own error
                     known = self.bound_sizes.get(id(node))
                     if known is None:  # the anchored node is still open: it contains this alias
-                        raise _LimitExceeded(f"alias *{event.anchor} refers to a node that contains it", event.start_mark)
+                        raise _LimitExceeded(
+                            f"alias *{event.anchor} refers to a node that contains it", event.start_mark
+                        )
                     self._count(known[1], event.start_mark, f"aliases (*{event.anchor})")
                 return super().compose_node(parent, index)
             mark = self.peek_event().start_mark

@@ -20,8 +20,9 @@ import importlib
 import itertools
 import json
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from ..verdict.scale_forms import FORMS, own_pairings
 from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, SHAPE_AXES, takes_axis
@@ -33,9 +34,19 @@ SCALE_SHORT = {form.id: form.short for form in FORMS}
 FORM_BY_ID = {form.id: form for form in FORMS}
 LAYOUT_SHORT = {"noncontiguous": "nc", "offset": "off", "expanded": "exp"}
 KERNEL_SHORT = {"aten_scaled_mm": "fp8", "int8_w8a8": "w8a8"}
-REGIME_SHORT = {"full_range": "fullrange", "real_scales": "realscales", "near_limit": "nearlimit", "cancelling": "cancel"}
-OPERAND_LAYOUT_SHORT = {"a_padded": "apad", "a_offset": "aoff", "b_row_major": "brow", "b_padded": "bpad",
-                        "scale_on_host": "hostscale"}
+REGIME_SHORT = {
+    "full_range": "fullrange",
+    "real_scales": "realscales",
+    "near_limit": "nearlimit",
+    "cancelling": "cancel",
+}
+OPERAND_LAYOUT_SHORT = {
+    "a_padded": "apad",
+    "a_offset": "aoff",
+    "b_row_major": "brow",
+    "b_padded": "bpad",
+    "scale_on_host": "hostscale",
+}
 
 
 @dataclass(frozen=True)
@@ -153,7 +164,7 @@ def declared_values(kernel: KernelSpec) -> dict[str, list]:
     return found
 
 
-def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: Optional[set] = None) -> dict[str, list]:
+def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: set | None = None) -> dict[str, list]:
     """Categorical values a kernel can be given; static kernel facts only (its declaration and
     its signature), never hardware. An axis the matrix leaves out (not in `given`) takes the
     values a user kernel declares for it, so that every declared scale form is exercised."""
@@ -186,8 +197,13 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: Optional[set
     if builtin and kernel.name in GROUPED_KERNELS:
         # Its operands are built by verdict/grouped.py: no bias, scale layouts, 3-D activations
         # or special scales; no fast accumulation asked for.
-        values.update(bias=[False], use_fast_accum=[False], scale_layout=["contiguous"], activation_rank=[2],
-                      special_scale=["none"])
+        values.update(
+            bias=[False],
+            use_fast_accum=[False],
+            scale_layout=["contiguous"],
+            activation_rank=[2],
+            special_scale=["none"],
+        )
     return values
 
 
@@ -203,7 +219,9 @@ def _stable_backend() -> dict:
         from hypothesis.internal.conjecture import providers
     except ImportError:
         return {}
-    if not hasattr(providers, "AVAILABLE_PROVIDERS") or not hasattr(providers.HypothesisProvider, "_maybe_draw_constant"):
+    if not hasattr(providers, "AVAILABLE_PROVIDERS") or not hasattr(
+        providers.HypothesisProvider, "_maybe_draw_constant"
+    ):
         return {}
     providers.AVAILABLE_PROVIDERS.setdefault(_STABLE_BACKEND, f"{__name__}._SeedOnlyProvider")
     return {"backend": _STABLE_BACKEND}
@@ -272,7 +290,7 @@ def _draw_integers(seed: int, count: int, width: int) -> list[tuple]:
 
     per = 4
     examples = draw_examples(st.tuples(*[st.integers(0, 2**20)] * (width * per)), -(-count // per), seed)
-    found = [tuple(ex[i * width:(i + 1) * width]) for ex in examples for i in range(per)]
+    found = [tuple(ex[i * width : (i + 1) * width]) for ex in examples for i in range(per)]
     return found[:count]
 
 
@@ -295,8 +313,10 @@ class KernelSpace:
     def __init__(self, spec: Spec, kernel: KernelSpec, values: dict, size_pools: dict, model: SupportModel, excluded):
         self.spec, self.kernel, self.values, self.pools, self.model = spec, kernel, values, size_pools, model
         self._excluded = excluded
-        self.reps = {dim: {name: self._representatives(dim, sizes) for name, sizes in classes.items()}
-                     for dim, classes in size_pools.items()}
+        self.reps = {
+            dim: {name: self._representatives(dim, sizes) for name, sizes in classes.items()}
+            for dim, classes in size_pools.items()
+        }
         self._table: dict = {}
         self._known: dict = {}
         self._free: dict = {}
@@ -317,7 +337,7 @@ class KernelSpace:
     def _neutral(self) -> dict:
         return {axis: neutral_order(axis, self.values[axis])[0] for axis in self.values}
 
-    def table_sizes(self, key: tuple) -> Optional[tuple]:
+    def table_sizes(self, key: tuple) -> tuple | None:
         """Sizes (m, k, n) in the classes of `key` (TABLE_AXES + CLASS_AXES values) under which
         no rule of TABLE_KEYS breaks, or None."""
         if key not in self._table:
@@ -347,8 +367,10 @@ class KernelSpace:
         known = tuple(row.get(axis) for axis in self.free_axes)
         if known not in self._free:
             base = {**self._neutral(), "kernel": self.kernel.name, "m": 1, "k": 1, "n": 1}
-            choices = [[value] if value is not None else neutral_order(axis, self.values[axis])
-                       for axis, value in zip(self.free_axes, known)]
+            choices = [
+                [value] if value is not None else neutral_order(axis, self.values[axis])
+                for axis, value in zip(self.free_axes, known)
+            ]
             self._free[known] = any(
                 not any(b not in TABLE_KEYS for b in self.model.breaks({**base, **dict(zip(self.free_axes, combo))}))
                 for combo in itertools.product(*choices)
@@ -362,16 +384,28 @@ class KernelSpace:
             return True
         key = row["scale_a"]
         if key not in self._host:
-            probe = {**self._neutral(), "kernel": self.kernel.name, "scale_a": key, "operand_layout": "scale_on_host",
-                     "m": 16, "k": 128, "n": 128}
+            probe = {
+                **self._neutral(),
+                "kernel": self.kernel.name,
+                "scale_a": key,
+                "operand_layout": "scale_on_host",
+                "m": 16,
+                "k": 128,
+                "n": 128,
+            }
             self._host[key] = "scale_device" not in self.model.breaks(probe)
         return self._host[key]
 
     def allowed(self, row: Mapping) -> bool:
-        return (production_data_fits(row) and self.host_scale_possible(row) and self.table_possible(row)
-                and self.free_possible(row) and not self._excluded({**row, "kernel": self.kernel.name}))
+        return (
+            production_data_fits(row)
+            and self.host_scale_possible(row)
+            and self.table_possible(row)
+            and self.free_possible(row)
+            and not self._excluded({**row, "kernel": self.kernel.name})
+        )
 
-    def sizes(self, row: Mapping, draw: tuple) -> Optional[dict]:
+    def sizes(self, row: Mapping, draw: tuple) -> dict | None:
         """The row's case: sizes in its classes from the drawn integers (scanning on from them to
         sizes the model accepts), or None when its classes hold none."""
         pools = [self.pools[dim][row[f"{dim}_class"]] for dim in DIMS]
@@ -394,8 +428,12 @@ class KernelSpace:
     # -- what valid cases can cover -----------------------------------------------------------
     def possible_pairs(self) -> list:
         """Scale pairs some valid case has."""
-        return [(a, b) for a in self.values["scale_a"] for b in self.values["scale_b"]
-                if self.allowed({"scale_a": a, "scale_b": b})]
+        return [
+            (a, b)
+            for a in self.values["scale_a"]
+            for b in self.values["scale_b"]
+            if self.allowed({"scale_a": a, "scale_b": b})
+        ]
 
     def possible_form_classes(self) -> list:
         """(side, form, shape class) that some valid case has."""
@@ -457,7 +495,10 @@ def _covering_rows(space: KernelSpace, values: dict, strength: int) -> list[dict
     elif len(varying) < 2:
         rows = [_split_pair(dict(fixed))]
     else:
-        rows = [_split_pair({**fixed, **dict(zip(varying, row))}) for row in AllPairs([ordered[n] for n in varying], filter_func=allowed, n=strength)]
+        rows = [
+            _split_pair({**fixed, **dict(zip(varying, row))})
+            for row in AllPairs([ordered[n] for n in varying], filter_func=allowed, n=strength)
+        ]
     return [row for row in rows if space.allowed(row)]
 
 
@@ -474,12 +515,24 @@ def _top_up(space: KernelSpace, rows: list[dict], values: dict) -> list[dict]:
     stop before it has them all)."""
     added = []
     seen_pair_mode = {(r["scale_a"], r["scale_b"], r["mode"]) for r in rows}
-    seen_form_class = {(side, r[f"scale_{side}"], r[f"{dim}_class"]) for r in rows for side in "ab" for dim in DIMS
-                       if r.get("scale_layout") != "expanded"}
-    wanted = [{"scale_a": a, "scale_b": b, "mode": mode} for a, b in space.possible_pairs() for mode in values["mode"]
-              if (a, b, mode) not in seen_pair_mode]
-    wanted += [{f"scale_{side}": form, f"{cls[0]}_class": cls} for side, form, cls in space.possible_form_classes()
-               if (side, form, cls) not in seen_form_class]
+    seen_form_class = {
+        (side, r[f"scale_{side}"], r[f"{dim}_class"])
+        for r in rows
+        for side in "ab"
+        for dim in DIMS
+        if r.get("scale_layout") != "expanded"
+    }
+    wanted = [
+        {"scale_a": a, "scale_b": b, "mode": mode}
+        for a, b in space.possible_pairs()
+        for mode in values["mode"]
+        if (a, b, mode) not in seen_pair_mode
+    ]
+    wanted += [
+        {f"scale_{side}": form, f"{cls[0]}_class": cls}
+        for side, form, cls in space.possible_form_classes()
+        if (side, form, cls) not in seen_form_class
+    ]
     for index, want in enumerate(wanted):
         row = _complete(space, want, values, index)
         if row is not None:
@@ -496,7 +549,10 @@ def _targets(row: Mapping) -> set:
     # Production data: each value regime with each operand dtype and output dtype (a regime
     # bites on the range of one), each operand layout.
     if "value_regime" in row:
-        found |= {("regime", row["value_regime"], row["dtype_a"]), ("regime-out", row["value_regime"], row["out_dtype"])}
+        found |= {
+            ("regime", row["value_regime"], row["dtype_a"]),
+            ("regime-out", row["value_regime"], row["out_dtype"]),
+        }
     if "operand_layout" in row:
         found.add(("layout", row["operand_layout"]))
     return found
@@ -510,7 +566,10 @@ def _prioritised(rows: list[dict]) -> list[dict]:
     covers = [_targets(row) for row in rest]
     taken: dict = {}  # rows taken per scale pair: ties go to the pair with fewest, so a cut spreads
     while wanted and rest:
-        best = max(range(len(rest)), key=lambda i: (len(wanted & covers[i]), -taken.get((rest[i]["scale_a"], rest[i]["scale_b"]), 0), -i))
+        best = max(
+            range(len(rest)),
+            key=lambda i: (len(wanted & covers[i]), -taken.get((rest[i]["scale_a"], rest[i]["scale_b"]), 0), -i),
+        )
         if not wanted & covers[best]:
             break
         wanted -= covers[best]
@@ -521,16 +580,18 @@ def _prioritised(rows: list[dict]) -> list[dict]:
     return first + rest
 
 
-def _complete(space: KernelSpace, want: dict, values: dict, index: int) -> Optional[dict]:
+def _complete(space: KernelSpace, want: dict, values: dict, index: int) -> dict | None:
     """A row that can be valid with the wanted values, the others chosen in turn by `index`."""
     row = dict(want)
-    order = list(TABLE_AXES) + list(CLASS_AXES) + list(FREE_AXES) + [a for a in values if a not in TABLE_AXES + FREE_AXES]
+    order = (
+        list(TABLE_AXES) + list(CLASS_AXES) + list(FREE_AXES) + [a for a in values if a not in TABLE_AXES + FREE_AXES]
+    )
     for axis in order:
         if axis in row:
             continue
         options = space.classes[axis] if axis in CLASS_AXES else neutral_order(axis, values[axis])
         if axis == "mode":
-            options = options[index % len(options):] + options[:index % len(options)]
+            options = options[index % len(options) :] + options[: index % len(options)]
         for value in options:
             if space.allowed({**row, axis: value}):
                 row[axis] = value
@@ -592,9 +653,13 @@ def _composite_cases(spec: Spec, profile: Profile, arch: str) -> tuple[list[Case
     notes = {"arch": arch, **counts, "included": included, "duplicates": duplicates}
     if left_out:
         notes["left_out_modes"] = left_out
-    notes.update(warnings=warnings, possible=possible,
-                 boundary_reasons={kernel: sorted(keys) for kernel, keys in reasons.items()},
-                 families=families, parts=parts)
+    notes.update(
+        warnings=warnings,
+        possible=possible,
+        boundary_reasons={kernel: sorted(keys) for kernel, keys in reasons.items()},
+        families=families,
+        parts=parts,
+    )
     return cases, notes
 
 
@@ -633,8 +698,16 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     axes = spec.axes_for(profile)
     kernels = spec.kernels_for(profile)
     budget = profile.cases
-    notes: dict[str, Any] = {"arch": arch, "covering_rows": 0, "drawn": 0, "empty": 0, "boundary": 0, "special": 0,
-                             "truncated": 0, "included": 0}
+    notes: dict[str, Any] = {
+        "arch": arch,
+        "covering_rows": 0,
+        "drawn": 0,
+        "empty": 0,
+        "boundary": 0,
+        "special": 0,
+        "truncated": 0,
+        "included": 0,
+    }
 
     def excluded(params):
         return any(matches(rule, params) for rule in spec.exclude)
@@ -665,17 +738,19 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     # Empty dims the kernels take: one case per kernel and dim at least, out of the valid share
     # (an empty dim a model refuses names a reason the boundary slice already has).
     empties = [p for p in _empty_slice(spaces, empty_dims(axes), families) if p["purpose"] == "valid"]
-    empties = empties[:min(len(empties), max(len(kernels) * 3, budget * 3 // 100), budget // 8)]
+    empties = empties[: min(len(empties), max(len(kernels) * 3, budget * 3 // 100), budget // 8)]
     core, extra = _boundary(spaces, families)
     # Each refusal reason under each family fits up to BOUNDARY_MAX_PERCENT.
     boundary_cap = max(budget * BOUNDARY_SHARE_PERCENT // 100, min(len(core), budget * BOUNDARY_MAX_PERCENT // 100))
     boundary = core[:boundary_cap]
     specials = _special(spaces, families, list(axes.get("special_side", ["a"])))
     special_floor = min(len(specials), budget * SPECIAL_SHARE_PERCENT // 100)
-    special = specials[:max(special_floor, budget - len(boundary) - _valid_floor(budget))]
+    special = specials[: max(special_floor, budget - len(boundary) - _valid_floor(budget))]
 
     seen: set[str] = set()
-    chosen: dict[str, dict[str, list]] = {kernel.name: {"valid": [], "special": [], "boundary": []} for kernel in kernels}
+    chosen: dict[str, dict[str, list]] = {
+        kernel.name: {"valid": [], "special": [], "boundary": []} for kernel in kernels
+    }
 
     declared_params = {kernel.name: kernel_case_params(kernel) for kernel in kernels}
 
@@ -722,20 +797,33 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
         notes["boundary"] += take(params, "boundary")
     # Fewer valid cases than their share: the rest of the budget to the other slices.
     left = budget - notes["covering_rows"] - notes["drawn"] - notes["empty"] - notes["special"] - notes["boundary"]
-    for params, slot in [(p, "special") for p in specials[len(special):]] + [(p, "boundary") for p in core[len(boundary):] + extra]:
+    for params, slot in [(p, "special") for p in specials[len(special) :]] + [
+        (p, "boundary") for p in core[len(boundary) :] + extra
+    ]:
         if left <= 0:
             break
         if take(params, slot):
             notes[slot] += 1
             left -= 1
-    cases = [make_case(params) for kernel in kernels for slot in ("valid", "special", "boundary") for params in chosen[kernel.name][slot]]
+    cases = [
+        make_case(params)
+        for kernel in kernels
+        for slot in ("valid", "special", "boundary")
+        for params in chosen[kernel.name][slot]
+    ]
     notes["warnings"] = _narrowing_warnings(profile, axes, spaces, chosen, len(cases))
     if with_included:
         notes["included"] += _add_included(spec, cases, seen)
-    notes["possible"] = {kernel.name: {"scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],
-                                       "form_class": [list(t) for t in space.possible_form_classes()]}
-                         for kernel, space, values, *_ in spaces}
-    notes["boundary_reasons"] = {kernel.name: sorted({p["expected_refusal"] for p in chosen[kernel.name]["boundary"]}) for kernel in kernels}
+    notes["possible"] = {
+        kernel.name: {
+            "scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],
+            "form_class": [list(t) for t in space.possible_form_classes()],
+        }
+        for kernel, space, values, *_ in spaces
+    }
+    notes["boundary_reasons"] = {
+        kernel.name: sorted({p["expected_refusal"] for p in chosen[kernel.name]["boundary"]}) for kernel in kernels
+    }
     notes["families"] = list(families)
     return cases, notes
 
@@ -749,17 +837,23 @@ def _narrowing_warnings(profile: Profile, axes: Mapping[str, Any], spaces: list,
         for axis, declared in declared_values(kernel).items():
             unused = [value for value in declared if value not in values[axis]]
             if unused:
-                found.append(f"kernel {kernel.name!r} declares {axis} {', '.join(map(str, unused))}, which profile"
-                             f" {profile.name!r} does not list under axes.{axis}: no case gives it")
+                found.append(
+                    f"kernel {kernel.name!r} declares {axis} {', '.join(map(str, unused))}, which profile"
+                    f" {profile.name!r} does not list under axes.{axis}: no case gives it"
+                )
     if total < profile.cases:
         for kernel, _, values, *_ in spaces:
             count = sum(len(chosen[kernel.name][slot]) for slot in ("valid", "special", "boundary"))
-            narrowed = [f"{axis} {values[axis]} of {list(axes[axis])}" for axis in CATEGORICAL_AXES
-                        if axis in values and set(values[axis]) < set(axes[axis])]
-            why = (f"its declaration narrows {'; '.join(narrowed)}" if narrowed
-                   else "the profile's axes hold no more")
-            found.append(f"kernel {kernel.name!r}: {count} case(s) for profile {profile.name!r}, whose budget is"
-                         f" {profile.cases} ({total} in all): {why}")
+            narrowed = [
+                f"{axis} {values[axis]} of {list(axes[axis])}"
+                for axis in CATEGORICAL_AXES
+                if axis in values and set(values[axis]) < set(axes[axis])
+            ]
+            why = f"its declaration narrows {'; '.join(narrowed)}" if narrowed else "the profile's axes hold no more"
+            found.append(
+                f"kernel {kernel.name!r}: {count} case(s) for profile {profile.name!r}, whose budget is"
+                f" {profile.cases} ({total} in all): {why}"
+            )
     return found
 
 
@@ -836,10 +930,14 @@ def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
                 cases.append({**chosen, "mode": mode, "purpose": "boundary", "expected_refusal": key})
             per_key.append(cases)
             modes = [mode for family_modes in families.values() for mode in family_modes]
-            extra += [{**case, "mode": modes[i % len(modes)], "purpose": "boundary", "expected_refusal": key}
-                      for i, case in enumerate(found)]
+            extra += [
+                {**case, "mode": modes[i % len(modes)], "purpose": "boundary", "expected_refusal": key}
+                for i, case in enumerate(found)
+            ]
     # Family by family across every reason, so that a cut keeps each reason.
-    ordered = [cases[i] for i in range(max((len(c) for c in per_key), default=0)) for cases in per_key if i < len(cases)]
+    ordered = [
+        cases[i] for i in range(max((len(c) for c in per_key), default=0)) for cases in per_key if i < len(cases)
+    ]
     return ordered, extra
 
 
@@ -849,16 +947,27 @@ def _raw_rows(space: KernelSpace, values: dict, count: int) -> list[dict]:
     sizes = {dim: sorted(size for pool in space.pools[dim].values() for size in pool) for dim in DIMS}
     rows = []
     for draw in _draw_integers(_stream_seed(space.spec, space.kernel.name, "raw"), count, len(axes) + len(DIMS)):
-        row = {"kernel": space.kernel.name, **{axis: values[axis][u % len(values[axis])] for axis, u in zip(axes, draw)}}
-        row.update({dim: sizes[dim][u % len(sizes[dim])] for dim, u in zip(DIMS, draw[len(axes):])})
+        row = {
+            "kernel": space.kernel.name,
+            **{axis: values[axis][u % len(values[axis])] for axis, u in zip(axes, draw)},
+        }
+        row.update({dim: sizes[dim][u % len(sizes[dim])] for dim, u in zip(DIMS, draw[len(axes) :])})
         rows.append(row)
     return rows
 
 
 # The order special values and sides are given to a kernel in, so that a small budget still
 # has a zero and a negative scale on each side first (a pruned channel, a sign dropped).
-SPECIAL_ORDER = (("zero", "b"), ("negative", "a"), ("negative", "b"), ("zero", "a"),
-                 ("nan", "b"), ("inf", "a"), ("inf", "b"), ("nan", "a"))
+SPECIAL_ORDER = (
+    ("zero", "b"),
+    ("negative", "a"),
+    ("negative", "b"),
+    ("zero", "a"),
+    ("nan", "b"),
+    ("inf", "a"),
+    ("inf", "b"),
+    ("nan", "a"),
+)
 
 
 def _special(spaces: list, families: dict, sides: list) -> list[dict]:
@@ -881,15 +990,21 @@ def _special(spaces: list, families: dict, sides: list) -> list[dict]:
                     offset = zlib.crc32(f"{kernel.name}::{value}::b::{form}".encode())
                 family_list = list(families.items())
                 for index, (family, modes) in enumerate(family_list):
-                    case = {**bases[(offset + index * 3) % len(bases)], "mode": modes[(offset + index) % len(modes)],
-                            "special_scale": value, "purpose": "special"}
+                    case = {
+                        **bases[(offset + index * 3) % len(bases)],
+                        "mode": modes[(offset + index) % len(modes)],
+                        "special_scale": value,
+                        "purpose": "special",
+                    }
                     if side == "b":
                         case["special_side"] = "b"
                     # Rotated, so that the first round already spreads over the families.
                     round_ = (index - combo_index - form_index) % len(family_list)
                     ranked.append(((round_, form_index, combo_index), case))
         per_kernel.append([case for _, case in sorted(ranked, key=lambda item: item[0])])
-    return [cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)]
+    return [
+        cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)
+    ]
 
 
 def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
@@ -905,7 +1020,12 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
                     break
                 offset = zlib.crc32(f"{kernel.name}::empty::{dim}".encode())
                 base = {k: v for k, v in valid[(offset + index * 5) % len(valid)].items() if k != "special_side"}
-                case = {**base, dim: 0, "mode": modes[(offset + index) % len(modes)], "special_scale": base.get("special_scale", "none")}
+                case = {
+                    **base,
+                    dim: 0,
+                    "mode": modes[(offset + index) % len(modes)],
+                    "special_scale": base.get("special_scale", "none"),
+                }
                 if "special_scale" not in base:
                     case.pop("special_scale")
                 broken = space.model.breaks(case)
@@ -913,7 +1033,9 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
                 if len(broken) <= 1:
                     found.append(case)
         per_kernel.append(found)
-    return [cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)]
+    return [
+        cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)
+    ]
 
 
 def _fill(space: KernelSpace, values: dict, missing: int, seed: int, add) -> int:
@@ -934,10 +1056,12 @@ def _fill(space: KernelSpace, values: dict, missing: int, seed: int, add) -> int
             row = dict(zip(("scale_a", "scale_b"), pairs[draw[0] % len(pairs)]))
             row.update({axis: values[axis][u % len(values[axis])] for axis, u in zip(axes, draw[1:])})
             offset = 1 + len(axes)
-            row.update({axis: space.classes[axis][u % len(space.classes[axis])] for axis, u in zip(CLASS_AXES, draw[offset:])})
+            row.update(
+                {axis: space.classes[axis][u % len(space.classes[axis])] for axis, u in zip(CLASS_AXES, draw[offset:])}
+            )
             if not space.allowed(row):
                 continue
-            params = space.sizes(row, draw[offset + len(CLASS_AXES):])
+            params = space.sizes(row, draw[offset + len(CLASS_AXES) :])
             if params is not None and add(_purposed(params)):
                 added += 1
     return added

@@ -13,9 +13,10 @@ unbacked: one compiled frame is the contract).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable
 
 RUNNERS = ("compile", "aoti", "mark-dynamic", "mark-unbacked")
 # The other M values a dynamic-M mode runs (times the case's M): odd factors keep M's parity
@@ -30,16 +31,16 @@ class CompileMode:
 
     name: str  # the value of the `mode` axis in matrix.yaml and in case ids
     backend: str  # Dynamo backend: "eager" (tracing only), "aot_eager" or "inductor"
-    mode: Optional[str] = None  # torch.compile's mode=
-    options: Optional[Mapping[str, Any]] = None  # Inductor options (torch.compile's options=)
-    dynamic: Optional[bool] = None  # torch.compile's dynamic=
+    mode: str | None = None  # torch.compile's mode=
+    options: Mapping[str, Any] | None = None  # Inductor options (torch.compile's options=)
+    dynamic: bool | None = None  # torch.compile's dynamic=
     # What needs a GPU, for a mode that cannot run on a CPU (its cases are SKIPPED there).
-    gpu_only: Optional[str] = None
+    gpu_only: str | None = None
     runner: str = "compile"  # one of RUNNERS
     # Why the mode runs only in the isolated child (its failure can kill the process), or None.
-    isolated_only: Optional[str] = None
+    isolated_only: str | None = None
     # () -> why this torch or machine cannot run the mode, or None: checked per case at run time.
-    unavailable: Optional[Callable[[], Optional[str]]] = None
+    unavailable: Callable[[], str | None] | None = None
     doc: str = ""
 
     def __post_init__(self):
@@ -51,14 +52,16 @@ class CompileMode:
         return self.backend == "inductor"
 
     @property
-    def marks_m(self) -> Optional[str]:
+    def marks_m(self) -> str | None:
         """How the mode marks M: "dynamic", "unbacked", or None (it does not)."""
         return {"mark-dynamic": "dynamic", "mark-unbacked": "unbacked"}.get(self.runner)
 
     @property
     def autotunes(self) -> bool:
         """Benchmarks GEMM configs while compiling (the slow modes; --scaledmm-max-autotune-configs caps them)."""
-        return self.mode in ("max-autotune", "max-autotune-no-cudagraphs") or bool((self.options or {}).get("max_autotune"))
+        return self.mode in ("max-autotune", "max-autotune-no-cudagraphs") or bool(
+            (self.options or {}).get("max_autotune")
+        )
 
     @property
     def sets_gemm_backends(self) -> bool:
@@ -66,7 +69,7 @@ class CompileMode:
         return "max_autotune_gemm_backends" in (self.options or {})
 
 
-def _cutlass_missing() -> Optional[str]:
+def _cutlass_missing() -> str | None:
     """Inductor's CUTLASS backend needs the CUTLASS sources (config.cuda.cutlass_dir) and its
     Python package; without them it has no choice to offer (NoValidChoicesError)."""
     import importlib.util
@@ -83,7 +86,7 @@ def _cutlass_missing() -> Optional[str]:
     return None
 
 
-def _no_mark_unbacked() -> Optional[str]:
+def _no_mark_unbacked() -> str | None:
     import torch
 
     if getattr(torch._dynamo.decorators, "mark_unbacked", None) is None:
@@ -91,7 +94,7 @@ def _no_mark_unbacked() -> Optional[str]:
     return None
 
 
-def _no_aoti() -> Optional[str]:
+def _no_aoti() -> str | None:
     import torch
 
     missing = [name for name in ("aoti_compile_and_package", "aoti_load_package") if not hasattr(torch._inductor, name)]
@@ -147,10 +150,19 @@ MODES: tuple[CompileMode, ...] = (
         unavailable=_no_aoti,
         doc="torch.export, AOTInductor package built, loaded and run",
     ),
-    CompileMode("mark-dynamic", "inductor", runner="mark-dynamic",
-                doc="default Inductor, M marked dynamic, run at three M: one compiled frame expected"),
-    CompileMode("mark-unbacked", "inductor", runner="mark-unbacked", unavailable=_no_mark_unbacked,
-                doc="default Inductor, M marked unbacked, run at three M: one compiled frame expected"),
+    CompileMode(
+        "mark-dynamic",
+        "inductor",
+        runner="mark-dynamic",
+        doc="default Inductor, M marked dynamic, run at three M: one compiled frame expected",
+    ),
+    CompileMode(
+        "mark-unbacked",
+        "inductor",
+        runner="mark-unbacked",
+        unavailable=_no_mark_unbacked,
+        doc="default Inductor, M marked unbacked, run at three M: one compiled frame expected",
+    ),
 )
 _MODE_BY_NAME = {m.name: m for m in MODES}
 
@@ -160,7 +172,7 @@ def compile_mode(name: str) -> CompileMode:
     return _MODE_BY_NAME[name]
 
 
-def autotune_limit(mode: str, max_configs: int) -> Optional[dict]:
+def autotune_limit(mode: str, max_configs: int) -> dict | None:
     """Inductor options capping the GEMM configs an autotuning mode benchmarks. The Triton
     template path is still generated, compiled and benchmarked; only the search is shorter.
     None when there is no cap or this torch has no such knob."""

@@ -20,9 +20,10 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from . import bounded_yaml
 from .errors import MatrixError
@@ -109,8 +110,15 @@ def read_entries(path: Path) -> list[dict]:
         # jsonschema's message quotes the value: a file that is not a corpus (/etc/passwd) would
         # be pasted into the line. Its type is said instead; other messages are cut short.
         if error.validator == "type":
-            kind = {dict: "a mapping", list: "a list", str: "text", bool: "a boolean", int: "a number",
-                    float: "a number", type(None): "empty"}.get(type(error.instance), type(error.instance).__name__)
+            kind = {
+                dict: "a mapping",
+                list: "a list",
+                str: "text",
+                bool: "a boolean",
+                int: "a number",
+                float: "a number",
+                type(None): "empty",
+            }.get(type(error.instance), type(error.instance).__name__)
             message = f"must be {error.validator_value}, not {kind}" + (" (not a corpus file?)" if not key else "")
         else:
             message = error.message if len(error.message) <= 120 else error.message[:117] + "..."
@@ -138,9 +146,13 @@ def included_cases(matrix_path: Path, text: str) -> list[IncludedCase]:
         except FileNotFoundError:
             raise MatrixError(matrix_path, f"include[{i}]", f"no such file: {target}") from None
         except OSError as exc:
-            raise MatrixError(matrix_path, f"include[{i}]", f"cannot be read: {target}: {exc.strerror or exc}") from None
+            raise MatrixError(
+                matrix_path, f"include[{i}]", f"cannot be read: {target}: {exc.strerror or exc}"
+            ) from None
         if not stat.S_ISREG(mode):
-            raise MatrixError(matrix_path, f"include[{i}]", f"not a regular file (a device, a FIFO, a directory): {target}")
+            raise MatrixError(
+                matrix_path, f"include[{i}]", f"not a regular file (a device, a FIFO, a directory): {target}"
+            )
         found += load_corpus(target)
     return found
 
@@ -150,7 +162,8 @@ def check_kernels(included: Iterable[IncludedCase], kernel_names: Iterable[str])
     for case in included:
         if case.params["kernel"] not in names:
             raise MatrixError(
-                case.source, f"cases[{case.index}].params.kernel",
+                case.source,
+                f"cases[{case.index}].params.kernel",
                 f"kernel {case.params['kernel']!r} is not in the matrix (kernels: {', '.join(sorted(names))})",
             )
 
@@ -160,7 +173,9 @@ def check_sizes(included: Iterable[IncludedCase], limits: Mapping[str, int]) -> 
     for case in included:
         problem = size_problem(case.params["m"], case.params["k"], case.params["n"], limits)
         if problem is not None:
-            raise MatrixError(case.source, f"cases[{case.index}].params", f"{problem[1]} (the including matrix's limits)")
+            raise MatrixError(
+                case.source, f"cases[{case.index}].params", f"{problem[1]} (the including matrix's limits)"
+            )
 
 
 def write_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:

@@ -20,8 +20,9 @@ import importlib
 import inspect
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable, Mapping, Optional, Sequence
+from typing import Callable
 
 from ..verdict.scale_forms import RECIPE_CODES, SWIZZLE_CODES, recipe_pairs, recipes_of_shape
 from .spec import BUILTIN_KERNELS, KernelSpec, MatrixError
@@ -52,36 +53,36 @@ class Kernel:
     """
 
     name: str
-    fn: Optional[KernelFn] = None
+    fn: KernelFn | None = None
     family: str = "fp8"
-    scale_forms: Optional[Sequence[str]] = None
-    dtypes: Optional[Sequence[str]] = None
-    archs: Optional[Sequence[str]] = None
-    min_torch: Optional[str] = None
-    min_m: Optional[int] = None
-    max_m: Optional[int] = None
-    m_multiple: Optional[int] = None
-    k_multiple: Optional[int] = None
-    n_multiple: Optional[int] = None
-    scale_pairs: Optional[Sequence[Sequence[str]]] = None
-    dtype_pairs: Optional[Sequence[Sequence[str]]] = None
-    out_dtypes: Optional[Sequence[str]] = None
-    bias_out_dtypes: Optional[Sequence[str]] = None
-    accumulation: Optional[str] = None  # fp32, tensor-core or fast: the bound it is held to on a GPU
+    scale_forms: Sequence[str] | None = None
+    dtypes: Sequence[str] | None = None
+    archs: Sequence[str] | None = None
+    min_torch: str | None = None
+    min_m: int | None = None
+    max_m: int | None = None
+    m_multiple: int | None = None
+    k_multiple: int | None = None
+    n_multiple: int | None = None
+    scale_pairs: Sequence[Sequence[str]] | None = None
+    dtype_pairs: Sequence[Sequence[str]] | None = None
+    out_dtypes: Sequence[str] | None = None
+    bias_out_dtypes: Sequence[str] | None = None
+    accumulation: str | None = None  # fp32, tensor-core or fast: the bound it is held to on a GPU
     # Weights built once (verdict/contracts.py): `prepare(b, scale_b, bias=..., out_dtype=...)`
     # returns the weight object `fn(a, scale_a, weight)` applies; or `module(b, scale_b, ...)`
     # returns an nn.Module called as `module(a, scale_a)` and compiled as a module.
-    prepare: Optional[KernelFn] = None
-    module: Optional[KernelFn] = None
+    prepare: KernelFn | None = None
+    module: KernelFn | None = None
     # "dynamic": the kernel takes the high-precision activation and quantises it itself.
-    activation: Optional[str] = None
-    activation_divisor: Optional[float] = None  # what its quantiser divides the amax by
-    slack: Optional[float] = None  # its own tolerance slack (>= 1), with slack_reason
-    slack_reason: Optional[str] = None
+    activation: str | None = None
+    activation_divisor: float | None = None  # what its quantiser divides the amax by
+    slack: float | None = None  # its own tolerance slack (>= 1), with slack_reason
+    slack_reason: str | None = None
     # [{"scale_pair": (form_a, form_b), "out_dtypes": [...], "bias": bool}]: per-pair constraints.
-    pair_rules: Optional[Sequence[Mapping]] = None
-    scale_layouts: Optional[Sequence[str]] = None  # the scale layouts it takes (contiguous, ...)
-    operand_layouts: Optional[Sequence[str]] = None  # the operand layouts it takes (dense, ...)
+    pair_rules: Sequence[Mapping] | None = None
+    scale_layouts: Sequence[str] | None = None  # the scale layouts it takes (contiguous, ...)
+    operand_layouts: Sequence[str] | None = None  # the operand layouts it takes (dense, ...)
 
 
 def _first(out):
@@ -97,7 +98,13 @@ def aten_scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_acc
     extra = {} if scale_result is None else {"scale_result": scale_result}
     return _first(
         torch._scaled_mm(
-            a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=use_fast_accum,
+            a,
+            b,
+            scale_a=scale_a,
+            scale_b=scale_b,
+            bias=bias,
+            out_dtype=out_dtype,
+            use_fast_accum=use_fast_accum,
             **extra,
         )
     )
@@ -214,8 +221,18 @@ def scaled_mm_v2(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum
     recipe_a, recipe_b = scale_recipe_names(scale_a, scale_b, a.shape[0], _inner(a), b.shape[-1])
     codes_a, swizzle_a, codes_b, swizzle_b = v2_call_codes(recipe_a, recipe_b, scale_a, scale_b)
     return torch.ops.aten._scaled_mm_v2(
-        a, b, v2_scale_operand(scale_a, recipe_a, "a"), codes_a, swizzle_a, v2_scale_operand(scale_b, recipe_b, "b"),
-        codes_b, swizzle_b, bias, out_dtype, [], use_fast_accum,
+        a,
+        b,
+        v2_scale_operand(scale_a, recipe_a, "a"),
+        codes_a,
+        swizzle_a,
+        v2_scale_operand(scale_b, recipe_b, "b"),
+        codes_b,
+        swizzle_b,
+        bias,
+        out_dtype,
+        [],
+        use_fast_accum,
     )
 
 
@@ -239,8 +256,17 @@ def scaled_mm_v2_functional(a, b, scale_a, scale_b, *, bias=None, out_dtype, use
     types_a, swizzle_a = members(recipe_a, scale_a)
     types_b, swizzle_b = members(recipe_b, scale_b)
     return functional.scaled_mm(
-        a, b, v2_scale_operand(scale_a, recipe_a, "a"), types_a, v2_scale_operand(scale_b, recipe_b, "b"), types_b,
-        swizzle_a=swizzle_a, swizzle_b=swizzle_b, bias=bias, output_dtype=out_dtype, use_fast_accum=use_fast_accum,
+        a,
+        b,
+        v2_scale_operand(scale_a, recipe_a, "a"),
+        types_a,
+        v2_scale_operand(scale_b, recipe_b, "b"),
+        types_b,
+        swizzle_a=swizzle_a,
+        swizzle_b=swizzle_b,
+        bias=bias,
+        output_dtype=out_dtype,
+        use_fast_accum=use_fast_accum,
     )
 
 
@@ -284,7 +310,12 @@ def fp8_linear_rowwise(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast
     tokens = a.reshape(-1, a.shape[-1])
     out = _first(
         torch._scaled_mm(
-            tokens, b, scale_a=scale_a.reshape(-1, 1), scale_b=scale_b.reshape(1, -1), bias=bias, out_dtype=out_dtype,
+            tokens,
+            b,
+            scale_a=scale_a.reshape(-1, 1),
+            scale_b=scale_b.reshape(1, -1),
+            bias=bias,
+            out_dtype=out_dtype,
             use_fast_accum=use_fast_accum,
         )
     )
@@ -325,7 +356,7 @@ BUILTIN_IMPLS: dict[str, KernelFn] = {
 assert set(BUILTIN_IMPLS) == set(BUILTIN_KERNELS)
 
 
-def unavailable_reason(kernel: KernelSpec) -> Optional[str]:
+def unavailable_reason(kernel: KernelSpec) -> str | None:
     """Why this torch cannot run a built-in kernel at all (a run-time skip), or None."""
     import torch
 
@@ -350,7 +381,7 @@ def unavailable_reason(kernel: KernelSpec) -> Optional[str]:
     return None
 
 
-def custom_op(fn) -> Optional[object]:
+def custom_op(fn) -> object | None:
     """The torch.library op behind a kernel (an OpOverload, OpOverloadPacket or a
     torch.library.custom_op object), or None for a plain function."""
     import torch
@@ -404,7 +435,7 @@ def load_impl(reference: str) -> KernelFn:
     return obj
 
 
-def _shadowed_file(module_name: str) -> Optional[str]:
+def _shadowed_file(module_name: str) -> str | None:
     """The project's file that `module_name` names in an import directory, when the module
     imported under that name is another one (the standard library's queue for a queue.py)."""
     found = os.path.realpath(getattr(sys.modules.get(module_name), "__file__", None) or "")
@@ -423,7 +454,7 @@ OPTIONAL_KEYWORDS = ("use_fast_accum",)
 CALL = "kernel(a, b, scale_a, scale_b, bias=..., out_dtype=...[, use_fast_accum=...])"
 
 
-def _signature(fn) -> Optional[inspect.Signature]:
+def _signature(fn) -> inspect.Signature | None:
     """The signature of a plain callable; None for what cannot be introspected (torch ops,
     builtins), which is then called with every keyword."""
     # A torch op exists only once torch is imported: no torch import for plain functions.
@@ -471,7 +502,7 @@ def contract_call(spec: KernelSpec, part: str = "fn") -> tuple[tuple, tuple, str
     return POSITIONAL, REQUIRED_KEYWORDS, CALL
 
 
-def signature_problem(fn, positional_names: Sequence[str] = POSITIONAL, required=REQUIRED_KEYWORDS) -> Optional[str]:
+def signature_problem(fn, positional_names: Sequence[str] = POSITIONAL, required=REQUIRED_KEYWORDS) -> str | None:
     """Why the harness cannot call `fn` with `positional_names` positionally and the `required`
     keywords, naming the parameter; None when it can."""
     sig = _signature(fn)
@@ -502,7 +533,7 @@ def signature_problem(fn, positional_names: Sequence[str] = POSITIONAL, required
     return None
 
 
-def kernel_callable(kernel: KernelSpec) -> Optional[KernelFn]:
+def kernel_callable(kernel: KernelSpec) -> KernelFn | None:
     """The callable behind a declaration without raising: None when it cannot be loaded (the
     run reports that as a usage error in resolve_kernels)."""
     if kernel.fn is not None:
@@ -547,10 +578,16 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
             # under a built-in's name would be compared and judged as the built-in.
             where = "pytest_scaledmm_kernels" if kernel.fn is not None else spec_path
             key = kernel.name if kernel.fn is not None else f"kernels[{index}].name"
-            raise MatrixError(where, key, f"{kernel.name!r} is a built-in kernel's name; give your kernel a name of its own")
+            raise MatrixError(
+                where, key, f"{kernel.name!r} is a built-in kernel's name; give your kernel a name of its own"
+            )
         if kernel.contract == "module" or kernel.prepare is not None:
             where, key = _where(spec_path, index, kernel)
-            parts = {"module": kernel.module} if kernel.contract == "module" else {"prepare": kernel.prepare, "fn": kernel.fn or kernel.impl}
+            parts = (
+                {"module": kernel.module}
+                if kernel.contract == "module"
+                else {"prepare": kernel.prepare, "fn": kernel.fn or kernel.impl}
+            )
             for part, ref in parts.items():
                 part_key = key if kernel.fn is not None else f"{key}.{'impl' if part == 'fn' else part}"
                 try:
@@ -560,7 +597,11 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
                 names, required, text = contract_call(kernel, part)
                 problem = signature_problem(loaded, names, required)
                 if problem:
-                    raise MatrixError(where, part_key, f"kernel {kernel.name!r} ({_describe(loaded)}) {problem}; the harness calls {text}")
+                    raise MatrixError(
+                        where,
+                        part_key,
+                        f"kernel {kernel.name!r} ({_describe(loaded)}) {problem}; the harness calls {text}",
+                    )
                 if part != "prepare":
                     resolved[kernel.name] = loaded
             continue
@@ -582,7 +623,9 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
         problem = signature_problem(resolved[kernel.name], names, required)
         if problem:
             fn = resolved[kernel.name]
-            raise MatrixError(where, key, f"kernel {kernel.name!r} ({_describe(fn)}) {problem}; the harness calls {text}")
+            raise MatrixError(
+                where, key, f"kernel {kernel.name!r} ({_describe(fn)}) {problem}; the harness calls {text}"
+            )
     return resolved
 
 
@@ -592,7 +635,7 @@ def _where(spec_path, index: int, kernel: KernelSpec) -> tuple:
     return spec_path, f"kernels[{index}]"
 
 
-def prepare_callable(kernel: KernelSpec) -> Optional[KernelFn]:
+def prepare_callable(kernel: KernelSpec) -> KernelFn | None:
     """The prepare step of a `prepare` kernel (loaded by name, as resolve_kernels checked), or None."""
     if kernel.prepare is None:
         return None

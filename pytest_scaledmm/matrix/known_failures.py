@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..verdict import outcome as oc
+from ..verdict.outcome import normalise_message
 from .cases import matches
 from .errors import MatrixError
-from ..verdict.outcome import normalise_message
 
 # Non-space characters a normalised signature needs: "MISMATCH" is the shortest that names
 # something; shorter ones match nearly every failure.
@@ -54,18 +54,96 @@ def _normalised(signature: str) -> str:
 HARNESS_WORDS = frozenset(
     w.lower()
     for w in (
-        *oc.FAILURES, *(c.name for c in oc.CLASSES),
+        *oc.FAILURES,
+        *(c.name for c in oc.CLASSES),
         # classify.py's templates
-        "values", "off", "the", "reference", "in", "a", "an", "band", "of", "rows", "columns", "by", "one",
-        "constant", "factor", "eager", "compiled", "compile", "and", "raise", "raises", "raised", "different",
-        "differently", "error", "errors", "accepts", "what", "refuses", "refused", "invalid", "input", "returns",
-        "returned", "result", "results", "wrong", "passes", "function", "ran", "no", "graph", "torch",
-        "max", "err", "tol", "abs", "rel", "nan", "inf", "positions", "differ", "from", "infinities", "non",
-        "finite", "where", "sign", "output", "x", "n", "s", "got", "expected", "kernel", "case", "side", "sides",
-        "both", "call", "with", "without", "on", "to", "is", "not", "it", "its", "for",
+        "values",
+        "off",
+        "the",
+        "reference",
+        "in",
+        "a",
+        "an",
+        "band",
+        "of",
+        "rows",
+        "columns",
+        "by",
+        "one",
+        "constant",
+        "factor",
+        "eager",
+        "compiled",
+        "compile",
+        "and",
+        "raise",
+        "raises",
+        "raised",
+        "different",
+        "differently",
+        "error",
+        "errors",
+        "accepts",
+        "what",
+        "refuses",
+        "refused",
+        "invalid",
+        "input",
+        "returns",
+        "returned",
+        "result",
+        "results",
+        "wrong",
+        "passes",
+        "function",
+        "ran",
+        "no",
+        "graph",
+        "torch",
+        "max",
+        "err",
+        "tol",
+        "abs",
+        "rel",
+        "nan",
+        "inf",
+        "positions",
+        "differ",
+        "from",
+        "infinities",
+        "non",
+        "finite",
+        "where",
+        "sign",
+        "output",
+        "x",
+        "n",
+        "s",
+        "got",
+        "expected",
+        "kernel",
+        "case",
+        "side",
+        "sides",
+        "both",
+        "call",
+        "with",
+        "without",
+        "on",
+        "to",
+        "is",
+        "not",
+        "it",
+        "its",
+        "for",
         # wrappers of every compiled-side error
-        "InductorError", "BackendCompilerFailed", "TorchRuntimeError", "TorchDynamoException", "Observed",
-        "InternalTorchDynamoError", "Unsupported",
+        "InductorError",
+        "BackendCompilerFailed",
+        "TorchRuntimeError",
+        "TorchDynamoException",
+        "Observed",
+        "InternalTorchDynamoError",
+        "Unsupported",
     )
 )
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|[0-9]+")
@@ -99,7 +177,7 @@ def check_entries(path, entries: Iterable[Mapping]) -> None:
             )
 
 
-def torch_release(version: str) -> Optional[Version]:
+def torch_release(version: str) -> Version | None:
     try:
         return Version(version)
     except (InvalidVersion, TypeError):
@@ -111,16 +189,16 @@ class KnownFailure:
     index: int
     match: Mapping
     signature: str
-    torch: Optional[SpecifierSet] = None
-    link: Optional[str] = None
-    reason: Optional[str] = None
+    torch: SpecifierSet | None = None
+    link: str | None = None
+    reason: str | None = None
 
     @classmethod
-    def from_entry(cls, index: int, entry: Mapping) -> "KnownFailure":
+    def from_entry(cls, index: int, entry: Mapping) -> KnownFailure:
         torch = SpecifierSet(entry["torch"]) if entry.get("torch") else None
         return cls(index, dict(entry["match"]), entry["signature"], torch, entry.get("link"), entry.get("reason"))
 
-    def covers(self, params: Mapping, torch_version: Optional[str], arch: Optional[str]) -> bool:
+    def covers(self, params: Mapping, torch_version: str | None, arch: str | None) -> bool:
         """Whether this entry is about this case on this torch and arch (signature aside)."""
         if not matches(self.match, {**params, "arch": arch}):
             return False
@@ -132,7 +210,7 @@ class KnownFailure:
         # A nightly (2.14.0a0+git...) counts as the release it leads to: ">=2.14" covers it.
         return self.torch.contains(Version(release.base_version))
 
-    def expects(self, signature: Optional[str]) -> bool:
+    def expects(self, signature: str | None) -> bool:
         """Exact or substring match on the normalised signature."""
         if not signature:
             return False
@@ -153,23 +231,23 @@ class Catalogue:
         self.entries = list(entries)
 
     @classmethod
-    def from_entries(cls, entries: Iterable[Mapping], path="known_failures") -> "Catalogue":
+    def from_entries(cls, entries: Iterable[Mapping], path="known_failures") -> Catalogue:
         """Raises MatrixError (naming `path`) for a catch-all signature; see check_entries."""
         entries = list(entries)
         check_entries(path, entries)
         return cls(KnownFailure.from_entry(i, e) for i, e in enumerate(entries))
 
     @classmethod
-    def from_spec(cls, spec) -> "Catalogue":
+    def from_spec(cls, spec) -> Catalogue:
         return cls.from_entries(spec.known_failures, spec.path)
 
     def __bool__(self) -> bool:
         return bool(self.entries)
 
-    def covering(self, params: Mapping, torch_version: Optional[str], arch: Optional[str]) -> list[KnownFailure]:
+    def covering(self, params: Mapping, torch_version: str | None, arch: str | None) -> list[KnownFailure]:
         return [e for e in self.entries if e.covers(params, torch_version, arch)]
 
-    def apply(self, record: dict, torch_version: Optional[str], arch: Optional[str]) -> dict:
+    def apply(self, record: dict, torch_version: str | None, arch: str | None) -> dict:
         """Rewrite `record` in place by the rules in the module docstring; returns it."""
         outcome = record["outcome"]
         if outcome not in oc.FAILURES and outcome != oc.PASS:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Optional
 
 # What a case id this plugin writes is made of (matrix/cases.py case_id): never a leading "-"
 # (an option), never a shell or path character. An id from a report is checked against it before
@@ -27,7 +27,7 @@ _VALUE = re.compile(r"[A-Za-z0-9_.+:-]{1,64}")
 RECORDED_KEYS = (("torch", "torch"), ("device", "device"), ("arch", "arch"), ("tox", "tox_env"))
 
 
-def recorded_on(environment) -> Optional[str]:
+def recorded_on(environment) -> str | None:
     """`torch=2.13.0+cpu,device=cpu,tox=torch213`: the environment that recorded a case, as its
     replay command names it (--scaledmm-recorded-on); None when it names no torch version. A value
     outside the word grammar is left out: report data never becomes another word of a command."""
@@ -68,9 +68,14 @@ def unsafe_command(what: str) -> str:
     return f"(no replay command: {what} is not one this plugin writes)"
 
 
-def replay_command(matrix_path: Optional[str], case_id: str, profile: Optional[str] = None,
-                   seed: Optional[int] = None, device: Optional[str] = None,
-                   environment: Optional[Mapping] = None) -> str:
+def replay_command(
+    matrix_path: str | None,
+    case_id: str,
+    profile: str | None = None,
+    seed: int | None = None,
+    device: str | None = None,
+    environment: Mapping | None = None,
+) -> str:
     """`seed`, `device`: what the run was given (--scaledmm-seed, --scaledmm-device), None when it
     used the matrix's seed and picked the device itself; `profile` None: the default one;
     `environment`: the report's environment block, named by --scaledmm-recorded-on (a replay
@@ -101,6 +106,6 @@ def replay_command(matrix_path: Optional[str], case_id: str, profile: Optional[s
     return " ".join(words)
 
 
-def forced_options(seed: Optional[int], device: Optional[str]) -> dict:
+def forced_options(seed: int | None, device: str | None) -> dict:
     """What a report records under matrix.forced for its replay commands (see replay_command)."""
     return {"seed": seed, "device": None if device in (None, "auto") else device}

@@ -4,7 +4,8 @@ Kept free of torch so that reading and validating a matrix costs milliseconds. S
 compile modes come from their tables (verdict/scale_forms.py, compile_modes.py).
 """
 
-from typing import Mapping, Optional
+from collections.abc import Mapping
+from typing import Optional
 
 from ..verdict.layouts import OPERAND_LAYOUTS
 from ..verdict.regimes import REGIMES
@@ -66,8 +67,11 @@ KERNEL_AXES = {
     # torch._scaled_mm's output scale, used with an fp8 output only.
     "scale_result": (["none", "one", "two", "quarter"], "none", ("aten_scaled_mm",)),
     # The bias's dtype; `out`: the output dtype's (bf16 for an fp8 output).
-    "bias_dtype": (["out", "bf16", "fp16", "fp32"], "out", ("aten_scaled_mm", "fp8_linear", "fp8_linear_no_lift",
-                                                           "fp8_linear_rowwise")),
+    "bias_dtype": (
+        ["out", "bf16", "fp16", "fp32"],
+        "out",
+        ("aten_scaled_mm", "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise"),
+    ),
     # A rowwise scale of a 3-D activation as amax(dim=-1, keepdim=True) gives it: [B, T, 1].
     "scale_keepdim": ([False, True], False, ("fp8_linear_rowwise",)),
     # Production data (verdict/regimes.py, verdict/layouts.py), for every kernel but the grouped
@@ -246,8 +250,11 @@ _KERNEL = {
                 },
             },
             # impl with module, prepare with module or without impl: spec.py says which.
-            "dependentRequired": {"slack": ["slack_reason"], "slack_reason": ["slack"],
-                                  "activation_divisor": ["activation"]},
+            "dependentRequired": {
+                "slack": ["slack_reason"],
+                "slack_reason": ["slack"],
+                "activation_divisor": ["activation"],
+            },
         },
     ]
 }
@@ -256,7 +263,9 @@ _KERNEL = {
 # Its callables (fn, prepare, module) are checked by spec.kernel_from_declaration.
 KERNEL_DECLARATION_SCHEMA = {
     **{k: v for k, v in _KERNEL["oneOf"][1].items() if k != "properties"},
-    "properties": {k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k not in ("impl", "prepare", "module")},
+    "properties": {
+        k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k not in ("impl", "prepare", "module")
+    },
 }
 
 # A profile has `cases` (with axes, kernels, strength), or is `profiles:`, the union of other

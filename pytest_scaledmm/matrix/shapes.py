@@ -16,8 +16,9 @@ class its part of the range. A class with no size is left out. No torch import h
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 from .support import BLOCK
 
@@ -93,8 +94,9 @@ def dim_pools(axes: Mapping[str, Any]) -> dict[str, dict[str, list[int]]]:
     """For each of m, k and n: class -> sizes, from the profile's axes. The empty classes are
     left out: an empty dimension is a slice of its own (empty_dims), not a class every scale
     form and mode must meet."""
-    return {dim: {name: sizes for name, sizes in pools(dim, axes[dim]).items() if name not in EMPTY_CLASSES}
-            for dim in DIMS}
+    return {
+        dim: {name: sizes for name, sizes in pools(dim, axes[dim]).items() if name not in EMPTY_CLASSES} for dim in DIMS
+    }
 
 
 def empty_dims(axes: Mapping[str, Any]) -> list[str]:

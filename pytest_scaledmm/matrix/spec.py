@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable
 
 from ..verdict.scale_forms import FORMS
 from .errors import MatrixError
-from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, DEFAULT_LIMITS, KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA, SHAPE_LIMITS
-from .schema import KERNEL_AXES, PROFILE_BODY_KEYS, SUPPORT_RULES, size_problem
+from .schema import (
+    AXIS_DEFAULTS,
+    CATEGORICAL_AXES,
+    DEFAULT_LIMITS,
+    KERNEL_AXES,
+    KERNEL_DECLARATION_SCHEMA,
+    MATRIX_SCHEMA,
+    PROFILE_BODY_KEYS,
+    SHAPE_LIMITS,
+    SUPPORT_RULES,
+    size_problem,
+)
 
 DEFAULT_SEED = 20240501
 
@@ -33,8 +44,15 @@ BUILTIN_KERNELS: dict[str, dict] = {
     "fp8_linear_rowwise": {"family": "fp8", "scale_forms": ["rowwise"]},
     # torch._scaled_grouped_mm: rowwise e4m3 operands, bf16 output, sizes and group sizes in
     # multiples of 16 (verdict/grouped.py builds its operands).
-    "scaled_grouped_mm": {"family": "fp8", "scale_forms": ["rowwise"], "dtypes": ["e4m3fn"], "out_dtypes": ["bf16"],
-                          "m_multiple": 16, "k_multiple": 16, "n_multiple": 16},
+    "scaled_grouped_mm": {
+        "family": "fp8",
+        "scale_forms": ["rowwise"],
+        "dtypes": ["e4m3fn"],
+        "out_dtypes": ["bf16"],
+        "m_multiple": 16,
+        "k_multiple": 16,
+        "n_multiple": 16,
+    },
 }
 
 
@@ -48,7 +66,7 @@ class KernelSpec:
     archs: tuple[str, ...] | None = None
     min_torch: str | None = None
     # The callable of a kernel declared through the pytest_scaledmm_kernels hook.
-    fn: Optional[Callable] = field(default=None, compare=False, repr=False)
+    fn: Callable | None = field(default=None, compare=False, repr=False)
     # Declared shape support (schema.SHAPE_LIMITS); None: no limit.
     min_m: int | None = None
     max_m: int | None = None
@@ -94,10 +112,10 @@ class Profile:
     kernels: tuple[str, ...] | None
     # A composite profile (`profiles:` in matrix.yaml): the union of these profiles' cases, each
     # part generated with its own axes, kernels and budget. Its `cases` is the parts' sum.
-    parts: tuple["Profile", ...] = ()
+    parts: tuple[Profile, ...] = ()
 
     @property
-    def leaves(self) -> tuple["Profile", ...]:
+    def leaves(self) -> tuple[Profile, ...]:
         """The profiles whose axes make cases: a composite's parts, else the profile itself."""
         return self.parts or (self,)
 
@@ -163,10 +181,26 @@ def _validate(path: Path, data: Any) -> None:
     raise MatrixError(path, key or "(top level)", message)
 
 
-_CONTRACT_FIELDS = ("activation", "activation_divisor", "slack", "slack_reason", "pair_rules", "scale_layouts",
-                    "operand_layouts")
-_DECLARED_FIELDS = ("family", "scale_forms", "dtypes", "archs", "min_torch", *SHAPE_LIMITS, *SUPPORT_RULES,
-                    "accumulation", *_CONTRACT_FIELDS)
+_CONTRACT_FIELDS = (
+    "activation",
+    "activation_divisor",
+    "slack",
+    "slack_reason",
+    "pair_rules",
+    "scale_layouts",
+    "operand_layouts",
+)
+_DECLARED_FIELDS = (
+    "family",
+    "scale_forms",
+    "dtypes",
+    "archs",
+    "min_torch",
+    *SHAPE_LIMITS,
+    *SUPPORT_RULES,
+    "accumulation",
+    *_CONTRACT_FIELDS,
+)
 # Left out of a declaration's digest when not declared, so that older declarations keep theirs.
 _OPTIONAL_FIELDS = (*SHAPE_LIMITS, *SUPPORT_RULES, "accumulation", *_CONTRACT_FIELDS, "prepare", "module")
 
@@ -188,18 +222,37 @@ def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) 
     family = entry.get("family") or "fp8"
     limits = {k: entry[k] for k in SHAPE_LIMITS if entry.get(k) is not None}
     rules = {k: tup(k) for k in ("out_dtypes", "bias_out_dtypes") if entry.get(k) is not None}
-    rules.update({k: tuple(tuple(p) for p in entry[k]) for k in ("scale_pairs", "dtype_pairs") if entry.get(k) is not None})
+    rules.update(
+        {k: tuple(tuple(p) for p in entry[k]) for k in ("scale_pairs", "dtype_pairs") if entry.get(k) is not None}
+    )
     pair_rules = entry.get("pair_rules")
     if pair_rules is not None:
-        pair_rules = tuple((tuple(rule["scale_pair"]), tuple(rule["out_dtypes"]) if rule.get("out_dtypes") else None,
-                            rule.get("bias")) if isinstance(rule, Mapping) else tuple(rule) for rule in pair_rules)
+        pair_rules = tuple(
+            (tuple(rule["scale_pair"]), tuple(rule["out_dtypes"]) if rule.get("out_dtypes") else None, rule.get("bias"))
+            if isinstance(rule, Mapping)
+            else tuple(rule)
+            for rule in pair_rules
+        )
     if entry.get("activation") == "dynamic" and family == "int8" and entry.get("activation_divisor") is None:
         entry = {**entry, "activation_divisor": 127.0}
-    contract = {k: entry.get(k) for k in ("prepare", "module", "activation", "activation_divisor", "slack", "slack_reason")}
+    contract = {
+        k: entry.get(k) for k in ("prepare", "module", "activation", "activation_divisor", "slack", "slack_reason")
+    }
     contract.update({k: tup(k) for k in ("scale_layouts", "operand_layouts")})
     return KernelSpec(
-        entry["name"], family, impl, tup("scale_forms"), tup("dtypes"), tup("archs"), entry.get("min_torch"), fn,
-        **limits, **rules, accumulation=entry.get("accumulation"), pair_rules=pair_rules, **contract,
+        entry["name"],
+        family,
+        impl,
+        tup("scale_forms"),
+        tup("dtypes"),
+        tup("archs"),
+        entry.get("min_torch"),
+        fn,
+        **limits,
+        **rules,
+        accumulation=entry.get("accumulation"),
+        pair_rules=pair_rules,
+        **contract,
     )
 
 
@@ -211,15 +264,21 @@ def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, Kern
     impl = entry.get("impl")
     if entry.get("module") is not None and (impl is not None or entry.get("prepare") is not None):
         other = "impl" if impl is not None else "prepare"
-        raise MatrixError(path, f"{key}.module", f"a module kernel has no {other}: its factory builds the module that runs")
+        raise MatrixError(
+            path, f"{key}.module", f"a module kernel has no {other}: its factory builds the module that runs"
+        )
     if entry.get("prepare") is not None and impl is None and name not in declared:
         raise MatrixError(path, f"{key}.prepare", "a prepare step needs impl: the apply step that takes its weight")
     if name in declared:
         if impl is not None:
-            raise MatrixError(path, f"{key}.name", f"kernel {name!r} is also declared by a pytest_scaledmm_kernels hook")
+            raise MatrixError(
+                path, f"{key}.name", f"kernel {name!r} is also declared by a pytest_scaledmm_kernels hook"
+            )
         # The matrix names a hook kernel; its own keys narrow the declaration.
         base = declared[name]
-        declared_fields = {k: getattr(base, k) for k in (*_DECLARED_FIELDS, "prepare", "module") if getattr(base, k) is not None}
+        declared_fields = {
+            k: getattr(base, k) for k in (*_DECLARED_FIELDS, "prepare", "module") if getattr(base, k) is not None
+        }
         if base.pair_rules is not None:
             declared_fields["pair_rules"] = base.pair_rules
         entry = {**declared_fields, **entry}
@@ -227,7 +286,9 @@ def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, Kern
     from .packs import PACK_KERNELS
 
     if (impl is not None or entry.get("module") is not None) and name in PACK_KERNELS:
-        raise MatrixError(path, f"{key}.name", f"{name!r} is a packed kernel's name; give your kernel a name of its own")
+        raise MatrixError(
+            path, f"{key}.name", f"{name!r} is a packed kernel's name; give your kernel a name of its own"
+        )
     if impl is None and entry.get("module") is None and name not in BUILTIN_KERNELS:
         if name not in PACK_KERNELS:
             known = ", ".join(sorted(BUILTIN_KERNELS) + sorted(PACK_KERNELS))
@@ -245,19 +306,35 @@ def pack_kernel_spec(name: str) -> KernelSpec:
     return _kernel_spec(Path("(packed kernels)"), 0, name, {})
 
 
-def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn: Optional[Callable],
-                            prepare: Optional[Callable] = None, module: Optional[Callable] = None) -> KernelSpec:
+def kernel_from_declaration(
+    where: str,
+    index: int,
+    entry: Mapping[str, Any],
+    fn: Callable | None,
+    prepare: Callable | None = None,
+    module: Callable | None = None,
+) -> KernelSpec:
     """A kernel declared by a plugin hook, validated like a matrix entry; `where` names the hook
     and the plugin that returned it."""
     import jsonschema
 
     validator = jsonschema.Draft202012Validator(KERNEL_DECLARATION_SCHEMA)
     # Pairs may come as tuples; the schema's arrays are lists.
-    entry = {k: ([list(p) if isinstance(p, tuple) else p for p in v] if k in ("scale_pairs", "dtype_pairs") and isinstance(v, (list, tuple)) else v)
-             for k, v in dict(entry).items()}
+    entry = {
+        k: (
+            [list(p) if isinstance(p, tuple) else p for p in v]
+            if k in ("scale_pairs", "dtype_pairs") and isinstance(v, (list, tuple))
+            else v
+        )
+        for k, v in dict(entry).items()
+    }
     if isinstance(entry.get("pair_rules"), (list, tuple)):
-        entry["pair_rules"] = [{k: (list(v) if isinstance(v, tuple) else v) for k, v in rule.items()} if isinstance(rule, Mapping) else rule
-                               for rule in entry["pair_rules"]]
+        entry["pair_rules"] = [
+            {k: (list(v) if isinstance(v, tuple) else v) for k, v in rule.items()}
+            if isinstance(rule, Mapping)
+            else rule
+            for rule in entry["pair_rules"]
+        ]
     error = jsonschema.exceptions.best_match(validator.iter_errors(entry))
     key = f"[{index}]"
     if error is not None:
@@ -279,11 +356,19 @@ def kernel_from_declaration(where: str, index: int, entry: Mapping[str, Any], fn
 
 def _declaration_digest(kernel: KernelSpec) -> dict:
     # Shape limits and rules only when declared: a declaration without them keeps its digest.
-    fields = {k: getattr(kernel, k) for k in ("name", *_DECLARED_FIELDS) if k not in _OPTIONAL_FIELDS or getattr(kernel, k) is not None}
+    fields = {
+        k: getattr(kernel, k)
+        for k in ("name", *_DECLARED_FIELDS)
+        if k not in _OPTIONAL_FIELDS or getattr(kernel, k) is not None
+    }
     for name in ("fn", "prepare", "module"):
         fn = getattr(kernel, name)
         if name == "fn" or fn is not None:
-            fields[name] = fn if isinstance(fn, str) else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+            fields[name] = (
+                fn
+                if isinstance(fn, str)
+                else f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', type(fn).__name__)}"
+            )
     return fields
 
 
@@ -320,7 +405,9 @@ def _check_sizes(path: Path, data: Mapping[str, Any], limits: Mapping[str, int])
             # Named after the largest dim the matrix sets: the one to lower.
             set_here = [d for d in ("m", "k", "n") if source[d]] or ["m"]
             dim = max(set_here, key=lambda d: largest[d])
-            raise MatrixError(path, source[dim] or "axes", f"profile {name!r}: {problem[1]}; lower the shape or raise the limit")
+            raise MatrixError(
+                path, source[dim] or "axes", f"profile {name!r}: {problem[1]}; lower the shape or raise the limit"
+            )
 
 
 def _profiles(path: Path, bodies: Mapping[str, Any], kernel_names: Sequence[str]) -> dict[str, Profile]:
@@ -330,14 +417,21 @@ def _profiles(path: Path, bodies: Mapping[str, Any], kernel_names: Sequence[str]
         if "profiles" in body:
             continue
         if "cases" not in body:
-            raise MatrixError(path, f"profiles.{name}",
-                              "'cases' is a required property (or 'profiles': a list of other profiles to run together)")
+            raise MatrixError(
+                path,
+                f"profiles.{name}",
+                "'cases' is a required property (or 'profiles': a list of other profiles to run together)",
+            )
         _check_dims(path, f"profiles.{name}.axes", body.get("axes", {}))
         for i, kname in enumerate(body.get("kernels", [])):
             if kname not in kernel_names:
                 raise MatrixError(path, f"profiles.{name}.kernels[{i}]", f"kernel {kname!r} is not in 'kernels'")
         leaves[name] = Profile(
-            name, body["cases"], body.get("strength", 2), dict(body.get("axes", {})), tuple(body.get("kernels", ())) or None
+            name,
+            body["cases"],
+            body.get("strength", 2),
+            dict(body.get("axes", {})),
+            tuple(body.get("kernels", ())) or None,
         )
     profiles = {}
     for name, body in bodies.items():
@@ -346,8 +440,12 @@ def _profiles(path: Path, bodies: Mapping[str, Any], kernel_names: Sequence[str]
             continue
         for key in PROFILE_BODY_KEYS:
             if key in body:
-                raise MatrixError(path, f"profiles.{name}.{key}", f"{key!r} does not go with 'profiles': a composite profile"
-                                  " runs its parts, each with its own cases, axes, kernels and strength")
+                raise MatrixError(
+                    path,
+                    f"profiles.{name}.{key}",
+                    f"{key!r} does not go with 'profiles': a composite profile"
+                    " runs its parts, each with its own cases, axes, kernels and strength",
+                )
         listed = body["profiles"]
         for i, part in enumerate(listed):
             key = f"profiles.{name}.profiles[{i}]"
@@ -357,12 +455,18 @@ def _profiles(path: Path, bodies: Mapping[str, Any], kernel_names: Sequence[str]
                 raise MatrixError(path, key, f"no such profile {part!r} (defined: {', '.join(sorted(bodies))})")
             if part not in leaves:
                 # One level only: a union of unions would hide which budget made which case.
-                raise MatrixError(path, key, f"{part!r} is itself a composite profile; list its parts instead"
-                                  f" ({', '.join(map(str, bodies[part]['profiles']))})")
+                raise MatrixError(
+                    path,
+                    key,
+                    f"{part!r} is itself a composite profile; list its parts instead"
+                    f" ({', '.join(map(str, bodies[part]['profiles']))})",
+                )
             if listed.index(part) != i:
                 raise MatrixError(path, key, f"{part!r} is listed twice (also at [{listed.index(part)}])")
         parts = tuple(leaves[part] for part in listed)
-        kernels = None if any(p.kernels is None for p in parts) else tuple(dict.fromkeys(k for p in parts for k in p.kernels))
+        kernels = (
+            None if any(p.kernels is None for p in parts) else tuple(dict.fromkeys(k for p in parts for k in p.kernels))
+        )
         profiles[name] = Profile(name, sum(p.cases for p in parts), max(p.strength for p in parts), {}, kernels, parts)
     return profiles
 
@@ -385,7 +489,11 @@ def _check_tolerance(path: Path, data: Mapping[str, Any]) -> None:
     # Past this a wrong answer passes: 16x the calibrated bound lets a kernel that is off by a
     # whole bf16 step, or an fp8 one by several percent, through.
     if slack > MAX_SLACK:
-        raise MatrixError(path, "tolerance.slack", f"must be at most {MAX_SLACK}, not {slack!r}: a larger slack lets wrong results pass")
+        raise MatrixError(
+            path,
+            "tolerance.slack",
+            f"must be at most {MAX_SLACK}, not {slack!r}: a larger slack lets wrong results pass",
+        )
 
 
 # What a dynamic quantiser may divide the amax by: near the dtype's largest value (torchao's int8
@@ -404,8 +512,12 @@ def _check_contract(where, key: str, kernel: KernelSpec, matrix_slack: float) ->
         if type(slack) not in (int, float) or not math.isfinite(slack) or slack < 1:
             raise MatrixError(where, f"{key}.slack", f"must be a finite number of at least 1, not {slack!r}")
         if slack * matrix_slack > MAX_SLACK:
-            raise MatrixError(where, f"{key}.slack", f"{slack!r} times the matrix's slack {matrix_slack!r} is above "
-                              f"{MAX_SLACK}: a larger slack lets wrong results pass")
+            raise MatrixError(
+                where,
+                f"{key}.slack",
+                f"{slack!r} times the matrix's slack {matrix_slack!r} is above "
+                f"{MAX_SLACK}: a larger slack lets wrong results pass",
+            )
         if not (isinstance(kernel.slack_reason, str) and len(kernel.slack_reason.strip()) >= 3):
             raise MatrixError(where, f"{key}.slack_reason", "a kernel's own slack needs its reason")
     if kernel.activation_divisor is not None:
@@ -419,8 +531,11 @@ def _check_contract(where, key: str, kernel: KernelSpec, matrix_slack: float) ->
             top = _DTYPE_MAX.get(dtype)
             low, high = (top * DIVISOR_RANGE[0], top * DIVISOR_RANGE[1]) if top else (0, 0)
             if type(divisor) not in (int, float) or not math.isfinite(divisor) or not low <= divisor <= high:
-                raise MatrixError(where, f"{key}.activation_divisor",
-                                  f"{divisor!r} is not near {dtype}'s largest value {top}: between {low:g} and {high:g}")
+                raise MatrixError(
+                    where,
+                    f"{key}.activation_divisor",
+                    f"{divisor!r} is not near {dtype}'s largest value {top}: between {low:g} and {high:g}",
+                )
 
 
 def _check_known_failures(path: Path, entries) -> None:
@@ -431,7 +546,9 @@ def _check_known_failures(path: Path, entries) -> None:
             try:
                 SpecifierSet(entry["torch"])
             except InvalidSpecifier:
-                raise MatrixError(path, f"known_failures[{i}].torch", f"not a version specifier: {entry['torch']!r}") from None
+                raise MatrixError(
+                    path, f"known_failures[{i}].torch", f"not a version specifier: {entry['torch']!r}"
+                ) from None
 
 
 def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Sequence[KernelSpec] = ()) -> Spec:

@@ -20,9 +20,10 @@ operand one scale element covers, and a scale fits it when it has one element pe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from ..verdict.refusals import V2_BUILTINS, Support, declared_breaks
 from ..verdict.scale_forms import FORMS, WHOLE, scale_form
@@ -41,8 +42,11 @@ RECIPES = {
 }
 BLOCKWISE = ("BlockWise1x128", "BlockWise128x128")
 # aten._scaled_mm_v2's blockwise pairings (DeepSeek-style): 1x128 x 128x128, 128x128 x 1x128, 1x128 x 1x128.
-V2_BLOCK_PAIRS = (("BlockWise1x128", "BlockWise128x128"), ("BlockWise128x128", "BlockWise1x128"),
-                  ("BlockWise1x128", "BlockWise1x128"))
+V2_BLOCK_PAIRS = (
+    ("BlockWise1x128", "BlockWise128x128"),
+    ("BlockWise128x128", "BlockWise1x128"),
+    ("BlockWise1x128", "BlockWise1x128"),
+)
 # Packed fp4 operand dtypes: only with the microscaling form that names them.
 FP4_DTYPES = tuple(sorted({d for form in FORMS for d in (form.operand_dtypes or ()) if d.startswith("fp4")}))
 _TT = ("TensorWise", "TensorWise")
@@ -114,7 +118,7 @@ class OpModel:
     source: str  # where the facts come from
     # Accepted (recipe_a, recipe_b) pairs, in the order the op tries them; None: any scale (an
     # epilogue that broadcasts it).
-    recipe_pairs: Optional[tuple] = None
+    recipe_pairs: tuple | None = None
     strided_key: str = "scale_pair"  # a recipe's shape, but memory neither row- nor outer-dim-major
     # Pairs the kernel asks for but the op refuses, with the key it refuses them with.
     refused_pairs: tuple = ()
@@ -125,7 +129,7 @@ class OpModel:
     n_multiple: tuple = ()
     min_m: tuple = ()  # (smallest M, key)
     e5m2_pair: bool = False  # e5m2 x e5m2 refused
-    bias_out_dtypes: Optional[tuple] = None  # the output dtypes a bias is taken with
+    bias_out_dtypes: tuple | None = None  # the output dtypes a bias is taken with
     blockwise_fast_accum: bool = False  # fast accumulation refused with a blockwise recipe
     raw_operands: bool = False  # 2-D operands only (operand_rank)
     # The kernel puts block scales in the op's layout itself (scaled_mm_v2's wrappers): their
@@ -134,25 +138,35 @@ class OpModel:
     converts_block_layouts: bool = False
     # Microscaled recipes (MX, NVFP4: verdict/scale_forms.py), taken on these archs only;
     # elsewhere needs_sm100. Kernels without them refuse such scales as scale_pair.
-    microscaling_archs: Optional[tuple] = None
+    microscaling_archs: tuple | None = None
     # Pairs taken only with one block of 128 along M and K; beyond, scale_pair.
     single_block_pairs: tuple = ()
     no_backend: bool = False  # no kernel for this device at all (backend)
     # The bias dtype must be the output's (bf16 for an fp8 output), never fp32 (bias_dtype); read
     # only from cases with a `bias_dtype` axis.
     bias_matches_out: bool = False
-    fp8_out_recipes: Optional[tuple] = None  # the recipe pairs that give an fp8 output (rowwise_out_dtype)
+    fp8_out_recipes: tuple | None = None  # the recipe pairs that give an fp8 output (rowwise_out_dtype)
     col_major_b: bool = False  # b must be column-major (operand_layout: b_row_major refused)
     same_device_scales: bool = False  # scales on the operands' device (scale_device: scale_on_host refused)
     host_scalar_ok: bool = False  # but a 0-D scale on the host is taken as a scalar
 
 
 # The key each rule gives, and whether it reads M, K or N (then generation looks for sizes).
-SIZE_KEYS = frozenset({
-    "scale_pair", "rowwise_layout", "recipe_layout", "blockwise_fast_accum", "library_status", "k_alignment",
-    "n_alignment", "int8_min_m", "int8_alignment", *SHAPE_LIMITS,
-    "needs_sm100",  # reads the scale forms, as scale_pair does: decided with them, not with the free axes
-})
+SIZE_KEYS = frozenset(
+    {
+        "scale_pair",
+        "rowwise_layout",
+        "recipe_layout",
+        "blockwise_fast_accum",
+        "library_status",
+        "k_alignment",
+        "n_alignment",
+        "int8_min_m",
+        "int8_alignment",
+        *SHAPE_LIMITS,
+        "needs_sm100",  # reads the scale forms, as scale_pair does: decided with them, not with the free axes
+    }
+)
 
 
 def _fitted(model: OpModel, form_id: str, side: str, layout: str, m: int, k: int, n: int) -> dict:
@@ -163,7 +177,7 @@ def _fitted(model: OpModel, form_id: str, side: str, layout: str, m: int, k: int
     return found
 
 
-def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> Optional[tuple]:
+def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> tuple | None:
     """The (recipe_a, recipe_b) pair the op takes for this case's scales, or None."""
     m, k, n, layout = params["m"], params["k"], params["n"], params.get("scale_layout", "contiguous")
     side_a = _fitted(model, params["scale_a"], "a", layout, m, k, n)
@@ -171,7 +185,7 @@ def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> Optional[tuple]
     return next(((a, b) for a, b in model.recipe_pairs if side_a.get(a) and side_b.get(b)), None)
 
 
-def _microscaling_break(model: OpModel, params: Mapping[str, Any], arch: str) -> Optional[str]:
+def _microscaling_break(model: OpModel, params: Mapping[str, Any], arch: str) -> str | None:
     """The key of a case with microscaled scales or fp4 operands, None when it has neither or
     the kernel takes it here: the same microscaling form on both sides with its operand dtypes
     (else scale_pair), on an arch that has the recipes (else needs_sm100)."""
@@ -231,7 +245,11 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> 
         form = scale_form(params["scale_a"])
         if form.per_tensor and not (model.host_scalar_ok and form.rank == 0):
             found.append("scale_device")
-    if params.get("bias") and model.bias_out_dtypes is not None and params.get("out_dtype") not in model.bias_out_dtypes:
+    if (
+        params.get("bias")
+        and model.bias_out_dtypes is not None
+        and params.get("out_dtype") not in model.bias_out_dtypes
+    ):
         found.append("bias_dtype")
     if params.get("bias") and model.bias_matches_out and "bias_dtype" in params:
         out, bias = params.get("out_dtype"), params["bias_dtype"]
@@ -249,7 +267,11 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> 
             found.append("recipe_layout")
     if blockwise and model.blockwise_fast_accum and params.get("use_fast_accum"):
         found.append("blockwise_fast_accum")
-    if recipe == ("BlockWise1x128", "BlockWise128x128") and model.blockwise_m_multiple and m % model.blockwise_m_multiple:
+    if (
+        recipe == ("BlockWise1x128", "BlockWise128x128")
+        and model.blockwise_m_multiple
+        and m % model.blockwise_m_multiple
+    ):
         found.append("library_status")
     if model.scale_offset_multiple and layout == "offset":
         for index, (side, form) in enumerate((("a", params["scale_a"]), ("b", params["scale_b"]))):
@@ -268,9 +290,17 @@ _CPU_SCALED_MM = dict(recipe_pairs=(_TT, _RR), rowwise_unit_stride=True)
 _GPU_SCALED_MM = dict(
     recipe_pairs=(_TT, _RR, ("BlockWise1x128", "BlockWise128x128"), ("BlockWise128x128", "BlockWise1x128")),
     single_block_pairs=(("BlockWise128x128", "BlockWise1x128"),),
-    blockwise_m_multiple=4, scale_offset_multiple=4, k_multiple=(16, "k_alignment"), n_multiple=(16, "n_alignment"),
-    e5m2_pair=True, bias_out_dtypes=("bf16", "fp16", "e4m3fn"), blockwise_fast_accum=True,
-    bias_matches_out=True, fp8_out_recipes=(_TT,), col_major_b=True, same_device_scales=True,
+    blockwise_m_multiple=4,
+    scale_offset_multiple=4,
+    k_multiple=(16, "k_alignment"),
+    n_multiple=(16, "n_alignment"),
+    e5m2_pair=True,
+    bias_out_dtypes=("bf16", "fp16", "e4m3fn"),
+    blockwise_fast_accum=True,
+    bias_matches_out=True,
+    fp8_out_recipes=(_TT,),
+    col_major_b=True,
+    same_device_scales=True,
 )
 _CPU = "measured on the CPU, torch 2.13 (scripts/measure_support.py)"
 _GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); other GPUs not measured"
@@ -282,10 +312,17 @@ _GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); oth
 # swizzle; sm90 refuses them), so only sm100 takes them (not measured there).
 _V2_CPU = OpModel(_CPU, raw_operands=True, **{**_CPU_SCALED_MM, "strided_key": "rowwise_layout"}, microscaling_archs=())
 _V2_GPU = OpModel(
-    _GPU, raw_operands=True,
-    **{**_GPU_SCALED_MM, "recipe_pairs": (_TT, _RR, *V2_BLOCK_PAIRS), "strided_key": "rowwise_layout",
-       "blockwise_m_multiple": 0, "single_block_pairs": ()},
-    converts_block_layouts=True, microscaling_archs=("sm100",),
+    _GPU,
+    raw_operands=True,
+    **{
+        **_GPU_SCALED_MM,
+        "recipe_pairs": (_TT, _RR, *V2_BLOCK_PAIRS),
+        "strided_key": "rowwise_layout",
+        "blockwise_m_multiple": 0,
+        "single_block_pairs": (),
+    },
+    converts_block_layouts=True,
+    microscaling_archs=("sm100",),
 )
 
 # (built-in kernel, device kind) -> its op's model.
@@ -316,12 +353,18 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     # compiled); on an H200 rowwise e4m3 with bf16 output, sizes in multiples of 16 (declared).
     ("scaled_grouped_mm", "cpu"): OpModel(_CPU, no_backend=True),
     ("scaled_grouped_mm", "gpu"): OpModel(
-        "measured on an H200 (sm90), torch 2.11 (scripts/h200_frontier_probe.py); other GPUs not measured"),
+        "measured on an H200 (sm90), torch 2.11 (scripts/h200_frontier_probe.py); other GPUs not measured"
+    ),
     # torch._int_mm: anything on the CPU; on CUDA M > 16, K and N multiples of 8.
     ("int8_w8a8", "cpu"): OpModel(_CPU, raw_operands=True),
     ("int8_w8a8", "gpu"): OpModel(
-        _GPU, raw_operands=True, min_m=(17, "int8_min_m"), k_multiple=(8, "int8_alignment"), n_multiple=(8, "int8_alignment"),
-        same_device_scales=True, host_scalar_ok=True,
+        _GPU,
+        raw_operands=True,
+        min_m=(17, "int8_min_m"),
+        k_multiple=(8, "int8_alignment"),
+        n_multiple=(8, "int8_alignment"),
+        same_device_scales=True,
+        host_scalar_ok=True,
     ),
 }
 
@@ -347,7 +390,7 @@ class SupportModel:
     kernel: str
     arch: str
     declared: Support  # what the kernel declares (a built-in: its static declaration)
-    op: Optional[OpModel] = None  # a built-in's measured op model
+    op: OpModel | None = None  # a built-in's measured op model
     divisors: tuple = field(default=())  # the multiples its rules test sizes against
 
     @property
@@ -368,7 +411,10 @@ class SupportModel:
         if dim == "m" and self.op is not None and self.op.min_m:
             limits.append(self.op.min_m[0])
         return (
-            value == 1, value <= BLOCK, value % 4 == 0, _ceil(value, BLOCK) % 4 == 0,
+            value == 1,
+            value <= BLOCK,
+            value % 4 == 0,
+            _ceil(value, BLOCK) % 4 == 0,
             *(value % d == 0 for d in self.divisors),
             *(value < limit for limit in limits if limit),
             *(value > limit for limit in limits if limit),
@@ -387,7 +433,7 @@ def support_model(kernel, arch: str) -> SupportModel:
     return SupportModel(kernel.name, arch, declared, op, tuple(sorted(d for d in divisors if d and d > 1)))
 
 
-def explained_by_torch_range(kernel: str, arch: str, torch_version: str, key: Optional[str]) -> bool:
+def explained_by_torch_range(kernel: str, arch: str, torch_version: str, key: str | None) -> bool:
     """Whether a valid case refused with `key` under this torch is a refusal of its torch range
     (TORCH_RANGE_REFUSALS)."""
     if not key or not torch_version:
@@ -439,9 +485,13 @@ def neutral_order(axis: str, values: list) -> list:
     """An axis's values with those that break fewest rules first (no bias, no fast accumulation,
     contiguous scales, 2-D activations, e4m3 and bf16)."""
     prefer = {
-        "bias": [False], "use_fast_accum": [False], "scale_layout": ["contiguous"], "activation_rank": [2],
-        "dtype_a": ["e4m3fn", "e4m3fnuz"], "dtype_b": ["e4m3fn", "e4m3fnuz"], "out_dtype": ["bf16", "fp16"],
+        "bias": [False],
+        "use_fast_accum": [False],
+        "scale_layout": ["contiguous"],
+        "activation_rank": [2],
+        "dtype_a": ["e4m3fn", "e4m3fnuz"],
+        "dtype_b": ["e4m3fn", "e4m3fnuz"],
+        "out_dtype": ["bf16", "fp16"],
         "special_scale": ["none"],
     }.get(axis) or ([KERNEL_AXES[axis][1]] if axis in KERNEL_AXES else [])
     return [v for v in prefer if v in values] + [v for v in values if v not in prefer]
-

@@ -13,7 +13,6 @@ short (a subset, -x, Ctrl-C, SIGTERM, an internal error, an unusual exit status)
 from __future__ import annotations
 
 import time
-from typing import Optional
 from pathlib import Path
 
 import pytest
@@ -46,9 +45,9 @@ def pytest_addoption(parser):
 def pytest_load_initial_conftests(early_config, parser, args):
     # A conftest that declares kernels imports torch: import it first, without its import noise.
     if getattr(early_config.known_args_namespace, "scaledmm_matrix", None) is not None:
-        from ..execution.quiet import import_torch
-
         import os
+
+        from ..execution.quiet import import_torch
 
         if "PYTEST_XDIST_WORKER" not in os.environ and SIGNALS_KEY not in early_config.stash:
             # From here, not from the session's start: a signal during torch's import or the
@@ -102,7 +101,9 @@ def pytest_configure(config):
 
                 reason = f"{guard.reason(guard.seen or 'SIGINT')} before any case ran"
                 try:  # claimed already (this run holds the lock): its stub says why it stopped
-                    start_report(settings.report, reason) if LOCK_KEY in config.stash else abandon_report(settings.report, reason)
+                    start_report(settings.report, reason) if LOCK_KEY in config.stash else abandon_report(
+                        settings.report, reason
+                    )
                 except OSError:
                     pass
             import sys
@@ -126,8 +127,11 @@ def _warn_other_torch(recorded: dict) -> None:
     if recorded["torch"] == torch.__version__:
         return
     where = f" (tox env {recorded['tox']})" if recorded.get("tox") else ""
-    print(f"scaledmm: warning: the case was recorded under torch {recorded['torch']}{where}; this is torch"
-          f" {torch.__version__}: its outcome may differ for that reason alone", file=sys.stderr)
+    print(
+        f"scaledmm: warning: the case was recorded under torch {recorded['torch']}{where}; this is torch"
+        f" {torch.__version__}: its outcome may differ for that reason alone",
+        file=sys.stderr,
+    )
 
 
 def _configure_matrix_run(config, settings) -> None:
@@ -223,7 +227,7 @@ def _abandon_requested_report(config, error) -> None:
 _PYTEST_OUTPUTS = {"xmlpath": "--junitxml", "reportlog": "--report-log", "debug": "--debug", "resultlog": "--resultlog"}
 
 
-def _output_clash(config, path: Path) -> Optional[str]:
+def _output_clash(config, path: Path) -> str | None:
     """The flag of a pytest output written to the report path, or None."""
     from ..reports.step_summary import same_file
 
@@ -241,7 +245,9 @@ def _claim_report_path(config, path: Path) -> None:
 
     clash = _output_clash(config, path)
     if clash:
-        raise pytest.UsageError(f"--scaledmm-report: {path} is also {clash}'s file: one of them would overwrite the other")
+        raise pytest.UsageError(
+            f"--scaledmm-report: {path} is also {clash}'s file: one of them would overwrite the other"
+        )
     try:
         check_writable(path)
     except OSError as exc:
@@ -401,7 +407,9 @@ def _missing_record(item, call, report):
         return state.record(item.case, oc.Outcome(oc.SKIPPED, None, None, f"skipped before it ran: {reason}"))
     if call.excinfo is not None:
         return state.harness_error_record(item.case, call.excinfo.value, report.when)
-    record = state.harness_error_record(item.case, f"the {report.when} phase ended without a record of the case", report.when)
+    record = state.harness_error_record(
+        item.case, f"the {report.when} phase ended without a record of the case", report.when
+    )
     if report.passed:  # a case without a verdict never passes
         report.outcome = "failed"
         report.longrepr = record["detail"]
@@ -445,7 +453,7 @@ class SignalGuard:
 
     def __init__(self, deferred: bool = False):
         self.old: dict = {}
-        self.seen: Optional[str] = None  # the signal that ends the session; SIGTERM wins
+        self.seen: str | None = None  # the signal that ends the session; SIGTERM wins
         self.state = None
         self.deferred = deferred  # before pytest's session: noted only, raised by `arm`
 
@@ -485,7 +493,7 @@ class SignalGuard:
             return old(signum, frame)
         raise KeyboardInterrupt()
 
-    def arm(self, deferred: Optional[bool] = None) -> None:
+    def arm(self, deferred: bool | None = None) -> None:
         """At a safe point of pytest's session (a hook of this plugin, not inside torch's
         import or the generation's drawing, where pytest cannot show the traceback): a signal
         noted before ends the run now. `deferred` False: later ones are raised where they land."""
@@ -604,7 +612,9 @@ class MatrixReporter:
 
     def pytest_internalerror(self, excrepr, excinfo):
         message = str(excinfo.value).strip().splitlines()
-        self.state.interrupted(f"pytest internal error: {excinfo.typename}: {message[0] if message else ''}".rstrip(": "))
+        self.state.interrupted(
+            f"pytest internal error: {excinfo.typename}: {message[0] if message else ''}".rstrip(": ")
+        )
 
     def pytest_runtest_logreport(self, report):
         properties = dict(report.user_properties)
@@ -665,7 +675,9 @@ class MatrixReporter:
         causes = []
         selection = _selection_options(self.config, state.settings)
         if self.deselected:
-            causes.append(f"{self.deselected} case(s) deselected" + (f" by {', '.join(selection)}" if selection else ""))
+            causes.append(
+                f"{self.deselected} case(s) deselected" + (f" by {', '.join(selection)}" if selection else "")
+            )
         elif selection:
             causes.append(f"a subset was selected: {', '.join(selection)}")
         for stop in dict.fromkeys((session.shouldfail, session.shouldstop)):
@@ -692,7 +704,11 @@ class MatrixReporter:
         # Signals stay noted until here: the other plugins' teardown and the terminal summary
         # ran after the report was written, and a signal then must not be a traceback.
         session = getattr(self, "session", None)
-        if session is not None and not self.state.settings.worker and getattr(self, "seen_at_write", "unset") != "unset":
+        if (
+            session is not None
+            and not self.state.settings.worker
+            and getattr(self, "seen_at_write", "unset") != "unset"
+        ):
             self._interrupted_after_all(session)
         self._restore_signal_handlers()
 
@@ -712,8 +728,11 @@ class MatrixReporter:
         total = self.state.empty_shard()
         if total:
             index, count = self.state.settings.shard
-            lines.insert(1, f"shard {index}/{count} holds none of the matrix's {total} case(s) (more shards than cases):"
-                            " its empty report merges with the others")
+            lines.insert(
+                1,
+                f"shard {index}/{count} holds none of the matrix's {total} case(s) (more shards than cases):"
+                " its empty report merges with the others",
+            )
         if self.write_error:  # no report was written: do not point at one
             lines = [line for line in lines if not line.startswith("report: ")]
         from ..reports.printable import printable
@@ -809,7 +828,10 @@ class BaselineGate:
     def pytest_sessionfinish(self, session, exitstatus):
         # Other exit statuses fail the session already; --collect-only runs nothing to gate. The
         # session's status as it is now: an empty shard's "no tests collected" became OK and is gated.
-        if session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) or self.config.option.collectonly:
+        if (
+            session.exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED)
+            or self.config.option.collectonly
+        ):
             return
         from ..reports.gate import run_gate
 
@@ -823,8 +845,12 @@ class BaselineGate:
             allow_capability_loss=settings.allow_capability_loss,
             allow_worse=settings.allow_worse,
             allow_looser_slack=settings.allow_looser_slack,
-            flags={"allow_missing": ALLOW_MISSING.flag, "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag,
-                   "allow_worse": ALLOW_WORSE.flag, "allow_looser_slack": ALLOW_LOOSER_SLACK.flag},
+            flags={
+                "allow_missing": ALLOW_MISSING.flag,
+                "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag,
+                "allow_worse": ALLOW_WORSE.flag,
+                "allow_looser_slack": ALLOW_LOOSER_SLACK.flag,
+            },
         )
         if not self.result.passed:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
@@ -865,7 +891,9 @@ def pytest_terminal_summary(terminalreporter, config):
             link = f" {entry['link']}" if entry.get("link") else ""
             from ..reports.printable import printable
 
-            terminalreporter.write_line(printable(
-                f"known_failures[{index}] ({entry['signature']}){link}: {len(records)} case(s) pass now, retire the entry"
-                f" (e.g. {records[0]['id']})"
-            ))
+            terminalreporter.write_line(
+                printable(
+                    f"known_failures[{index}] ({entry['signature']}){link}: {len(records)} case(s) pass now, retire the entry"
+                    f" (e.g. {records[0]['id']})"
+                )
+            )

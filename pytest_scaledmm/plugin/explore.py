@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any
 
 import pytest
 
@@ -160,7 +161,7 @@ class ExploreItem(pytest.Item):
         return self.path, None, f"scaledmm explore {self.kernel.name}"
 
 
-def corpus_entry(record: dict, environment: Optional[dict]) -> dict:
+def corpus_entry(record: dict, environment: dict | None) -> dict:
     env = environment or {}
     return {
         "outcome": record["outcome"],

@@ -60,7 +60,9 @@ def declared_kernels(config) -> list:
             fn, prepare, module = (entry.pop(name, None) for name in ("fn", "prepare", "module"))
             kernel = kernel_from_declaration(where, index, entry, fn, prepare, module)
             if kernel.name in seen:
-                raise MatrixError(where, f"[{index}].name", f"kernel {kernel.name!r} is also declared by {seen[kernel.name]}")
+                raise MatrixError(
+                    where, f"[{index}].name", f"kernel {kernel.name!r} is also declared by {seen[kernel.name]}"
+                )
             seen[kernel.name] = where
             found.append(kernel)
     return found

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 import pytest
 
@@ -54,7 +55,7 @@ class JsonList(list):
     __repr__ = __str__
 
 
-def flat_properties(record: Mapping, environment: Optional[Mapping], shard: Optional[tuple]) -> list[tuple[str, str]]:
+def flat_properties(record: Mapping, environment: Mapping | None, shard: tuple | None) -> list[tuple[str, str]]:
     out = []
     for key in RECORD_FIELDS:
         out.append((f"scaledmm.{key}", as_json(record.get(key))))

@@ -15,7 +15,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-DEVICE_CHOICES_HELP = "auto (cuda when torch sees a GPU, else cpu), cpu, cuda (xdist worker gwN takes GPU N mod GPUs) or cuda:N"
+DEVICE_CHOICES_HELP = (
+    "auto (cuda when torch sees a GPU, else cpu), cpu, cuda (xdist worker gwN takes GPU N mod GPUs) or cuda:N"
+)
 
 
 def integer(value) -> int:
@@ -91,9 +93,13 @@ REPORT = Option(
     path=True,
 )
 SEED = Option(
-    "--scaledmm-seed", "seed for case generation and inputs (default: the matrix's seed)", {"type": integer, "default": None, "metavar": "N"}
+    "--scaledmm-seed",
+    "seed for case generation and inputs (default: the matrix's seed)",
+    {"type": integer, "default": None, "metavar": "N"},
 )
-DEVICE = Option("--scaledmm-device", f"device to run on: {DEVICE_CHOICES_HELP}", {"default": "auto", "metavar": "DEVICE"})
+DEVICE = Option(
+    "--scaledmm-device", f"device to run on: {DEVICE_CHOICES_HELP}", {"default": "auto", "metavar": "DEVICE"}
+)
 REUSE_CACHE = Option(
     "--scaledmm-reuse-cache",
     "reuse the Inductor/Triton cache in the environment instead of a fresh one for this run",

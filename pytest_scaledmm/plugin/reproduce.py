@@ -35,7 +35,9 @@ def check_case_ids(state, wanted, label: str = "--scaledmm-case") -> None:
         if cid in known:
             continue
         if cid in whole:
-            problems.append(f"case id {cid!r} is not in shard {shard[0]}/{shard[1]}: another shard runs it (leave out --scaledmm-shard to run it)")
+            problems.append(
+                f"case id {cid!r} is not in shard {shard[0]}/{shard[1]}: another shard runs it (leave out --scaledmm-shard to run it)"
+            )
             continue
         line = f"unknown case id {cid!r} in profile {state.profile.name!r} of {state.spec.path}"
         elsewhere = []
@@ -67,8 +69,14 @@ class ReproducePlugin:
         if settings.repro_dir and not settings.worker:
             from ..reports.repro import ReproWriter
 
-            self.writer = ReproWriter(settings.repro_dir, state.spec, state.kernels(), settings.timeout,
-                                      settings.max_autotune_configs, state.import_dirs)
+            self.writer = ReproWriter(
+                settings.repro_dir,
+                state.spec,
+                state.kernels(),
+                settings.timeout,
+                settings.max_autotune_configs,
+                state.import_dirs,
+            )
 
     def _controller(self) -> bool:
         return not self.state.settings.worker

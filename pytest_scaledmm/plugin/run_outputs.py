@@ -53,6 +53,7 @@ class RunOutputs:
     def markdown(self) -> str:
         from ..reports.compare import compare_reports
         from ..reports.render import md_code, md_escape, render_markdown
+
         state = self.state
         report = self.build_report(state)
         text = render_markdown(compare_reports([(state.report_path, report)]), str(state.spec.path))
@@ -62,7 +63,12 @@ class RunOutputs:
         gate = self.config.pluginmanager.get_plugin("scaledmm-baseline-gate")
         if gate is not None and gate.result is not None:
             lines = gate.result.lines()
-            text += "\n".join(["", f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]]) + "\n"
+            text += (
+                "\n".join(
+                    ["", f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]]
+                )
+                + "\n"
+            )
         return text
 
     def _prune(self) -> list[str]:

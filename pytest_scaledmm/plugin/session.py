@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Mapping, Optional
 
 from ..execution.cache import FreshCache
 from ..matrix.cases import Case, generate_cases
@@ -59,11 +59,11 @@ class MatrixSession:
         self.report_path = settings.report
         self.started = time.time()
         self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
-        self._cases: Optional[list[Case]] = None
-        self._shard: Optional[dict] = None  # the report's shard block, for a --scaledmm-shard run
+        self._cases: list[Case] | None = None
+        self._shard: dict | None = None  # the report's shard block, for a --scaledmm-shard run
         self._generation_notes: dict = {}
         self._possible: dict = {}  # per kernel, what valid cases can cover (reports/coverage.py)
-        self._target_arch: Optional[str] = None
+        self._target_arch: str | None = None
         self._context = None
         self._spare_child = None
         self._runner = None
@@ -72,13 +72,13 @@ class MatrixSession:
         self._catalogue = None
         self._cache = FreshCache()
         self._records: dict[str, dict] = {}
-        self._environment: Optional[dict] = None
+        self._environment: dict | None = None
         # Why the report may not cover the run (see incomplete_reasons): what ended the session
         # early (interrupts, internal errors), and what explains cases without a record.
         self._interruptions: list[str] = []
         self._subset_causes: list[str] = []
         self._finished = False  # the final report: until then every report is partial
-        self._signalled: Optional[str] = None  # "SIGINT" / "SIGTERM" received while cases ran
+        self._signalled: str | None = None  # "SIGINT" / "SIGTERM" received while cases ran
         self.import_dirs: tuple[str, ...] = ()  # put first on sys.path for the kernels (plugin/entry.py)
 
     # -- what came back, read-only outside ------------------------------------------------------
@@ -87,7 +87,7 @@ class MatrixSession:
         return MappingProxyType(self._records)
 
     @property
-    def environment(self) -> Optional[dict]:
+    def environment(self) -> dict | None:
         return self._environment
 
     @property
@@ -95,7 +95,7 @@ class MatrixSession:
         return self._finished
 
     @property
-    def signalled(self) -> Optional[str]:
+    def signalled(self) -> str | None:
         return self._signalled
 
     @property
@@ -127,7 +127,7 @@ class MatrixSession:
                 self._cases = cases
         return self._cases
 
-    def empty_shard(self) -> Optional[int]:
+    def empty_shard(self) -> int | None:
         """The matrix's number of cases when this shard's slice holds none of them (more shards
         than cases), else None."""
         self.cases()
@@ -157,7 +157,7 @@ class MatrixSession:
             )
         return self._context
 
-    def environment_to_send(self) -> Optional[dict]:
+    def environment_to_send(self) -> dict | None:
         """This process's environment the first time it is asked, else None: the first item a
         process runs carries it to the controller."""
         if self._environment is not None:
@@ -197,7 +197,9 @@ class MatrixSession:
 
             isolate = self.settings.isolate
             spare, self._spare_child = self._spare_child, None
-            self._runner = make_runner(self.context(), isolate, self.settings.timeout, spare, self.compiles_with_inductor())
+            self._runner = make_runner(
+                self.context(), isolate, self.settings.timeout, spare, self.compiles_with_inductor()
+            )
             if not isolate and self.context().device == "cpu" and self.compiles_with_inductor():
                 from ..execution.device import probe_cpu_vector_isa_in_background
 
@@ -223,11 +225,15 @@ class MatrixSession:
         device = self.context().device
         if device not in self._aoti_controls:
             # A control that died cannot say its device and dtype: both are known here.
-            self._aoti_controls[device] = {"device": device, "dtype": control_dtype(device),
-                                           **self.runner().aoti_control(case), "ran_for": case.id}
+            self._aoti_controls[device] = {
+                "device": device,
+                "dtype": control_dtype(device),
+                **self.runner().aoti_control(case),
+                "ran_for": case.id,
+            }
         return apply_control(result, stage, self._aoti_controls[device])
 
-    def triage(self, case: Case, result: oc.Outcome) -> Optional[dict]:
+    def triage(self, case: Case, result: oc.Outcome) -> dict | None:
         """The triage ladder for a failing case (None when --no-scaledmm-triage or nothing found)."""
         if not self.settings.triage:
             return None
@@ -265,15 +271,17 @@ class MatrixSession:
         """The report's record of one case, JSON-plain."""
         data = result.to_json()
         triage = data["extra"].pop("triage", None)
-        return plain_json({
-            "id": case.id,
-            "params": case.to_json(),
-            "outcome": data.pop("outcome"),
-            "signature": data.pop("signature"),
-            "layer": data.pop("layer"),
-            **data,
-            **({"triage": triage} if triage else {}),
-        })
+        return plain_json(
+            {
+                "id": case.id,
+                "params": case.to_json(),
+                "outcome": data.pop("outcome"),
+                "signature": data.pop("signature"),
+                "layer": data.pop("layer"),
+                **data,
+                **({"triage": triage} if triage else {}),
+            }
+        )
 
     def apply_known_failures(self, record: dict) -> dict:
         """matrix.yaml's known_failures on one record: an expected failure becomes XFAIL, a listed
@@ -287,7 +295,7 @@ class MatrixSession:
         env = self._environment or {}
         return self._catalogue.apply(record, str(env.get("torch") or ""), env.get("arch"))
 
-    def add_record(self, record: dict, environment: Optional[dict] = None) -> None:
+    def add_record(self, record: dict, environment: dict | None = None) -> None:
         """A case's record as it reached this process, and the environment of the process that
         ran it (the first one given is kept)."""
         if self._environment is None and environment is not None:
@@ -347,8 +355,9 @@ class MatrixSession:
 
     def replay_command(self, case_id: str) -> str:
         """The command that replays one case of this run from any directory."""
-        return replay_command(self.spec.path, case_id, self.profile.name, self.settings.seed, self.settings.device,
-                              self._environment)
+        return replay_command(
+            self.spec.path, case_id, self.profile.name, self.settings.seed, self.settings.device, self._environment
+        )
 
     def counts(self) -> Counter:
         return Counter(r["outcome"] for r in self._records.values())
@@ -363,7 +372,9 @@ class MatrixSession:
             reasons.append("written while the run was in progress")
         missing = self.missing_ids()
         if missing:
-            reasons.append(f"{len(missing)} of {len(self.cases())} generated case(s) have no record (e.g. {missing[0]})")
+            reasons.append(
+                f"{len(missing)} of {len(self.cases())} generated case(s) have no record (e.g. {missing[0]})"
+            )
             reasons += self._subset_causes
         if self.settings.explore is not None:
             reasons.append("explore mode: hypothesis searched the axes instead of running the profile's cases")
@@ -386,7 +397,11 @@ class MatrixSession:
         tail = f", {block['cases']['skipped']} skipped"
         if lines and lines[0].startswith("tested: ") and lines[0].endswith(tail):
             by_outcome = ", ".join(f"{outcome} {count}" for outcome, count in sorted(skipped.items()))
-            lines[0] = lines[0][: -len(tail)] + f", {sum(skipped.values())} skipped" + (f" ({by_outcome})" if by_outcome else "")
+            lines[0] = (
+                lines[0][: -len(tail)]
+                + f", {sum(skipped.values())} skipped"
+                + (f" ({by_outcome})" if by_outcome else "")
+            )
         return lines
 
     def build_report(self) -> dict:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import pytest
 
@@ -23,7 +22,7 @@ class ExploreSettings:
 class Settings:
     matrix: Path  # the matrix file, resolved
     profile: str
-    seed: Optional[int]  # None: the matrix's own seed
+    seed: int | None  # None: the matrix's own seed
     device: str  # as requested: auto, cpu, cuda, cuda:N
     report: Path  # where the controller writes the report
     worker: bool  # an xdist worker: it runs cases, the controller gathers and writes
@@ -34,21 +33,21 @@ class Settings:
     triage_budget: float
     max_autotune_configs: int
     cases: tuple[str, ...]  # --scaledmm-case ids; empty: every case
-    explore: Optional[ExploreSettings]
-    repro_dir: Optional[Path]
+    explore: ExploreSettings | None
+    repro_dir: Path | None
     first_failure: bool
-    baseline: Optional[str]
+    baseline: str | None
     allow_missing: bool
     allow_capability_loss: bool
     allow_worse: bool
     allow_looser_slack: bool
     strict_errors: bool  # error parity on invalid input fails the run; recorded as session.strict_errors
-    shard: Optional[tuple[int, int]] = None  # --scaledmm-shard (I, N), 1-based; None: every case
-    keep: Optional[int] = None  # --scaledmm-keep: reports kept in the default report directory
-    recorded_on: Optional[dict] = None  # --scaledmm-recorded-on, parsed: {"torch": ..., "tox": ...}
+    shard: tuple[int, int] | None = None  # --scaledmm-shard (I, N), 1-based; None: every case
+    keep: int | None = None  # --scaledmm-keep: reports kept in the default report directory
+    recorded_on: dict | None = None  # --scaledmm-recorded-on, parsed: {"torch": ..., "tox": ...}
 
     @classmethod
-    def from_config(cls, config: pytest.Config) -> Optional["Settings"]:
+    def from_config(cls, config: pytest.Config) -> Settings | None:
         """None unless --scaledmm-matrix was given; pytest.UsageError for a bad value, naming
         where it came from (the command line, a SCALEDMM_* variable, the ini file)."""
         from .sources import resolve_options
@@ -65,11 +64,17 @@ class Settings:
         for option in (opt.TIMEOUT, opt.TRIAGE_BUDGET):
             seconds = opt.seconds_problem(get(option.dest))
             if seconds and not problem:
-                problem = (sources.problem(option, seconds) if sources.given[option.dest].origin != "command line"
-                           else opt.check_seconds(option, get(option.dest)))
+                problem = (
+                    sources.problem(option, seconds)
+                    if sources.given[option.dest].origin != "command line"
+                    else opt.check_seconds(option, get(option.dest))
+                )
         # Whole-number settings in range: a negative config count would reach Inductor as it is.
-        for option, low, high in ((opt.SEED, 0, 2**63 - 1), (opt.MAX_AUTOTUNE_CONFIGS, 0, 10**6),
-                                  (opt.EXPLORE_EXAMPLES, 1, 10**9)):
+        for option, low, high in (
+            (opt.SEED, 0, 2**63 - 1),
+            (opt.MAX_AUTOTUNE_CONFIGS, 0, 10**6),
+            (opt.EXPLORE_EXAMPLES, 1, 10**9),
+        ):
             value = get(option.dest)
             if value is not None and not problem and not low <= value <= high:
                 problem = sources.problem(option, f"must be a whole number from {low} to {high}, got {value}")
@@ -91,7 +96,8 @@ class Settings:
                 raise pytest.UsageError("--scaledmm-explore searches the axes; it does not take --scaledmm-case")
             if get(opt.SHARD.dest) is not None:  # every shard would search the same axes
                 raise pytest.UsageError(
-                    f"{sources.label(opt.SHARD)}: --scaledmm-explore searches the axes; it is not split into shards")
+                    f"{sources.label(opt.SHARD)}: --scaledmm-explore searches the axes; it is not split into shards"
+                )
             from ..matrix.corpus import DEFAULT_NAME
 
             corpus = get(opt.CORPUS.dest)
@@ -134,7 +140,7 @@ def is_worker(config: pytest.Config) -> bool:
     return hasattr(config, "workerinput")
 
 
-def requested_report(config: pytest.Config) -> Optional[str]:
+def requested_report(config: pytest.Config) -> str | None:
     """--scaledmm-report as given: for a run refused before its Settings exist."""
     return config.getoption(opt.REPORT.dest, None)
 
@@ -161,7 +167,9 @@ def _check_matrix_conftest(config: pytest.Config, matrix_path: Path) -> None:
     conftest = matrix_path.parent / "conftest.py"
     if not conftest.is_file():
         return
-    loaded = {Path(str(getattr(plugin, "__file__", "") or "")).resolve() for plugin in config.pluginmanager.get_plugins()}
+    loaded = {
+        Path(str(getattr(plugin, "__file__", "") or "")).resolve() for plugin in config.pluginmanager.get_plugins()
+    }
     if conftest.resolve() not in loaded:
         raise pytest.UsageError(
             f"{conftest} was not loaded (pytest loads the conftest.py files of the paths it is given): give the"
@@ -176,7 +184,7 @@ def _default_report_path(config: pytest.Config, matrix_path: Path) -> Path:
     return default_report_dir(matrix_path, getattr(config.option, "rootdir", None)) / default_report_name()
 
 
-def _recorded_on(get, sources) -> Optional[dict]:
+def _recorded_on(get, sources) -> dict | None:
     from ..matrix.replay_command import parse_recorded_on
 
     value = get(opt.RECORDED_ON.dest)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import heapq
 import re
-from typing import Optional, Sequence
+from collections.abc import Sequence
 
 import pytest
 
@@ -38,7 +38,7 @@ MODE_COST = {
 _FORMAT = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{1,9})\s*$")
 
 
-def shard_problem(value) -> Optional[str]:
+def shard_problem(value) -> str | None:
     """None when `value` is "I/N" with whole numbers 1 <= I <= N, else the problem."""
     found = _FORMAT.match(str(value))
     if found and 1 <= int(found.group(1)) <= int(found.group(2)):
@@ -46,7 +46,7 @@ def shard_problem(value) -> Optional[str]:
     return f"{value!r} is not I/N with whole numbers 1 <= I <= N (e.g. 2/4 for the second of four shards)"
 
 
-def parse_shard(value: Optional[str]) -> Optional[tuple[int, int]]:
+def parse_shard(value: str | None) -> tuple[int, int] | None:
     """(I, N) from "I/N" (1-based), None when not given; pytest.UsageError for anything else."""
     if value is None:
         return None

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import pytest
 
@@ -83,7 +83,7 @@ def resolve_options(config: pytest.Config) -> Sources:
     return sources
 
 
-def _from_environment(config, option: opt.Option, strict: bool) -> Optional[Given]:
+def _from_environment(config, option: opt.Option, strict: bool) -> Given | None:
     raw = os.environ.get(option.env_name)
     if raw is None or raw.strip() == "":
         return None
@@ -96,7 +96,7 @@ def _from_environment(config, option: opt.Option, strict: bool) -> Optional[Give
     return Given(value, "environment", label)
 
 
-def _from_ini(config, option: opt.Option, strict: bool) -> Optional[Given]:
+def _from_ini(config, option: opt.Option, strict: bool) -> Given | None:
     try:
         raw = config.getini(option.ini_name)
     except (ValueError, pytest.UsageError) as exc:  # the ini value has the wrong type
@@ -169,7 +169,7 @@ def not_run_hint(unused) -> str:
     )
 
 
-def not_run_hint_plugin(config: pytest.Config) -> Optional[NotRunHint]:
+def not_run_hint_plugin(config: pytest.Config) -> NotRunHint | None:
     """The hint's plugin object when options were given without the matrix, else None."""
     sources = config.stash.get(SOURCES_KEY, None)
     if sources is None or sources.matrix_on or not sources.unused:

@@ -7,11 +7,10 @@ import os
 import shlex
 import time
 from pathlib import Path
-from typing import Optional
 
-from ..verdict import outcome as oc
 from ..matrix.compile_modes import MODES
 from ..matrix.schema import SCALE_RANK
+from ..verdict import outcome as oc
 
 INDUCTOR_MODES = {m.name for m in MODES if m.uses_inductor}
 
@@ -23,7 +22,7 @@ def likelihood(params: dict) -> int:
     return 2 * (inductor and mixed) + inductor
 
 
-def last_failures(report_dir: Path, matrix: Optional[str] = None) -> set[str]:
+def last_failures(report_dir: Path, matrix: str | None = None) -> set[str]:
     """Ids that failed in the newest readable report of the directory (of `matrix`, when given),
     like pytest's --ff. The unfinished report this run claimed its path with is skipped: it is
     the newest, and holds no case."""
@@ -44,7 +43,7 @@ def last_failures(report_dir: Path, matrix: Optional[str] = None) -> set[str]:
 
 
 class FirstFailureOrder:
-    def __init__(self, report_dir: Path, matrix: Optional[str] = None):
+    def __init__(self, report_dir: Path, matrix: str | None = None):
         self.report_dir = report_dir
         self.matrix = matrix
 
@@ -52,7 +51,12 @@ class FirstFailureOrder:
         # Same inputs in every xdist worker (the same report file), so the same order everywhere.
         failed = last_failures(self.report_dir, self.matrix)
         keyed = [(item, getattr(item, "case", None)) for item in items]  # other tests have no case
-        keyed.sort(key=lambda pair: (pair[1] is None or pair[1].id not in failed, -likelihood(pair[1].params) if pair[1] else 0))
+        keyed.sort(
+            key=lambda pair: (
+                pair[1] is None or pair[1].id not in failed,
+                -likelihood(pair[1].params) if pair[1] else 0,
+            )
+        )
         items[:] = [item for item, _ in keyed]
 
 

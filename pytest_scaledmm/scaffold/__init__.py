@@ -9,9 +9,9 @@ from __future__ import annotations
 import importlib.metadata
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
 
 TEMPLATES = Path(__file__).parent
 CI_TARGETS = {"github": ".github/workflows/scaledmm.yml", "gitlab": "scaledmm.gitlab-ci.yml"}
@@ -23,13 +23,13 @@ class InitError(ValueError):
 
 @dataclass(frozen=True)
 class Plan:
-    torch: tuple          # releases, the pinned one (the baseline) first
-    matrix: str           # relative to the project directory
+    torch: tuple  # releases, the pinned one (the baseline) first
+    matrix: str  # relative to the project directory
     profile: str
-    spec: str             # what pip installs for pytest-scaledmm
+    spec: str  # what pip installs for pytest-scaledmm
     runners: tuple
     shards: int
-    hypothesis: str       # pinned in every env so that case ids line up
+    hypothesis: str  # pinned in every env so that case ids line up
 
     def env(self, version: str) -> str:
         major, minor = version.split(".")[:2]
@@ -48,7 +48,7 @@ def _version(text: str) -> str:
     return text
 
 
-def installed_spec() -> Optional[str]:
+def installed_spec() -> str | None:
     """A pip requirement for the pytest-scaledmm this command runs from: the URL pip recorded,
     or the source checkout it is imported from."""
     try:
@@ -64,13 +64,22 @@ def installed_spec() -> Optional[str]:
         if url:
             return f"pytest-scaledmm @ {url}"
     checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file() and 'name = "pytest-scaledmm"' in (checkout / "pyproject.toml").read_text():
+    if (checkout / "pyproject.toml").is_file() and 'name = "pytest-scaledmm"' in (
+        checkout / "pyproject.toml"
+    ).read_text():
         return f"pytest-scaledmm @ {checkout.as_uri()}"
     return None
 
 
-def make_plan(torch: Sequence[str], matrix: str, profile: str, spec: Optional[str], runners: Sequence[str],
-              shards: int, directory: Path) -> Plan:
+def make_plan(
+    torch: Sequence[str],
+    matrix: str,
+    profile: str,
+    spec: str | None,
+    runners: Sequence[str],
+    shards: int,
+    directory: Path,
+) -> Plan:
     versions = tuple(_version(v) for v in torch)
     if len(versions) < 2:
         raise InitError("--torch: name at least two releases, the pinned one first (e.g. --torch 2.11.0 2.13.0)")
@@ -89,8 +98,10 @@ def make_plan(torch: Sequence[str], matrix: str, profile: str, spec: Optional[st
             raise InitError(f"--runners {runner}: a runner label is letters, digits, '.', '_' and '-'")
     spec = spec or installed_spec()
     if not spec:
-        raise InitError("--spec: pytest-scaledmm is not on the package index: say what pip installs "
-                        "(a git URL of your fork, a wheel, a path)")
+        raise InitError(
+            "--spec: pytest-scaledmm is not on the package index: say what pip installs "
+            "(a git URL of your fork, a wheel, a path)"
+        )
     try:
         hypothesis = importlib.metadata.version("hypothesis")
     except importlib.metadata.PackageNotFoundError:
@@ -100,7 +111,7 @@ def make_plan(torch: Sequence[str], matrix: str, profile: str, spec: Optional[st
 
 def render_tox(plan: Plan) -> str:
     envs = [plan.env(v) for v in plan.torch]
-    factors = ",".join(e[len("torch"):] for e in envs)
+    factors = ",".join(e[len("torch") :] for e in envs)
     deps = "\n".join(f"    {plan.env(v)}: torch=={v}" for v in plan.torch)
     return f"""\
 # Written by `scaledmm init`: the scaled-mm matrix of this project on each torch release.
@@ -207,7 +218,9 @@ def write_project(directory: Path, plan: Plan, ci: Sequence[str]) -> list:
         files[CI_TARGETS[kind]] = render_ci(kind, plan)
     for name in files:
         if (directory / name).exists():
-            raise InitError(f"{directory / name} exists: not overwritten (move it away, or run init with another --dir)")
+            raise InitError(
+                f"{directory / name} exists: not overwritten (move it away, or run init with another --dir)"
+            )
     written = []
     for name, text in files.items():
         path = directory / name

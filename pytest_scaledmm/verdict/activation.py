@@ -22,7 +22,8 @@ so that only it is rounded.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any
 
 from .microscaling import operand_values, scale_values
 from .scale_forms import WHOLE, scale_form
@@ -164,9 +165,12 @@ def quantisation_term(params: Mapping[str, Any], x, big_b) -> tuple[Any, str]:
     # A scale exact in fp32 and in x's own dtype is exact however the kernel computes it
     # (torchao divides in x's dtype); another may be rounded once in a 16-bit dtype before use.
     own = getattr(torch, ACTIVATION_DTYPES[activation_dtype_name(params)])
-    exact_scale = (group_scale.to(torch.float32).double() == group_scale) & (group_scale.to(own).double() == group_scale)
-    scale_error = torch.where(exact_scale, torch.full_like(group_scale, SCALE_ROUNDING),
-                              torch.full_like(group_scale, SCALE_ROUNDING_16BIT))
+    exact_scale = (group_scale.to(torch.float32).double() == group_scale) & (
+        group_scale.to(own).double() == group_scale
+    )
+    scale_error = torch.where(
+        exact_scale, torch.full_like(group_scale, SCALE_ROUNDING), torch.full_like(group_scale, SCALE_ROUNDING_16BIT)
+    )
     name = params["dtype_a"]
     top = DTYPE_MAX.get(name, 448.0)
     if name == "int8":
@@ -190,7 +194,7 @@ def requantised_growth(params: Mapping[str, Any]) -> float:
     return 1.0 + (FP8_ROUNDING.get(name, (0.0, 0.0))[0] if name != "int8" else 2.0**-7)
 
 
-def dynamic_activation(params: Mapping[str, Any], inputs) -> Optional[Any]:
+def dynamic_activation(params: Mapping[str, Any], inputs) -> Any | None:
     """The float64 M x K activation a dynamic kernel was given, or None."""
     if not is_dynamic(params) or getattr(inputs, "activation", None) is None:
         return None

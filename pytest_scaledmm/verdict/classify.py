@@ -13,7 +13,7 @@ did), so that one compiled-side bug is one summary line whatever eager refusals 
 from __future__ import annotations
 
 import re
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from .outcome import (
     BOUNDARY_PARITY,
@@ -39,11 +39,11 @@ def plain_names(qualified: str) -> set:
     name = qualified.rsplit(".", 1)[-1]
     if not name.startswith("Observed"):
         return {name}
-    name = name[len("Observed"):]
+    name = name[len("Observed") :]
     return {name, name[: -len("Error")]} if name.endswith("Error") else {name}
 
 
-def error_names(error: Optional[ErrorInfo]) -> set:
+def error_names(error: ErrorInfo | None) -> set:
     """Plain names of an error's own class and of its root cause's."""
     if error is None:
         return set()
@@ -90,7 +90,7 @@ def cause_of(error: ErrorInfo) -> str:
 ACCEPTS = "compiled accepts what eager refuses"
 
 
-def invalid_input(kernel, params: Optional[Mapping]) -> bool:
+def invalid_input(kernel, params: Mapping | None) -> bool:
     """Whether the case's input is invalid by design: params purpose "boundary", or no purpose
     and a case outside the kernel's declared support (a KernelSpec or refusals.Support)."""
     if not params:
@@ -105,13 +105,13 @@ def invalid_input(kernel, params: Optional[Mapping]) -> bool:
     return outside_declared_support(kernel, params) is not None
 
 
-def _expected_refusal(params: Optional[Mapping]) -> str:
+def _expected_refusal(params: Mapping | None) -> str:
     wanted = (params or {}).get("expected_refusal")
     return f"; the boundary case expects: {wanted}" if wanted else ""
 
 
 def _eager_refused(
-    eager_error: ErrorInfo, compiled_graph_calls: int, compiled_check: Optional[dict], boundary: bool, params
+    eager_error: ErrorInfo, compiled_graph_calls: int, compiled_check: dict | None, boundary: bool, params
 ) -> Outcome:
     """Eager raises and the compiled call returns: its result against the reference decides."""
     met = f"eager: {signature_of(eager_error)}"
@@ -119,29 +119,41 @@ def _eager_refused(
     if compiled_graph_calls and compiled_check is not None and not compiled_check["ok"]:
         problem = problem_of(compiled_check)
         return Outcome(
-            LENIENT_MISMATCH, signature, "compiled",
+            LENIENT_MISMATCH,
+            signature,
+            "compiled",
             f"eager raises, compiled returns a wrong result: {_off_by(compiled_check)}{_expected_refusal(params)}",
-            root_cause=f"{ACCEPTS}, with {problem}", met=met,
+            root_cause=f"{ACCEPTS}, with {problem}",
+            met=met,
         )
     if compiled_graph_calls and compiled_check is not None and boundary:
         return Outcome(
-            LENIENT, signature, "compiled",
+            LENIENT,
+            signature,
+            "compiled",
             f"eager raises on invalid input, compiled returns the reference's result{_expected_refusal(params)}",
-            root_cause=ACCEPTS, met=met,
+            root_cause=ACCEPTS,
+            met=met,
         )
     # Valid input (or no compiled graph ran): eager is the side that is wrong.
-    return Outcome(ERROR_PARITY, signature, "eager", "eager raises, compiled returns a result",
-                   root_cause=signature, met="compiled returns a result")
+    return Outcome(
+        ERROR_PARITY,
+        signature,
+        "eager",
+        "eager raises, compiled returns a result",
+        root_cause=signature,
+        met="compiled returns a result",
+    )
 
 
 def classify(
-    eager_error: Optional[ErrorInfo],
-    compiled_error: Optional[ErrorInfo],
+    eager_error: ErrorInfo | None,
+    compiled_error: ErrorInfo | None,
     compiled_graph_calls: int,
-    eager_check: Optional[dict],
-    compiled_check: Optional[dict],
+    eager_check: dict | None,
+    compiled_check: dict | None,
     kernel=None,
-    params: Optional[Mapping] = None,
+    params: Mapping | None = None,
 ) -> Outcome:
     """The case's outcome from what each side raised or returned. `kernel` (a KernelSpec or a
     refusals.Support) and `params` say whether a refusal alike on both sides is earned
@@ -159,7 +171,8 @@ def classify(
             BOUNDARY_PARITY if boundary else ERROR_PARITY,
             sig,
             compiled_error.layer,
-            "eager and compiled raise different errors" + (" on invalid input" if boundary else "")
+            "eager and compiled raise different errors"
+            + (" on invalid input" if boundary else "")
             + (_expected_refusal(params) if boundary else ""),
             root_cause=cause_of(compiled_error),
             met=f"eager: {signature_of(eager_error)}",
@@ -175,8 +188,13 @@ def classify(
                 "eager",
                 f"eager: {_off_by(eager_check)}; compiled raised {signature_of(compiled_error)}",
             )
-        return Outcome(COMPILE_ONLY_ERROR, signature_of(compiled_error), compiled_error.layer, "eager passes, compiled raises",
-                       root_cause=cause_of(compiled_error))
+        return Outcome(
+            COMPILE_ONLY_ERROR,
+            signature_of(compiled_error),
+            compiled_error.layer,
+            "eager passes, compiled raises",
+            root_cause=cause_of(compiled_error),
+        )
     if compiled_graph_calls == 0:
         return Outcome(
             FALLBACK,
@@ -195,7 +213,9 @@ def classify(
     return Outcome(PASS)
 
 
-def crash_outcome(exits: Mapping[str, BaseException], eager_error, compiled_error, timing: Mapping[str, float]) -> Outcome:
+def crash_outcome(
+    exits: Mapping[str, BaseException], eager_error, compiled_error, timing: Mapping[str, float]
+) -> Outcome:
     """The outcome of a kernel that tried to end the process (`exits`: side -> the
     BaseException it raised); isolated or not, a CRASH of the case."""
     side = "eager" if "eager" in exits else "compiled"

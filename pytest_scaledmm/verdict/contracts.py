@@ -21,8 +21,9 @@ case, its serving loop included: only the activation changes between calls.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable
 
 CONTRACTS = ("call", "prepare", "module")
 OTHER_ACTIVATION_FACTOR = 0.75  # the serving loop's second activation, relative to the first
@@ -32,7 +33,8 @@ def _is_op(fn) -> bool:
     import torch
 
     return isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) or isinstance(
-        getattr(fn, "_opoverload", None), torch._ops.OpOverload)
+        getattr(fn, "_opoverload", None), torch._ops.OpOverload
+    )
 
 
 def _takes(fn: Callable, name: str) -> bool:
@@ -44,8 +46,11 @@ def _takes(fn: Callable, name: str) -> bool:
         return name != "forms"  # an op without a readable signature takes the harness's keywords
     # `forms` is the harness's own: only a parameter of that name asks for it, never **kwargs (a
     # wrapper forwarding them to torch would pass it on).
-    return any((p.kind == p.VAR_KEYWORD and name != "forms")
-               or (p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)) for p in params)
+    return any(
+        (p.kind == p.VAR_KEYWORD and name != "forms")
+        or (p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY))
+        for p in params
+    )
 
 
 def optional_keywords(fn: Callable, values: Mapping[str, Any]) -> dict:
@@ -68,9 +73,17 @@ def activation_args(inputs, dynamic: bool) -> tuple:
     return (inputs.activation,) if dynamic else (inputs.a, inputs.scale_a)
 
 
-def case_call(kernel: Callable, inputs, *, contract: str = "call", prepare: Optional[Callable] = None,
-              dynamic: bool = False, forms: Sequence[str] = (), use_fast_accum_keyword: bool = True,
-              built: Any = None) -> CaseCall:
+def case_call(
+    kernel: Callable,
+    inputs,
+    *,
+    contract: str = "call",
+    prepare: Callable | None = None,
+    dynamic: bool = False,
+    forms: Sequence[str] = (),
+    use_fast_accum_keyword: bool = True,
+    built: Any = None,
+) -> CaseCall:
     """The CaseCall of one case's inputs (inputs.CaseInputs). `built`: a weight object or module
     already made for this case (the serving loop's later calls reuse the first one's)."""
     out_dtype, fast = inputs.out_dtype, inputs.use_fast_accum
@@ -82,6 +95,7 @@ def case_call(kernel: Callable, inputs, *, contract: str = "call", prepare: Opti
         keywords = {"out_dtype": out_dtype, **optional_keywords(kernel, optional)}
         extra_names = tuple(inputs.extras)  # offs, scale_result: passed by keyword after bias
         if dynamic:
+
             def dynamic_case(x, b, scale_b, bias, *extra):
                 return kernel(x, b, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
 
@@ -106,6 +120,7 @@ def case_call(kernel: Callable, inputs, *, contract: str = "call", prepare: Opti
         return CaseCall(built, activation_args(inputs, dynamic), list(first), built)
     keywords = optional_keywords(kernel, {"out_dtype": out_dtype, "forms": tuple(forms)})
     if keywords:
+
         def apply_case(*args):
             return kernel(*args, **keywords)
 
@@ -144,16 +159,16 @@ def _other_values(t, flip: bool):
 
 def other_activation(inputs, params: Mapping[str, Any]):
     """The case's inputs with another activation of the same shape and layout and the same
-    weights: a negated, its tokens in reverse order where scale_a's grid allows (one scale per
-    token or one for all), scale_a reordered with it and times 3/4 (x negated and times 3/4: the
-quantiser's new scale is 3/4 of the first, exact, and a kept scale is off). For the serving loop of a kernel whose
-    weights are built once: the weight object stays, only the activation changes, and the
-    reference stays exact."""
+        weights: a negated, its tokens in reverse order where scale_a's grid allows (one scale per
+        token or one for all), scale_a reordered with it and times 3/4 (x negated and times 3/4: the
+    quantiser's new scale is 3/4 of the first, exact, and a kept scale is off). For the serving loop of a kernel whose
+        weights are built once: the weight object stays, only the activation changes, and the
+        reference stays exact."""
     import dataclasses
 
-    from .scale_forms import WHOLE, scale_form
-
     import torch
+
+    from .scale_forms import WHOLE, scale_form
 
     row_block, _ = scale_form(params["scale_a"]).block("a")
     flip = params["m"] > 1 and row_block in (1, WHOLE)
@@ -175,8 +190,9 @@ quantiser's new scale is 3/4 of the first, exact, and a kept scale is off). For 
         x = inputs.activation
         values = x.detach().reshape(-1, x.shape[-1]).neg() * OTHER_ACTIVATION_FACTOR
         activation = _same_layout(x, (values.flip(0) if flip else values).reshape(x.shape))
-    return dataclasses.replace(inputs, a=a, scale_a=scale(inputs.scale_a), finite_scale_a=scale(inputs.finite_scale_a),
-                               activation=activation)
+    return dataclasses.replace(
+        inputs, a=a, scale_a=scale(inputs.scale_a), finite_scale_a=scale(inputs.finite_scale_a), activation=activation
+    )
 
 
 def serving_inputs(contract: str, params: Mapping[str, Any], inputs, seed: int, device: str):
@@ -195,5 +211,6 @@ def with_weights_of(first, inputs, contract: str):
 
     if contract == "call":
         return inputs
-    return dataclasses.replace(inputs, b=first.b, scale_b=first.scale_b, finite_scale_b=first.finite_scale_b,
-                               bias=first.bias)
+    return dataclasses.replace(
+        inputs, b=first.b, scale_b=first.scale_b, finite_scale_b=first.finite_scale_b, bias=first.bias
+    )

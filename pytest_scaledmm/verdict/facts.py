@@ -4,12 +4,12 @@ run's."""
 
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 INPUT_NAMES = ("a", "b", "scale_a", "scale_b", "bias")
 
 
-def tensor_facts(t) -> Optional[dict]:
+def tensor_facts(t) -> dict | None:
     if t is None:
         return None
     if isinstance(t, tuple):  # a two-level (NVFP4) scale: block scales, global scale
@@ -38,6 +38,10 @@ def input_facts(inputs) -> dict:
     return {name: tensor_facts(tensor) for name, tensor in zip(INPUT_NAMES, inputs.args())}
 
 
-def input_drift(facts: Mapping[str, Optional[dict]], recorded: Mapping[str, Optional[dict]]) -> list:
+def input_drift(facts: Mapping[str, dict | None], recorded: Mapping[str, dict | None]) -> list:
     """One line per input whose facts differ from the recorded ones."""
-    return [f"{name}: got {facts[name]}, the run had {recorded.get(name)}" for name in facts if facts[name] != recorded.get(name)]
+    return [
+        f"{name}: got {facts[name]}, the run had {recorded.get(name)}"
+        for name in facts
+        if facts[name] != recorded.get(name)
+    ]

@@ -19,7 +19,8 @@ Standard library and torch only, and no imports from this package: inputs.py bui
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 ALIGN = 16  # group sizes are multiples of this
 
@@ -123,7 +124,7 @@ def group_products(params: Mapping[str, Any], a, b, scale_a, scale_b) -> list:
         if layout == "2d3d":
             found.append((a[start:end] * sa[start:end, None], b[g] * sb[g][None, :], slice(start, end)))
         else:  # 2d2d: group g sums over K[start:end] with its own M and N scales
-            rows = sa[g * m:(g + 1) * m, None]
-            cols = sb[g * n:(g + 1) * n][None, :]
+            rows = sa[g * m : (g + 1) * m, None]
+            cols = sb[g * n : (g + 1) * n][None, :]
             found.append((a[:, start:end] * rows, b[start:end] * cols, g))
     return found

@@ -12,11 +12,29 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
+from .activation import (
+    balance_range,
+    divisor,
+    dynamic_activation,
+    is_dynamic,
+    make_activation,
+    prepare_draw,
+    quantisation_term,
+    requantised_growth,
+)
 from .layouts import DENSE, place_a, place_b, place_scale_a
-from .microscaling import FP4_TORCH_NAMES, draw_block_scale, draw_fp4_operand, draw_global_scale, operand_values, scale_values
+from .microscaling import (
+    FP4_TORCH_NAMES,
+    draw_block_scale,
+    draw_fp4_operand,
+    draw_global_scale,
+    operand_values,
+    scale_values,
+)
 from .regimes import (
     NEAR_LIMIT_TARGET,
     OUT_HEADROOM,
@@ -26,8 +44,6 @@ from .regimes import (
     real_scale_factors,
     regime_of,
 )
-from .activation import balance_range, divisor, dynamic_activation, is_dynamic, make_activation, prepare_draw
-from .activation import quantisation_term, requantised_growth
 from .scale_forms import WHOLE, scale_form
 
 FP8_TORCH_NAMES = {
@@ -109,7 +125,7 @@ class CaseInputs:
     b: Any
     scale_a: Any
     scale_b: Any
-    bias: Optional[Any]
+    bias: Any | None
     out_dtype: Any
     use_fast_accum: bool
     finite_scale_a: Any = None  # scale_a before the special value, for tolerances; on the CPU
@@ -123,7 +139,7 @@ class CaseInputs:
         return (self.a, self.b, self.scale_a, self.scale_b, self.bias, *self.extras.values())
 
 
-def scale_result_of(params: Mapping[str, Any]) -> Optional[float]:
+def scale_result_of(params: Mapping[str, Any]) -> float | None:
     """The case's scale_result value, None when it passes none."""
     return SCALE_RESULTS.get(params.get("scale_result", "none"))
 
@@ -263,8 +279,12 @@ def _operands_and_scales(params: Mapping[str, Any], generator) -> tuple:
     regime = regime_of(params)
     if regime == "full_range":
         a, b, grid_a, grid_b = full_range_operands(params, generator)
-        return (a, b, _scale_tensor(params["scale_a"], "a", m, k, n, generator, grid_a),
-                _scale_tensor(params["scale_b"], "b", m, k, n, generator, grid_b))
+        return (
+            a,
+            b,
+            _scale_tensor(params["scale_a"], "a", m, k, n, generator, grid_a),
+            _scale_tensor(params["scale_b"], "b", m, k, n, generator, grid_b),
+        )
     a, b = _draw_operands(params, generator)
     if regime == "cancelling":
         a, b = cancel(a, b, generator)
@@ -275,7 +295,9 @@ def _operands_and_scales(params: Mapping[str, Any], generator) -> tuple:
         # larger ones overflow fp16 outputs for any K worth testing.
         scale_a, scale_b = scale_a / 127, scale_b / 127
     if regime == "real_scales":
-        grid_a, grid_b = (_grid_of(s, params[f"scale_{side}"], side, m, k, n) for s, side in ((scale_a, "a"), (scale_b, "b")))
+        grid_a, grid_b = (
+            _grid_of(s, params[f"scale_{side}"], side, m, k, n) for s, side in ((scale_a, "a"), (scale_b, "b"))
+        )
         factor_a, factor_b = real_scale_factors(grid_a, grid_b, generator)
         if params["dtype_a"] == "int8":
             factor_a = factor_a * 127  # its scales were divided by 127 above: large means above 2^10 still
@@ -288,8 +310,10 @@ def _dequantised_draw(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> tupl
     """(A M x K, B K x N) in float64 of operands and scales still being drawn (dequantised()
     reads a finished CaseInputs)."""
     m, k, n = params["m"], params["k"], params["n"]
-    return (operand_values(a) * _expand_scale(scale_a, params["scale_a"], "a", m, k),
-            operand_values(b) * _expand_scale(scale_b, params["scale_b"], "b", k, n))
+    return (
+        operand_values(a) * _expand_scale(scale_a, params["scale_a"], "a", m, k),
+        operand_values(b) * _expand_scale(scale_b, params["scale_b"], "b", k, n),
+    )
 
 
 def _peak(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
@@ -380,8 +404,9 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         finite_scale_a,
         extras,
         finite_scale_b,
-        None if activation is None else place_a(_move(activation.reshape(m, k), device), operand_layout).view(
-            *(activation.shape)),
+        None
+        if activation is None
+        else place_a(_move(activation.reshape(m, k), device), operand_layout).view(*(activation.shape)),
     )
 
 
@@ -404,7 +429,9 @@ def _near_limit(a, b, scale_a, scale_b, bias, params: Mapping[str, Any]):
     value = big_a @ big_b
     if bias is not None:
         value = value + bias.double()
-    peak = float(value.abs().max()) * (scale_result_of(params) or 1.0 if params["out_dtype"] in FP8_TORCH_NAMES else 1.0)
+    peak = float(value.abs().max()) * (
+        scale_result_of(params) or 1.0 if params["out_dtype"] in FP8_TORCH_NAMES else 1.0
+    )
     target = NEAR_LIMIT_TARGET.get(params["out_dtype"])
     if not target or not peak or not math.isfinite(peak):
         return scale_a, bias
@@ -425,7 +452,6 @@ def _fp8_out_shrink(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
 def _expand_scale(scale, form_id: str, side: str, rows: int, cols: int):
     """The scale as a float64 (rows x cols) multiplier of the operand it dequantises: each
     element repeated over its block."""
-    import torch
 
     form = scale_form(form_id)
     row_block, col_block = form.block(side)
@@ -475,7 +501,11 @@ def dequantised(params: Mapping[str, Any], inputs: CaseInputs, scale_a=None, sca
     scale_a = inputs.scale_a if scale_a is None else scale_a
     scale_b = inputs.scale_b if scale_b is None else scale_b
     # A dynamic kernel's reference is of the activation it was given.
-    a = x if x is not None else operand_values(inputs.a).reshape(m, k) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
+    a = (
+        x
+        if x is not None
+        else operand_values(inputs.a).reshape(m, k) * _expand_scale(scale_a, params["scale_a"], "a", m, k)
+    )
     b = operand_values(inputs.b) * _expand_scale(scale_b, params["scale_b"], "b", k, n)
     bias = None if inputs.bias is None else inputs.bias.detach().to("cpu", torch.float64)
     return a, b, bias
@@ -513,7 +543,7 @@ def tolerance_of(terms: dict, k: int, family: str, u_out: float, slack: float, t
 class Reference:
     value: Any  # float64 M x N; with an inf or nan scale, the IEEE result (non-finite entries)
     tolerance: Any  # float64 M x N, elementwise bound on |out - value| where value is finite
-    bound: Optional[dict] = None  # the model and constants the tolerance was built with
+    bound: dict | None = None  # the model and constants the tolerance was built with
 
 
 def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, scale_a=None) -> Reference:
@@ -588,8 +618,17 @@ def _grouped_inputs(params: Mapping[str, Any], generator, device: str) -> CaseIn
     dtypes = torch_dtype(params["dtype_a"]), torch_dtype(params["dtype_b"])
     a, b, scale_a, scale_b, offs = draw_grouped(params, generator, *dtypes)
     extras = {} if offs is None else {"offs": _move(torch.tensor(offs, dtype=torch.int32), device)}
-    return CaseInputs(_move(a, device), _move(b, device), _move(scale_a, device), _move(scale_b, device), None,
-                      torch_dtype(params["out_dtype"]), bool(params.get("use_fast_accum")), scale_a, extras)
+    return CaseInputs(
+        _move(a, device),
+        _move(b, device),
+        _move(scale_a, device),
+        _move(scale_b, device),
+        None,
+        torch_dtype(params["out_dtype"]),
+        bool(params.get("use_fast_accum")),
+        scale_a,
+        extras,
+    )
 
 
 def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float) -> Reference:
@@ -612,8 +651,15 @@ def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: flo
     acc = ACCUMULATORS[family]
     magnitude = value.abs()
     bound = {
-        "model": BOUND_MODEL + ", per group", "accumulator": family, "u_acc": acc["u_acc"], "c_acc": acc["c_acc"],
-        "promote_every": acc["promote_every"], "c_ep": C_EP, "c_out": C_OUT, "u_out": u_out, "slack": float(slack),
+        "model": BOUND_MODEL + ", per group",
+        "accumulator": family,
+        "u_acc": acc["u_acc"],
+        "c_acc": acc["c_acc"],
+        "promote_every": acc["promote_every"],
+        "c_ep": C_EP,
+        "c_out": C_OUT,
+        "u_out": u_out,
+        "slack": float(slack),
         "group_sizes": group_sizes(params),
         "max_tol_rel": float(tolerance.max() / magnitude.max()) if value.numel() and magnitude.max() > 0 else math.inf,
         "min_tol_rel": float((tolerance / magnitude).min()) if value.numel() else math.inf,
@@ -621,14 +667,18 @@ def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: flo
     return Reference(value, tolerance, bound)
 
 
-def check_metadata(out, expected_shape, expected_dtype) -> Optional[dict]:
+def check_metadata(out, expected_shape, expected_dtype) -> dict | None:
     """A failed check when `out` is not a tensor of the expected shape and dtype, else None."""
     import torch
 
     if not isinstance(out, torch.Tensor):
         return {"ok": False, "problem": f"returned {type(out).__name__}, not a Tensor", "ratio": math.inf}
     if tuple(out.shape) != tuple(expected_shape):
-        return {"ok": False, "problem": f"shape {tuple(out.shape)}, expected {tuple(expected_shape)}", "ratio": math.inf}
+        return {
+            "ok": False,
+            "problem": f"shape {tuple(out.shape)}, expected {tuple(expected_shape)}",
+            "ratio": math.inf,
+        }
     if out.dtype != expected_dtype:
         return {"ok": False, "problem": f"dtype {out.dtype}, expected {expected_dtype}", "ratio": math.inf}
     return None
@@ -645,7 +695,7 @@ def _relative(max_abs: float, scale: float) -> float:
 BAND_DENSITY = 0.9
 
 
-def _band(off_lines, dense_lines) -> Optional[tuple]:
+def _band(off_lines, dense_lines) -> tuple | None:
     """(first, last) of the lines holding off elements when they are one contiguous strict subset
     of all lines and each of them is dense with off elements, else None."""
     import torch
@@ -654,7 +704,7 @@ def _band(off_lines, dense_lines) -> Optional[tuple]:
     if not where.numel() or where.numel() == off_lines.numel():
         return None
     first, last = int(where[0]), int(where[-1])
-    if last - first + 1 != where.numel() or not bool(dense_lines[first:last + 1].all()):
+    if last - first + 1 != where.numel() or not bool(dense_lines[first : last + 1].all()):
         return None
     return first, last
 
@@ -671,8 +721,10 @@ def off_pattern(got, value, tol, diff, finite_ref) -> dict:
     # inf or nan where the reference is finite: an overflow or a 0/0, whatever else is off.
     nonfinite = finite_ref & ~torch.isfinite(got)
     if bool(nonfinite.any()):
-        return {"pattern": "non-finite where the reference is finite",
-                "where": f"{int(nonfinite.sum())} of {nonfinite.numel()} elements non-finite"}
+        return {
+            "pattern": "non-finite where the reference is finite",
+            "where": f"{int(nonfinite.sum())} of {nonfinite.numel()} elements non-finite",
+        }
     usable = finite_ref & torch.isfinite(got) & (value.abs() > tol)
     if usable.any():
         factor = float((got[usable] / value[usable]).median())
@@ -732,7 +784,7 @@ def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
     return result
 
 
-def parity(eager_out, compiled_out, tolerance, expected_shape, expected_dtype, bound: Optional[dict] = None) -> dict:
+def parity(eager_out, compiled_out, tolerance, expected_shape, expected_dtype, bound: dict | None = None) -> dict:
     """Compiled against eager, for special scale values (on top of each side against the
     reference): the same NaN positions, the same signed infinities, and finite values within
     twice the reference tolerance (computed from the finite scales)."""
@@ -755,8 +807,15 @@ def parity(eager_out, compiled_out, tolerance, expected_shape, expected_dtype, b
     max_abs = diff.max().item() if diff.numel() else 0.0
     scale = torch.where(finite, e.abs(), torch.zeros_like(e)).max().item() if diff.numel() else 0.0
     ok = ratio <= 1.0
-    result = {"ok": ok, "ratio": ratio, "max_abs": max_abs, "max_rel": _relative(max_abs, scale), "against": "eager",
-              **counts, **extra}
+    result = {
+        "ok": ok,
+        "ratio": ratio,
+        "max_abs": max_abs,
+        "max_rel": _relative(max_abs, scale),
+        "against": "eager",
+        **counts,
+        **extra,
+    }
     if not ok:
         result["problem"] = "finite values differ from eager"
     return result

@@ -24,20 +24,40 @@ from __future__ import annotations
 import contextlib
 import re
 import zipfile
-from typing import Iterator, Optional
+from collections.abc import Iterator
 
 ATEN, TRITON_TEMPLATE, PERSISTENT_TMA, CUTLASS, DECOMPOSED, UNKNOWN = (
-    "aten", "triton-template", "triton-persistent-tma", "cutlass", "decomposed", "unknown")
+    "aten",
+    "triton-template",
+    "triton-persistent-tma",
+    "cutlass",
+    "decomposed",
+    "unknown",
+)
 LABELS = (ATEN, TRITON_TEMPLATE, PERSISTENT_TMA, CUTLASS, DECOMPOSED, UNKNOWN)
 
 # ATen ops that are a matrix product (an extern call of any other op is an epilogue or a copy).
-GEMM_OPS = {"mm", "addmm", "bmm", "baddbmm", "matmul", "_scaled_mm", "_scaled_mm_v2", "_int_mm",
-            "_scaled_grouped_mm", "_grouped_mm", "_weight_int8pack_mm", "_addmm_activation"}
+GEMM_OPS = {
+    "mm",
+    "addmm",
+    "bmm",
+    "baddbmm",
+    "matmul",
+    "_scaled_mm",
+    "_scaled_mm_v2",
+    "_int_mm",
+    "_scaled_grouped_mm",
+    "_grouped_mm",
+    "_weight_int8pack_mm",
+    "_addmm_activation",
+}
 _EXTERN = re.compile(r"\bextern_kernels\.(\w+)\s*\(")
 _AOTI_SHIM = re.compile(r"\baoti_torch_(cpu|cuda|xpu|mps)_(\w+?)(?:_out)?\s*\(")
 _FALLBACK = re.compile(r"\btorch\.ops\.aten\.(\w+)\.\w+\s*\(")
 _TEMPLATE = re.compile(r"\b(triton_tem_\w+)")
-_TMA = re.compile(r"make_tensor_descriptor|tensormap_create|_experimental_descriptor_load|load_tensor_descriptor|TensorDescriptor")
+_TMA = re.compile(
+    r"make_tensor_descriptor|tensormap_create|_experimental_descriptor_load|load_tensor_descriptor|TensorDescriptor"
+)
 _CUTLASS = re.compile(r"\b(\w*cutlass\w*_(?:fused_)?\w*mm\w*|cuda_fused_\w+)")
 _GENERATED = re.compile(r"\b((?:triton_(?:poi|per|red)|cpp_fused)_\w+)")
 
@@ -105,13 +125,16 @@ def package_code(path: str) -> list:
     """The C++ and Python sources inside an AOTInductor package (its wrapper names the GEMM calls)."""
     try:
         with zipfile.ZipFile(path) as archive:
-            return [archive.read(name).decode("utf-8", "replace") for name in archive.namelist()
-                    if name.endswith((".cpp", ".py"))]
+            return [
+                archive.read(name).decode("utf-8", "replace")
+                for name in archive.namelist()
+                if name.endswith((".cpp", ".py"))
+            ]
     except (OSError, zipfile.BadZipFile):
         return []
 
 
-def label_of(choice: Optional[dict]) -> Optional[str]:
+def label_of(choice: dict | None) -> str | None:
     """A record's chosen-kernel label, or None when it has none (not an Inductor mode, an older report)."""
     if isinstance(choice, dict) and isinstance(choice.get("label"), str):
         return choice["label"]

@@ -37,8 +37,8 @@ def place_a(a, layout: str):
         return buffer[:, :k]
     if layout == "a_offset":
         buffer = _filled((m, 3 * k), a)
-        buffer[:, k:2 * k] = a
-        return buffer[:, k:2 * k]
+        buffer[:, k : 2 * k] = a
+        return buffer[:, k : 2 * k]
     return a
 
 

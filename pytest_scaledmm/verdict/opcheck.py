@@ -9,9 +9,10 @@ The run checks once per case family (execution/opcheck.py); a repro script check
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from functools import lru_cache
-from typing import Any, Mapping, Optional
+from functools import cache
+from typing import Any
 
 from .outcome import ErrorInfo, describe_exception, signature_of
 
@@ -24,8 +25,8 @@ class OpcheckResult:
     family: str
     ran: list = field(default_factory=list)
     skipped: dict = field(default_factory=dict)  # test util -> why it was not run
-    error: Optional[ErrorInfo] = None
-    failed_util: Optional[str] = None
+    error: ErrorInfo | None = None
+    failed_util: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -48,8 +49,8 @@ def opcheck_params(params: Mapping[str, Any]) -> dict:
     return {**params, "special_scale": "none"}
 
 
-@lru_cache(maxsize=None)
-def _schema_check_refusal(dtype_name: str, device: str) -> Optional[str]:
+@cache
+def _schema_check_refusal(dtype_name: str, device: str) -> str | None:
     """test_schema compares inputs before and after the call with torch.allclose, which some
     dtypes (fp8 on several releases) do not implement: a limitation of the checker, not the op."""
     import torch

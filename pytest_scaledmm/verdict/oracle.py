@@ -8,7 +8,7 @@ on the wrong device, or one the checker cannot read, is a failed check that name
 from __future__ import annotations
 
 import math
-from typing import Callable, Optional
+from typing import Callable
 
 
 def worst(checks: list) -> dict:
@@ -68,7 +68,7 @@ def reference_checker(ref, shape, dtype) -> Callable:
     return check
 
 
-def device_problem(out, device: str) -> Optional[dict]:
+def device_problem(out, device: str) -> dict | None:
     """A failed check when `out` is a tensor on another device than the case's (a meta tensor,
     a GPU tensor from a CPU run); the oracle cannot read such an output."""
     import torch

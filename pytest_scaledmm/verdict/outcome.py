@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 PASS = "PASS"
 MISMATCH = "MISMATCH"
@@ -26,7 +26,9 @@ LENIENT = "LENIENT"
 LENIENT_MISMATCH = "LENIENT_MISMATCH"
 UNSUPPORTED = "UNSUPPORTED"
 FALLBACK = "FALLBACK"
-OPCHECK_FAILED = "OPCHECK_FAILED"  # torch.library.opcheck rejects a custom-op kernel (schema, fake impl, dynamic shapes)
+OPCHECK_FAILED = (
+    "OPCHECK_FAILED"  # torch.library.opcheck rejects a custom-op kernel (schema, fake impl, dynamic shapes)
+)
 CRASH = "CRASH"
 TIMEOUT = "TIMEOUT"
 SKIPPED = "SKIPPED"  # not applicable on this machine (arch, torch feature): decided at run time
@@ -71,14 +73,14 @@ class OutcomeClass:
     severity: int  # 0 is the worst; a heatmap cell takes its worst class's colour; follows the tiers
     colour: str  # of its heatmap segments, chips and legend (text turns dark on light colours)
     abbrev: str  # its column heading in the terminal table, 6 characters at most
-    tier: Optional[int] = None  # a number of TIERS for a failure; None for a class that never fails
+    tier: int | None = None  # a number of TIERS for a failure; None for a class that never fails
     # A failure that fails only under --scaledmm-strict-errors (the report's session.strict_errors);
     # otherwise the case passes, shown as "tolerated", and compares as ok.
     strict_only: bool = False
     eager_raises: bool = False  # eager raised: back to UNSUPPORTED (both refuse alike) is no capability lost
     # The class a failure of this one compares as between reports: the same failure met on an
     # input now known to be invalid is not a new one.
-    same_failure_as: Optional[str] = None
+    same_failure_as: str | None = None
 
     @property
     def fails(self) -> bool:
@@ -123,8 +125,17 @@ CLASSES: tuple[OutcomeClass, ...] = (
     OutcomeClass(INTERNAL_ERROR, "failed", 8, "#364fc7", "INTERN", tier=2, eager_raises=True),
     OutcomeClass(HARNESS_ERROR, "failed", 9, "#0b7285", "HARNES", tier=2),
     OutcomeClass(LENIENT_MISMATCH, "failed", 10, "#c2255c", "LMISM", tier=3, eager_raises=True),
-    OutcomeClass(BOUNDARY_PARITY, "failed", 11, "#be4bdb", "BPARIT", tier=4, strict_only=True, eager_raises=True,
-                 same_failure_as=ERROR_PARITY),
+    OutcomeClass(
+        BOUNDARY_PARITY,
+        "failed",
+        11,
+        "#be4bdb",
+        "BPARIT",
+        tier=4,
+        strict_only=True,
+        eager_raises=True,
+        same_failure_as=ERROR_PARITY,
+    ),
 )
 _CLASS_BY_NAME = {c.name: c for c in CLASSES}
 # Every class that can fail a run (strict-only ones included: whoever does not know the
@@ -138,7 +149,7 @@ def strict_errors_of(session) -> bool:
     return not (isinstance(session, dict) and session.get("strict_errors") is False)
 
 
-def outcome_class(name: Optional[str]) -> Optional[OutcomeClass]:
+def outcome_class(name: str | None) -> OutcomeClass | None:
     """The row of a class name; None for a class this version does not know (a newer
     plugin's report), which readers treat as a failure."""
     return _CLASS_BY_NAME.get(name)
@@ -149,27 +160,27 @@ class ErrorInfo:
     type: str  # qualified name of the raised exception
     message: str  # first lines, raw
     root_type: str  # innermost cause, used to compare eager and compiled refusals
-    layer: Optional[str] = None  # where a compiled call broke: dynamo, aot_autograd, inductor, runtime
+    layer: str | None = None  # where a compiled call broke: dynamo, aot_autograd, inductor, runtime
     root_message: str = ""
     # The innermost frame outside torch, the harness and the standard library ("path:line in
     # fn"): the user's kernel line that raised, or that Dynamo was tracing when it failed.
-    source: Optional[str] = None
+    source: str | None = None
 
 
 @dataclass
 class Outcome:
     outcome: str
-    signature: Optional[str] = None
-    layer: Optional[str] = None
+    signature: str | None = None
+    layer: str | None = None
     detail: str = ""
     # The cause on the side that is wrong, normalised, when it is not the signature (which names
     # both sides of a parity failure): what one summary line groups; None: the signature.
-    root_cause: Optional[str] = None
-    met: Optional[str] = None  # what the other side did, e.g. the eager refusal a compiled error met
+    root_cause: str | None = None
+    met: str | None = None  # what the other side did, e.g. the eager refusal a compiled error met
     errors: dict = field(default_factory=dict)
     timing: dict = field(default_factory=dict)
-    eager_error: Optional[ErrorInfo] = None
-    compiled_error: Optional[ErrorInfo] = None
+    eager_error: ErrorInfo | None = None
+    compiled_error: ErrorInfo | None = None
     extra: dict = field(default_factory=dict)
 
     @property
@@ -180,7 +191,7 @@ class Outcome:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> "Outcome":
+    def from_json(cls, data: dict) -> Outcome:
         data = dict(data)
         for key in ("eager_error", "compiled_error"):
             if data.get(key):
@@ -251,7 +262,7 @@ def _clip(text: str) -> str:
     return "\n".join(text.splitlines()[:12])[:2000]
 
 
-def describe_exception(exc: BaseException, layer: Optional[str] = None) -> ErrorInfo:
+def describe_exception(exc: BaseException, layer: str | None = None) -> ErrorInfo:
     root = root_cause(exc)
     message = str(exc) or repr(exc)
     root_type = f"{type(root).__module__}.{type(root).__qualname__}"
@@ -289,8 +300,8 @@ def _not_user_dirs() -> tuple:
     return tuple(dirs)
 
 
-def source_frame(exc: BaseException) -> Optional[str]:
-    """"path:line in fn" of the innermost frame of user code: from the stack Dynamo was tracing
+def source_frame(exc: BaseException) -> str | None:
+    """ "path:line in fn" of the innermost frame of user code: from the stack Dynamo was tracing
     (its `real_stack`, the frames a traceback of a compiled call lacks), else from the traceback,
     through the exception's causes; None when every frame is torch's, the harness's or Python's."""
     import os

@@ -19,8 +19,9 @@ import contextlib
 import inspect
 import math
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Optional, Sequence
+from typing import Any, Callable
 
 from .outcome import COMPILE_ONLY_ERROR, MISMATCH, Outcome
 
@@ -92,7 +93,7 @@ class AotiCall:
     call runs the loaded package. It counts graphs and calls and names its stage like
     CountingBackend, so the verdict reads both alike; `timing` holds each step's seconds."""
 
-    def __init__(self, fn: Callable, options: Optional[Mapping[str, Any]] = None):
+    def __init__(self, fn: Callable, options: Mapping[str, Any] | None = None):
         self.user_fn = fn
         self.options = dict(options) if options else None
         self.graphs = 0
@@ -101,7 +102,7 @@ class AotiCall:
         self.timing: dict = {}
         self.codes: list = []  # the package's sources (kernel_choice reads them)
         self.loaded = None
-        self.folder: Optional[str] = None
+        self.folder: str | None = None
 
     @property
     def backend(self):
@@ -155,7 +156,8 @@ class AotiCall:
         self.folder = tempfile.mkdtemp(prefix="scaledmm-aoti-")
         start = time.perf_counter()
         path = torch._inductor.aoti_compile_and_package(
-            program, package_path=os.path.join(self.folder, "case.pt2"), inductor_configs=self.options)
+            program, package_path=os.path.join(self.folder, "case.pt2"), inductor_configs=self.options
+        )
         self.timing["package_s"] = time.perf_counter() - start
         self.graphs = 1
         self.codes = package_code(path)
@@ -234,15 +236,27 @@ def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -
         from .classify import problem_of
 
         problems = sorted({problem_of(s) for s in off})
-        return Outcome(MISMATCH, f"MISMATCH: compiled at another M {', '.join(problems)}", "compiled",
-                       "; ".join(f"{s['label']}: {s.get('problem') or 'max |err|/tol = %.3g' % s['ratio']}" for s in off),
-                       errors=result.errors, timing=result.timing, extra=result.extra)
+        return Outcome(
+            MISMATCH,
+            f"MISMATCH: compiled at another M {', '.join(problems)}",
+            "compiled",
+            "; ".join(f"{s['label']}: {s.get('problem') or 'max |err|/tol = %.3g' % s['ratio']}" for s in off),
+            errors=result.errors,
+            timing=result.timing,
+            extra=result.extra,
+        )
     if frames > 1:
         sizes = ", ".join(s["label"] for s in shapes)
         return Outcome(
-            COMPILE_ONLY_ERROR, f"recompiled {frames - 1} times under mark_{marked}", "dynamo",
+            COMPILE_ONLY_ERROR,
+            f"recompiled {frames - 1} times under mark_{marked}",
+            "dynamo",
             f"{frames} frames compiled for the case's M and {sizes} with M marked {marked}: one was expected",
-            root_cause=f"recompiled under mark_{marked}", errors=result.errors, timing=result.timing, extra=result.extra)
+            root_cause=f"recompiled under mark_{marked}",
+            errors=result.errors,
+            timing=result.timing,
+            extra=result.extra,
+        )
     return result
 
 
@@ -279,8 +293,11 @@ def _bits(t):
 def argument_names(fn: Callable, count: int) -> list:
     """The names `fn` gives its first `count` positional parameters (what a detail calls them)."""
     try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()
-                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+        params = [
+            p.name
+            for p in inspect.signature(fn).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
     except (TypeError, ValueError):
         params = []
     return [params[i] if i < len(params) else f"argument {i}" for i in range(count)]
@@ -325,7 +342,8 @@ class PristineInputs:
                 copy = base.as_strided(arg.size(), arg.stride(), arg.storage_offset())
             else:
                 copy = torch.empty(0, dtype=arg.dtype, device=arg.device).set_(
-                    storage, arg.storage_offset(), arg.size(), arg.stride())
+                    storage, arg.storage_offset(), arg.size(), arg.stride()
+                )
             copies.append(copy)
             self.given_storages.append(storage)  # tells a storage swapped for another
         return tuple(copies)
@@ -341,7 +359,7 @@ class PristineInputs:
         return found
 
 
-def _change(original, copy, given) -> Optional[str]:
+def _change(original, copy, given) -> str | None:
     """What differs between a caller's tensor and the copy a call was given (on the storage
     `given`), or None."""
     import torch
@@ -375,8 +393,11 @@ def changed_inputs_outcome(changed: Mapping[str, Mapping[str, str]], checked: Ou
     `checked` (the classification of its results against pristine inputs) said."""
     sides = "+".join(side for side in ("eager", "compiled") if changed.get(side))
     names = list(dict.fromkeys(name for side in ("eager", "compiled") for name in changed.get(side, {})))
-    how = "; ".join(f"{side}: " + ", ".join(f"{name} ({what})" for name, what in changed[side].items())
-                    for side in ("eager", "compiled") if changed.get(side))
+    how = "; ".join(
+        f"{side}: " + ", ".join(f"{name} ({what})" for name, what in changed[side].items())
+        for side in ("eager", "compiled")
+        if changed.get(side)
+    )
     said = f"{checked.outcome}" + (f" ({checked.detail})" if checked.detail else "")
     return Outcome(
         MISMATCH,
@@ -391,7 +412,7 @@ def changed_inputs_outcome(changed: Mapping[str, Mapping[str, str]], checked: Ou
 SECOND_CALL = "second call"  # the label of the serving-loop call with other inputs
 
 
-def _storage_key(t) -> Optional[tuple]:
+def _storage_key(t) -> tuple | None:
     import torch
 
     if not isinstance(t, torch.Tensor) or not t.numel():
@@ -403,7 +424,7 @@ def _storage_key(t) -> Optional[tuple]:
     return (str(storage.device), storage.data_ptr()) if storage.data_ptr() else None
 
 
-def shared_storage(out, given: tuple, names: list) -> Optional[str]:
+def shared_storage(out, given: tuple, names: list) -> str | None:
     """The name of the input whose storage `out` shares, or None."""
     key = _storage_key(out)
     if key is None:
@@ -414,8 +435,9 @@ def shared_storage(out, given: tuple, names: list) -> Optional[str]:
     return None
 
 
-def serving_loop_problem(first_raw, first_kept, first_given: tuple, second_raw, second_given: tuple, names: list,
-                         held: bool) -> Optional[str]:
+def serving_loop_problem(
+    first_raw, first_kept, first_given: tuple, second_raw, second_given: tuple, names: list, held: bool
+) -> str | None:
     """What a second call with other inputs showed about the outputs, None when nothing: an output
     sharing storage with an input or with the previous call's output, or the first output changed
     by the second call. `held`: outputs must survive later calls (not so under CUDA graphs)."""
@@ -441,7 +463,7 @@ def serving_loop_problem(first_raw, first_kept, first_given: tuple, second_raw, 
     return None
 
 
-def _second_check(found: Optional[dict]) -> Optional[dict]:
+def _second_check(found: dict | None) -> dict | None:
     """The second call's check as a failed side check, or None when it passed."""
     if found is None or found.get("ok"):
         return None
@@ -450,16 +472,27 @@ def _second_check(found: Optional[dict]) -> Optional[dict]:
     return {**found, "ok": False, "problem": f"{SECOND_CALL} with other inputs: {problem_of(found)}"}
 
 
-def _worse(check: Optional[dict], second: Optional[dict]) -> Optional[dict]:
+def _worse(check: dict | None, second: dict | None) -> dict | None:
     """A side's check with its second call's failure folded in (the first output's own failure first)."""
     if second is None or check is None or not check.get("ok"):
         return check
     return {**second, "first_call": {"ok": True, "ratio": check.get("ratio")}}
 
 
-def _serving_call(call: Callable, first_given: tuple, first_raw, first_kept, second: "PristineInputs",
-                  spec: OtherShape, device: str, caught: Callable, side: str, held: bool, compare: Callable,
-                  fresh: Optional[Callable] = None) -> Optional[dict]:
+def _serving_call(
+    call: Callable,
+    first_given: tuple,
+    first_raw,
+    first_kept,
+    second: PristineInputs,
+    spec: OtherShape,
+    device: str,
+    caught: Callable,
+    side: str,
+    held: bool,
+    compare: Callable,
+    fresh: Callable | None = None,
+) -> dict | None:
     """One side's serving-loop calls after the first (eager_compile_check's `second_call`): the
     second input set twice, so that a ring of two output buffers also hands the third caller the
     first one's memory. Its failed check, or None. `first_given` are the first call's copies (for
@@ -510,7 +543,7 @@ class Sides:
 
     outcome: Outcome
     eager_out: Any = None
-    compiled_outs: Optional[tuple] = None
+    compiled_outs: tuple | None = None
     timing: dict = field(default_factory=dict)
 
 
@@ -521,12 +554,12 @@ def eager_compile_check(
     device: str,
     check: Callable,
     kernel=None,
-    params: Optional[Mapping] = None,
+    params: Mapping | None = None,
     interrupts: bool = True,
     runner: str = "compile",
     other_shapes: Sequence[OtherShape] = (),
-    second_call: Optional[OtherShape] = None,
-    names: Optional[Sequence[str]] = None,
+    second_call: OtherShape | None = None,
+    names: Sequence[str] | None = None,
 ) -> Sides:
     """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
     the second runs the cached code), check each side with the side-checker `check`
@@ -567,7 +600,7 @@ def eager_compile_check(
 
     unreadable: list = []  # a call that ran, yet whose inputs cannot be read back: the harness's problem
 
-    def compare(given: tuple, side: str, raised: bool, source: Optional[PristineInputs] = None) -> None:
+    def compare(given: tuple, side: str, raised: bool, source: PristineInputs | None = None) -> None:
         try:
             changed.setdefault(side, {}).update((source or pristine).changes(given))
         except Exception as exc:
@@ -590,8 +623,19 @@ def eager_compile_check(
     timing["eager_s"] = time.perf_counter() - start
     compare(given, "eager", eager_error is not None)
     if second_pristine is not None and eager_error is None:
-        later_calls["eager"] = _serving_call(fn, given, eager_raw, eager_out, second_pristine, second_call, device,
-                                         caught, "eager", True, lambda g, raised: compare(g, "eager", raised, second_pristine))
+        later_calls["eager"] = _serving_call(
+            fn,
+            given,
+            eager_raw,
+            eager_out,
+            second_pristine,
+            second_call,
+            device,
+            caught,
+            "eager",
+            True,
+            lambda g, raised: compare(g, "eager", raised, second_pristine),
+        )
     del given, eager_raw
 
     # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
@@ -622,7 +666,7 @@ def eager_compile_check(
                 unreadable.append(exc)
 
     inductor = settings.get("backend") == "inductor"
-    with (output_code() if inductor else contextlib.nullcontext([])) as codes:
+    with output_code() if inductor else contextlib.nullcontext([]) as codes:
         given = fresh(pristine)
         try:
             start = time.perf_counter()
@@ -635,9 +679,19 @@ def eager_compile_check(
                 start = time.perf_counter()
                 try:
                     later_calls["compiled"] = _serving_call(
-                        compiled.fn, given, first_raw, first, second_pristine, second_call, device, caught, "compiled",
-                        holds_outputs(settings), lambda g, raised: (fresh_source(second_pristine), compare_compiled(g, raised)),
-                        fresh)
+                        compiled.fn,
+                        given,
+                        first_raw,
+                        first,
+                        second_pristine,
+                        second_call,
+                        device,
+                        caught,
+                        "compiled",
+                        holds_outputs(settings),
+                        lambda g, raised: (fresh_source(second_pristine), compare_compiled(g, raised)),
+                        fresh,
+                    )
                 finally:
                     fresh_source(pristine)  # the first call's copies are the ones compared last
                 del first_raw
@@ -659,8 +713,15 @@ def eager_compile_check(
                 timing["other_m_s"] = timing.get("other_m_s", 0.0) + seconds
                 compare_compiled(given, False)
                 found = guarded(other.check, False, None, (out,), device)[1] or {"ok": False, "problem": "not checked"}
-                shapes.append({"label": other.label, "ok": bool(found.get("ok")), "problem": found.get("problem"),
-                               "ratio": found.get("ratio"), "run_s": round(seconds, 6)})
+                shapes.append(
+                    {
+                        "label": other.label,
+                        "ok": bool(found.get("ok")),
+                        "problem": found.get("problem"),
+                        "ratio": found.get("ratio"),
+                        "run_s": round(seconds, 6),
+                    }
+                )
         except BaseException as exc:
             compiled_error = caught(exc, "compiled", compiled.backend.stage)
             if other_shapes and compiled_outs is not None:
@@ -677,7 +738,10 @@ def eager_compile_check(
     if unreadable:
         raise unreadable[0]
     eager_check, compiled_check = guarded(check, eager_error is None, eager_out, compiled_outs, device)
-    eager_check, compiled_check = _worse(eager_check, later_calls.get("eager")), _worse(compiled_check, later_calls.get("compiled"))
+    eager_check, compiled_check = (
+        _worse(eager_check, later_calls.get("eager")),
+        _worse(compiled_check, later_calls.get("compiled")),
+    )
     result = classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check, kernel, params)
     if any(changed.values()):
         result = changed_inputs_outcome(changed, result)

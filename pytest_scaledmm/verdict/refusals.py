@@ -29,8 +29,9 @@ as the run did.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from .outcome import INTERNAL_ERROR, REFUSED, UNSUPPORTED, ErrorInfo, Outcome, signature_of
 
@@ -61,100 +62,206 @@ REFUSALS = (
     # No recipe for this pair of scale forms or layouts (tensorwise with rowwise, blockwise where
     # the build lacks it): Blas.cpp / ScaledBlas.cpp get_joint_scaling (RuntimeError, ValueError
     # since 2.8), the CPU implementation of 2.13 (ValueError), the meta function (RuntimeError).
-    _entry("scale_pair", FP8_BUILTINS, (_RT, _VAL), r"Invalid (blockwise )?scaling configuration",
-           "no recipe for this pair of scale forms", "scale_forms"),
+    _entry(
+        "scale_pair",
+        FP8_BUILTINS,
+        (_RT, _VAL),
+        r"Invalid (blockwise )?scaling configuration",
+        "no recipe for this pair of scale forms",
+        "scale_forms",
+    ),
     # Releases up to 2.6 on CUDA: a non-tensorwise scale must be 2-D.
-    _entry("scale_rank", FP8_BUILTINS, (_RT,), r"For non-TensorWise scaling, scale tensors must be 2-dimensional",
-           "non-tensorwise scales must be 2-D", "scale_forms"),
+    _entry(
+        "scale_rank",
+        FP8_BUILTINS,
+        (_RT,),
+        r"For non-TensorWise scaling, scale tensors must be 2-dimensional",
+        "non-tensorwise scales must be 2-D",
+        "scale_forms",
+    ),
     # Rowwise scales must be contiguous (CUDA), with unit stride along dim 1 (CPU 2.13, ValueError).
-    _entry("rowwise_layout", FP8_BUILTINS, (_RT, _VAL),
-           r"must be contiguous for row-?wise scaling|expected scale_[ab]\.stride\(1\) to be 1|scale_[ab] must be contiguous",
-           "rowwise scales must be contiguous", "scale_forms"),
+    _entry(
+        "rowwise_layout",
+        FP8_BUILTINS,
+        (_RT, _VAL),
+        r"must be contiguous for row-?wise scaling|expected scale_[ab]\.stride\(1\) to be 1|scale_[ab] must be contiguous",
+        "rowwise scales must be contiguous",
+        "scale_forms",
+    ),
     # scaled_mm_v2's per-recipe checks of scale shape and strides (CPU, CUDA and meta, ValueError;
     # on the H200, torch 2.11: "scale_a must have strides (1, 127); got [0, 0]").
-    _entry("recipe_layout", V2_BUILTINS, (_VAL, _RT), r"scale_[ab] must have (shape|strides|\d+ Float element)|scale [ab] must have shape",
-           "the scale's shape or strides do not fit its recipe", "scale_forms"),
+    _entry(
+        "recipe_layout",
+        V2_BUILTINS,
+        (_VAL, _RT),
+        r"scale_[ab] must have (shape|strides|\d+ Float element)|scale [ab] must have shape",
+        "the scale's shape or strides do not fit its recipe",
+        "scale_forms",
+    ),
     # Microscaling (MX: e8m0 over 1x32, NVFP4: e4m3 over 1x16 of fp4) needs a CUDA capability
     # 10.x card: the CPU refuses any swizzle (ValueError, torch 2.13); torch 2.11 checks the
     # swizzle in Python; on sm90 NVFP4 ends in CUBLAS_STATUS_NOT_SUPPORTED (library_status).
     # The sm90 message of swizzled MX is not yet recorded: the last alternative is the family
     # it is expected in, to be narrowed once an H200 run shows it.
-    _entry("needs_sm100", V2_BUILTINS, (_VAL, _RT, _NI),
-           r"CPU does not support swizzle|scale_[ab] must be swizzled to SWIZZLE_32_4_4|"
-           r"(MX|MXFP8|mxfp8|NVFP4|nvfp4|[Ff]loat8_e8m0fnu|[Ff]loat4_e2m1fn_x2|[Bb]lock-?wise)[^\n]{0,80}"
-           r"(only supported|requires|not supported|is supported only)[^\n]{0,80}(sm_?1\d\d|SM1\d\d|capability 1\d|Blackwell|CUDA 12\.8)",
-           "microscaled (MX, NVFP4) scales on this device (they need a CUDA capability 10.x card)", "archs"),
+    _entry(
+        "needs_sm100",
+        V2_BUILTINS,
+        (_VAL, _RT, _NI),
+        r"CPU does not support swizzle|scale_[ab] must be swizzled to SWIZZLE_32_4_4|"
+        r"(MX|MXFP8|mxfp8|NVFP4|nvfp4|[Ff]loat8_e8m0fnu|[Ff]loat4_e2m1fn_x2|[Bb]lock-?wise)[^\n]{0,80}"
+        r"(only supported|requires|not supported|is supported only)[^\n]{0,80}(sm_?1\d\d|SM1\d\d|capability 1\d|Blackwell|CUDA 12\.8)",
+        "microscaled (MX, NVFP4) scales on this device (they need a CUDA capability 10.x card)",
+        "archs",
+    ),
     # Blockwise recipes without fast accumulation (cuBLASLt, sm90).
-    _entry("blockwise_fast_accum", FP8_BUILTINS, (_RT, _VAL), r"scaled_gemm doesn't support fast accum with \w+ blockwise scaling",
-           "fast accumulation with blockwise scales"),
+    _entry(
+        "blockwise_fast_accum",
+        FP8_BUILTINS,
+        (_RT, _VAL),
+        r"scaled_gemm doesn't support fast accum with \w+ blockwise scaling",
+        "fast accumulation with blockwise scales",
+    ),
     # cuBLASLt fp8 GEMMs: K and N multiples of 16 (Blas.cpp, RuntimeError; ScaledBlas.cpp's v2
     # op, ValueError; the meta function on a GPU). mat1's K is checked first, so a case with a
     # misaligned K says so, and mat2's message means N.
-    _entry("k_alignment", FP8_BUILTINS, (_RT, _VAL),
-           r"trailing dimension of mat1 to be divisible by 16|self\.size\(1\) to be divisible by 16",
-           "K must be a multiple of 16", "k_multiple: 16"),
-    _entry("n_alignment", FP8_BUILTINS, (_RT, _VAL),
-           r"mat2 shape \(\d+x\d+\) must be divisible by 16|both dimensions of mat2 to be divisible by 16",
-           "N (and K) must be multiples of 16", "k_multiple: 16, n_multiple: 16"),
+    _entry(
+        "k_alignment",
+        FP8_BUILTINS,
+        (_RT, _VAL),
+        r"trailing dimension of mat1 to be divisible by 16|self\.size\(1\) to be divisible by 16",
+        "K must be a multiple of 16",
+        "k_multiple: 16",
+    ),
+    _entry(
+        "n_alignment",
+        FP8_BUILTINS,
+        (_RT, _VAL),
+        r"mat2 shape \(\d+x\d+\) must be divisible by 16|both dimensions of mat2 to be divisible by 16",
+        "N (and K) must be multiples of 16",
+        "k_multiple: 16, n_multiple: 16",
+    ),
     # cuBLASLt has no e5m2 x e5m2 kernel (ValueError since 2.6, RuntimeError before).
-    _entry("e5m2_pair", FP8_BUILTINS, (_VAL, _RT), r"Multiplication of two Float8_e5m2 matrices is not supported",
-           "e5m2 x e5m2", "dtypes without e5m2 on both sides"),
+    _entry(
+        "e5m2_pair",
+        FP8_BUILTINS,
+        (_VAL, _RT),
+        r"Multiplication of two Float8_e5m2 matrices is not supported",
+        "e5m2 x e5m2",
+        "dtypes without e5m2 on both sides",
+    ),
     # Bias: none with fp32 output, bf16 / fp16 bias matching the output (Blas.cpp; ValueError
     # from the v2 op).
-    _entry("bias_dtype", FP8_BUILTINS, (_RT, _VAL),
-           r"Bias is not supported when out_dtype is set to Float32|"
-           r"Bias must be (either Half or BFloat16|BFloat16 or Half|BFloat16 to compute|Float16 to compute)",
-           "bias with fp32 output, or a bias dtype other than the output's"),
+    _entry(
+        "bias_dtype",
+        FP8_BUILTINS,
+        (_RT, _VAL),
+        r"Bias is not supported when out_dtype is set to Float32|"
+        r"Bias must be (either Half or BFloat16|BFloat16 or Half|BFloat16 to compute|Float16 to compute)",
+        "bias with fp32 output, or a bias dtype other than the output's",
+    ),
     # Rowwise scaling computes bf16 (and fp16 since 2.7) output only (CUTLASS kernel; hipBLASLt).
-    _entry("rowwise_out_dtype", FP8_BUILTINS, (_VAL, _RT),
-           r"Only bf16( and fp16)? high precsi?ion output types are supported for row-?wise scaling|"
-           r"rowwise _scaled_mm only supports BFloat16 output",
-           "rowwise scaling with this output dtype"),
+    _entry(
+        "rowwise_out_dtype",
+        FP8_BUILTINS,
+        (_VAL, _RT),
+        r"Only bf16( and fp16)? high precsi?ion output types are supported for row-?wise scaling|"
+        r"rowwise _scaled_mm only supports BFloat16 output",
+        "rowwise scaling with this output dtype",
+    ),
     # Device support: sm89+ / MI300+; ROCm releases without a dtype or recipe.
-    _entry("device", FP8_BUILTINS, (_RT,), r"torch\._scaled_mm is only supported on CUDA devices with compute capability",
-           "this GPU (fp8 GEMMs need sm89 or newer, or MI300)", "archs"),
-    _entry("rocm", FP8_BUILTINS, (_RT, _VAL, _NI),
-           r"is only supported for ROCm \d|Block-wise scaling for Float8_e8m0fnu (is only supported|requires ROCm)|"
-           r"Per-row scaling is not supported for this platform",
-           "this ROCm release or platform", "archs"),
+    _entry(
+        "device",
+        FP8_BUILTINS,
+        (_RT,),
+        r"torch\._scaled_mm is only supported on CUDA devices with compute capability",
+        "this GPU (fp8 GEMMs need sm89 or newer, or MI300)",
+        "archs",
+    ),
+    _entry(
+        "rocm",
+        FP8_BUILTINS,
+        (_RT, _VAL, _NI),
+        r"is only supported for ROCm \d|Block-wise scaling for Float8_e8m0fnu (is only supported|requires ROCm)|"
+        r"Per-row scaling is not supported for this platform",
+        "this ROCm release or platform",
+        "archs",
+    ),
     # Operand layouts cuBLASLt has no kernel for: a row-major b (Blas.cpp / ScaledBlas.cpp and the
     # meta function, which Inductor's lowering also runs on the CPU: "mat_b must be col_major").
     # cuBLASLt on the H200 (torch 2.11): "Only multiplication of row-major and column-major
     # matrices is supported by cuBLASLt".
-    _entry("operand_layout", FP8_BUILTINS, (_RT, _VAL),
-           r"mat(2|_b) must be col.?major|mat(1|_a) must be row.?major|mat2 must be (column|col).?major|"
-           r"Only multiplication of row-major and column-major matrices is supported by cuBLASLt",
-           "this operand layout (a row-major b)", "operand layouts without b_row_major"),
+    _entry(
+        "operand_layout",
+        FP8_BUILTINS,
+        (_RT, _VAL),
+        r"mat(2|_b) must be col.?major|mat(1|_a) must be row.?major|mat2 must be (column|col).?major|"
+        r"Only multiplication of row-major and column-major matrices is supported by cuBLASLt",
+        "this operand layout (a row-major b)",
+        "operand layouts without b_row_major",
+    ),
     # A scale on the host beside GPU operands (H200, torch 2.11: eager _scaled_mm and the int8
     # epilogue refuse it).
-    _entry("scale_device", FP8_BUILTINS + INT8_BUILTINS, (_RT,),
-           r"Expected all tensors to be on the same device|found at least two devices",
-           "a scale on another device than the operands", "operand layouts without scale_on_host"),
+    _entry(
+        "scale_device",
+        FP8_BUILTINS + INT8_BUILTINS,
+        (_RT,),
+        r"Expected all tensors to be on the same device|found at least two devices",
+        "a scale on another device than the operands",
+        "operand layouts without scale_on_host",
+    ),
     # No kernel for this backend in this torch: CPU fp8 _scaled_mm before 2.8 (NotImplementedError).
     # torch._scaled_grouped_mm has no CPU kernel (torch 2.13).
-    _entry("backend", FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS, (_NI, _RT),
-           r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm|scaled_grouped_mm)' with arguments from the '\w+' backend",
-           "this device in this torch release (no kernel for the backend)", "archs, min_torch"),
+    _entry(
+        "backend",
+        FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS,
+        (_NI, _RT),
+        r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm|scaled_grouped_mm)' with arguments from the '\w+' backend",
+        "this device in this torch release (no kernel for the backend)",
+        "archs, min_torch",
+    ),
     # A library status saying "not supported", and builds without this GPU's code.
-    _entry("library_status", FP8_BUILTINS + INT8_BUILTINS, (_RT,),
-           r"CUBLAS_STATUS_NOT_SUPPORTED|HIPBLAS_STATUS_NOT_SUPPORTED|CUBLAS_STATUS_ARCH_MISMATCH|"
-           r"no kernel image is available for execution on the device",
-           "this configuration on this GPU (the library reports it not supported)", "archs"),
+    _entry(
+        "library_status",
+        FP8_BUILTINS + INT8_BUILTINS,
+        (_RT,),
+        r"CUBLAS_STATUS_NOT_SUPPORTED|HIPBLAS_STATUS_NOT_SUPPORTED|CUBLAS_STATUS_ARCH_MISMATCH|"
+        r"no kernel image is available for execution on the device",
+        "this configuration on this GPU (the library reports it not supported)",
+        "archs",
+    ),
     # The raw ops take 2-D operands (fp8_linear flattens tokens first).
-    _entry("operand_rank", RAW_OPS, (_RT, _VAL),
-           r"mat[12] must be a matrix|Inputs must be 2D|Expected (self|mat2) to be of dimension 2|[ab] must be a 2D tensor",
-           "operands other than 2-D"),
+    _entry(
+        "operand_rank",
+        RAW_OPS,
+        (_RT, _VAL),
+        r"mat[12] must be a matrix|Inputs must be 2D|Expected (self|mat2) to be of dimension 2|[ab] must be a 2D tensor",
+        "operands other than 2-D",
+    ),
     # torch._int_mm on CUDA: M > 16, K and N multiples of 8 (Blas.cpp _int_mm_out_cuda).
     _entry("int8_min_m", INT8_BUILTINS, (_RT,), r"self\.size\(0\) needs to be greater than 16", "M <= 16", "min_m: 17"),
-    _entry("int8_alignment", INT8_BUILTINS, (_RT,),
-           r"(self|mat2)\.size\(1\) needs to be greater than (0|16) and a multiple of 8",
-           "K or N not a multiple of 8", "k_multiple: 8, n_multiple: 8"),
-    _entry("int8_build", INT8_BUILTINS, (_RT,), r"_int_mm_out_cuda not compiled for", "this CUDA build (_int_mm needs CUDA 11.7+)", "archs"),
+    _entry(
+        "int8_alignment",
+        INT8_BUILTINS,
+        (_RT,),
+        r"(self|mat2)\.size\(1\) needs to be greater than (0|16) and a multiple of 8",
+        "K or N not a multiple of 8",
+        "k_multiple: 8, n_multiple: 8",
+    ),
+    _entry(
+        "int8_build",
+        INT8_BUILTINS,
+        (_RT,),
+        r"_int_mm_out_cuda not compiled for",
+        "this CUDA build (_int_mm needs CUDA 11.7+)",
+        "archs",
+    ),
 )
 
 # TORCH_INTERNAL_ASSERT, and a bare torch._check(cond) (torch's own invariants carry no message;
 # a kernel's refusal should say what it refuses).
-_INTERNAL = re.compile(r"INTERNAL ASSERT FAILED|please report a bug to PyTorch|Expected cond to be True, but got False", re.I)
+_INTERNAL = re.compile(
+    r"INTERNAL ASSERT FAILED|please report a bug to PyTorch|Expected cond to be True, but got False", re.I
+)
 _DEVICE_ERROR = re.compile(
     r"CUDA error|CUDA driver error|CUBLAS_STATUS_\w+|cuBLAS error|HIP error|HIPBLAS_STATUS_\w+|hipblaslt error|"
     r"device-side assert|illegal memory access|cudaError\w+|unspecified launch failure",
@@ -172,7 +279,7 @@ def _names(error: ErrorInfo) -> set:
     for qualified in (error.type, error.root_type):
         name = qualified.rsplit(".", 1)[-1]
         if name.startswith("Observed"):
-            name = name[len("Observed"):]
+            name = name[len("Observed") :]
             names.add(name[: -len("Error")] if name.endswith("ErrorError") else name)
         names.add(name)
     return names
@@ -182,7 +289,7 @@ def _text(error: ErrorInfo) -> str:
     return f"{error.message}\n{error.root_message}"
 
 
-def matching_refusal(error: ErrorInfo, kernel: Optional[str] = None) -> Optional[Refusal]:
+def matching_refusal(error: ErrorInfo, kernel: str | None = None) -> Refusal | None:
     """The documented refusal this error is (of `kernel`'s op, or of any built-in op)."""
     names, text = _names(error), _text(error)
     for refusal in REFUSALS:
@@ -193,12 +300,12 @@ def matching_refusal(error: ErrorInfo, kernel: Optional[str] = None) -> Optional
     return None
 
 
-def documented_refusal(kernel: str, eager: ErrorInfo) -> Optional[Refusal]:
+def documented_refusal(kernel: str, eager: ErrorInfo) -> Refusal | None:
     """The built-in kernel's documented refusal that its eager error is, or None."""
     return matching_refusal(eager, kernel)
 
 
-def internal_error(eager: ErrorInfo, compiled: ErrorInfo) -> Optional[str]:
+def internal_error(eager: ErrorInfo, compiled: ErrorInfo) -> str | None:
     """What makes this pair of errors a bug on its face, or None."""
     for side, error in (("eager", eager), ("compiled", compiled)):
         text = _text(error)
@@ -222,24 +329,24 @@ class Support:
 
     name: str
     builtin: bool
-    scale_forms: Optional[tuple] = None
-    dtypes: Optional[tuple] = None
-    min_m: Optional[int] = None
-    max_m: Optional[int] = None
-    m_multiple: Optional[int] = None
-    k_multiple: Optional[int] = None
-    n_multiple: Optional[int] = None
-    scale_pairs: Optional[tuple] = None
-    dtype_pairs: Optional[tuple] = None
-    out_dtypes: Optional[tuple] = None
-    bias_out_dtypes: Optional[tuple] = None
+    scale_forms: tuple | None = None
+    dtypes: tuple | None = None
+    min_m: int | None = None
+    max_m: int | None = None
+    m_multiple: int | None = None
+    k_multiple: int | None = None
+    n_multiple: int | None = None
+    scale_pairs: tuple | None = None
+    dtype_pairs: tuple | None = None
+    out_dtypes: tuple | None = None
+    bias_out_dtypes: tuple | None = None
     # ((form_a, form_b), out_dtypes or None, bias or None): what one scale pair takes.
-    pair_rules: Optional[tuple] = None
-    scale_layouts: Optional[tuple] = None  # the scale layouts (schema.SCALE_LAYOUTS) it takes
-    operand_layouts: Optional[tuple] = None  # the operand layouts (layouts.py) it takes
+    pair_rules: tuple | None = None
+    scale_layouts: tuple | None = None  # the scale layouts (schema.SCALE_LAYOUTS) it takes
+    operand_layouts: tuple | None = None  # the operand layouts (layouts.py) it takes
 
     @classmethod
-    def of(cls, kernel) -> Optional["Support"]:
+    def of(cls, kernel) -> Support | None:
         if kernel is None or isinstance(kernel, cls):
             return kernel
         # A built-in has neither an impl reference nor a hook-declared callable.
@@ -268,7 +375,9 @@ def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
     found = []
     for side in ("scale_a", "scale_b"):
         if kernel.scale_forms and params.get(side) not in kernel.scale_forms:
-            found.append(("scale_forms", f"{side} {params.get(side)} is not in its scale_forms {list(kernel.scale_forms)}"))
+            found.append(
+                ("scale_forms", f"{side} {params.get(side)} is not in its scale_forms {list(kernel.scale_forms)}")
+            )
     for side in ("dtype_a", "dtype_b"):
         if kernel.dtypes and params.get(side) not in kernel.dtypes:
             found.append(("dtypes", f"{side} {params.get(side)} is not in its dtypes {list(kernel.dtypes)}"))
@@ -280,8 +389,16 @@ def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
     if kernel.out_dtypes and out not in kernel.out_dtypes:
         found.append(("out_dtypes", f"out_dtype {out} is not in its out_dtypes {list(kernel.out_dtypes)}"))
     if params.get("bias") and kernel.bias_out_dtypes is not None and out not in kernel.bias_out_dtypes:
-        found.append(("bias_out_dtypes", f"a bias with out_dtype {out} is outside its bias_out_dtypes {list(kernel.bias_out_dtypes)}"))
-    for key, axis, neutral in (("scale_layouts", "scale_layout", "contiguous"), ("operand_layouts", "operand_layout", "dense")):
+        found.append(
+            (
+                "bias_out_dtypes",
+                f"a bias with out_dtype {out} is outside its bias_out_dtypes {list(kernel.bias_out_dtypes)}",
+            )
+        )
+    for key, axis, neutral in (
+        ("scale_layouts", "scale_layout", "contiguous"),
+        ("operand_layouts", "operand_layout", "dense"),
+    ):
         declared = getattr(kernel, key, None)
         value = params.get(axis, neutral)
         if declared and value not in declared:
@@ -291,7 +408,12 @@ def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
         if tuple(rule_pair) != pair:
             continue
         if rule_outs and out not in rule_outs:
-            found.append(("pair_rules", f"out_dtype {out} is not in the out_dtypes {list(rule_outs)} of its pair {pair[0]} x {pair[1]}"))
+            found.append(
+                (
+                    "pair_rules",
+                    f"out_dtype {out} is not in the out_dtypes {list(rule_outs)} of its pair {pair[0]} x {pair[1]}",
+                )
+            )
         if params.get("bias") and rule_bias is False:
             found.append(("pair_rules", f"its pair {pair[0]} x {pair[1]} takes no bias"))
     m, k, n = _tokens(params), params["k"], params["n"]
@@ -309,13 +431,13 @@ def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
     return found
 
 
-def outside_declared_support(kernel, params: Mapping[str, Any]) -> Optional[str]:
+def outside_declared_support(kernel, params: Mapping[str, Any]) -> str | None:
     """The first declaration of `kernel` (a KernelSpec or Support) that the case lies outside, or None."""
     found = declared_breaks(kernel, params)
     return found[0][1] if found else None
 
 
-def judge(kernel, params: Optional[Mapping[str, Any]], eager: ErrorInfo, compiled: ErrorInfo) -> Outcome:
+def judge(kernel, params: Mapping[str, Any] | None, eager: ErrorInfo, compiled: ErrorInfo) -> Outcome:
     """The outcome of a case that eager and compiled refuse alike; see the module docstring.
     `kernel` is the case's KernelSpec or Support; None for a harness rung (a plain matmul), whose
     alike refusals stay UNSUPPORTED unless they are internal errors."""
@@ -323,7 +445,9 @@ def judge(kernel, params: Optional[Mapping[str, Any]], eager: ErrorInfo, compile
     signature = signature_of(eager)
     bug = internal_error(eager, compiled)
     if bug:
-        return Outcome(INTERNAL_ERROR, signature, "eager", f"eager and compiled raise alike, and {bug}: a bug, not a refusal")
+        return Outcome(
+            INTERNAL_ERROR, signature, "eager", f"eager and compiled raise alike, and {bug}: a bug, not a refusal"
+        )
     if kernel is None or params is None:
         return Outcome(UNSUPPORTED, signature, "eager", "eager and compiled refuse alike")
     outside = outside_declared_support(kernel, params)
@@ -335,10 +459,15 @@ def judge(kernel, params: Optional[Mapping[str, Any]], eager: ErrorInfo, compile
         refusal = documented_refusal(kernel.name, eager)
         if refusal is not None:
             return Outcome(
-                UNSUPPORTED, signature, "eager", f"eager and compiled refuse alike; a documented refusal: {refusal.constraint}"
+                UNSUPPORTED,
+                signature,
+                "eager",
+                f"eager and compiled refuse alike; a documented refusal: {refusal.constraint}",
             )
         return Outcome(
-            REFUSED, signature, "eager",
+            REFUSED,
+            signature,
+            "eager",
             f"eager and compiled refuse alike, but built-in kernel {kernel.name} does not document this refusal",
         )
     detail = (

@@ -23,13 +23,19 @@ No torch import at module level: generation reads REGIMES without torch.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 REGIMES = ("standard", "full_range", "real_scales", "near_limit", "cancelling")
 STANDARD = "standard"
 # Largest finite value of each operand dtype (what a quantiser maps amax to).
 QMAX = {"e4m3fn": 448.0, "e5m2": 57344.0, "e4m3fnuz": 240.0, "e5m2fnuz": 57344.0, "int8": 127.0}
-FP8_DTYPES = {"e4m3fn": "float8_e4m3fn", "e5m2": "float8_e5m2", "e4m3fnuz": "float8_e4m3fnuz", "e5m2fnuz": "float8_e5m2fnuz"}
+FP8_DTYPES = {
+    "e4m3fn": "float8_e4m3fn",
+    "e5m2": "float8_e5m2",
+    "e4m3fnuz": "float8_e4m3fnuz",
+    "e5m2fnuz": "float8_e5m2fnuz",
+}
 OUTLIER_FACTOR = 100.0  # LLM activation outlier channels, against the median channel
 TINY_SCALE = 2.0**-20  # scale_b multiplier of real_scales: every element below 2^-14
 LARGE_SCALE = 2.0**16  # scale_a multiplier of real_scales: every element above 2^10
@@ -176,7 +182,9 @@ def cancel(a, b, generator):
     af[:, second] = af[:, first] * keep
     bf[second, :] = -bf[first, :]
     if a.dtype == torch.int8:
-        return af.round().clamp(-127, 127).to(torch.int8), bf.round().clamp(-127, 127).to(torch.int8).t().contiguous().t()
+        return af.round().clamp(-127, 127).to(torch.int8), bf.round().clamp(-127, 127).to(
+            torch.int8
+        ).t().contiguous().t()
     return af.to(a.dtype), bf.to(b.dtype).t().contiguous().t()
 
 

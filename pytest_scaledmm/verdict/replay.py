@@ -6,7 +6,7 @@ class names of each side's error, and the side off the reference for a MISMATCH.
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from .outcome import INTERNAL_ERROR, LENIENT, MISMATCH, PASS, REFUSED, UNSUPPORTED, Outcome
 

@@ -11,8 +11,8 @@ and repro scripts embed it verbatim ahead of inputs.py.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Optional, Sequence
 
 # A block extent spanning the whole dimension, whatever its size.
 WHOLE = None
@@ -20,8 +20,14 @@ WHOLE = None
 # torch.nn.functional.ScalingType / SwizzleType as the plain ints aten._scaled_mm_v2 takes: a
 # kernel passes these, never the enum objects, so that Dynamo traces the call
 # (tests/test_frontier_forms.py checks them against torch's enums).
-RECIPE_CODES = {"TensorWise": 0, "RowWise": 1, "BlockWise1x16": 2, "BlockWise1x32": 3, "BlockWise1x128": 4,
-                "BlockWise128x128": 5}
+RECIPE_CODES = {
+    "TensorWise": 0,
+    "RowWise": 1,
+    "BlockWise1x16": 2,
+    "BlockWise1x32": 3,
+    "BlockWise1x128": 4,
+    "BlockWise128x128": 5,
+}
 SWIZZLE_CODES = {"NO_SWIZZLE": 0, "SWIZZLE_32_4_4": 1}
 # Dtypes of a scale's elements (torch names in inputs.py).
 SCALE_DTYPES = ("fp32", "e8m0", "e4m3fn")
@@ -51,7 +57,7 @@ class ScaleForm:
     scale_dtype: str = "fp32"
     swizzled: bool = False
     global_scale: bool = False
-    operand_dtypes: Optional[tuple] = None
+    operand_dtypes: tuple | None = None
 
     def __post_init__(self):
         if self.rank < 2 and not self.per_tensor:
@@ -64,7 +70,9 @@ class ScaleForm:
 
     def grid(self, side: str, rows: int, cols: int) -> tuple[int, int]:
         """Scale elements along the rows and the cols of an operand of rows x cols."""
-        return tuple(1 if extent is WHOLE else -(-size // extent) for size, extent in zip((rows, cols), self.block(side)))
+        return tuple(
+            1 if extent is WHOLE else -(-size // extent) for size, extent in zip((rows, cols), self.block(side))
+        )
 
     def shape(self, side: str, rows: int, cols: int) -> tuple:
         """The scale tensor's shape for an operand of rows x cols."""
@@ -86,25 +94,81 @@ FORMS: tuple[ScaleForm, ...] = (
     ScaleForm("tensor_0d", "s0d", 0, (WHOLE, WHOLE), (WHOLE, WHOLE), doc="one element, 0-D (as checkpoints store it)"),
     ScaleForm("tensor_1d", "s1d", 1, (WHOLE, WHOLE), (WHOLE, WHOLE), doc="one element, shape [1]"),
     ScaleForm("tensor_1x1", "s11", 2, (WHOLE, WHOLE), (WHOLE, WHOLE), doc="one element, shape [1, 1]"),
-    ScaleForm("rowwise", "row", 2, (1, WHOLE), (WHOLE, 1), recipe_a="RowWise", recipe_b="RowWise",
-              doc="one per row of a (M x 1) and per column of b (1 x N)"),
-    ScaleForm("blockwise", "blk", 2, (1, 128), (128, 128), column_major=True, recipe_a="BlockWise1x128",
-              recipe_b="BlockWise128x128", doc="1x128 blocks of a (M x K/128), 128x128 blocks of b (K/128 x N/128)"),
+    ScaleForm(
+        "rowwise",
+        "row",
+        2,
+        (1, WHOLE),
+        (WHOLE, 1),
+        recipe_a="RowWise",
+        recipe_b="RowWise",
+        doc="one per row of a (M x 1) and per column of b (1 x N)",
+    ),
+    ScaleForm(
+        "blockwise",
+        "blk",
+        2,
+        (1, 128),
+        (128, 128),
+        column_major=True,
+        recipe_a="BlockWise1x128",
+        recipe_b="BlockWise128x128",
+        doc="1x128 blocks of a (M x K/128), 128x128 blocks of b (K/128 x N/128)",
+    ),
     # One recipe per form on both sides, so that a (scale_a, scale_b) pair of these is one recipe
     # pair of scaled_mm_v2: block1x128 x block128x128 is 1x128 x 128x128 (as `blockwise`),
     # block128x128 x block1x128 and block1x128 x block1x128 the other two DeepSeek-style pairings.
     # Stored outer-dim-major, as `blockwise`; the op's padded layouts are the kernel's business.
-    ScaleForm("block1x128", "b1x128", 2, (1, 128), (128, 1), column_major=True, recipe_a="BlockWise1x128",
-              recipe_b="BlockWise1x128", doc="1x128 blocks along K: a (M x K/128), b (K/128 x N)"),
-    ScaleForm("block128x128", "b128", 2, (128, 128), (128, 128), column_major=True, recipe_a="BlockWise128x128",
-              recipe_b="BlockWise128x128", doc="128x128 blocks: a (M/128 x K/128), b (K/128 x N/128)"),
+    ScaleForm(
+        "block1x128",
+        "b1x128",
+        2,
+        (1, 128),
+        (128, 1),
+        column_major=True,
+        recipe_a="BlockWise1x128",
+        recipe_b="BlockWise1x128",
+        doc="1x128 blocks along K: a (M x K/128), b (K/128 x N)",
+    ),
+    ScaleForm(
+        "block128x128",
+        "b128",
+        2,
+        (128, 128),
+        (128, 128),
+        column_major=True,
+        recipe_a="BlockWise128x128",
+        recipe_b="BlockWise128x128",
+        doc="128x128 blocks: a (M/128 x K/128), b (K/128 x N/128)",
+    ),
     # Microscaling, row-major grids; swizzled to the op's 32x4x4 tiles by the kernel.
-    ScaleForm("mx", "mx", 2, (1, 32), (32, 1), recipe_a="BlockWise1x32", recipe_b="BlockWise1x32",
-              scale_dtype="e8m0", swizzled=True, operand_dtypes=("e4m3fn", "e5m2"),
-              doc="MXFP8: e8m0 (power of two) scales over 1x32 blocks along K"),
-    ScaleForm("nvfp4", "nvfp4", 2, (1, 16), (16, 1), recipe_a="BlockWise1x16", recipe_b="BlockWise1x16",
-              scale_dtype="e4m3fn", swizzled=True, global_scale=True, operand_dtypes=("fp4e2m1",),
-              doc="NVFP4: e4m3 scales over 1x16 blocks along K of fp4 operands, times an fp32 global scale"),
+    ScaleForm(
+        "mx",
+        "mx",
+        2,
+        (1, 32),
+        (32, 1),
+        recipe_a="BlockWise1x32",
+        recipe_b="BlockWise1x32",
+        scale_dtype="e8m0",
+        swizzled=True,
+        operand_dtypes=("e4m3fn", "e5m2"),
+        doc="MXFP8: e8m0 (power of two) scales over 1x32 blocks along K",
+    ),
+    ScaleForm(
+        "nvfp4",
+        "nvfp4",
+        2,
+        (1, 16),
+        (16, 1),
+        recipe_a="BlockWise1x16",
+        recipe_b="BlockWise1x16",
+        scale_dtype="e4m3fn",
+        swizzled=True,
+        global_scale=True,
+        operand_dtypes=("fp4e2m1",),
+        doc="NVFP4: e4m3 scales over 1x16 blocks along K of fp4 operands, times an fp32 global scale",
+    ),
 )
 _FORM_BY_ID = {form.id: form for form in FORMS}
 
@@ -114,7 +178,7 @@ def scale_form(form_id: str) -> ScaleForm:
     return _FORM_BY_ID[form_id]
 
 
-def per_tensor_of_rank(rank: int) -> Optional[str]:
+def per_tensor_of_rank(rank: int) -> str | None:
     """The first one-element form of this rank, or None."""
     return next((form.id for form in FORMS if form.per_tensor and form.rank == rank), None)
 
@@ -134,7 +198,9 @@ def recipes_of_shape(shape: Sequence[int], side: str, rows: int, inner: int, col
     fit several: M = 1 makes a rowwise scale_a one element). The operands are a (rows x inner)
     and b (inner x cols)."""
     operand = (rows, inner) if side == "a" else (inner, cols)
-    found = [form.recipe_a if side == "a" else form.recipe_b for form in FORMS if tuple(shape) == form.shape(side, *operand)]
+    found = [
+        form.recipe_a if side == "a" else form.recipe_b for form in FORMS if tuple(shape) == form.shape(side, *operand)
+    ]
     return list(dict.fromkeys(found))
 
 

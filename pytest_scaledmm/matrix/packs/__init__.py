@@ -8,15 +8,13 @@ or too old is skipped with the install command (pack_unavailable).
 
 from __future__ import annotations
 
-from typing import Optional
-
 from . import torchao
 
 PACK_KERNELS: dict[str, dict] = {**torchao.KERNELS}
 _PACKS = {name: torchao for name in torchao.KERNELS}
 
 
-def pack_unavailable(name: str) -> Optional[str]:
+def pack_unavailable(name: str) -> str | None:
     """Why a packed kernel cannot run here (its library missing or too old), or None."""
     pack = _PACKS.get(name)
     return pack.unavailable() if pack is not None else None

@@ -23,8 +23,6 @@ float8 on CPU torch and on GPUs from sm89 (and MI300).
 
 from __future__ import annotations
 
-from typing import Optional
-
 MODULE = __name__
 LIBRARY = "torchao"
 MIN_VERSION = "0.17.0"  # Float8Tensor and Int8Tensor with act_quant_kwargs, as used here
@@ -39,45 +37,93 @@ _AS_GIVEN = {"operand_layouts": ["dense", "a_padded", "a_offset", "b_padded", "s
 
 KERNELS: dict[str, dict] = {
     "torchao_fp8_inference_tensorwise": {
-        "impl": f"{MODULE}:fp8_inference", "family": "fp8", "scale_forms": _TENSORWISE, "dtypes": ["e4m3fn"],
-        "archs": _FP8_ARCHS, **_FP8_SHAPES, **_AS_GIVEN,
+        "impl": f"{MODULE}:fp8_inference",
+        "family": "fp8",
+        "scale_forms": _TENSORWISE,
+        "dtypes": ["e4m3fn"],
+        "archs": _FP8_ARCHS,
+        **_FP8_SHAPES,
+        **_AS_GIVEN,
     },
     "torchao_fp8_inference_rowwise": {
-        "impl": f"{MODULE}:fp8_inference", "family": "fp8", "scale_forms": ["rowwise"], "dtypes": ["e4m3fn"],
-        "out_dtypes": ["bf16"], "archs": _FP8_ARCHS, **_FP8_SHAPES, **_AS_GIVEN,
+        "impl": f"{MODULE}:fp8_inference",
+        "family": "fp8",
+        "scale_forms": ["rowwise"],
+        "dtypes": ["e4m3fn"],
+        "out_dtypes": ["bf16"],
+        "archs": _FP8_ARCHS,
+        **_FP8_SHAPES,
+        **_AS_GIVEN,
     },
     "torchao_float8_weight_tensorwise": {
-        "impl": f"{MODULE}:apply_linear", "prepare": f"{MODULE}:float8_weight_tensorwise", "activation": "dynamic",
-        "family": "fp8", "scale_forms": _TENSORWISE, "dtypes": ["e4m3fn"], "out_dtypes": ["bf16", "fp16", "fp32"],
-        "archs": _FP8_ARCHS, **_FP8_SHAPES,
+        "impl": f"{MODULE}:apply_linear",
+        "prepare": f"{MODULE}:float8_weight_tensorwise",
+        "activation": "dynamic",
+        "family": "fp8",
+        "scale_forms": _TENSORWISE,
+        "dtypes": ["e4m3fn"],
+        "out_dtypes": ["bf16", "fp16", "fp32"],
+        "archs": _FP8_ARCHS,
+        **_FP8_SHAPES,
     },
     "torchao_float8_weight_rowwise": {
-        "impl": f"{MODULE}:apply_linear", "prepare": f"{MODULE}:float8_weight_rowwise", "activation": "dynamic",
-        "family": "fp8", "scale_forms": ["rowwise"], "dtypes": ["e4m3fn"], "out_dtypes": ["bf16"],
-        "archs": _FP8_ARCHS, **_FP8_SHAPES,
+        "impl": f"{MODULE}:apply_linear",
+        "prepare": f"{MODULE}:float8_weight_rowwise",
+        "activation": "dynamic",
+        "family": "fp8",
+        "scale_forms": ["rowwise"],
+        "dtypes": ["e4m3fn"],
+        "out_dtypes": ["bf16"],
+        "archs": _FP8_ARCHS,
+        **_FP8_SHAPES,
     },
     "torchao_float8_weight_blockwise": {
-        "impl": f"{MODULE}:apply_linear", "prepare": f"{MODULE}:float8_weight_blockwise", "activation": "dynamic",
-        "family": "fp8", "scale_forms": ["blockwise"], "dtypes": ["e4m3fn"], "out_dtypes": ["bf16"],
+        "impl": f"{MODULE}:apply_linear",
+        "prepare": f"{MODULE}:float8_weight_blockwise",
+        "activation": "dynamic",
+        "family": "fp8",
+        "scale_forms": ["blockwise"],
+        "dtypes": ["e4m3fn"],
+        "out_dtypes": ["bf16"],
         # blockwise_fp8_gemm is a Triton kernel: GPUs only.
-        "archs": ["sm89", "sm90", "sm100", "sm120"], "k_multiple": 128, "n_multiple": 128,
+        "archs": ["sm89", "sm90", "sm100", "sm120"],
+        "k_multiple": 128,
+        "n_multiple": 128,
     },
     "torchao_int8_weight": {
-        "impl": f"{MODULE}:apply_linear", "prepare": f"{MODULE}:int8_weight", "activation": "dynamic",
-        "activation_divisor": 127.5, "family": "int8", "scale_forms": ["rowwise"], "out_dtypes": ["bf16", "fp16", "fp32"],
+        "impl": f"{MODULE}:apply_linear",
+        "prepare": f"{MODULE}:int8_weight",
+        "activation": "dynamic",
+        "activation_divisor": 127.5,
+        "family": "int8",
+        "scale_forms": ["rowwise"],
+        "out_dtypes": ["bf16", "fp16", "fp32"],
     },
     "torchao_float8_training_mm": {
-        "impl": f"{MODULE}:training_mm", "family": "fp8", "scale_forms": _TENSORWISE, "dtypes": ["e4m3fn"],
-        "out_dtypes": ["bf16", "fp16", "fp32"], "bias_out_dtypes": [], "archs": _FP8_ARCHS, **_FP8_SHAPES, **_AS_GIVEN,
+        "impl": f"{MODULE}:training_mm",
+        "family": "fp8",
+        "scale_forms": _TENSORWISE,
+        "dtypes": ["e4m3fn"],
+        "out_dtypes": ["bf16", "fp16", "fp32"],
+        "bias_out_dtypes": [],
+        "archs": _FP8_ARCHS,
+        **_FP8_SHAPES,
+        **_AS_GIVEN,
     },
     "torchao_float8_linear_module": {
-        "module": f"{MODULE}:float8_linear_module", "activation": "dynamic", "family": "fp8",
-        "scale_forms": ["rowwise"], "dtypes": ["e4m3fn"], "out_dtypes": ["bf16"], "archs": _FP8_ARCHS, **_FP8_SHAPES,
+        "module": f"{MODULE}:float8_linear_module",
+        "activation": "dynamic",
+        "family": "fp8",
+        "scale_forms": ["rowwise"],
+        "dtypes": ["e4m3fn"],
+        "out_dtypes": ["bf16"],
+        "archs": _FP8_ARCHS,
+        **_FP8_SHAPES,
     },
 }
 
 
-def unavailable() -> Optional[str]:
+def unavailable() -> str | None:
     """Why torchao's kernels cannot run here, with the install command; None when they can."""
     from importlib import metadata
 
@@ -107,7 +153,12 @@ def fp8_inference(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accu
 
     tokens = a.reshape(-1, a.shape[-1])
     out = addmm_float8_unwrapped_inference(
-        tokens, preprocess_scale(scale_a, tuple(a.shape)), b, scale_b, output_dtype=out_dtype, bias=bias,
+        tokens,
+        preprocess_scale(scale_a, tuple(a.shape)),
+        b,
+        scale_b,
+        output_dtype=out_dtype,
+        bias=bias,
         use_fast_accum=use_fast_accum,
     )
     return out.reshape(*a.shape[:-1], b.shape[-1])
@@ -121,8 +172,12 @@ def _float8_weight(b, scale, granularity, block_size, out_dtype, use_fast_accum)
     )
 
     return Float8Tensor(
-        b.t(), scale, block_size=list(block_size), mm_config=Float8MMConfig(use_fast_accum=use_fast_accum),
-        act_quant_kwargs=QuantizeTensorToFloat8Kwargs(float8_dtype=b.dtype, granularity=granularity), dtype=out_dtype,
+        b.t(),
+        scale,
+        block_size=list(block_size),
+        mm_config=Float8MMConfig(use_fast_accum=use_fast_accum),
+        act_quant_kwargs=QuantizeTensorToFloat8Kwargs(float8_dtype=b.dtype, granularity=granularity),
+        dtype=out_dtype,
     )
 
 
@@ -155,8 +210,13 @@ def int8_weight(b, scale_b, *, bias=None, out_dtype):
     from torchao.quantization.quantize_.workflows.int8.int8_tensor import Int8Tensor, QuantizeTensorToInt8Kwargs
 
     k, n = b.shape
-    weight = Int8Tensor(b.t().contiguous(), scale_b.reshape(n, 1).float(), [1, k], out_dtype,
-                        act_quant_kwargs=QuantizeTensorToInt8Kwargs(granularity=PerRow()))
+    weight = Int8Tensor(
+        b.t().contiguous(),
+        scale_b.reshape(n, 1).float(),
+        [1, k],
+        out_dtype,
+        act_quant_kwargs=QuantizeTensorToInt8Kwargs(granularity=PerRow()),
+    )
     return weight, bias
 
 
