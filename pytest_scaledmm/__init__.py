@@ -1,3 +1,44 @@
-"""pytest-scaledmm: a compatibility matrix for quantized matmuls, eager vs torch.compile."""
+"""pytest-scaledmm: a compatibility matrix for quantized matmuls, eager vs torch.compile.
+
+The public API: ``Kernel`` (declare a kernel from a conftest or plugin), the built-in kernels in
+``pytest_scaledmm.kernels``, and ``ScaledmmError``, the base of every error it raises for its
+user (``MatrixError`` for a bad matrix file, ``ReportError`` for a report it cannot read).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import ScaledmmError
 
 __version__ = "0.1.0"
+
+__all__ = ["Kernel", "MatrixError", "ReportError", "ScaledmmError", "__version__"]
+
+if TYPE_CHECKING:
+    from .matrix.errors import MatrixError
+    from .matrix.kernels import Kernel
+    from .reports.report import ReportError
+
+# Resolved on first use: the plugin imports this package at every pytest start, and these
+# names import torch.
+_LAZY = {
+    "Kernel": ("pytest_scaledmm.matrix.kernels", "Kernel"),
+    "MatrixError": ("pytest_scaledmm.matrix.errors", "MatrixError"),
+    "ReportError": ("pytest_scaledmm.reports.report", "ReportError"),
+}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib  # noqa: PLC0415  lazy: see _LAZY
+
+    module, attribute = _LAZY[name]
+    # Not cached here: the module in sys.modules is the one source (pytester's in-process runs
+    # drop and re-import modules).
+    return getattr(importlib.import_module(module), attribute)
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

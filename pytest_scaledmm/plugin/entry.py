@@ -138,7 +138,7 @@ def _configure_matrix_run(config, settings) -> None:
     from ..matrix.errors import MatrixError
     from ..matrix.known_failures import check_entries
     from ..matrix.spec import load_spec
-    from .hookspecs import declared_kernels
+    from .declared import declared_kernels
     from .session import MatrixSession
 
     # The baseline before the claim: it may be the report this run replaces.
