@@ -14,14 +14,19 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from ..verdict import outcome as oc
 from .options import ALLOW_CAPABILITY_LOSS, ALLOW_LOOSER_SLACK, ALLOW_MISSING, ALLOW_WORSE, add_pytest_options
 
-STATE_KEY = pytest.StashKey["MatrixSession"]()
-LOCK_KEY = pytest.StashKey["ReportLock"]()
+if TYPE_CHECKING:
+    from ..reports.report import ReportLock
+    from .session import MatrixSession
+
+STATE_KEY: pytest.StashKey[MatrixSession] = pytest.StashKey()
+LOCK_KEY: pytest.StashKey[ReportLock] = pytest.StashKey()
 PARTIAL_REPORT_EVERY_S = 30.0
 TERMINATED = "terminated (SIGTERM)"
 
@@ -362,8 +367,8 @@ class CaseItem(pytest.Item):
         if state.signalled == "SIGINT":
             raise KeyboardInterrupt()
         known = oc.outcome_class(record["outcome"])
-        status = known.pytest_status
-        if known.fails and not known.fails_when(state.settings.strict_errors):
+        status = known.pytest_status if known is not None else "failed"  # an unknown class fails
+        if known is not None and known.fails and not known.fails_when(state.settings.strict_errors):
             return  # tolerated: it passes, and the terminal shows it apart (pytest_report_teststatus)
         if status == "xfailed":
             pytest.xfail(f"{record['detail']}: {record['signature']}")
@@ -760,25 +765,14 @@ def _selection_options(config, settings) -> list[str]:
     return found
 
 
-# Passing cases shown apart from plain passes, each a word of its own in pytest's last line.
-PASSED_APART = {
-    # a known failure that passes: its known_failures entry can be retired
-    oc.FIXED_UPSTREAM: ("fixed upstream", "U", ("FIXED_UPSTREAM", {"yellow": True})),
-    # compiled accepts invalid input with the reference's result: informational
-    oc.LENIENT: ("lenient", "l", ("LENIENT", {"cyan": True})),
-    # error parity on invalid input without --scaledmm-strict-errors: counted, not failed
-    oc.BOUNDARY_PARITY: ("tolerated", "t", ("TOLERATED", {"yellow": True})),
-}
-
-
 def pytest_report_teststatus(report, config):
-    """A case that passes with a record other than PASS is shown apart (PASSED_APART): a known
-    failure fixed upstream, a lenient compiled side, a tolerated error parity. None of them fails
-    the session."""
+    """A case that passes with a record of a class shown apart (OutcomeClass.shown_apart): a
+    known failure fixed upstream, a lenient compiled side, a tolerated error parity."""
     if report.when == "call" and report.passed:
         record = dict(report.user_properties).get("scaledmm")
-        if record and record.get("outcome") in PASSED_APART:
-            return PASSED_APART[record["outcome"]]
+        known = oc.outcome_class(record.get("outcome")) if record else None
+        if known is not None and known.shown_apart is not None:
+            return known.shown_apart.teststatus()
     return None
 
 
@@ -893,7 +887,8 @@ def pytest_terminal_summary(terminalreporter, config):
 
             terminalreporter.write_line(
                 printable(
-                    f"known_failures[{index}] ({entry['signature']}){link}: {len(records)} case(s) pass now, retire the entry"
+                    f"known_failures[{index}] ({entry['signature']}){link}: {len(records)} case(s) pass now,"
+                    " retire the entry"
                     f" (e.g. {records[0]['id']})"
                 )
             )

@@ -17,8 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
 
 from ..matrix.cases import case_id, given_axes, kernel_axes, make_case, matches
+from ..matrix.corpus import complete_params, read_entries, write_corpus
 from ..matrix.schema import SHAPE_AXES
 
 
@@ -37,7 +41,6 @@ def _failure_type(key: str) -> type:
 
 
 def _dim_strategy(value):
-    from hypothesis import strategies as st
 
     if isinstance(value, dict):
         return st.integers(value["min"], value["max"])
@@ -47,9 +50,6 @@ def _dim_strategy(value):
 def explore_kernel(state, kernel, examples: int, profile=None) -> list[tuple]:
     """[(case, outcome)] — the minimal failing case of each signature hypothesis found, over the
     axes of `profile` (default: the run's; for a composite, one of its parts)."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
-    from hypothesis import strategies as st
 
     profile = profile or state.profile
     axes = state.spec.axes_for(profile)
@@ -75,7 +75,6 @@ def explore_kernel(state, kernel, examples: int, profile=None) -> list[tuple]:
     )
     @given(strategy)
     def probe(params):
-        from hypothesis import assume
 
         assume(not any(matches(rule, params) for rule in state.spec.exclude))
         case = make_case(params)
@@ -180,7 +179,6 @@ def save_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> int:
     """Add entries (dicts with outcome, signature, found, params) to the corpus file, keeping those
     already there (validated first); returns how many were new. Each entry's id is recomputed
     from its completed params, so an entry is added once however its params were spelled."""
-    from ..matrix.corpus import read_entries, write_corpus
 
     path = Path(path)
     rows = [_corpus_row(entry) for entry in read_entries(path)] if path.exists() else []
@@ -197,7 +195,6 @@ def save_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> int:
 
 
 def _corpus_row(entry: Mapping[str, Any]) -> dict:
-    from ..matrix.corpus import complete_params
 
     params = complete_params(entry["params"])
     meta = {k: entry[k] for k in ("outcome", "signature", "found") if k in entry}

@@ -13,7 +13,7 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Union
 
 DEVICE_CHOICES_HELP = (
     "auto (cuda when torch sees a GPU, else cpu), cpu, cuda (xdist worker gwN takes GPU N mod GPUs) or cuda:N"
@@ -275,13 +275,11 @@ def add_pytest_options(group, parser=None) -> None:
 def _ini_type(option: Option):
     if option.kind == "list":
         return "args"
-    import pytest
+    import pytest  # noqa: PLC0415  lazy: the CLI reads these options without pytest
 
     # pytest 9.2 takes a union, so that native TOML numbers and booleans ([tool.pytest]) pass.
     convert = option.kwargs.get("type")
     if getattr(pytest, "version_tuple", (0,)) >= (9, 2) and (option.kind == "flag" or convert in (int, float)):
-        from typing import Union
-
         return Union[bool, str] if option.kind == "flag" else Union[convert, str]
     return "string"
 

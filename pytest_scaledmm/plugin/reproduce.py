@@ -7,16 +7,21 @@ import difflib
 
 import pytest
 
+from ..execution.triage import summary_lines
+from ..matrix.cases import generate_cases
+from ..reports.printable import printable
+from ..reports.repro import ReproWriter
+from .explore import corpus_entry, save_corpus
+
 
 def check_case_ids(state, wanted, label: str = "--scaledmm-case") -> None:
     """Every requested id must be a case of this matrix and profile (and shard); otherwise one
     usage error, naming `label` (where the ids came from), the profile or shard that has it, or
     the closest ids."""
-    from ..matrix.cases import generate_cases
 
     ids = [case.id for case in state.cases()]
     known = set(ids)
-    shard = getattr(state.settings, "shard", None)
+    shard: tuple[int, int] | None = getattr(state.settings, "shard", None)
     whole = {case.id for case in generate_cases(state.spec, state.profile, state.target_arch)[0]} if shard else known
     problems = []
     # Ids of each profile with cases, generated once: a composite has those of its parts (and
@@ -34,9 +39,10 @@ def check_case_ids(state, wanted, label: str = "--scaledmm-case") -> None:
     for cid in wanted:
         if cid in known:
             continue
-        if cid in whole:
+        if shard is not None and cid in whole:
             problems.append(
-                f"case id {cid!r} is not in shard {shard[0]}/{shard[1]}: another shard runs it (leave out --scaledmm-shard to run it)"
+                f"case id {cid!r} is not in shard {shard[0]}/{shard[1]}: another shard runs it"
+                " (leave out --scaledmm-shard to run it)"
             )
             continue
         line = f"unknown case id {cid!r} in profile {state.profile.name!r} of {state.spec.path}"
@@ -67,8 +73,6 @@ class ReproducePlugin:
         self.corpus_entries: list[dict] = []
         self.corpus_added = None
         if settings.repro_dir and not settings.worker:
-            from ..reports.repro import ReproWriter
-
             self.writer = ReproWriter(
                 settings.repro_dir,
                 state.spec,
@@ -86,7 +90,8 @@ class ReproducePlugin:
         deselection happens after every case was collected."""
         if not self.wanted:
             return
-        keep, drop = [], []
+        keep: list[pytest.Item] = []
+        drop: list[pytest.Item] = []
         for item in items:
             case = getattr(item, "case", None)
             (drop if case is not None and case.id not in self.wanted else keep).append(item)
@@ -104,7 +109,6 @@ class ReproducePlugin:
             records.append(properties["scaledmm"])
         if "scaledmm_explore" in properties:
             env = properties.get("scaledmm_env") or self.state.environment
-            from .explore import corpus_entry
 
             for record in properties["scaledmm_explore"]:
                 self.state.add_record(record)
@@ -118,15 +122,12 @@ class ReproducePlugin:
     def pytest_sessionfinish(self, session, exitstatus):
         explore = self.state.settings.explore
         if self._controller() and self.corpus_entries and explore is not None:
-            from .explore import save_corpus
-
             self.corpus_added = save_corpus(explore.corpus, self.corpus_entries)
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         if not self._controller():
             return
-        from ..execution.triage import summary_lines
 
         lines = summary_lines(self.state.records.values())
         if self.writer is not None:
@@ -138,7 +139,6 @@ class ReproducePlugin:
             )
         if lines:
             terminalreporter.section("scaled-mm triage and repro")
-            from ..reports.printable import printable
 
             for line in lines:
                 terminalreporter.write_line(printable(line))

@@ -9,6 +9,12 @@ import sys
 
 import pytest
 
+from ..reports.compare import compare_reports
+from ..reports.printable import printable
+from ..reports.render import md_code, md_escape, render_markdown
+from ..reports.report_dir import default_report_dir, prune_reports, report_series
+from ..reports.step_summary import append_step_summary, step_summary_path
+
 
 class RunOutputs:
     def __init__(self, config, state, build_report):
@@ -19,7 +25,6 @@ class RunOutputs:
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(self, terminalreporter):
-        from ..reports.printable import printable
 
         for line in self._emit():
             terminalreporter.write_line(printable(line), yellow=line.startswith("warning"))
@@ -44,15 +49,12 @@ class RunOutputs:
         return lines
 
     def _step_summary(self):
-        from ..reports.step_summary import append_step_summary, step_summary_path
 
         if step_summary_path() is None:
             return None
         return append_step_summary(self.markdown())
 
     def markdown(self) -> str:
-        from ..reports.compare import compare_reports
-        from ..reports.render import md_code, md_escape, render_markdown
 
         state = self.state
         report = self.build_report(state)
@@ -72,7 +74,6 @@ class RunOutputs:
         return text
 
     def _prune(self) -> list[str]:
-        from ..reports.report_dir import default_report_dir, prune_reports, report_series
 
         settings = self.state.settings
         directory = default_report_dir(self.state.spec.path, getattr(self.config.option, "rootdir", None))

@@ -8,18 +8,31 @@ change it only through its methods.
 from __future__ import annotations
 
 import json
+import logging
 import time
+import traceback
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
+from ..execution.aoti_control import apply_control, control_dtype, failed_stage
 from ..execution.cache import FreshCache
+from ..execution.device import device_info, environment, probe_cpu_vector_isa_in_background, resolve_device
+from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner
+from ..execution.run import RunContext
+from ..execution.triage import Triage
 from ..matrix.cases import Case, generate_cases
+from ..matrix.kernels import resolve_kernels
+from ..matrix.known_failures import Catalogue
 from ..matrix.replay_command import forced_options, replay_command
 from ..matrix.spec import Spec
+from ..reports.coverage import coverage_block, coverage_lines, model_block
+from ..reports.report import build_report, iso_time
 from ..verdict import outcome as oc
 from .settings import Settings
+from .shard import shard_block, shard_slice
+from .speed import INDUCTOR_MODES
 
 
 def plain_json(data):
@@ -33,11 +46,10 @@ def target_arch(requested: str) -> str:
     CPU), without choosing a worker's GPU: every process of a run generates for the same arch."""
     if requested == "cpu":
         return "cpu"
-    import torch
+    import torch  # noqa: PLC0415  lazy: a CPU run never needs it here
 
     if not torch.cuda.is_available():
         return "cpu"  # a cuda request fails at run time, with its reason
-    from ..execution.device import device_info
 
     device = "cuda:0" if requested in ("auto", "cuda") else requested
     try:
@@ -50,7 +62,6 @@ class MatrixSession:
     def __init__(self, spec: Spec, settings: Settings):
         """Raises MatrixError for an unknown profile or a kernel that cannot be imported, so that
         either is one usage error before any case runs."""
-        from ..matrix.kernels import resolve_kernels
 
         self.settings = settings
         self.profile = spec.profile(settings.profile)
@@ -64,12 +75,12 @@ class MatrixSession:
         self._generation_notes: dict = {}
         self._possible: dict = {}  # per kernel, what valid cases can cover (reports/coverage.py)
         self._target_arch: str | None = None
-        self._context = None
-        self._spare_child = None
-        self._runner = None
-        self._triage = None
+        self._context: RunContext | None = None
+        self._spare_child: SpareChild | None = None
+        self._runner: InProcessRunner | ChildRunner | None = None
+        self._triage: Triage | None = None
         self._aoti_controls: dict = {}  # device -> the AOTInductor control's answer, once per session
-        self._catalogue = None
+        self._catalogue: Catalogue | None = None
         self._cache = FreshCache()
         self._records: dict[str, dict] = {}
         self._environment: dict | None = None
@@ -119,10 +130,9 @@ class MatrixSession:
             self._generation_notes = notes
             shard = getattr(self.settings, "shard", None)
             if shard:
-                from .shard import shard_block, shard_slice
-
                 self._cases = shard_slice(cases, *shard)
-                self._shard = plain_json(shard_block(*shard, cases, self._cases, self._possible))
+                index, count = shard
+                self._shard = plain_json(shard_block(index, count, cases, self._cases, self._possible))
             else:
                 self._cases = cases
         return self._cases
@@ -138,13 +148,9 @@ class MatrixSession:
     # -- running ------------------------------------------------------------------------------
     def context(self):
         if self._context is None:
-            import logging
-
             # torch's structured-trace logger emits DEBUG records meant for tlparse; keep them out
             # of pytest's captured-log sections.
             logging.getLogger("torch.__trace").propagate = False
-            from ..execution.device import resolve_device
-            from ..execution.run import RunContext
 
             self._context = RunContext(
                 device=resolve_device(self.settings.device),
@@ -162,7 +168,6 @@ class MatrixSession:
         process runs carries it to the controller."""
         if self._environment is not None:
             return None
-        from ..execution.device import environment
 
         self._environment = plain_json(environment(self.context().device))
         return self._environment
@@ -173,7 +178,6 @@ class MatrixSession:
     def prestart_child(self) -> None:
         """Spawn the isolated child now, so that its start-up overlaps collection; see isolate.py.
         Only when some kernel can run there (a kernel defined in a conftest runs in-process)."""
-        from ..execution.isolate import SpareChild, kernel_refs
 
         if not self.settings.isolate or self._spare_child is not None or self._runner is not None:
             return
@@ -185,7 +189,6 @@ class MatrixSession:
                 self._spare_child = None
 
     def compiles_with_inductor(self) -> bool:
-        from .speed import INDUCTOR_MODES
 
         modes = {mode for part in self.profile.leaves for mode in self.spec.axes_for(part).get("mode", ())}
         return bool(modes & INDUCTOR_MODES)
@@ -193,16 +196,12 @@ class MatrixSession:
     def runner(self):
         """The child process that runs cases (or the in-process runner); started on first use."""
         if self._runner is None:
-            from ..execution.isolate import make_runner
-
             isolate = self.settings.isolate
             spare, self._spare_child = self._spare_child, None
             self._runner = make_runner(
                 self.context(), isolate, self.settings.timeout, spare, self.compiles_with_inductor()
             )
             if not isolate and self.context().device == "cpu" and self.compiles_with_inductor():
-                from ..execution.device import probe_cpu_vector_isa_in_background
-
                 probe_cpu_vector_isa_in_background()
         return self._runner
 
@@ -217,7 +216,6 @@ class MatrixSession:
     def _aoti_controlled(self, case: Case, result: oc.Outcome) -> oc.Outcome:
         """An aoti case that failed while its package loaded or ran, judged against the
         AOTInductor control (execution/aoti_control.py), run on the first such case only."""
-        from ..execution.aoti_control import apply_control, control_dtype, failed_stage
 
         stage = failed_stage(case, result)
         if stage is None:
@@ -238,8 +236,6 @@ class MatrixSession:
         if not self.settings.triage:
             return None
         if self._triage is None:
-            from ..execution.triage import Triage
-
             self._triage = Triage(self.runner(), self.context().device, self.settings.triage_budget)
         return self._triage(case, result)
 
@@ -254,7 +250,6 @@ class MatrixSession:
     # -- records ------------------------------------------------------------------------------
     def harness_error_record(self, case: Case, error: BaseException | str, when: str = "call") -> dict:
         """The record of a case the harness could not run or check: the case is never dropped."""
-        import traceback
 
         if isinstance(error, BaseException):
             info = oc.describe_exception(error)
@@ -289,8 +284,6 @@ class MatrixSession:
         if not self.spec.known_failures:
             return record
         if self._catalogue is None:
-            from ..matrix.known_failures import Catalogue
-
             self._catalogue = Catalogue.from_spec(self.spec)
         env = self._environment or {}
         return self._catalogue.apply(record, str(env.get("torch") or ""), env.get("arch"))
@@ -301,8 +294,6 @@ class MatrixSession:
         if self._environment is None and environment is not None:
             self._environment = environment
         if "model" not in record:
-            from ..reports.coverage import model_block
-
             env = self._environment or {}
             record = {**record, "model": model_block(record, self.target_arch, str(env.get("torch") or ""))}
         self._records[record["id"]] = record
@@ -356,7 +347,7 @@ class MatrixSession:
     def replay_command(self, case_id: str) -> str:
         """The command that replays one case of this run from any directory."""
         return replay_command(
-            self.spec.path, case_id, self.profile.name, self.settings.seed, self.settings.device, self._environment
+            str(self.spec.path), case_id, self.profile.name, self.settings.seed, self.settings.device, self._environment
         )
 
     def counts(self) -> Counter:
@@ -382,7 +373,6 @@ class MatrixSession:
 
     def coverage_lines(self) -> list[str]:
         """What the run really tested, for the terminal summary (reports/coverage.py)."""
-        from ..reports.coverage import coverage_block, coverage_lines
 
         records = self._records.values()
         block = coverage_block(records, self._possible, self.target_arch)
@@ -406,10 +396,8 @@ class MatrixSession:
 
     def build_report(self) -> dict:
         """The report as it stands: partial (complete: false) until the session has finished."""
-        from ..reports.report import build_report
 
         reasons = self.incomplete_reasons()
-        from ..reports.report import iso_time
 
         session = {
             "started": iso_time(self.started),
@@ -419,7 +407,6 @@ class MatrixSession:
             "generated": len(self.cases()),
             "recorded": len(self._records),
         }
-        from ..reports.coverage import coverage_block
 
         report = build_report(self._environment or {}, self.matrix_block(), self._records.values(), session)
         report["coverage"] = coverage_block(self._records.values(), self._possible, self.target_arch)

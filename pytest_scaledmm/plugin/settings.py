@@ -9,7 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from ..execution.device import resolve_device
+from ..matrix.corpus import DEFAULT_NAME
+from ..matrix.replay_command import parse_recorded_on
+from ..reports.report_dir import check_keep, default_report_dir, default_report_name
 from . import options as opt
+from .shard import parse_shard, shard_problem
+from .sources import resolve_options
 
 
 @dataclass(frozen=True)
@@ -50,7 +56,6 @@ class Settings:
     def from_config(cls, config: pytest.Config) -> Settings | None:
         """None unless --scaledmm-matrix was given; pytest.UsageError for a bad value, naming
         where it came from (the command line, a SCALEDMM_* variable, the ini file)."""
-        from .sources import resolve_options
 
         sources = resolve_options(config)  # every option's value, written back to config.option
         get = config.getoption
@@ -81,8 +86,6 @@ class Settings:
         if problem:
             raise pytest.UsageError(problem)
         if device.startswith("cuda"):
-            from ..execution.device import resolve_device
-
             try:  # an explicit GPU that is not there: one usage error now, not one per case
                 resolve_device(device)
             except RuntimeError as exc:
@@ -98,7 +101,6 @@ class Settings:
                 raise pytest.UsageError(
                     f"{sources.label(opt.SHARD)}: --scaledmm-explore searches the axes; it is not split into shards"
                 )
-            from ..matrix.corpus import DEFAULT_NAME
 
             corpus = get(opt.CORPUS.dest)
             explore = ExploreSettings(
@@ -173,19 +175,18 @@ def _check_matrix_conftest(config: pytest.Config, matrix_path: Path) -> None:
     if conftest.resolve() not in loaded:
         raise pytest.UsageError(
             f"{conftest} was not loaded (pytest loads the conftest.py files of the paths it is given): give the"
-            f" matrix as a path too, `pytest {matrix_path} --scaledmm-matrix {matrix_path}`, or run pytest in {matrix_path.parent}"
+            f" matrix as a path too, `pytest {matrix_path} --scaledmm-matrix {matrix_path}`,"
+            f" or run pytest in {matrix_path.parent}"
         )
 
 
 def _default_report_path(config: pytest.Config, matrix_path: Path) -> Path:
     # The matrix's project, not pytest's rootdir guess (reports/report_dir.py).
-    from ..reports.report_dir import default_report_dir, default_report_name
 
     return default_report_dir(matrix_path, getattr(config.option, "rootdir", None)) / default_report_name()
 
 
 def _recorded_on(get, sources) -> dict | None:
-    from ..matrix.replay_command import parse_recorded_on
 
     value = get(opt.RECORDED_ON.dest)
     if value is None:
@@ -199,8 +200,6 @@ def _recorded_on(get, sources) -> dict | None:
 def _ci_settings(get, sources) -> dict:
     """--scaledmm-shard and --scaledmm-keep, checked (plugin/shard.py, reports/report_dir.py); a
     bad value names where it came from (the flag, SCALEDMM_SHARD=..., the ini file's line)."""
-    from ..reports.report_dir import check_keep
-    from .shard import parse_shard, shard_problem
 
     keep = get(opt.KEEP.dest)
     problem = check_keep(keep)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from ..matrix.compile_modes import compile_mode
 from ..reports.report import ids_sha256
 
 # Expected cost of one case by compile mode, relative to default Inductor; only ratios matter.
@@ -54,17 +55,18 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     if problem:
         raise pytest.UsageError(f"--scaledmm-shard: {problem}")
     found = _FORMAT.match(str(value))
+    assert found is not None  # shard_problem checked the format
     return int(found.group(1)), int(found.group(2))
 
 
 def case_cost(params) -> float:
     """Expected seconds of one case, from its compile mode (matrix/compile_modes.py families)."""
     mode = params.get("mode") if hasattr(params, "get") else None
+    if not isinstance(mode, str):
+        return MODE_COST["inductor"]
     if mode in MODE_COST:
         return MODE_COST[mode]
     try:
-        from ..matrix.compile_modes import compile_mode
-
         row = compile_mode(mode)
     except KeyError:
         return MODE_COST["inductor"]

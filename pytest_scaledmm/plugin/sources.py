@@ -65,13 +65,14 @@ def resolve_options(config: pytest.Config) -> Sources:
         if cli is not None:
             found = Given(cli, "command line", option.flag)
         else:
-            found = _from_environment(config, option, strict=matrix_on) or _from_ini(config, option, strict=matrix_on)
-            if found is not None and not matrix_on:
-                unused.append(found.label)
-                found = None
-            if found is None:
-                default = "matrix.yaml" if option is opt.MATRIX else option.default
-                found = Given(default, "default", option.flag)
+            set_by_user = _from_environment(config, option, strict=matrix_on) or _from_ini(
+                config, option, strict=matrix_on
+            )
+            if set_by_user is not None and not matrix_on:
+                unused.append(set_by_user.label)
+                set_by_user = None
+            default = "matrix.yaml" if option is opt.MATRIX else option.default
+            found = set_by_user if set_by_user is not None else Given(default, "default", option.flag)
         if option is opt.MATRIX and not matrix_on:
             found = Given(None, "default", option.flag)
         given[option.dest] = found

@@ -8,8 +8,12 @@ import shlex
 import time
 from pathlib import Path
 
+from ..execution.device import threads_per_worker
+from ..execution.triage import headline
 from ..matrix.compile_modes import MODES
 from ..matrix.schema import SCALE_RANK
+from ..reports.printable import printable
+from ..reports.report import ReportError, load_report
 from ..verdict import outcome as oc
 
 INDUCTOR_MODES = {m.name for m in MODES if m.uses_inductor}
@@ -18,7 +22,7 @@ INDUCTOR_MODES = {m.name for m in MODES if m.uses_inductor}
 def likelihood(params: dict) -> int:
     """A prior on failing: mixed scale ranks under Inductor first, then any Inductor mode."""
     inductor = params.get("mode") in INDUCTOR_MODES
-    mixed = SCALE_RANK.get(params.get("scale_a")) != SCALE_RANK.get(params.get("scale_b"))
+    mixed = SCALE_RANK.get(str(params.get("scale_a"))) != SCALE_RANK.get(str(params.get("scale_b")))
     return 2 * (inductor and mixed) + inductor
 
 
@@ -26,7 +30,6 @@ def last_failures(report_dir: Path, matrix: str | None = None) -> set[str]:
     """Ids that failed in the newest readable report of the directory (of `matrix`, when given),
     like pytest's --ff. The unfinished report this run claimed its path with is skipped: it is
     the newest, and holds no case."""
-    from ..reports.report import ReportError, load_report
 
     reports = sorted(report_dir.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     for path in reports:
@@ -81,10 +84,8 @@ class SignatureTicker:
         if key in self.seen:
             return
         self.seen.add(key)
-        from ..execution.triage import headline
 
         elapsed = time.monotonic() - self.started
-        from ..reports.printable import printable
 
         self.lines.append(printable(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})"))
 
@@ -110,7 +111,7 @@ def prefer_work_stealing(config) -> None:
     if getattr(config.option, "dist", "no") != "load" or _dist_given(config):
         return
     try:
-        from xdist.scheduler import WorkStealingScheduling  # noqa: F401  (pytest-xdist >= 3.2)
+        from xdist.scheduler import WorkStealingScheduling  # noqa: F401, PLC0415  (pytest-xdist >= 3.2)
     except ImportError:
         return
     config.option.dist = "worksteal"
@@ -119,6 +120,5 @@ def prefer_work_stealing(config) -> None:
 def share_cpu_threads() -> None:
     """On an xdist worker: its share of the CPU threads, read by torch at start-up, here and in any
     child process that runs cases."""
-    from ..execution.device import threads_per_worker
 
     os.environ.setdefault("OMP_NUM_THREADS", str(threads_per_worker()))

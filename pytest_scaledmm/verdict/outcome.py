@@ -65,6 +65,20 @@ _TIER_BY_NUMBER = {t.number: t for t in TIERS}
 
 
 @dataclass(frozen=True)
+class ShownApart:
+    """How a passing case of a class other than PASS shows in pytest's output: a word of its own
+    in the last line, a progress letter, and the word `-v` prints (pytest_report_teststatus)."""
+
+    word: str
+    letter: str
+    verbose: str
+    colour: str  # a terminal markup name: "yellow", "cyan", ...
+
+    def teststatus(self) -> tuple[str, str, tuple[str, dict[str, bool]]]:
+        return self.word, self.letter, (self.verbose, {self.colour: True})
+
+
+@dataclass(frozen=True)
 class OutcomeClass:
     """One outcome class: how pytest reports it and how reports and renderings show it."""
 
@@ -81,6 +95,12 @@ class OutcomeClass:
     # The class a failure of this one compares as between reports: the same failure met on an
     # input now known to be invalid is not a new one.
     same_failure_as: str | None = None
+    # A case that passes with this class is shown apart from plain passes; a strict-only failure
+    # that passes (no --scaledmm-strict-errors) is shown so too.
+    shown_apart: ShownApart | None = None
+    # Not a failure, yet worth a look: the summary lists its root causes apart, and a repro
+    # script is written for it.
+    informational: bool = False
 
     @property
     def fails(self) -> bool:
@@ -109,8 +129,26 @@ class OutcomeClass:
 # tiers: every class of a tier is worse than every class of the next one.
 CLASSES: tuple[OutcomeClass, ...] = (
     OutcomeClass(PASS, "passed", 15, "#2f9e44", "PASS"),
-    OutcomeClass(LENIENT, "passed", 14, "#0ca678", "LENIEN", eager_raises=True),
-    OutcomeClass(FIXED_UPSTREAM, "passed", 13, "#1c7ed6", "FIXED"),
+    # compiled accepts invalid input with the reference's result
+    OutcomeClass(
+        LENIENT,
+        "passed",
+        14,
+        "#0ca678",
+        "LENIEN",
+        eager_raises=True,
+        shown_apart=ShownApart("lenient", "l", "LENIENT", "cyan"),
+        informational=True,
+    ),
+    # a known failure that passes: its known_failures entry can be retired
+    OutcomeClass(
+        FIXED_UPSTREAM,
+        "passed",
+        13,
+        "#1c7ed6",
+        "FIXED",
+        shown_apart=ShownApart("fixed upstream", "U", "FIXED_UPSTREAM", "yellow"),
+    ),
     OutcomeClass(XFAIL, "xfailed", 12, "#e8b923", "XFAIL"),
     OutcomeClass(UNSUPPORTED, "skipped", 16, "#adb5bd", "UNSUP", eager_raises=True),
     OutcomeClass(SKIPPED, "skipped", 17, "#dee2e6", "SKIP"),
@@ -135,6 +173,8 @@ CLASSES: tuple[OutcomeClass, ...] = (
         strict_only=True,
         eager_raises=True,
         same_failure_as=ERROR_PARITY,
+        # counted, not failed, without --scaledmm-strict-errors
+        shown_apart=ShownApart("tolerated", "t", "TOLERATED", "yellow"),
     ),
 )
 _CLASS_BY_NAME = {c.name: c for c in CLASSES}
