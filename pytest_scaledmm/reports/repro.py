@@ -41,7 +41,7 @@ REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL, oc.LENIENT}
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
 EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
 # The verdict modules the template calls; the script embeds them and every sibling they import.
-VERDICT_MODULES = ("inputs", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay", "contracts")
+VERDICT_MODULES = ("draw", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay", "contracts")
 # Variables that change how torch compiles; recorded in the header and set again by the script.
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
@@ -380,7 +380,7 @@ def tensor_facts(params: dict, seed: int) -> dict:
     """Shape, strides, storage offset, dtype and a checksum of every input, generated on the CPU
     exactly as the run did."""
     from ..verdict.facts import input_facts
-    from ..verdict.inputs import make_inputs
+    from ..verdict.draw import make_inputs
 
     return input_facts(make_inputs(params, seed, "cpu"))
 

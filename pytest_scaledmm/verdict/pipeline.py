@@ -192,7 +192,7 @@ class OtherShape:
 def second_call(params, seed: int, device: str, slack: float):
     """The case's serving-loop call (pipeline.eager_compile_check's `second_call`): inputs of the
     same shape from second_call_seed, with their own checker."""
-    from .inputs import make_inputs, second_call_seed
+    from .draw import make_inputs, second_call_seed
     from .oracle import case_checker
 
     inputs = make_inputs(params, second_call_seed(seed), device)
