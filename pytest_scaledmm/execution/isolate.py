@@ -582,7 +582,7 @@ _STACK_LAYERS = [
 ]
 
 
-# Frames of verdict/pipeline.AotiCall that name its stage, whatever runs inside them: the
+# Frames of verdict/runners.AotiCall that name its stage, whatever runs inside them: the
 # package loader and a loaded package are native code called from torch/_inductor/package,
 # which the markers above would read as "inductor".
 _AOTI_STAGE_FRAMES = [(" in _aoti_load", "aoti_load"), (" in _aoti_run", "runtime")]

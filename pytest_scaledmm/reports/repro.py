@@ -31,6 +31,7 @@ from typing import Callable, Optional
 
 from .. import verdict
 from ..verdict import outcome as oc
+from ..verdict.runners import runner_named
 from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
 from ..execution.cache import OWNED_CACHE_ENV
 from .report import iso_time
@@ -470,12 +471,7 @@ def _found(record: dict, environment: dict) -> dict:
 
 
 def _compile_comment(runner: str) -> str:
-    if runner == "aoti":
-        return ("torch.export, then torch._inductor.aoti_compile_and_package(inductor_configs=COMPILE['options']), "
-                "aoti_load_package and the call")
-    if runner in ("mark-dynamic", "mark-unbacked"):
-        return f"torch.compile(fullgraph=True, **COMPILE), M marked {runner.split('-')[1]}, run at the case's M then at OTHER_M"
-    return "torch.compile(fullgraph=True, **COMPILE)"
+    return runner_named(runner).how
 
 
 def render_script(
