@@ -604,7 +604,7 @@ def _layer_from_stack(text: str) -> str | None:
         if not any("run_case" in line or "_serve" in line for line in block):
             continue
         for line in block:
-            if line.strip().startswith("File ") and "verdict/pipeline.py" in line:
+            if line.strip().startswith("File ") and "verdict/runners.py" in line:
                 for ending, layer in _AOTI_STAGE_FRAMES:
                     if line.rstrip().endswith(ending):
                         return layer
