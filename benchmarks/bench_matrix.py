@@ -80,7 +80,7 @@ from pytest_scaledmm.matrix.spec import load_spec
 from pytest_scaledmm.matrix.cases import generate_cases, input_seed
 from pytest_scaledmm.matrix.kernels import resolve_kernels
 from pytest_scaledmm.matrix.compile_modes import compile_settings
-from pytest_scaledmm.verdict.inputs import make_inputs
+from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.oracle import case_checker
 from pytest_scaledmm.verdict.pipeline import eager_compile_check
 from pytest_scaledmm.execution.device import resolve_device

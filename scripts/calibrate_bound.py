@@ -39,7 +39,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pytest_scaledmm.verdict import inputs as I  # noqa: E402
+from pytest_scaledmm.verdict import draw  # noqa: E402
+from pytest_scaledmm.verdict import reference as reference_module  # noqa: E402
 from pytest_scaledmm.verdict.scale_forms import scale_form  # noqa: E402
 
 KS = [16, 32, 48, 64, 80, 96, 112, 128, 256, 1024, 4096, 16384]
@@ -160,28 +161,28 @@ class Cases:
         if key not in self.cache:
             params = params_of(config, m, k, n)
             seed = zlib.crc32(repr(key).encode())
-            inputs = I.make_inputs(params, seed, self.device)
+            inputs = draw.make_inputs(params, seed, self.device)
             dev = self.device
-            sa = I._expand_scale(inputs.scale_a, params["scale_a"], "a", m, k).to(dev)
-            sb = I._expand_scale(inputs.scale_b, params["scale_b"], "b", k, n).to(dev)
+            sa = draw.expand_scale(inputs.scale_a, params["scale_a"], "a", m, k).to(dev)
+            sb = draw.expand_scale(inputs.scale_b, params["scale_b"], "b", k, n).to(dev)
             a64 = inputs.a.to(torch.float64) * sa
             b64 = inputs.b.to(torch.float64) * sb
             bias64 = None if inputs.bias is None else inputs.bias.to(torch.float64)
-            terms = I.bound_terms(a64, b64, bias64)
+            terms = reference_module.bound_terms(a64, b64, bias64)
             terms["mag"] = a64.abs() @ b64.abs() + (0 if bias64 is None else bias64.abs())
             self.cache[key] = (inputs, terms)
         return self.cache[key]
 
 
 def stats(out, terms, params, device_type):
-    k, u_out = params["k"], I.OUT_ROUNDOFF[params["out_dtype"]]
-    tiny = torch.finfo(I.torch_dtype(params["out_dtype"])).tiny
+    k, u_out = params["k"], reference_module.OUT_ROUNDOFF[params["out_dtype"]]
+    tiny = torch.finfo(draw.torch_dtype(params["out_dtype"])).tiny
     got = out.to(torch.float64)
     value, energy, epi = terms["value"], terms["energy"].clamp_min(1e-300), terms["epilogue"]
     mag_v = value.abs()
-    rest = I.C_EP * I.U32 * epi + tiny
-    family = I.accumulator(params, device_type)
-    tol = I.tolerance_of(terms, k, family, u_out, 1.0, tiny)
+    rest = reference_module.C_EP * reference_module.U32 * epi + tiny
+    family = reference_module.accumulator(params, device_type)
+    tol = reference_module.tolerance_of(terms, k, family, u_out, 1.0, tiny)
     err = (got - value).abs()
     err = torch.where(torch.isfinite(got), err, torch.full_like(err, math.inf))
     # As compare(): past the out dtype's range a saturated value of the same sign is right.
@@ -194,8 +195,8 @@ def stats(out, terms, params, device_type):
     finite_v = mag_v > 0
     return {
         "elements": value.numel(),
-        "need_e": ((err - I.C_OUT * u_out * mag_v - rest).clamp_min(0) / energy).max().item(),
-        "need_e2": ((err - 2 * I.C_OUT * u_out * mag_v - rest).clamp_min(0) / energy).max().item(),
+        "need_e": ((err - reference_module.C_OUT * u_out * mag_v - rest).clamp_min(0) / energy).max().item(),
+        "need_e2": ((err - 2 * reference_module.C_OUT * u_out * mag_v - rest).clamp_min(0) / energy).max().item(),
         "r_out": (err / (u_out * mag_v + tiny)).max().item(),
         "max_rel": (err.max() / mag_v.max()).item(),
         "slope": ((got * value).sum() / (value * value).sum() - 1).item(),
@@ -269,7 +270,7 @@ def sync(device):
 
 def measure_config(config, side, shapes, ks, cases, device, records, errors):
     op, da, db, form, fast, out, bias = config
-    out_dtype = I.torch_dtype(out)
+    out_dtype = draw.torch_dtype(out)
     fn, backend = (None, None)
     if side != "eager":
         torch._dynamo.reset()
@@ -367,7 +368,11 @@ def write(path, device, shapes, records, errors, skipped, timing, start):
         "cuda": torch.version.cuda,
         "elapsed_s": round(time.time() - start, 1),
         "timing_s": timing,
-        "constants_at_measurement": {"accumulators": I.ACCUMULATORS, "c_ep": I.C_EP, "c_out": I.C_OUT},
+        "constants_at_measurement": {
+            "accumulators": reference_module.ACCUMULATORS,
+            "c_ep": reference_module.C_EP,
+            "c_out": reference_module.C_OUT,
+        },
         "ks": KS,
         "shapes": shapes,
         "columns": COLUMNS,
@@ -395,7 +400,7 @@ def load(paths):
                 "dtype_b": record["dtype_b"],
                 "use_fast_accum": record["fast_accum"],
             }
-            record["family"] = I.accumulator(params, doc["device_type"])
+            record["family"] = reference_module.accumulator(params, doc["device_type"])
             record["file"] = Path(path).name
             rows.append(record)
     return rows
@@ -420,7 +425,7 @@ def margins(rows):
     """The least ratio (model's accumulation term) / need_e per family with inputs.py's constants."""
     worst = {}
     for r in rows:
-        acc = I.ACCUMULATORS[r["family"]]
+        acc = reference_module.ACCUMULATORS[r["family"]]
         have = acc["c_acc"] * acc["u_acc"] * math.sqrt(min(r["k"], acc["promote_every"]))
         margin = have / r["need_e"] if r["need_e"] > 0 else math.inf
         if margin < worst.get(r["family"], (math.inf,))[0]:
@@ -445,10 +450,10 @@ def detection(family, out, k, m, n, seeds=3, pair=("e4m3fn", "e4m3fn")):
             "k": k,
             "n": n,
         }
-        inputs = I.make_inputs(params, seed, "cpu")
-        terms = I.bound_terms(*I.dequantised(params, inputs))
-        out_dtype, u_out = I.torch_dtype(out), I.OUT_ROUNDOFF[out]
-        tol = I.tolerance_of(terms, k, family, u_out, 1.0, torch.finfo(out_dtype).tiny)
+        inputs = draw.make_inputs(params, seed, "cpu")
+        terms = reference_module.bound_terms(*reference_module.dequantised(params, inputs))
+        out_dtype, u_out = draw.torch_dtype(out), reference_module.OUT_ROUNDOFF[out]
+        tol = reference_module.tolerance_of(terms, k, family, u_out, 1.0, torch.finfo(out_dtype).tiny)
         value = terms["value"]
 
         def caught(eps):
@@ -471,9 +476,9 @@ def derive(args):
         print("  non-finite error:", r)
     for family in sorted({r["family"] for r in rows}):
         members = [r for r in rows if r["family"] == family]
-        print(f"\n== {family}: {len(members)} records, u_acc {I.ACCUMULATORS[family]['u_acc']:.3g}")
+        print(f"\n== {family}: {len(members)} records, u_acc {reference_module.ACCUMULATORS[family]['u_acc']:.3g}")
         print("  K: max need_e/u_acc (eager | compiled), max r_out per out dtype, max |slope|")
-        u = I.ACCUMULATORS[family]["u_acc"]
+        u = reference_module.ACCUMULATORS[family]["u_acc"]
         for k in sorted({r["k"] for r in members}):
             at = [r for r in members if r["k"] == k]
             eager = max((r["need_e"] for r in at if r["side"] == "eager"), default=0) / u
@@ -502,7 +507,7 @@ def derive(args):
     if args.detect:
         print("\nsmallest uniform error caught (worst of 3 seeds), M x N = %d x %d:" % tuple(args.detect_shape))
         print("  family              out   " + " ".join(f"{k:>7}" for k in args.detect_k))
-        for family in I.ACCUMULATORS:
+        for family in reference_module.ACCUMULATORS:
             for out in OUTS:
                 found = [detection(family, out, k, *args.detect_shape) for k in args.detect_k]
                 print(f"  {family:20s} {out:5s} " + " ".join(f"{100 * f:6.3g}%" for f in found))

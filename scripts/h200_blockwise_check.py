@@ -15,7 +15,8 @@ import sys
 import torch
 
 from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
-from pytest_scaledmm.verdict.inputs import make_inputs, reference
+from pytest_scaledmm.verdict.draw import make_inputs
+from pytest_scaledmm.verdict.reference import reference
 from pytest_scaledmm.verdict.scale_forms import WHOLE, scale_form
 
 PAIRINGS = [

@@ -4,7 +4,8 @@ and for an fp32 matmul of the same dequantised data. Run on a GPU: python script
 
 import torch
 
-from pytest_scaledmm.verdict.inputs import make_inputs, reference
+from pytest_scaledmm.verdict.draw import make_inputs
+from pytest_scaledmm.verdict.reference import reference
 
 CASE_ID = "fp8e4m3xe5m2-s0d_x_blk-m33k32n128-fp32-dynamic-nc-9b046d"
 params = {

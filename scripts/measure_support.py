@@ -18,7 +18,7 @@ import sys
 import time
 
 from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
-from pytest_scaledmm.verdict.inputs import make_inputs
+from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.outcome import describe_exception
 from pytest_scaledmm.verdict.refusals import matching_refusal
 

@@ -89,8 +89,8 @@ def test_a_crash_inside_a_package_load_or_run_is_that_stage_whatever_torch_frame
         return (
             "Current thread 0x1 (most recent call first):\n"
             '  File "/site-packages/torch/_inductor/package/package.py", line 135 in load_package\n'
-            f'  File "/work/pytest_scaledmm/verdict/pipeline.py", line 130 in {stage_frame}\n'
-            '  File "/work/pytest_scaledmm/verdict/pipeline.py", line 160 in _build\n'
+            f'  File "/work/pytest_scaledmm/verdict/runners.py", line 130 in {stage_frame}\n'
+            '  File "/work/pytest_scaledmm/verdict/runners.py", line 160 in _build\n'
             '  File "/work/pytest_scaledmm/execution/isolate.py", line 124 in _serve\n'
         )
 

@@ -11,7 +11,8 @@ from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.verdict import outcome as oc
-from pytest_scaledmm.verdict.inputs import make_inputs, reference
+from pytest_scaledmm.verdict.draw import make_inputs
+from pytest_scaledmm.verdict.reference import reference
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))

@@ -227,7 +227,7 @@ def test_model_agrees_with_this_torch_on_the_cpu(cpu_fp8_mm):
 
     from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
     from pytest_scaledmm.matrix.spec import BUILTIN_KERNELS, KernelSpec
-    from pytest_scaledmm.verdict.inputs import make_inputs
+    from pytest_scaledmm.verdict.draw import make_inputs
     from pytest_scaledmm.verdict.outcome import describe_exception
     from pytest_scaledmm.verdict.refusals import matching_refusal
 

@@ -12,7 +12,8 @@ from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.spec import BUILTIN_KERNELS, KernelSpec
 from pytest_scaledmm.matrix.support import support_model
-from pytest_scaledmm.verdict import inputs
+from pytest_scaledmm.verdict import draw
+from pytest_scaledmm.verdict import reference as reference_module
 from pytest_scaledmm.verdict.microscaling import E2M1_VALUES, operand_values, pack_fp4, scale_values
 from pytest_scaledmm.verdict.outcome import ErrorInfo
 from pytest_scaledmm.verdict.refusals import matching_refusal
@@ -41,8 +42,8 @@ def _params(**overrides):
 
 
 def _dequantised(params, a, b, scale_a, scale_b):
-    made = inputs.CaseInputs(a, b, scale_a, scale_b, None, torch.bfloat16, False, scale_a)
-    return inputs.dequantised(params, made)
+    made = draw.CaseInputs(a, b, scale_a, scale_b, None, torch.bfloat16, False, scale_a)
+    return reference_module.dequantised(params, made)
 
 
 # -- recipe ints ----------------------------------------------------------------------------------
@@ -73,7 +74,7 @@ def test_recipe_and_swizzle_codes_are_torchs():
 def test_v2_recipe_ints_from_scale_shapes(form_a, form_b, recipes, codes):
     m, k, n = 256, 512, 384
     dtype = "fp4e2m1" if form_a == "nvfp4" else "e4m3fn"
-    made = inputs.make_inputs(
+    made = draw.make_inputs(
         _params(scale_a=form_a, scale_b=form_b, m=m, k=k, n=n, dtype_a=dtype, dtype_b=dtype), 1, "cpu"
     )
     assert K._inner(made.a) == k
@@ -87,7 +88,7 @@ def test_v2_recipe_ints_from_scale_shapes(form_a, form_b, recipes, codes):
 
 def test_block128x128_multiplier_of_a_repeats_each_element_over_its_block():
     grid = torch.tensor([[1.0, 2.0], [3.0, 4.0]])  # M = 200, K = 256: 2 x 2 blocks, the last rows partial
-    expanded = inputs._expand_scale(grid, "block128x128", "a", 200, 256)
+    expanded = draw.expand_scale(grid, "block128x128", "a", 200, 256)
     assert expanded.shape == (200, 256) and expanded.dtype == torch.float64
     assert expanded[0, 0] == 1 and expanded[127, 127] == 1 and expanded[0, 128] == 2
     assert expanded[128, 0] == 3 and expanded[199, 255] == 4 and expanded[128, 127] == 3
@@ -95,7 +96,7 @@ def test_block128x128_multiplier_of_a_repeats_each_element_over_its_block():
 
 def test_block1x128_multiplier_of_b_runs_along_k_per_column():
     grid = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])  # K = 256 x N = 3: one per 128 of K and column
-    expanded = inputs._expand_scale(grid, "block1x128", "b", 256, 3)
+    expanded = draw.expand_scale(grid, "block1x128", "b", 256, 3)
     assert expanded[0].tolist() == [1, 2, 3] and expanded[127].tolist() == [1, 2, 3]
     assert expanded[128].tolist() == [4, 5, 6] and expanded[255].tolist() == [4, 5, 6]
 
@@ -142,7 +143,7 @@ def test_blockwise_layouts_pass_torchs_meta_checks(form_a, form_b):
     wrong layout fails there with its own message); the CPU kernel then refuses every blockwise
     pairing as eager does."""
     m, k, n = 256, 640, 384
-    made = inputs.make_inputs(_params(scale_a=form_a, scale_b=form_b, m=m, k=k, n=n), 2, "cpu")
+    made = draw.make_inputs(_params(scale_a=form_a, scale_b=form_b, m=m, k=k, n=n), 2, "cpu")
 
     def call(a, b, scale_a, scale_b):
         return K.scaled_mm_v2(a, b, scale_a, scale_b, out_dtype=torch.bfloat16)
@@ -191,7 +192,9 @@ def test_mx_block_dequantises_each_32_wide_block_by_its_exponent():
     assert A[0, 0] == 6.0 and A[0, 31] == 6.0 and A[0, 32] == -1.0 and A[0, 63] == -1.0
     assert B[0, 0] == 1.0 and B[32, 0] == 8.0
     assert (A @ B).item() == 32 * 6.0 * 1.0 + 32 * -1.0 * 8.0  # = -64
-    ref = inputs.reference(params, inputs.CaseInputs(a, b, scale_a, scale_b, None, torch.bfloat16, False, scale_a))
+    ref = reference_module.reference(
+        params, draw.CaseInputs(a, b, scale_a, scale_b, None, torch.bfloat16, False, scale_a)
+    )
     assert ref.value.item() == -64.0
 
 
@@ -218,13 +221,15 @@ def test_nvfp4_block_dequantises_with_block_and_global_scales():
 
 @needs_micro
 def test_microscaled_inputs_are_drawn_in_their_dtypes():
-    made = inputs.make_inputs(_params(scale_a="nvfp4", scale_b="nvfp4", dtype_a="fp4e2m1", dtype_b="fp4e2m1"), 4, "cpu")
+    made = draw.make_inputs(_params(scale_a="nvfp4", scale_b="nvfp4", dtype_a="fp4e2m1", dtype_b="fp4e2m1"), 4, "cpu")
     assert made.a.dtype == torch.float4_e2m1fn_x2 and made.a.shape == (128, 128) and made.b.shape == (128, 128)
     assert made.scale_a[0].dtype == torch.float8_e4m3fn and made.scale_a[0].shape == (128, 16)
     assert made.scale_b[0].shape == (16, 128) and made.scale_a[1].dtype == torch.float32
-    ref = inputs.reference(_params(scale_a="nvfp4", scale_b="nvfp4", dtype_a="fp4e2m1", dtype_b="fp4e2m1"), made)
+    ref = reference_module.reference(
+        _params(scale_a="nvfp4", scale_b="nvfp4", dtype_a="fp4e2m1", dtype_b="fp4e2m1"), made
+    )
     assert ref.value.shape == (128, 128) and torch.isfinite(ref.value).all()
-    mx = inputs.make_inputs(_params(scale_a="mx", scale_b="mx"), 4, "cpu")
+    mx = draw.make_inputs(_params(scale_a="mx", scale_b="mx"), 4, "cpu")
     assert mx.scale_a.dtype == torch.float8_e8m0fnu and mx.scale_a.shape == (128, 8) and mx.scale_b.shape == (8, 128)
 
 
@@ -262,7 +267,7 @@ def test_to_blocked_pads_rows_to_128_and_cols_to_4_with_zero_bytes():
 
 
 def _rowwise_inputs():
-    made = inputs.make_inputs(_params(scale_a="rowwise", scale_b="rowwise", m=16, k=64, n=32), 5, "cpu")
+    made = draw.make_inputs(_params(scale_a="rowwise", scale_b="rowwise", m=16, k=64, n=32), 5, "cpu")
     return made.a, made.b, made.scale_a, made.scale_b
 
 
@@ -430,8 +435,8 @@ def test_frontier_matrix_outcomes_on_this_cpu(matrix_project):
 
 def test_input_facts_of_packed_fp4_operands_for_repro_scripts():
     """A repro script records each input's facts; packed fp4 has no copy kernel to take them with."""
+    from pytest_scaledmm.verdict.draw import make_inputs
     from pytest_scaledmm.verdict.facts import input_facts
-    from pytest_scaledmm.verdict.inputs import make_inputs
 
     params = {
         "kernel": "scaled_mm_v2",

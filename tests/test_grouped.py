@@ -8,8 +8,9 @@ from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.cases import case_id
 from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.verdict.draw import CaseInputs, expected_shape, make_inputs
 from pytest_scaledmm.verdict.grouped import group_sizes, offsets
-from pytest_scaledmm.verdict.inputs import CaseInputs, expected_shape, make_inputs, reference
+from pytest_scaledmm.verdict.reference import reference
 
 F8 = torch.float8_e4m3fn
 
@@ -150,7 +151,7 @@ def test_reference_2d2d_sums_each_group_over_its_own_k_and_an_empty_k_gives_zero
 
 
 def test_reference_catches_a_kernel_that_mixes_up_groups():
-    from pytest_scaledmm.verdict.inputs import compare
+    from pytest_scaledmm.verdict.reference import compare
 
     p = params("2d3d", "jagged", 4, m=32, k=64, n=16)
     inputs = make_inputs(p, 3, "cpu")

@@ -15,7 +15,7 @@ from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm import cli
 from pytest_scaledmm.reports import repro
 from pytest_scaledmm.verdict import outcome as oc
-from pytest_scaledmm.verdict.inputs import make_inputs
+from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.pipeline import PristineInputs
 
 TARGETS = ("a", "b", "scale_a", "scale_b", "bias")

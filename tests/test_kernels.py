@@ -13,7 +13,8 @@ from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.spec import KernelSpec
 from pytest_scaledmm.verdict import outcome as oc
-from pytest_scaledmm.verdict.inputs import expected_shape, lay_out, make_inputs, parity
+from pytest_scaledmm.verdict.draw import expected_shape, lay_out, make_inputs
+from pytest_scaledmm.verdict.reference import parity
 
 
 def matrix(kernels, axes, cases=200, **extra) -> str:

@@ -110,7 +110,7 @@ def plant(root: Path, module: str, line: str) -> None:
             "pytest_scaledmm.verdict.outcome -> pytest_scaledmm.matrix.schema",
         ),
         # The leaf needing a package a repro script's machine may not have.
-        ("verdict.inputs", "import yaml", {"verdict-stdlib-torch"}, "pytest_scaledmm.verdict.inputs -> yaml"),
+        ("verdict.draw", "import yaml", {"verdict-stdlib-torch"}, "pytest_scaledmm.verdict.draw -> yaml"),
         # A cycle inside one layer (cases imports schema): only the acyclic contract sees it.
         ("matrix.schema", "from . import cases", {"acyclic"}, "No cycles are allowed in pytest_scaledmm.matrix."),
         # A cycle between two modules of the plugin, through a function-level import.

@@ -5,8 +5,8 @@ scattered errors of one bug never split into several."""
 import torch
 
 from pytest_scaledmm.verdict.classify import classify
-from pytest_scaledmm.verdict.inputs import Reference, compare
 from pytest_scaledmm.verdict.outcome import normalise_message
+from pytest_scaledmm.verdict.reference import Reference, compare
 
 
 def _reference(value, rel=2.0**-8):

@@ -10,7 +10,8 @@ from pytest_scaledmm.matrix.cases import case_id
 from pytest_scaledmm.matrix.spec import load_spec
 from pytest_scaledmm.matrix.support import support_model
 from pytest_scaledmm.verdict import outcome as oc
-from pytest_scaledmm.verdict.inputs import CaseInputs, compare, expected_shape, make_inputs, reference
+from pytest_scaledmm.verdict.draw import CaseInputs, expected_shape, make_inputs
+from pytest_scaledmm.verdict.reference import compare, reference
 
 F8 = torch.float8_e4m3fn
 

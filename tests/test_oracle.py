@@ -12,8 +12,9 @@ import torch
 from direct_run import run_matrix
 
 from matrices import matrix_text, planted
-from pytest_scaledmm.verdict import inputs as I
+from pytest_scaledmm.verdict import draw
 from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.verdict import reference as reference_module
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "calibration"
 BASE_AXES = {
@@ -59,7 +60,7 @@ def test_numeric_bug_is_caught_at_every_k_and_correct_passes(kernel, axes):
         assert result.outcome == oc.PASS, (case.id, result.signature, result.detail)
         for side in ("eager", "compiled"):
             check = result.errors[side]
-            assert check["ratio"] <= 1 and check["bound"]["model"] == I.BOUND_MODEL
+            assert check["ratio"] <= 1 and check["bound"]["model"] == reference_module.BOUND_MODEL
 
 
 def test_records_carry_relative_error_and_bound():
@@ -68,7 +69,7 @@ def test_records_carry_relative_error_and_bound():
         check = result.errors["eager"]
         assert set(check) >= {"ok", "ratio", "max_abs", "max_rel", "bound"}
         bound = check["bound"]
-        assert bound["accumulator"] == "fp32" and bound["c_acc"] == I.ACCUMULATORS["fp32"]["c_acc"]
+        assert bound["accumulator"] == "fp32" and bound["c_acc"] == reference_module.ACCUMULATORS["fp32"]["c_acc"]
         assert 0 < bound["min_tol_rel"] <= bound["max_tol_rel"]
         json.loads(json.dumps(check))  # JSON-plain
         if case["kernel"] == "uniform_error_2pct":
@@ -85,19 +86,21 @@ def test_bound_by_hand():
     |dot| + |bias| = 16."""
     a = torch.tensor([[1.0, 2.0]], dtype=torch.float64)
     b = torch.tensor([[3.0], [4.0]], dtype=torch.float64)
-    terms = I.bound_terms(a, b, torch.tensor([5.0], dtype=torch.float64))
+    terms = reference_module.bound_terms(a, b, torch.tensor([5.0], dtype=torch.float64))
     assert terms["dot"].item() == 11 and terms["value"].item() == 16
     assert terms["energy"].item() == pytest.approx(math.sqrt(73)) and terms["epilogue"].item() == 16
     tiny = 1e-30
     u32, bf16 = 2.0**-24, 2.0**-8
-    fp32 = I.ACCUMULATORS["fp32"]["c_acc"] * u32 * math.sqrt(2) * math.sqrt(73)
-    expected = fp32 + I.C_EP * u32 * 16 + I.C_OUT * bf16 * 16 + tiny
-    assert I.tolerance_of(terms, 2, "fp32", bf16, 1.0, tiny).item() == pytest.approx(expected, rel=1e-12)
+    fp32 = reference_module.ACCUMULATORS["fp32"]["c_acc"] * u32 * math.sqrt(2) * math.sqrt(73)
+    expected = fp32 + reference_module.C_EP * u32 * 16 + reference_module.C_OUT * bf16 * 16 + tiny
+    assert reference_module.tolerance_of(terms, 2, "fp32", bf16, 1.0, tiny).item() == pytest.approx(expected, rel=1e-12)
     # slack scales everything but tiny
-    assert I.tolerance_of(terms, 2, "fp32", bf16, 3.0, tiny).item() == pytest.approx(3 * (expected - tiny) + tiny)
+    assert reference_module.tolerance_of(terms, 2, "fp32", bf16, 3.0, tiny).item() == pytest.approx(
+        3 * (expected - tiny) + tiny
+    )
     # fp8 on tensor cores without fast accumulation: the chain stops growing at 128 products
-    fp8 = I.ACCUMULATORS["fp8-tensor-core"]
-    at_4096 = I.tolerance_of(terms, 4096, "fp8-tensor-core", bf16, 1.0, tiny).item()
+    fp8 = reference_module.ACCUMULATORS["fp8-tensor-core"]
+    at_4096 = reference_module.tolerance_of(terms, 4096, "fp8-tensor-core", bf16, 1.0, tiny).item()
     assert fp8["promote_every"] == 128
     assert at_4096 == pytest.approx(fp8["c_acc"] * 2.0**-13 * math.sqrt(128) * math.sqrt(73) + expected - fp32)
 
@@ -117,7 +120,7 @@ def test_bound_grows_like_sqrt_k_not_k():
         "k": 16384,
         "n": 16,
     }
-    ref = I.reference(params, I.make_inputs(params, 1, "cpu"))
+    ref = reference_module.reference(params, draw.make_inputs(params, 1, "cpu"))
     assert ref.bound["min_tol_rel"] < 1e-4 and ref.bound["accumulator"] == "fp32"
     assert (ref.tolerance < 0.01 * ref.value.abs().max()).all()
 
@@ -147,20 +150,24 @@ def test_uniform_one_percent_is_outside_the_bound(family, out, worst, k):
         "k": k,
         "n": 16,
     }
-    inputs = I.make_inputs(params, k, "cpu")
-    terms = I.bound_terms(*I.dequantised(params, inputs))
-    dtype = I.torch_dtype(out)
-    tol = I.tolerance_of(terms, k, family, I.OUT_ROUNDOFF[out], 1.0, torch.finfo(dtype).tiny)
+    inputs = draw.make_inputs(params, k, "cpu")
+    terms = reference_module.bound_terms(*reference_module.dequantised(params, inputs))
+    dtype = draw.torch_dtype(out)
+    tol = reference_module.tolerance_of(
+        terms, k, family, reference_module.OUT_ROUNDOFF[out], 1.0, torch.finfo(dtype).tiny
+    )
     got = (terms["value"] * (1 + worst)).to(dtype).to(torch.float64)
     assert ((got - terms["value"]).abs() > tol).any()
 
 
 def test_accumulator_families():
     fp8 = {"dtype_a": "e4m3fn", "dtype_b": "e5m2"}
-    assert I.accumulator({**fp8, "use_fast_accum": True}, "cpu") == "fp32"
-    assert I.accumulator({**fp8, "use_fast_accum": False}, "cuda") == "fp8-tensor-core"
-    assert I.accumulator({**fp8, "use_fast_accum": True}, "cuda") == "fp8-tensor-core-fast"
-    assert I.accumulator({"dtype_a": "int8", "dtype_b": "int8", "use_fast_accum": True}, "cuda") == "fp32"
+    assert reference_module.accumulator({**fp8, "use_fast_accum": True}, "cpu") == "fp32"
+    assert reference_module.accumulator({**fp8, "use_fast_accum": False}, "cuda") == "fp8-tensor-core"
+    assert reference_module.accumulator({**fp8, "use_fast_accum": True}, "cuda") == "fp8-tensor-core-fast"
+    assert (
+        reference_module.accumulator({"dtype_a": "int8", "dtype_b": "int8", "use_fast_accum": True}, "cuda") == "fp32"
+    )
 
 
 # -- special values ----------------------------------------------------------------------------
@@ -168,12 +175,12 @@ def test_accumulator_families():
 
 def _ref(values, tol=0.1):
     value = torch.tensor(values, dtype=torch.float64)
-    return I.Reference(value, torch.full_like(value, tol))
+    return reference_module.Reference(value, torch.full_like(value, tol))
 
 
 def test_non_finite_reference_by_hand():
     ref = _ref([[math.nan, math.inf], [1.0, -math.inf]])
-    check = lambda got: I.compare(torch.tensor(got), ref, (2, 2), torch.float32)  # noqa: E731
+    check = lambda got: reference_module.compare(torch.tensor(got), ref, (2, 2), torch.float32)  # noqa: E731
     # nan and inf both count as non-finite: a scale applied before or after the sum
     assert check([[math.inf, math.nan], [1.05, -math.inf]])["ok"]
     moved = check([[1.0, math.inf], [1.0, -math.inf]])
@@ -190,7 +197,7 @@ def test_non_finite_reference_by_hand():
 
 def test_saturation_by_hand():
     ref = _ref([[70000.0, -70000.0, 100.0]], tol=1.0)
-    check = lambda got: I.compare(torch.tensor(got, dtype=torch.float16), ref, (1, 3), torch.float16)  # noqa: E731
+    check = lambda got: reference_module.compare(torch.tensor(got, dtype=torch.float16), ref, (1, 3), torch.float16)  # noqa: E731
     assert check([[math.inf, -65504.0, 100.0]])["ok"]
     assert not check([[-math.inf, -65504.0, 100.0]])["ok"]
     assert not check([[65504.0, -65504.0, math.inf]])["ok"]
@@ -216,9 +223,9 @@ def _special_params(special, scale_a="rowwise", bias=True):
 
 @pytest.mark.parametrize("special", ["zero", "negative"])
 def test_zero_and_negative_scales_have_exact_references(special):
-    inputs = I.make_inputs(_special_params(special), 5, "cpu")
-    ref = I.reference(_special_params(special), inputs)
-    finite = I.reference(_special_params("none"), I.make_inputs(_special_params("none"), 5, "cpu"))
+    inputs = draw.make_inputs(_special_params(special), 5, "cpu")
+    ref = reference_module.reference(_special_params(special), inputs)
+    finite = reference_module.reference(_special_params("none"), draw.make_inputs(_special_params("none"), 5, "cpu"))
     a = inputs.a.double() * inputs.scale_a.double()
     exact = a @ (inputs.b.double() * inputs.scale_b.double()) + inputs.bias.double()
     assert torch.allclose(ref.value, exact, rtol=1e-12, atol=0)
@@ -235,8 +242,8 @@ def test_zero_and_negative_scales_have_exact_references(special):
 @pytest.mark.parametrize("special,scale_a", [("inf", "rowwise"), ("nan", "rowwise"), ("inf", "tensor_0d")])
 def test_inf_and_nan_scales_reference_is_ieee(special, scale_a):
     params = _special_params(special, scale_a, bias=False)
-    inputs = I.make_inputs(params, 5, "cpu")
-    ref = I.reference(params, inputs)
+    inputs = draw.make_inputs(params, 5, "cpu")
+    ref = reference_module.reference(params, inputs)
     rows = slice(0, 1) if scale_a == "rowwise" else slice(None)
     assert not torch.isfinite(ref.value[rows]).any()
     if scale_a == "rowwise":
@@ -247,7 +254,7 @@ def test_inf_and_nan_scales_reference_is_ieee(special, scale_a):
 def test_triage_style_reference_still_compares():
     """triage builds Reference(value, tolerance) itself: no bound of ours."""
     ref = _ref([[1.0, 2.0]])
-    check = I.compare(torch.tensor([[1.0, 2.05]]), ref, (1, 2), torch.float32)
+    check = reference_module.compare(torch.tensor([[1.0, 2.05]]), ref, (1, 2), torch.float32)
     assert (
         check["ok"] and check["bound"] == {"model": "given by the caller"} and check["max_rel"] == pytest.approx(0.025)
     )
@@ -266,12 +273,15 @@ def test_calibrated_constants_pass_every_recorded_case_with_margin(name):
     """need_e is the error left after the output-rounding and epilogue terms, in units of the
     energy e; the accumulation term must cover it with a margin of at least 2."""
     doc, records = _records(name)
-    assert doc["constants_at_measurement"]["c_ep"] == I.C_EP and doc["constants_at_measurement"]["c_out"] == I.C_OUT
+    assert (
+        doc["constants_at_measurement"]["c_ep"] == reference_module.C_EP
+        and doc["constants_at_measurement"]["c_out"] == reference_module.C_OUT
+    )
     for r in records:
-        family = I.accumulator(
+        family = reference_module.accumulator(
             {"dtype_a": r["dtype_a"], "dtype_b": r["dtype_b"], "use_fast_accum": r["fast_accum"]}, doc["device_type"]
         )
-        acc = I.ACCUMULATORS[family]
+        acc = reference_module.ACCUMULATORS[family]
         have = acc["c_acc"] * acc["u_acc"] * math.sqrt(min(r["k"], acc["promote_every"]))
         assert r["need_e"] * 2 <= have, (r, family)
 

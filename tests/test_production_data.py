@@ -12,7 +12,8 @@ import yaml
 
 from pytest_scaledmm.matrix.cases import generate_cases
 from pytest_scaledmm.matrix.spec import parse_spec
-from pytest_scaledmm.verdict.inputs import make_inputs, reference
+from pytest_scaledmm.verdict.draw import make_inputs
+from pytest_scaledmm.verdict.reference import reference
 from pytest_scaledmm.verdict.regimes import QMAX
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -234,7 +235,7 @@ def test_cancelling_sums_are_near_zero_against_their_terms():
             or not params["m"] * params["n"]
         ):
             continue
-        from pytest_scaledmm.verdict.inputs import bound_terms, dequantised
+        from pytest_scaledmm.verdict.reference import bound_terms, dequantised
 
         terms = bound_terms(*dequantised(params, make_inputs(params, 11, "cpu")))
         ratio = (terms["value"].abs().max() / terms["energy"].max()).item()

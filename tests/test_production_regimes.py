@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from pytest_scaledmm.verdict import inputs as inputs_module
-from pytest_scaledmm.verdict.inputs import compare, expected_shape, make_inputs, reference
+from pytest_scaledmm.verdict import reference as reference_module
+from pytest_scaledmm.verdict.draw import expected_shape, make_inputs
+from pytest_scaledmm.verdict.reference import compare, reference
 
 TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
@@ -83,7 +84,7 @@ def _low_precision_accumulation(a, b, scale_a, scale_b, *, bias=None, out_dtype,
 
 def _worst_ratio(kernel, params, monkeypatch=None, family=None, seeds=range(3)):
     if family:
-        monkeypatch.setattr(inputs_module, "accumulator", lambda *a, **k: family)
+        monkeypatch.setattr(reference_module, "accumulator", lambda *a, **k: family)
     worst = 0.0
     for seed in seeds:
         case = make_inputs(params, seed, "cpu")

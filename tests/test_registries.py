@@ -22,7 +22,7 @@ from pytest_scaledmm.matrix.spec import AXIS_DEFAULTS, BUILTIN_KERNELS
 from pytest_scaledmm.plugin.speed import INDUCTOR_MODES, likelihood
 from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.reports import render
-from pytest_scaledmm.verdict import inputs
+from pytest_scaledmm.verdict import draw
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.scale_forms import FORMS, WHOLE, ScaleForm, per_tensor_of_rank, scale_form
 
@@ -151,7 +151,7 @@ def test_a_one_element_form_is_the_only_kind_below_rank_two():
 @pytest.mark.parametrize("layout", ["contiguous", "noncontiguous", "offset", "expanded"])
 def test_inputs_draw_each_form_as_the_table_says_and_expand_it_blockwise(form, layout):
     m, k, n = 33, 300, 130  # not multiples of any block: partial last blocks
-    made = inputs.make_inputs(params(scale_a=form.id, scale_b=form.id, m=m, k=k, n=n, scale_layout=layout), 7, "cpu")
+    made = draw.make_inputs(params(scale_a=form.id, scale_b=form.id, m=m, k=k, n=n, scale_layout=layout), 7, "cpu")
     for side, scale, (rows, cols) in (("a", made.scale_a, (m, k)), ("b", made.scale_b, (k, n))):
         if form.global_scale:  # two-level: (block scales, global scale); the blocks are the form's
             assert isinstance(scale, tuple) and scale[1].numel() == 1
@@ -159,7 +159,7 @@ def test_inputs_draw_each_form_as_the_table_says_and_expand_it_blockwise(form, l
         assert tuple(scale.shape) == form.shape(side, rows, cols)
         if form.column_major and layout in ("contiguous", "offset"):
             assert scale.stride()[0] == 1 and scale.stride()[1] == form.grid(side, rows, cols)[0]
-        expanded = inputs._expand_scale(scale, form.id, side, rows, cols)
+        expanded = draw.expand_scale(scale, form.id, side, rows, cols)
         assert tuple(expanded.shape) == (rows, cols)
         grid = scale.double().reshape(form.grid(side, rows, cols))
         block_rows, block_cols = (
@@ -174,7 +174,7 @@ def test_inputs_draw_each_form_as_the_table_says_and_expand_it_blockwise(form, l
 def test_scaled_mm_v2_recipes_are_the_forms(form):
     recipes = K._scaling_type()
     m, k, n = 64, 256, 384  # no two forms share a shape here
-    made = inputs.make_inputs(params(scale_a=form.id, scale_b=form.id, m=m, k=k, n=n), 3, "cpu")
+    made = draw.make_inputs(params(scale_a=form.id, scale_b=form.id, m=m, k=k, n=n), 3, "cpu")
     want = (getattr(recipes, form.recipe_a), getattr(recipes, form.recipe_b))
     assert K.scale_recipes(made.scale_a, made.scale_b, m, k, n) == want
 
@@ -216,7 +216,7 @@ def test_repro_scripts_regenerate_every_form(form):
     }
     kernel = repro.kernel_code("scaled_mm_v2", K.BUILTIN_IMPLS["scaled_mm_v2"], None)
     script = _script_module(repro.render_script(record, {"device": "cpu", "torch": "2.x"}, 11, kernel, 60.0))
-    theirs, ours = script["make_inputs"](case.params, 5, "cpu"), inputs.make_inputs(case.params, 5, "cpu")
+    theirs, ours = script["make_inputs"](case.params, 5, "cpu"), draw.make_inputs(case.params, 5, "cpu")
     for name in ("scale_a", "scale_b"):
         for their, our in zip(
             *(s if isinstance(s, tuple) else (s,) for s in (getattr(theirs, name), getattr(ours, name)))

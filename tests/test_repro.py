@@ -306,7 +306,7 @@ def test_a_script_embeds_the_verdict_modules_verbatim_and_no_verdict_of_its_own(
     bodies = _verdict_bodies()
     needed = {
         f"pytest_scaledmm.verdict.{name}"
-        for name in ("pipeline", "classify", "refusals", "oracle", "inputs", "outcome")
+        for name in ("pipeline", "classify", "refusals", "oracle", "draw", "reference", "off_pattern", "outcome")
     }
     assert needed <= set(bodies)
     for name, body in bodies.items():

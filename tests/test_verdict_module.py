@@ -61,7 +61,7 @@ def test_the_import_check_catches_a_foreign_import(source):
 
 
 def test_the_import_check_lets_the_standard_library_torch_and_siblings_pass():
-    source = "import re\nfrom typing import Any\nimport torch._dynamo\nfrom . import outcome\ndef f():\n    from .inputs import compare\n"
+    source = "import re\nfrom typing import Any\nimport torch._dynamo\nfrom . import outcome\ndef f():\n    from .reference import compare\n"
     assert foreign_imports(source, MODULES) == []
 
 

@@ -4,7 +4,7 @@ Some machines cannot load any AOTInductor package (the loader segfaults whatever
 holds). An aoti-mode case that crashes or raises while its package loads or runs then says
 nothing about the kernel. So once per session such a failure runs a control: a plain matmul
 (bf16 on a GPU, float32 on the CPU) through the same export -> package -> load -> run
-(verdict/pipeline.AotiCall), in the isolated child when isolation is on. When the control fails
+(verdict/runners.AotiRunner), in the isolated child when isolation is on. When the control fails
 the same way (at the same stage or earlier), the case is SKIPPED: not proven, never a pass. When
 it passes, the case's own classification stands.
 """
@@ -17,6 +17,7 @@ from dataclasses import asdict
 from ..matrix.compile_modes import compile_mode
 from ..verdict import outcome as oc
 from ..verdict.outcome import Outcome
+from ..verdict.runners import runner_named
 
 # The stages of a package's own life, in order; a failure at an earlier stage is no control.
 STAGES = ("aoti_load", "runtime")
@@ -39,18 +40,18 @@ def run_control(device: str) -> dict:
     import torch
 
     from ..verdict.outcome import describe_exception, signature_of
-    from ..verdict.pipeline import AotiCall, sync
+    from ..verdict.pipeline import sync
 
     dtype = control_dtype(device)
     m, k, n = SHAPE
     generator = torch.Generator().manual_seed(0)
     a = torch.randn(m, k, generator=generator).to(device=device, dtype=getattr(torch, dtype))
     b = torch.randn(k, n, generator=generator).to(device=device, dtype=getattr(torch, dtype))
-    call = AotiCall(_plain_matmul)
+    call = runner_named("aoti").build(_plain_matmul, {"options": None})
     start = time.perf_counter()
     found = {"ok": True, "outcome": oc.PASS, "stage": None, "error": None, "dtype": dtype, "device": device}
     try:
-        out = call(a, b)
+        out = call.fn(a, b)
         sync(device)
         if not isinstance(out, torch.Tensor) or tuple(out.shape) != (m, n):
             found.update(
@@ -74,7 +75,7 @@ def run_control(device: str) -> dict:
 def failed_stage(case, result: Outcome) -> str | None:
     """The stage of STAGES at which an aoti-mode case failed (crashed or raised on the compiled
     side), or None: no control for it."""
-    if compile_mode(case["mode"]).runner != "aoti" or not result.failed:
+    if not compile_mode(case["mode"]).how.builds_package or not result.failed:
         return None
     if result.outcome == oc.CRASH:
         stage = result.layer

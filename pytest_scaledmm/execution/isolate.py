@@ -582,7 +582,7 @@ _STACK_LAYERS = [
 ]
 
 
-# Frames of verdict/pipeline.AotiCall that name its stage, whatever runs inside them: the
+# Frames of verdict/runners.AotiCall that name its stage, whatever runs inside them: the
 # package loader and a loaded package are native code called from torch/_inductor/package,
 # which the markers above would read as "inductor".
 _AOTI_STAGE_FRAMES = [(" in _aoti_load", "aoti_load"), (" in _aoti_run", "runtime")]
@@ -604,7 +604,7 @@ def _layer_from_stack(text: str) -> str | None:
         if not any("run_case" in line or "_serve" in line for line in block):
             continue
         for line in block:
-            if line.strip().startswith("File ") and "verdict/pipeline.py" in line:
+            if line.strip().startswith("File ") and "verdict/runners.py" in line:
                 for ending, layer in _AOTI_STAGE_FRAMES:
                     if line.rstrip().endswith(ending):
                         return layer

@@ -47,7 +47,7 @@ def not_applicable(case: Case, ctx: RunContext) -> str | None:
     from packaging.version import Version
 
     from ..matrix.kernels import accepts_keyword, unavailable_reason
-    from ..verdict.inputs import torch_dtype
+    from ..verdict.draw import torch_dtype
     from .device import device_info
 
     arch = device_info(ctx.device).arch
@@ -128,7 +128,7 @@ def _restore_stance(saved) -> None:
 def run_case(case: Case, ctx: RunContext) -> Outcome:
     import torch
 
-    from ..verdict.inputs import make_inputs
+    from ..verdict.draw import make_inputs
     from ..verdict.oracle import case_checker
     from ..verdict.pipeline import eager_compile_check
 
@@ -234,7 +234,7 @@ def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, 
     """The case at the other M values of a dynamic-M mode (other_m_sizes), each with its own
     inputs and float64 reference; a kernel whose weights are built once keeps the first's."""
     from ..verdict.contracts import with_weights_of
-    from ..verdict.inputs import make_inputs
+    from ..verdict.draw import make_inputs
     from ..verdict.oracle import case_checker
     from ..verdict.pipeline import OtherShape
 
@@ -258,7 +258,7 @@ def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) 
         return result
     import torch
 
-    from ..verdict.inputs import make_inputs
+    from ..verdict.draw import make_inputs
     from ..verdict.opcheck import opcheck_params
 
     if case.params.get("special_scale", "none") != "none":

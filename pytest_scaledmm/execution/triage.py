@@ -162,7 +162,7 @@ def _bf16_matmul(case: Case, ctx):
 
     from ..matrix.cases import input_seed
     from ..matrix.compile_modes import compile_settings
-    from ..verdict.inputs import Reference
+    from ..verdict.reference import Reference
     from ..verdict.oracle import reference_checker
     from ..verdict.pipeline import eager_compile_check
 

@@ -5,10 +5,11 @@ the first-failure ordering, triage, the run's GPU check and repro scripts all re
 and the run, triage, repro scripts and the benchmark all compile with compile_settings().
 No torch import here but for the autotune knob's and the availability checks.
 
-`runner` says how the compiled side is made: "compile" (torch.compile), "aoti" (torch.export,
-then an AOTInductor package built, loaded and run: verdict/pipeline.AotiCall), "mark-dynamic" and
-"mark-unbacked" (torch.compile over the case's M and OTHER_M_FACTORS times it, M marked dynamic or
-unbacked: one compiled frame is the contract).
+`runner` names how the compiled side is made (verdict/runners.RUNNERS): "compile"
+(torch.compile), "aoti" (torch.export, then an AOTInductor package built, loaded and run),
+"mark-dynamic" and "mark-unbacked" (torch.compile over the case's M and OTHER_M_FACTORS times it,
+M marked dynamic or unbacked: one compiled frame is the contract). A mode added at run time
+(register_mode, with a runner from runners.register_runner) is accepted by the `mode` axis.
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable
 
-RUNNERS = ("compile", "aoti", "mark-dynamic", "mark-unbacked")
+from ..verdict.runners import RUNNERS, Runner, runner_named
+
 # The other M values a dynamic-M mode runs (times the case's M): odd factors keep M's parity
 # (a 3-D activation's batch split) and every divisor of M (block scales).
 OTHER_M_FACTORS = (3, 5)
@@ -36,7 +38,7 @@ class CompileMode:
     dynamic: bool | None = None  # torch.compile's dynamic=
     # What needs a GPU, for a mode that cannot run on a CPU (its cases are SKIPPED there).
     gpu_only: str | None = None
-    runner: str = "compile"  # one of RUNNERS
+    runner: str = "compile"  # a name in RUNNERS
     # Why the mode runs only in the isolated child (its failure can kill the process), or None.
     isolated_only: str | None = None
     # () -> why this torch or machine cannot run the mode, or None: checked per case at run time.
@@ -52,9 +54,14 @@ class CompileMode:
         return self.backend == "inductor"
 
     @property
+    def how(self) -> Runner:
+        """The runner that makes the mode's compiled side."""
+        return runner_named(self.runner)
+
+    @property
     def marks_m(self) -> str | None:
         """How the mode marks M: "dynamic", "unbacked", or None (it does not)."""
-        return {"mark-dynamic": "dynamic", "mark-unbacked": "unbacked"}.get(self.runner)
+        return self.how.marks_m
 
     @property
     def autotunes(self) -> bool:
@@ -165,6 +172,27 @@ MODES: tuple[CompileMode, ...] = (
     ),
 )
 _MODE_BY_NAME = {m.name: m for m in MODES}
+# The `mode` axis's values (schema.COMPILE_MODES is this list): register_mode adds to it.
+MODE_NAMES = [m.name for m in MODES]
+
+
+def register_mode(row: CompileMode) -> None:
+    """Adds a compile mode; its runner must be in RUNNERS and its name new."""
+    if row.name in _MODE_BY_NAME:
+        raise ValueError(f"a compile mode named {row.name!r} exists")
+    if row.runner not in RUNNERS:
+        raise ValueError(f"compile mode {row.name!r}: no runner named {row.runner!r}")
+    _MODE_BY_NAME[row.name] = row
+    MODE_NAMES.append(row.name)
+
+
+def unregister_mode(name: str) -> None:
+    """Removes a mode register_mode added."""
+    if name in {m.name for m in MODES}:
+        raise ValueError(f"{name!r} is a built-in mode")
+    _MODE_BY_NAME.pop(name, None)
+    if name in MODE_NAMES:
+        MODE_NAMES.remove(name)
 
 
 def compile_mode(name: str) -> CompileMode:

@@ -10,14 +10,14 @@ from typing import Optional
 from ..verdict.layouts import OPERAND_LAYOUTS
 from ..verdict.regimes import REGIMES
 from ..verdict.scale_forms import FORMS
-from .compile_modes import MODES
+from .compile_modes import MODE_NAMES
 
 SCALE_FORMS = [form.id for form in FORMS]
 FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
 # Operand dtypes a scale form names besides fp8 (fp4e2m1: NVFP4's packed e2m1 pairs).
 OPERAND_DTYPES = FP8_DTYPES + sorted({d for form in FORMS for d in (form.operand_dtypes or ()) if d not in FP8_DTYPES})
 OUT_DTYPES = ["bf16", "fp16", "fp32", "e4m3fn"]  # e4m3fn: fp8 output (scale_result)
-COMPILE_MODES = [mode.name for mode in MODES]
+COMPILE_MODES = MODE_NAMES  # the same list: a registered mode is a valid value
 SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
 SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
 FAMILIES = ["fp8", "int8"]

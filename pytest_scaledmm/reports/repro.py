@@ -31,6 +31,7 @@ from typing import Callable, Optional
 
 from .. import verdict
 from ..verdict import outcome as oc
+from ..verdict.runners import runner_named
 from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
 from ..execution.cache import OWNED_CACHE_ENV
 from .report import iso_time
@@ -41,7 +42,7 @@ REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL, oc.LENIENT}
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
 EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
 # The verdict modules the template calls; the script embeds them and every sibling they import.
-VERDICT_MODULES = ("inputs", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay", "contracts")
+VERDICT_MODULES = ("draw", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay", "contracts")
 # Variables that change how torch compiles; recorded in the header and set again by the script.
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
@@ -380,7 +381,7 @@ def tensor_facts(params: dict, seed: int) -> dict:
     """Shape, strides, storage offset, dtype and a checksum of every input, generated on the CPU
     exactly as the run did."""
     from ..verdict.facts import input_facts
-    from ..verdict.inputs import make_inputs
+    from ..verdict.draw import make_inputs
 
     return input_facts(make_inputs(params, seed, "cpu"))
 
@@ -470,12 +471,7 @@ def _found(record: dict, environment: dict) -> dict:
 
 
 def _compile_comment(runner: str) -> str:
-    if runner == "aoti":
-        return ("torch.export, then torch._inductor.aoti_compile_and_package(inductor_configs=COMPILE['options']), "
-                "aoti_load_package and the call")
-    if runner in ("mark-dynamic", "mark-unbacked"):
-        return f"torch.compile(fullgraph=True, **COMPILE), M marked {runner.split('-')[1]}, run at the case's M then at OTHER_M"
-    return "torch.compile(fullgraph=True, **COMPILE)"
+    return runner_named(runner).how
 
 
 def render_script(

@@ -68,7 +68,7 @@ def _off_by(check: dict) -> str:
 
 def problem_of(check: dict) -> str:
     """A failed check's problem for a signature: its own, or the values off the reference with
-    what the off elements share (inputs.off_pattern)."""
+    what the off elements share (off_pattern.py)."""
     if check.get("problem"):
         return check["problem"]
     return "values off the reference" + (f" {check['pattern']}" if check.get("pattern") else "")

@@ -9,8 +9,8 @@ compiles (pipeline.eager_compile_check) and the arguments it is given.
   is what runs, compiled as a module (``torch.compile(m)``), as serving stacks run their layers.
 
 A `dynamic` activation replaces ``a, scale_a`` by ``x``, the high-precision activation (in the
-output dtype) that the kernel quantises itself: x = a * scale_a exactly (inputs.py builds it),
-and the reference is computed from x (inputs.reference).
+output dtype) that the kernel quantises itself: x = a * scale_a exactly (draw.py builds it),
+and the reference is computed from x (reference.py).
 
 Keywords go only where the callable's signature takes them: ``use_fast_accum`` and ``forms``
 (the case's scale form names, (form_a, form_b)) are optional everywhere; the apply step gets
@@ -199,7 +199,7 @@ def serving_inputs(contract: str, params: Mapping[str, Any], inputs, seed: int, 
     """The serving loop's next inputs: new values of the same shape (second_call_seed) for a
     one-function kernel; another activation against the same built weights otherwise."""
     if contract == "call":
-        from .inputs import make_inputs, second_call_seed
+        from .draw import make_inputs, second_call_seed
 
         return make_inputs(params, second_call_seed(seed), device)
     return other_activation(inputs, params)

@@ -1,5 +1,5 @@
 """Grouped GEMM cases (torch._scaled_grouped_mm): group sizes, offsets, operands, output shape and
-the float64 products of each group (inputs.py turns them into the case's inputs and reference).
+the float64 products of each group (draw.py and reference.py turn them into the case's inputs and reference).
 
 Three layouts, G = `groups`, rowwise scales (one per row of a, one per column of b, per group):
 
@@ -14,7 +14,7 @@ Three layouts, G = `groups`, rowwise scales (one per row of a, one per column of
 next; `empty` every odd group empty, its share on the group before. The offsets are the int32
 cumulative ends. A 3d3d case has no offsets: its groups are always even.
 
-Standard library and torch only, and no imports from this package: inputs.py builds on it.
+Standard library and torch only, and no imports from this package: draw.py and reference.py build on it.
 """
 
 from __future__ import annotations

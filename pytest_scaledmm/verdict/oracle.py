@@ -18,11 +18,12 @@ def worst(checks: list) -> dict:
 
 
 def check_sides(params, inputs, eager_ran, eager_out, compiled_outs, slack, ref=None):
-    """Each side against the float64 reference (inputs.reference: exact values for zero and
+    """Each side against the float64 reference (reference.reference: exact values for zero and
     negative scales, IEEE non-finite positions for inf and nan ones, the tolerance built from the
     finite scales). With a special scale value the compiled outputs must also match eager's
     (parity: the same NaN and inf positions, finite values within twice the tolerance)."""
-    from .inputs import check_metadata, compare, expected_shape, parity, reference
+    from .draw import expected_shape
+    from .reference import check_metadata, compare, parity, reference
 
     shape, dtype = expected_shape(params), inputs.out_dtype
     ref = reference(params, inputs, slack) if ref is None else ref
@@ -45,7 +46,7 @@ def case_checker(params, inputs, slack: float) -> Callable:
     made: list = []  # the reference, built at the first check: the serving loop checks twice
 
     def check(eager_ran, eager_out, compiled_outs):
-        from .inputs import reference
+        from .reference import reference
 
         if not made:
             made.append(reference(params, inputs, slack))
@@ -56,7 +57,7 @@ def case_checker(params, inputs, slack: float) -> Callable:
 
 def reference_checker(ref, shape, dtype) -> Callable:
     """A side-checker against a given inputs.Reference, without parity (triage's plain matmul)."""
-    from .inputs import compare
+    from .reference import compare
 
     def check(eager_ran, eager_out, compiled_outs):
         eager_check = compare(eager_out, ref, shape, dtype) if eager_ran else None

@@ -23,160 +23,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .outcome import COMPILE_ONLY_ERROR, MISMATCH, Outcome
+import torch
 
-# Dynamo backend -> the layer a failure inside it is attributed to (ErrorInfo.layer).
-BACKEND_LAYERS = {"inductor": "inductor", "aot_eager": "aot_autograd"}
-
-
-class CountingBackend:
-    """Wraps a Dynamo backend; counts graphs compiled and compiled-graph calls, and records the
-    layer that was active when something raised."""
-
-    def __init__(self, inner: Callable, inner_name: str):
-        self.inner = inner
-        self.inner_name = inner_name
-        self.graphs = 0
-        self.calls = 0
-        self.stage = "dynamo"
-
-    def __call__(self, gm, example_inputs):
-        self.stage = self.inner_name
-        compiled = self.inner(gm, example_inputs)
-        self.graphs += 1
-        self.stage = "dynamo"
-        backend = self
-
-        def run(*args):
-            backend.calls += 1
-            backend.stage = "runtime"
-            result = compiled(*args)
-            backend.stage = "dynamo"
-            return result
-
-        run._boxed_call = getattr(compiled, "_boxed_call", False)
-        return run
-
-    def get_compiler_config(self):
-        getter = getattr(self.inner, "get_compiler_config", None)
-        return getter() if getter else None
-
-    def reset(self):
-        if hasattr(self.inner, "reset"):
-            self.inner.reset()
-
-
-@dataclass
-class CompiledCall:
-    fn: Callable
-    backend: CountingBackend
-
-
-def compile_counted(fn: Callable, settings: Mapping[str, Any]) -> CompiledCall:
-    """torch.compile(fn, fullgraph=True) with `settings` (compile_modes.compile_settings: backend,
-    mode, options, dynamic), through a counting backend."""
-    import torch
-
-    backend_name, dynamic = settings["backend"], settings.get("dynamic")
-    if backend_name == "inductor":
-        # The wrapper takes a mode and options together (torch.compile refuses both at once).
-        inner: Any = torch._TorchCompileInductorWrapper(settings.get("mode"), settings.get("options"), dynamic)
-    else:
-        inner = torch._dynamo.lookup_backend(backend_name)
-    backend = CountingBackend(inner, BACKEND_LAYERS.get(backend_name, "dynamo"))
-    return CompiledCall(torch.compile(fn, backend=backend, fullgraph=True, dynamic=dynamic), backend)
-
-
-class AotiCall:
-    """The compiled side of an AOTInductor mode: its first call exports the function
-    (torch.export), builds an AOTInductor package in a temporary directory and loads it; every
-    call runs the loaded package. It counts graphs and calls and names its stage like
-    CountingBackend, so the verdict reads both alike; `timing` holds each step's seconds."""
-
-    def __init__(self, fn: Callable, options: Mapping[str, Any] | None = None):
-        self.user_fn = fn
-        self.options = dict(options) if options else None
-        self.graphs = 0
-        self.calls = 0
-        self.stage = "export"
-        self.timing: dict = {}
-        self.codes: list = []  # the package's sources (kernel_choice reads them)
-        self.loaded = None
-        self.folder: str | None = None
-
-    @property
-    def backend(self):
-        return self
-
-    @property
-    def fn(self):
-        return self
-
-    def __call__(self, *args):
-        if self.loaded is None:
-            self._build(args)
-        self.calls += 1
-        return self._aoti_run(args)
-
-    # Loading and running have methods of their own: a crash there leaves only a faulthandler
-    # stack, and these frames name the stage (execution/isolate._STACK_LAYERS).
-    def _aoti_run(self, args: tuple):
-        self.stage = "runtime"
-        result = self.loaded(*args)
-        self.stage = "aoti"
-        return result
-
-    def _aoti_load(self, path: str) -> None:
-        import torch
-
-        self.stage = "aoti_load"
-        start = time.perf_counter()
-        self.loaded = torch._inductor.aoti_load_package(path)
-        self.timing["load_s"] = time.perf_counter() - start
-
-    def _build(self, args: tuple) -> None:
-        import os
-        import tempfile
-
-        import torch
-
-        from .kernel_choice import package_code
-
-        user_fn = self.user_fn
-
-        class Case(torch.nn.Module):
-            def forward(self, *inputs):
-                return user_fn(*inputs)
-
-        self.stage = "export"
-        start = time.perf_counter()
-        program = torch.export.export(Case(), tuple(args))
-        self.timing["export_s"] = time.perf_counter() - start
-        self.stage = "inductor"
-        self.folder = tempfile.mkdtemp(prefix="scaledmm-aoti-")
-        start = time.perf_counter()
-        path = torch._inductor.aoti_compile_and_package(
-            program, package_path=os.path.join(self.folder, "case.pt2"), inductor_configs=self.options
-        )
-        self.timing["package_s"] = time.perf_counter() - start
-        self.graphs = 1
-        self.codes = package_code(path)
-        self._aoti_load(path)
-
-    def close(self) -> None:
-        if self.folder:
-            import shutil
-
-            shutil.rmtree(self.folder, ignore_errors=True)
-            self.folder = None
-
-
-def make_compiled(fn: Callable, settings: Mapping[str, Any], runner: str = "compile"):
-    """The compiled side for a mode's runner (compile_modes.RUNNERS): an AotiCall for "aoti",
-    else compile_counted (the dynamic-M runners mark their inputs per call instead)."""
-    if runner == "aoti":
-        return AotiCall(fn, settings.get("options"))
-    return compile_counted(fn, settings)
+from .classify import classify, crash_outcome, problem_of
+from .draw import make_inputs, second_call_seed
+from .kernel_choice import kernel_choice, output_code
+from .oracle import case_checker, guarded
+from .outcome import COMPILE_ONLY_ERROR, MISMATCH, ErrorInfo, Outcome, describe_exception
+from .runners import CompiledSide, runner_named
 
 
 @dataclass
@@ -192,9 +46,6 @@ class OtherShape:
 def second_call(params, seed: int, device: str, slack: float):
     """The case's serving-loop call (pipeline.eager_compile_check's `second_call`): inputs of the
     same shape from second_call_seed, with their own checker."""
-    from .inputs import make_inputs, second_call_seed
-    from .oracle import case_checker
-
     inputs = make_inputs(params, second_call_seed(seed), device)
     return OtherShape(SECOND_CALL, inputs.args(), case_checker(params, inputs, slack))
 
@@ -202,8 +53,6 @@ def second_call(params, seed: int, device: str, slack: float):
 def varying_dims(args: tuple, other: tuple) -> list:
     """Per argument, the dims whose size differs between two shapes of one case: what M
     sets (the activation's rows, a row-wise scale's), and what a dynamic-M runner marks."""
-    import torch
-
     dims = []
     for mine, theirs in zip(args, other):
         if isinstance(mine, torch.Tensor) and isinstance(theirs, torch.Tensor) and mine.dim() == theirs.dim():
@@ -216,14 +65,16 @@ def varying_dims(args: tuple, other: tuple) -> list:
 def mark_m(given: tuple, dims: list, how: str) -> None:
     """Mark the M-dependent dims of a call's own tensors dynamic (torch._dynamo.mark_dynamic) or
     unbacked (torch._dynamo.decorators.mark_unbacked)."""
-    import torch
-
     for tensor, marked in zip(given, dims):
         for dim in marked:
             if how == "unbacked":
                 torch._dynamo.decorators.mark_unbacked(tensor, dim)
             else:
                 torch._dynamo.mark_dynamic(tensor, dim)
+
+
+def _shape_problem(shape: dict) -> str:
+    return shape.get("problem") or f"max |err|/tol = {shape['ratio']:.3g}"
 
 
 def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -> Outcome:
@@ -233,14 +84,12 @@ def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -
         return result
     off = [s for s in shapes if not s.get("ok")]
     if off:
-        from .classify import problem_of
-
         problems = sorted({problem_of(s) for s in off})
         return Outcome(
             MISMATCH,
             f"MISMATCH: compiled at another M {', '.join(problems)}",
             "compiled",
-            "; ".join(f"{s['label']}: {s.get('problem') or 'max |err|/tol = %.3g' % s['ratio']}" for s in off),
+            "; ".join(f"{s['label']}: {_shape_problem(s)}" for s in off),
             errors=result.errors,
             timing=result.timing,
             extra=result.extra,
@@ -263,14 +112,10 @@ def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -
 def sync(device: str) -> None:
     """Wait for the device, so that a kernel's asynchronous error belongs to its own call."""
     if device.startswith("cuda"):
-        import torch
-
         torch.cuda.synchronize()
 
 
 def _clone(out):
-    import torch
-
     return out.clone() if isinstance(out, torch.Tensor) else out
 
 
@@ -279,14 +124,10 @@ _BITS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
 def _storage_bytes(storage):
-    import torch
-
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
 
 def _bits(t):
-    import torch
-
     return t.view(getattr(torch, _BITS[t.element_size()])) if t.element_size() in _BITS else t
 
 
@@ -305,8 +146,6 @@ def argument_names(fn: Callable, count: int) -> list:
 
 def plain_tensor(arg) -> bool:
     """A torch.Tensor that is not a subclass (a Parameter counts as plain)."""
-    import torch
-
     return type(arg) in (torch.Tensor, torch.nn.Parameter)
 
 
@@ -323,8 +162,6 @@ class PristineInputs:
         self.given_storages: list = [None] * len(args)  # the storages of the latest copies
 
     def fresh(self) -> tuple:
-        import torch
-
         storages: dict = {}
         copies, self.given_storages = [], []
         for arg in self.args:
@@ -362,8 +199,6 @@ class PristineInputs:
 def _change(original, copy, given) -> str | None:
     """What differs between a caller's tensor and the copy a call was given (on the storage
     `given`), or None."""
-    import torch
-
     if not plain_tensor(original):
         return None
     layout = [
@@ -413,8 +248,6 @@ SECOND_CALL = "second call"  # the label of the serving-loop call with other inp
 
 
 def _storage_key(t) -> tuple | None:
-    import torch
-
     if not isinstance(t, torch.Tensor) or not t.numel():
         return None
     try:
@@ -441,8 +274,6 @@ def serving_loop_problem(
     """What a second call with other inputs showed about the outputs, None when nothing: an output
     sharing storage with an input or with the previous call's output, or the first output changed
     by the second call. `held`: outputs must survive later calls (not so under CUDA graphs)."""
-    import torch
-
     # Under CUDA graphs the first output is the graph's memory, overwritten by design: not read.
     calls = ((first_raw, first_given), (second_raw, second_given)) if held else ((second_raw, second_given),)
     for raw, given in calls:
@@ -467,8 +298,6 @@ def _second_check(found: dict | None) -> dict | None:
     """The second call's check as a failed side check, or None when it passed."""
     if found is None or found.get("ok"):
         return None
-    from .classify import problem_of
-
     return {**found, "ok": False, "problem": f"{SECOND_CALL} with other inputs: {problem_of(found)}"}
 
 
@@ -498,8 +327,6 @@ def _serving_call(
     first one's memory. Its failed check, or None. `first_given` are the first call's copies (for
     storage sharing); `compare` records what a call changed in its inputs; `fresh` makes the
     copies (marking dims)."""
-    from .oracle import guarded
-
     earlier = [first_raw]
     for _ in range(SERVING_CALLS - 1):
         given = fresh(second) if fresh else second.fresh()
@@ -547,6 +374,163 @@ class Sides:
     timing: dict = field(default_factory=dict)
 
 
+@dataclass
+class EagerCall:
+    """The eager side, read like a runner's compiled side: the function itself, nothing compiled."""
+
+    fn: Callable
+    graphs: int = 0
+    calls: int = 0
+    stage: str = "eager"
+    timing: dict = field(default_factory=dict)
+    codes: list = field(default_factory=list)
+
+    def close(self) -> None:
+        pass
+
+
+class CallLog:
+    """What the calls of both sides left besides their results: the BaseExceptions with which
+    the kernel tried to end the process, the arguments each side changed in place, and errors
+    reading inputs back after a call that ran (the harness's problem, raised)."""
+
+    def __init__(self, interrupts: bool):
+        self.interrupts = interrupts
+        self.exits: dict = {}  # side -> the BaseException
+        self.changed: dict = {}  # side -> {argument name: what the call changed}
+        self.unreadable: list = []
+
+    def caught(self, exc: BaseException, side: str, layer: str) -> ErrorInfo:
+        """`exc` as the side's error; the user's Ctrl-C is raised again."""
+        if self.interrupts and isinstance(exc, KeyboardInterrupt):
+            raise exc
+        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt, GeneratorExit ...
+            self.exits[side] = exc
+        return describe_exception(exc, layer)
+
+    def compare(self, given: tuple, side: str, source: PristineInputs, raised: bool) -> None:
+        """Records what a call changed in `given`, its copies of `source`."""
+        try:
+            self.changed.setdefault(side, {}).update(source.changes(given))
+        except Exception as exc:
+            # A call that raised may have left the device unreadable (a sticky CUDA error): its
+            # error is the outcome.
+            if not raised:
+                self.unreadable.append(exc)
+
+
+@dataclass
+class SidePlan:
+    """The calls one side makes after its first: the serving loop's (`second`, outputs `held`
+    across calls or not), else the same inputs again when `repeat`; then each of `other_shapes`,
+    the M-dependent `dims` of every call's copies marked `marked`."""
+
+    device: str
+    second: OtherShape | None = None
+    second_inputs: PristineInputs | None = None
+    held: bool = True
+    repeat: bool = False
+    other_shapes: Sequence[OtherShape] = ()
+    dims: list = field(default_factory=list)
+    marked: str | None = None
+    # The first call's copies compared again after the serving loop: a compiled call may write
+    # into an earlier call's inputs.
+    recheck_first: bool = False
+
+    def fresh(self, inputs: PristineInputs) -> tuple:
+        copies = inputs.fresh()
+        if self.dims and self.marked:
+            mark_m(copies, self.dims, self.marked)
+        return copies
+
+
+@dataclass
+class SideRun:
+    """What one side's calls produced."""
+
+    outs: tuple | None = None  # the outputs checked against the reference; None when a call raised
+    error: ErrorInfo | None = None
+    first_s: float = 0.0  # the first call's seconds, to its return or its exception
+    first_returned: bool = False
+    timing: dict = field(default_factory=dict)  # run_s, other_m_s
+    later: dict | None = None  # the serving loop's failed check, None when it passed or did not run
+    shapes: list = field(default_factory=list)  # per other M: its check and seconds
+
+
+def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: CallLog, plan: SidePlan) -> SideRun:
+    """One side's calls, each on copies of its own (PristineInputs) compared after the call: the
+    first, then what `plan` says. Whatever a call raises is the side's error (log.caught)."""
+    run = SideRun()
+    source = pristine
+    given = plan.fresh(pristine)
+    start = time.perf_counter()
+    try:
+        first_raw = built.fn(*given)
+        sync(plan.device)
+        first = _clone(first_raw)
+        run.first_s, run.first_returned = time.perf_counter() - start, True
+        log.compare(given, side, pristine, False)
+        if plan.second is not None and plan.second_inputs is not None:
+            second = plan.second_inputs
+            start = time.perf_counter()
+            run.later = _serving_call(
+                built.fn,
+                given,
+                first_raw,
+                first,
+                second,
+                plan.second,
+                plan.device,
+                log.caught,
+                side,
+                plan.held,
+                lambda copies, raised: log.compare(copies, side, second, raised),
+                plan.fresh,
+            )
+            del first_raw
+            run.timing["run_s"] = time.perf_counter() - start
+            if plan.recheck_first:
+                log.compare(given, side, pristine, False)
+            run.outs = (first,)
+        elif plan.repeat:
+            given = plan.fresh(pristine)
+            start = time.perf_counter()
+            again = _clone(built.fn(*given))
+            sync(plan.device)
+            run.timing["run_s"] = time.perf_counter() - start
+            log.compare(given, side, pristine, False)
+            run.outs = (first, again)
+        else:
+            run.outs = (first,)
+        for other in plan.other_shapes:
+            source = PristineInputs(other.args, pristine.names)
+            given = plan.fresh(source)
+            start = time.perf_counter()
+            out = _clone(built.fn(*given))
+            sync(plan.device)
+            seconds = time.perf_counter() - start
+            run.timing["other_m_s"] = run.timing.get("other_m_s", 0.0) + seconds
+            log.compare(given, side, source, False)
+            found = guarded(other.check, False, None, (out,), plan.device)[1] or {"ok": False, "problem": "not checked"}
+            run.shapes.append(
+                {
+                    "label": other.label,
+                    "ok": bool(found.get("ok")),
+                    "problem": found.get("problem"),
+                    "ratio": found.get("ratio"),
+                    "run_s": round(seconds, 6),
+                }
+            )
+    except BaseException as exc:
+        if not run.first_returned:
+            run.first_s = time.perf_counter() - start
+        run.error = log.caught(exc, side, built.stage)
+        if plan.other_shapes and run.outs is not None:
+            run.shapes.append({"label": plan.other_shapes[len(run.shapes)].label, "ok": False, "problem": "raised"})
+        log.compare(given, side, source, True)
+    return run
+
+
 def eager_compile_check(
     fn: Callable,
     args: tuple,
@@ -568,8 +552,8 @@ def eager_compile_check(
     KeyboardInterrupt is the user's and is raised again (in an isolated child it can only come
     from the kernel, and is a CRASH). Each call gets copies of the tensors in `args`
     (PristineInputs); a call that changed one makes the case a MISMATCH (changed_inputs_outcome).
-    `runner` (compile_modes.RUNNERS) says how the compiled side is made; a dynamic-M runner also
-    calls it at each of `other_shapes`, M marked, and counts the frames compiled
+    `runner` (runners.RUNNERS, a compile mode's `runner`) makes the compiled side; a dynamic-M
+    runner also calls it at each of `other_shapes`, M marked, and counts the frames compiled
     (dynamic_m_outcome). An Inductor side records the kernel it chose (kernel_choice).
 
     `second_call` (inputs of the same shape, other values, their own checker) is what a serving
@@ -577,182 +561,58 @@ def eager_compile_check(
     code); the second output must match its own reference, the first must be unchanged after it,
     and no output may share storage with an input or with the previous output
     (serving_loop_problem). Without it the compiled side runs the same inputs twice."""
-    import torch
-
-    from .classify import classify, crash_outcome
-    from .kernel_choice import kernel_choice, output_code
-    from .oracle import guarded
-    from .outcome import describe_exception
-
-    timing: dict = {}
-    eager_error = compiled_error = None
-    eager_out = compiled_outs = None
-    exits: dict = {}  # side -> the BaseException with which the kernel tried to end the process
+    log = CallLog(interrupts)
     pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
-    changed: dict = {}  # side -> {argument name: what the call changed}
+    second_inputs = PristineInputs(second_call.args, pristine.names) if second_call is not None else None
 
-    def caught(exc: BaseException, side: str, layer: str):
-        if interrupts and isinstance(exc, KeyboardInterrupt):
-            raise exc
-        if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt, GeneratorExit ...
-            exits[side] = exc
-        return describe_exception(exc, layer)
-
-    unreadable: list = []  # a call that ran, yet whose inputs cannot be read back: the harness's problem
-
-    def compare(given: tuple, side: str, raised: bool, source: PristineInputs | None = None) -> None:
-        try:
-            changed.setdefault(side, {}).update((source or pristine).changes(given))
-        except Exception as exc:
-            # A call that raised may have left the device unreadable (a sticky CUDA error): its
-            # error is the outcome.
-            if not raised:
-                unreadable.append(exc)
-
-    second_pristine = PristineInputs(second_call.args, pristine.names) if second_call is not None else None
-    later_calls: dict = {}  # side -> the serving loop's failed check after the first call, or None
-    given = pristine.fresh()
-    start = time.perf_counter()
-    eager_raw = None
-    try:
-        eager_raw = fn(*given)
-        sync(device)
-        eager_out = _clone(eager_raw)
-    except BaseException as exc:
-        eager_error = caught(exc, "eager", "eager")
-    timing["eager_s"] = time.perf_counter() - start
-    compare(given, "eager", eager_error is not None)
-    if second_pristine is not None and eager_error is None:
-        later_calls["eager"] = _serving_call(
-            fn,
-            given,
-            eager_raw,
-            eager_out,
-            second_pristine,
-            second_call,
-            device,
-            caught,
-            "eager",
-            True,
-            lambda g, raised: compare(g, "eager", raised, second_pristine),
-        )
-    del given, eager_raw
+    eager = run_side("eager", EagerCall(fn), pristine, log, SidePlan(device, second_call, second_inputs))
+    timing: dict = {"eager_s": eager.first_s}
 
     # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
     torch._dynamo.reset()
-    compiled = make_compiled(fn, settings, runner)
-    marked = {"mark-dynamic": "dynamic", "mark-unbacked": "unbacked"}.get(runner)
-    dims = varying_dims(args, other_shapes[0].args) if marked and other_shapes else []
-    shapes: list = []  # per other M: its check and seconds
-    source = pristine  # where the latest copies came from
-
-    def fresh(inputs: PristineInputs) -> tuple:
-        nonlocal source
-        source = inputs
-        copies = inputs.fresh()
-        if dims:
-            mark_m(copies, dims, marked)
-        return copies
-
-    def fresh_source(inputs: PristineInputs) -> None:
-        nonlocal source
-        source = inputs
-
-    def compare_compiled(given: tuple, raised: bool) -> None:
-        try:
-            changed.setdefault("compiled", {}).update(source.changes(given))
-        except Exception as exc:
-            if not raised:
-                unreadable.append(exc)
-
-    inductor = settings.get("backend") == "inductor"
-    with output_code() if inductor else contextlib.nullcontext([]) as codes:
-        given = fresh(pristine)
-        try:
-            start = time.perf_counter()
-            first_raw = compiled.fn(*given)
-            sync(device)
-            first = _clone(first_raw)
-            timing["compile_s"] = time.perf_counter() - start
-            compare_compiled(given, False)
-            if second_pristine is not None:
-                start = time.perf_counter()
-                try:
-                    later_calls["compiled"] = _serving_call(
-                        compiled.fn,
-                        given,
-                        first_raw,
-                        first,
-                        second_pristine,
-                        second_call,
-                        device,
-                        caught,
-                        "compiled",
-                        holds_outputs(settings),
-                        lambda g, raised: (fresh_source(second_pristine), compare_compiled(g, raised)),
-                        fresh,
-                    )
-                finally:
-                    fresh_source(pristine)  # the first call's copies are the ones compared last
-                del first_raw
-                timing["run_s"] = time.perf_counter() - start
-                compiled_outs = (first,)
-            else:
-                given = fresh(pristine)
-                start = time.perf_counter()
-                second = _clone(compiled.fn(*given))
-                sync(device)
-                timing["run_s"] = time.perf_counter() - start
-                compiled_outs = (first, second)
-            for other in other_shapes:
-                given = fresh(PristineInputs(other.args, pristine.names))
-                start = time.perf_counter()
-                out = _clone(compiled.fn(*given))
-                sync(device)
-                seconds = time.perf_counter() - start
-                timing["other_m_s"] = timing.get("other_m_s", 0.0) + seconds
-                compare_compiled(given, False)
-                found = guarded(other.check, False, None, (out,), device)[1] or {"ok": False, "problem": "not checked"}
-                shapes.append(
-                    {
-                        "label": other.label,
-                        "ok": bool(found.get("ok")),
-                        "problem": found.get("problem"),
-                        "ratio": found.get("ratio"),
-                        "run_s": round(seconds, 6),
-                    }
-                )
-        except BaseException as exc:
-            compiled_error = caught(exc, "compiled", compiled.backend.stage)
-            if other_shapes and compiled_outs is not None:
-                shapes.append({"label": other_shapes[len(shapes)].label, "ok": False, "problem": "raised"})
-        compare_compiled(given, compiled_error is not None)
-        del given
-    timing.update(getattr(compiled, "timing", {}))
-    codes = list(codes) + list(getattr(compiled, "codes", []))
-    if isinstance(compiled, AotiCall):
-        compiled.close()
-
-    if exits:
-        return Sides(crash_outcome(exits, eager_error, compiled_error, timing), eager_out, compiled_outs, timing)
-    if unreadable:
-        raise unreadable[0]
-    eager_check, compiled_check = guarded(check, eager_error is None, eager_out, compiled_outs, device)
-    eager_check, compiled_check = (
-        _worse(eager_check, later_calls.get("eager")),
-        _worse(compiled_check, later_calls.get("compiled")),
+    how = runner_named(runner)
+    compiled_side = how.build(fn, settings)
+    marked = how.marks_m
+    plan = SidePlan(
+        device,
+        second_call,
+        second_inputs,
+        held=holds_outputs(settings),
+        repeat=True,
+        other_shapes=other_shapes,
+        dims=varying_dims(args, other_shapes[0].args) if marked and other_shapes else [],
+        marked=marked,
+        recheck_first=True,
     )
-    result = classify(eager_error, compiled_error, compiled.backend.calls, eager_check, compiled_check, kernel, params)
-    if any(changed.values()):
-        result = changed_inputs_outcome(changed, result)
+    inductor = settings.get("backend") == "inductor"
+    capture: contextlib.AbstractContextManager = output_code() if inductor else contextlib.nullcontext([])
+    with capture as codes:
+        compiled = run_side("compiled", compiled_side, pristine, log, plan)
+    if compiled.first_returned:
+        timing["compile_s"] = compiled.first_s
+    timing.update(compiled.timing)
+    timing.update(compiled_side.timing)
+    codes = list(codes) + list(compiled_side.codes)
+    compiled_side.close()
+
+    eager_out = eager.outs[0] if eager.outs else None
+    if log.exits:
+        return Sides(crash_outcome(log.exits, eager.error, compiled.error, timing), eager_out, compiled.outs, timing)
+    if log.unreadable:
+        raise log.unreadable[0]
+    eager_check, compiled_check = guarded(check, eager.error is None, eager_out, compiled.outs, device)
+    eager_check, compiled_check = _worse(eager_check, eager.later), _worse(compiled_check, compiled.later)
+    result = classify(eager.error, compiled.error, compiled_side.calls, eager_check, compiled_check, kernel, params)
+    if any(log.changed.values()):
+        result = changed_inputs_outcome(log.changed, result)
     result.timing = {k: round(v, 6) for k, v in timing.items()}
-    result.eager_error, result.compiled_error = eager_error, compiled_error
+    result.eager_error, result.compiled_error = eager.error, compiled.error
     result.errors = {"eager": eager_check, "compiled": compiled_check}
-    result.extra["compiled_graphs"] = compiled.backend.graphs
-    result.extra["compiled_graph_calls"] = compiled.backend.calls
-    if inductor and (codes or compiled.backend.graphs):
+    result.extra["compiled_graphs"] = compiled_side.graphs
+    result.extra["compiled_graph_calls"] = compiled_side.calls
+    if inductor and (codes or compiled_side.graphs):
         result.extra["kernel_choice"] = kernel_choice(codes)
     if marked:
-        result.extra["dynamic_m"] = {"marked": marked, "frames": compiled.backend.graphs, "shapes": shapes}
-        result = dynamic_m_outcome(result, marked, compiled.backend.graphs, shapes)
-    return Sides(result, eager_out, compiled_outs, timing)
+        result.extra["dynamic_m"] = {"marked": marked, "frames": compiled_side.graphs, "shapes": compiled.shapes}
+        result = dynamic_m_outcome(result, marked, compiled_side.graphs, compiled.shapes)
+    return Sides(result, eager_out, compiled.outs, timing)

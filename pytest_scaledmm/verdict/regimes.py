@@ -1,7 +1,7 @@
 """Value regimes: the numbers a case's operands and scales hold, as production quantisers make them.
 
 A regime changes values, never shapes or layouts; every value it draws is exactly what the
-reference (inputs.reference) dequantises, so each regime keeps an exact float64 reference and
+reference (reference.py) dequantises, so each regime keeps an exact float64 reference and
 the same bound. `standard` is the synthetic draw (a small normal, scales in 2^[-2, 2]).
 
 - full_range: operands quantised from a high-precision tensor, each scale block's amax mapped to

@@ -2,11 +2,11 @@
 
 A form says, for each operand (a: M x K, b: K x N), which block of the operand one scale
 element covers. From that the schema takes its enum and ranks, case ids their short names,
-inputs.py the scale it draws and the float64 multiplier it expands it to, and scaled_mm_v2 the
+draw.py the scale it draws and the float64 multiplier it expands it to, and scaled_mm_v2 the
 recipe a scale's shape stands for. A new form is one row here (and its id in matrix.yaml).
 
 Standard library only, and no imports from this package: the schema reads it without torch,
-and repro scripts embed it verbatim ahead of inputs.py.
+and repro scripts embed it verbatim ahead of draw.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ RECIPE_CODES = {
     "BlockWise128x128": 5,
 }
 SWIZZLE_CODES = {"NO_SWIZZLE": 0, "SWIZZLE_32_4_4": 1}
-# Dtypes of a scale's elements (torch names in inputs.py).
+# Dtypes of a scale's elements (torch names in draw.py).
 SCALE_DTYPES = ("fp32", "e8m0", "e4m3fn")
 
 
