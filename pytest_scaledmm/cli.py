@@ -24,6 +24,8 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from . import __version__
+from .errors import ScaledmmError
+from .matrix.errors import MatrixError
 from .plugin.options import (
     ALLOW_CAPABILITY_LOSS,
     ALLOW_LOOSER_SLACK,
@@ -99,13 +101,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _usage_errors() -> tuple:
-    from .matrix.errors import MatrixError
-    from .reports.report import ReportError
-
-    return (ReportError, MatrixError)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for stream in (sys.stdout, sys.stderr):
@@ -120,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         print(printable(f"scaledmm {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
-    except _usage_errors() as exc:
+    # MatrixError is named as well: matrix/errors.py need not derive it from ScaledmmError.
+    except (ScaledmmError, MatrixError) as exc:
         # The message names the file (and key); a traceback would only bury it.
         print(f"scaledmm {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -134,7 +130,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
 
 
-class OutputRefused(Exception):
+class OutputRefused(ScaledmmError):
     """An output path that would replace or append to a file the command did not make for it."""
 
 
@@ -365,13 +361,10 @@ def doctor_command(args) -> int:
     ],
 )
 def repro_command(args) -> int:
-    from .reports.repro import ReproError, scripts_from_report
+    from .reports.repro import scripts_from_report
 
-    try:
-        written = scripts_from_report(args.report, args.out, args.case, args.scaledmm_matrix, args.timeout)
-    except ReproError as exc:
-        print(f"scaledmm repro: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    # A ReproError is a ScaledmmError: main prints it as one line, exit status 2.
+    written = scripts_from_report(args.report, args.out, args.case, args.scaledmm_matrix, args.timeout)
     for path in written:
         print(path)
     if not written:
@@ -505,15 +498,12 @@ def merge_command(args) -> int:
 def init_command(args) -> int:
     from pathlib import Path
 
-    from .scaffold import InitError, make_plan, write_project
+    from .scaffold import make_plan, write_project
 
     directory = Path(args.dir)
-    try:
-        plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory)
-        written = write_project(directory, plan, [kind for kind in args.ci if kind != "none"])
-    except InitError as exc:
-        print(f"scaledmm init: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    # An InitError is a ScaledmmError: main prints it as one line, exit status 2.
+    plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory)
+    written = write_project(directory, plan, [kind for kind in args.ci if kind != "none"])
     for path in written:
         print(f"wrote {path}")
     if plan.spec.startswith("pytest-scaledmm @ file:") and len(written) > 1:

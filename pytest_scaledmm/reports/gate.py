@@ -59,6 +59,7 @@ from .compare import (
     classify,
     compare_reports,
 )
+from ..errors import ScaledmmError
 from ..matrix.known_failures import restore_original_outcomes
 from .changes import change_of, count_text, example_of, grouped
 from ..verdict import outcome as oc
@@ -75,7 +76,7 @@ CLI_FLAGS = {"allow_missing": "--allow-missing", "allow_capability_loss": "--all
              "allow_worse": "--allow-worse", "allow_looser_slack": "--allow-looser-slack"}
 
 
-class GateFailure(Exception):
+class GateFailure(ScaledmmError):
     """The gate failed; `reasons` holds one line per reason."""
 
     def __init__(self, reasons: list[str]):

@@ -22,6 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from ..errors import ScaledmmError
 from ..verdict import outcome as oc
 
 SCHEMA = "pytest-scaledmm/report"
@@ -37,7 +38,7 @@ MAX_REPORT_DEPTH = 64
 IN_PROGRESS = "run in progress or killed before it wrote its report"
 
 
-class ReportError(Exception):
+class ReportError(ScaledmmError):
     """A report file that cannot be used; the message names the file."""
 
     def __init__(self, path, message: str):
@@ -288,7 +289,7 @@ def check_writable(path: Path) -> None:
     os.unlink(tmp)
 
 
-class ReportLocked(Exception):
+class ReportLocked(ScaledmmError):
     """Another live run holds the report's lock."""
 
 

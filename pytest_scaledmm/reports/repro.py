@@ -33,6 +33,7 @@ from .. import verdict
 from ..verdict import outcome as oc
 from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
 from ..execution.cache import OWNED_CACHE_ENV
+from ..errors import ScaledmmError
 from .report import iso_time
 
 # Failures, known ones, and the informational LENIENT (its script shows the compiled side's
@@ -50,7 +51,7 @@ ENV_FIELDS = ("torch", "cuda", "hip", "triton", "python", "platform", "plugin", 
               "arch", "capability", "sm_count", "tox_env")
 
 
-class ReproError(Exception):
+class ReproError(ScaledmmError):
     """A script could not be written for this case (the reason is in the message)."""
 
 

@@ -13,11 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..errors import ScaledmmError
+
 TEMPLATES = Path(__file__).parent
 CI_TARGETS = {"github": ".github/workflows/scaledmm.yml", "gitlab": "scaledmm.gitlab-ci.yml"}
 
 
-class InitError(ValueError):
+class InitError(ScaledmmError, ValueError):
     """One line for the user: which option or file, and why."""
 
 
