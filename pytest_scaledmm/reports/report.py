@@ -20,9 +20,10 @@ import tempfile
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, cast
 
 from ..errors import ScaledmmError
+from ..records import CaseRecord, Report, SignatureGroup
 from ..verdict import outcome as oc
 
 SCHEMA = "pytest-scaledmm/report"
@@ -46,19 +47,23 @@ class ReportError(ScaledmmError):
         super().__init__(f"{self.path}: {message}")
 
 
-def build_report(environment: dict, matrix: dict, cases: Iterable[dict], session: dict) -> dict:
-    cases = sorted(cases, key=lambda c: c["id"])
-    counts = Counter(c["outcome"] for c in cases)
-    return {
+def build_report(
+    environment: dict, matrix: dict, cases: Iterable[Mapping[str, Any]], session: dict
+) -> dict[str, Any]:
+    """A report of these records; a plain dict, to which the plugin adds its own blocks (coverage)."""
+    records = cast("list[CaseRecord]", sorted(cases, key=lambda c: c["id"]))
+    counts = Counter(c["outcome"] for c in records)
+    report: Report = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "environment": environment,
         "matrix": matrix,
         "session": session,
         "summary": dict(sorted(counts.items())),
-        "signatures": signature_groups(cases),
-        "cases": cases,
+        "signatures": signature_groups(records),
+        "cases": records,
     }
+    return cast("dict[str, Any]", report)
 
 
 def iso_time(epoch: Optional[float] = None) -> str:
@@ -82,7 +87,7 @@ def upgrade_report(data: dict) -> dict:
     return data
 
 
-def root_cause_of(record: dict) -> str:
+def root_cause_of(record: Mapping[str, Any]) -> str:
     """The cause a record groups under: its root_cause (the side that is wrong), else its
     signature (a report from before root causes, or a class whose signature is its cause); a
     MISMATCH by its kernel and what is off (causes.mismatch_cause)."""
@@ -112,7 +117,7 @@ def group_tier(outcome: str) -> int:
     return known.tier if known.tier is not None else len(oc.TIERS) + 1
 
 
-def signature_groups(cases: Iterable[dict]) -> list[dict]:
+def signature_groups(cases: Iterable[Mapping[str, Any]]) -> list[SignatureGroup]:
     """Records grouped by root cause, one group per bug: the failures (every class that can fail
     a run, strict-only ones included) by (root cause, layer), whatever their class, so that one
     compiled-side cause is one group whatever eager refusals it met (listed in `met` with their
@@ -245,7 +250,7 @@ def ids_sha256(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def shard_of(report: dict) -> Optional[tuple[int, int]]:
+def shard_of(report: Report) -> Optional[tuple[int, int]]:
     """(I, N) when the report is shard I of N of a sharded run (not a merge of the shards)."""
     block = report.get("shard")
     if isinstance(block, dict) and type(block.get("index")) is int and type(block.get("count")) is int:
@@ -253,7 +258,7 @@ def shard_of(report: dict) -> Optional[tuple[int, int]]:
     return None
 
 
-def shard_advice(report: dict) -> Optional[str]:
+def shard_advice(report: Report) -> Optional[str]:
     """What to do with a shard's report before comparing or gating it, or None."""
     position = shard_of(report)
     if position is None or position[1] == 1:  # shard 1/1 holds every case: it is the whole run
@@ -261,7 +266,7 @@ def shard_advice(report: dict) -> Optional[str]:
     return f"this is shard {position[0]}/{position[1]} of a sharded run: merge the shards first (scaledmm merge)"
 
 
-def duplicate_ids(report: dict) -> dict[str, int]:
+def duplicate_ids(report: Report) -> dict[str, int]:
     """Case ids recorded more than once, with their count. Loading keeps every record, so a
     duplicate is named here instead of the last record silently winning."""
     counts = Counter(case["id"] for case in report["cases"])
@@ -377,7 +382,7 @@ def previous_path(path: Path) -> Path:
     return path.with_name(f"{stem}.previous.json")
 
 
-def unfinished_report(reason: str = IN_PROGRESS) -> dict:
+def unfinished_report(reason: str = IN_PROGRESS) -> dict[str, Any]:
     """A report that says only that its run did not finish: no record, complete false."""
     session = {"started": iso_time(), "complete": False, "incomplete_reasons": [reason]}
     return build_report({}, {}, [], session)
@@ -634,7 +639,7 @@ def _check_regular(path: Path) -> None:
         raise ReportError(path, "not a regular file (a directory, a FIFO, a device): not a report")
 
 
-def load_report(path) -> dict:
+def load_report(path) -> Report:
     """The report at `path`, checked: ReportError (naming the file and the key) for a file that
     is missing, unreadable, too large, not JSON, nested too deeply, not a report of this schema
     version, or whose fields the readers use have the wrong type."""
@@ -679,4 +684,5 @@ def load_report(path) -> dict:
     error = best_match(_validator().iter_errors(data))
     if error is not None:
         raise ReportError(path, _schema_message(error))
-    return upgrade_report(data)
+    # The schema checked the fields the readers use: from here on the dict is typed.
+    return cast(Report, upgrade_report(data))
