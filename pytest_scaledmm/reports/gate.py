@@ -40,31 +40,34 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Optional
 
+from ..errors import ScaledmmError
+from ..matrix.known_failures import Catalogue, restore_original_outcomes, torch_release
+from ..matrix.spec import MatrixError, load_spec
+from ..records import Report
+from ..verdict import outcome as oc
+from .changes import Change, change_of, count_text, example_of, grouped
 from .compare import (
+    ABSENT,
     CAPABILITY_GAINED,
     CAPABILITY_LOST,
     CASE_ADDED,
     CASE_REMOVED,
     FAILING,
     FIX,
+    KNOWN,
     KNOWN_FAILURE,
     OK,
     REGRESSION,
     SIGNATURE_CHANGED,
-    KNOWN,
-    ABSENT,
     Comparison,
     Transition,
     category,
     classify,
     compare_reports,
 )
-from ..errors import ScaledmmError
-from ..matrix.known_failures import restore_original_outcomes
-from ..records import Report
-from .changes import Change, change_of, count_text, example_of, grouped
-from ..verdict import outcome as oc
-from .report import duplicate_ids, dumps_strict, number, shard_advice, shard_of
+from .printable import printable_lines
+from .proof import unproven_passes
+from .report import dumps_strict, duplicate_ids, number, shard_advice, shard_of
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
 # A case that fails in both reports with one signature, but by more: its error/bound grew past
@@ -73,8 +76,12 @@ WORSE = "worse"
 WORSE_RATIO = 10.0
 WORSE_COUNT = 2.0
 # How the opt-ins are spelled where the gate runs: the console script's flags by default.
-CLI_FLAGS = {"allow_missing": "--allow-missing", "allow_capability_loss": "--allow-capability-loss",
-             "allow_worse": "--allow-worse", "allow_looser_slack": "--allow-looser-slack"}
+CLI_FLAGS = {
+    "allow_missing": "--allow-missing",
+    "allow_capability_loss": "--allow-capability-loss",
+    "allow_worse": "--allow-worse",
+    "allow_looser_slack": "--allow-looser-slack",
+}
 
 
 class GateFailure(ScaledmmError):
@@ -124,7 +131,6 @@ class GateResult:
 
     def lines(self) -> list[str]:
         """The verdict, reasons and notes: one printable line each (report text escaped)."""
-        from .printable import printable_lines
 
         return printable_lines(self._lines())
 
@@ -188,8 +194,10 @@ def _growth(before: Optional[Mapping], after: Optional[Mapping]) -> list[str]:
     measure the baseline's record has and the candidate's lost (or made NaN) cannot be shown
     not to have grown."""
     was, now = _how_bad(before), _how_bad(after)
-    grown = [f"{measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
-             for measure in sorted(set(was) - set(now))]
+    grown = [
+        f"{measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
+        for measure in sorted(set(was) - set(now))
+    ]
     for measure in sorted(set(was) & set(now)):
         old, new = was[measure], now[measure]
         factor = WORSE_RATIO if measure == "error/bound" else WORSE_COUNT
@@ -201,7 +209,6 @@ def _growth(before: Optional[Mapping], after: Optional[Mapping]) -> list[str]:
 
 
 def _release(report: Mapping) -> Optional[str]:
-    from ..matrix.known_failures import torch_release
 
     release = torch_release(str((report.get("environment") or {}).get("torch") or ""))
     return release.base_version if release is not None else None
@@ -259,7 +266,6 @@ def contradictions(report: Mapping) -> list[str]:
             f"{len(passing)} passing record(s) carry a failure's signature or error, e.g. {passing[0]['id']}:"
             " the record was edited or is corrupt"
         )
-    from .proof import unproven_passes
 
     return lines + unproven_passes(report)
 
@@ -268,7 +274,9 @@ def _carries_a_failure(record: Mapping) -> bool:
     if record.get("signature") or record.get("eager_error") or record.get("compiled_error"):
         return True
     checks = record.get("errors") or {}
-    return any(isinstance(checks.get(side), Mapping) and checks[side].get("ok") is False for side in ("eager", "compiled"))
+    return any(
+        isinstance(checks.get(side), Mapping) and checks[side].get("ok") is False for side in ("eager", "compiled")
+    )
 
 
 def _slacks(report: Mapping) -> tuple[Optional[float], dict[str, frozenset]]:
@@ -301,7 +309,10 @@ def kernel_slacks(report: Mapping) -> dict[str, tuple[float, Optional[str]]]:
     declared = ((report.get("matrix") or {}).get("tolerance") or {}).get("kernels") or {}
     for name, entry in declared.items() if isinstance(declared, Mapping) else ():
         if isinstance(entry, Mapping) and number(entry.get("slack")) is not None:
-            found[str(name)] = (number(entry["slack"]), entry.get("reason") if isinstance(entry.get("reason"), str) else None)
+            found[str(name)] = (
+                number(entry["slack"]),
+                entry.get("reason") if isinstance(entry.get("reason"), str) else None,
+            )
     for record in report["cases"]:
         kernel = (record.get("params") or {}).get("kernel")
         own = _own_slack_block(record)
@@ -309,7 +320,10 @@ def kernel_slacks(report: Mapping) -> dict[str, tuple[float, Optional[str]]]:
             found[str(kernel)] = (math.nan, "a kernel_slack that is not an object")
         elif kernel and "slack" in own:
             value = number(own.get("slack"))
-            found[kernel] = (math.nan if value is None else value, own.get("reason") if isinstance(own.get("reason"), str) else None)
+            found[kernel] = (
+                math.nan if value is None else value,
+                own.get("reason") if isinstance(own.get("reason"), str) else None,
+            )
         elif kernel:
             found.setdefault(kernel, (1.0, None))
     return found
@@ -323,12 +337,16 @@ def kernel_slack_changes(baseline: Mapping, candidate: Mapping) -> tuple[list[st
     for role, slacks in (("baseline", before), ("candidate", after)):
         for name, (value, why) in sorted(slacks.items()):
             if math.isnan(value) or value <= 0:
-                unreadable.append(f"not proven: the {role}'s tolerance slack of kernel {name} cannot be read ({why or value})")
+                unreadable.append(
+                    f"not proven: the {role}'s tolerance slack of kernel {name} cannot be read ({why or value})"
+                )
     for name in sorted(set(before) & set(after)):
         (was, _), (now, reason) = before[name], after[name]
         if now > was:
             why = f" (reason given: {reason})" if reason else ""
-            looser.append(f"kernel {name}'s tolerance slack loosened from {was:g} to {now:g}{why}: a looser bound passes more")
+            looser.append(
+                f"kernel {name}'s tolerance slack loosened from {was:g} to {now:g}{why}: a looser bound passes more"
+            )
     return looser, unreadable
 
 
@@ -450,7 +468,9 @@ def _shard_check(ctx: GateContext) -> list[Finding]:
     slices = [(shard_of(data), (data.get("shard") or {}).get("total_ids_sha256")) for _, data in reports.values()]
     position = slices[0][0]
     if position is not None and slices[0] == slices[1]:
-        return [_note(f"both reports are shard {'/'.join(map(str, position))} of the same cases: only that slice is gated")]
+        return [
+            _note(f"both reports are shard {'/'.join(map(str, position))} of the same cases: only that slice is gated")
+        ]
     found = []
     for role, (_, data) in reports.items():
         advice = shard_advice(data)
@@ -465,10 +485,12 @@ def _consistency_check(ctx: GateContext) -> list[Finding]:
         duplicates = duplicate_ids(data)
         if duplicates:
             cid, count = next(iter(duplicates.items()))
-            found.append(Finding(
-                f"{role}: {len(duplicates)} case id(s) appear more than once, e.g. {cid} ({count} records):"
-                " which record counts is unknown"
-            ))
+            found.append(
+                Finding(
+                    f"{role}: {len(duplicates)} case id(s) appear more than once, e.g. {cid} ({count} records):"
+                    " which record counts is unknown"
+                )
+            )
         found += [Finding(f"{role}: {line}") for line in contradictions(data)]
     return found
 
@@ -554,14 +576,18 @@ def _judge(ctx: GateContext, comparison: Comparison) -> Judgement:
 def _common_check(j: Judgement) -> list[Finding]:
     common = [row for row in j.comparison.grid.values() if row[0] is not None and row[1] is not None]
     if not common and j.context.candidate[1]["cases"]:
-        return [Finding(
-            "no case in common between the reports: another matrix, profile, seed or hypothesis version? "
-            "Nothing was compared, so nothing passed"
-        )]
+        return [
+            Finding(
+                "no case in common between the reports: another matrix, profile, seed or hypothesis version? "
+                "Nothing was compared, so nothing passed"
+            )
+        ]
     if common and all(category(row[1]["outcome"]) == ABSENT for row in common):
-        return [Finding(
-            "not proven: no case in common was run and checked (every one is UNSUPPORTED or SKIPPED in the candidate)"
-        )]
+        return [
+            Finding(
+                "not proven: no case in common was run and checked (every one is UNSUPPORTED or SKIPPED in the candidate)"
+            )
+        ]
     return []
 
 
@@ -571,10 +597,12 @@ def _removed_check(j: Judgement) -> list[Finding]:
         return []
     passed = sum(1 for t in removed if category(t.before_outcome) == OK)
     of_them = f" ({passed} of them passed there)" if passed else ""
-    return [Finding(
-        f"{len(removed)} case(s) of the baseline are missing from the candidate{of_them}, e.g. {removed[0].case_id}",
-        opt_in="allow_missing",
-    )]
+    return [
+        Finding(
+            f"{len(removed)} case(s) of the baseline are missing from the candidate{of_them}, e.g. {removed[0].case_id}",
+            opt_in="allow_missing",
+        )
+    ]
 
 
 def _failure_check(j: Judgement) -> list[Finding]:
@@ -604,8 +632,10 @@ def _worse_check(j: Judgement) -> list[Finding]:
     for change, members in sorted(worse.items(), key=lambda item: (-len(item[1]), item[0].key)):
         t, grown = members[0]
         cause = "" if change.cause else ": (no signature)"
-        text = (f"{WORSE}: {count_text(members)} {change.text}{cause}, off by more: {', '.join(grown)}"
-                f" (e.g. {example_of(t)})")
+        text = (
+            f"{WORSE}: {count_text(members)} {change.text}{cause}, off by more: {', '.join(grown)}"
+            f" (e.g. {example_of(t)})"
+        )
         cases = tuple(m for m, _ in members)
         found.append(Finding(text, opt_in="allow_worse", verb="accepted", failure=True, cases=cases))
     return found
@@ -635,12 +665,14 @@ def _capability_check(j: Judgement) -> list[Finding]:
     if not lost:
         return []
     passed = sum(1 for t in lost if category(t.before_outcome) == OK)
-    return [Finding(
-        f"capability lost: {len(lost)} case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate"
-        f" ({passed} passed there), e.g. {lost[0].case_id}",
-        opt_in="allow_capability_loss",
-        verb="accepted",
-    )]
+    return [
+        Finding(
+            f"capability lost: {len(lost)} case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate"
+            f" ({passed} passed there), e.g. {lost[0].case_id}",
+            opt_in="allow_capability_loss",
+            verb="accepted",
+        )
+    ]
 
 
 def _change_notes(j: Judgement) -> list[Finding]:
@@ -762,8 +794,6 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None,
     the same hash, and that file's digest is still that hash (a candidate cannot pick its own
     catalogue); else none, and the note says why. A matrix given that cannot be read, or whose
     catalogue holds a catch-all signature, raises MatrixError."""
-    from ..matrix.known_failures import Catalogue
-    from ..matrix.spec import MatrixError, load_spec
 
     if spec is not None:
         return Catalogue.from_spec(spec), None
@@ -793,7 +823,10 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None,
                     return Catalogue.from_spec(named), None
                 except MatrixError as exc:
                     why = f"the candidate's matrix cannot be used ({exc})"
-    return None, f"no known-failure catalogue: {why}; expected failures count as the failures they are (--matrix gives one)"
+    return (
+        None,
+        f"no known-failure catalogue: {why}; expected failures count as the failures they are (--matrix gives one)",
+    )
 
 
 def run_gate(

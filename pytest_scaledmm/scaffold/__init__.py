@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
 from ..errors import ScaledmmError
 
 TEMPLATES = Path(__file__).parent
@@ -39,7 +41,6 @@ class Plan:
 
 
 def _version(text: str) -> str:
-    from packaging.version import InvalidVersion, Version
 
     try:
         version = Version(text)
