@@ -4,7 +4,7 @@ Subcommands live in SUBCOMMANDS. Adding one is adding one function::
 
     @subcommand("doctor", "check what this machine can run", [Arg("--json", action="store_true")])
     def doctor(args) -> int:
-        from .doctor import run_doctor   # import heavy modules inside: `--help` stays fast
+        from .doctor import run_doctor  # noqa: PLC0415 (fast --help): heavy modules inside
         return run_doctor(args)
 
 Arguments are `Arg(...)` (argparse's own signature) or an `Option` from plugin/options.py when the
@@ -17,13 +17,17 @@ on stderr naming the file, no traceback).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from . import __version__
+from .errors import ScaledmmError
+from .matrix.errors import MatrixError
 from .plugin.options import (
     ALLOW_CAPABILITY_LOSS,
     ALLOW_LOOSER_SLACK,
@@ -33,7 +37,15 @@ from .plugin.options import (
     DEVICE_CHOICES_HELP,
     MATRIX,
     Option,
+    validate_device,
 )
+from .reports.files import write_text_atomic
+from .reports.printable import printable
+from .reports.report_path import is_report_file
+from .reports.step_summary import append_markdown, same_file, step_summary_path
+
+if TYPE_CHECKING:
+    from .reports.compare import Comparison
 
 EXIT_OK, EXIT_GATE_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -53,19 +65,20 @@ class Subcommand:
     name: str
     help: str
     run: Callable[[argparse.Namespace], int]
-    arguments: tuple = field(default=())
+    # Or a function giving them, called when the parser is built (compare's come from RENDERERS).
+    arguments: tuple | Callable[[], Sequence[Arg | Option]] = field(default=())
 
 
 SUBCOMMANDS: dict[str, Subcommand] = {}
 
 
-def subcommand(name: str, help: str, arguments: Sequence[Arg | Option] = ()):
+def subcommand(name: str, help: str, arguments: Sequence[Arg | Option] | Callable[[], Sequence[Arg | Option]] = ()):
     """Register the decorated `fn(args) -> exit code` as `scaledmm NAME`."""
 
     def register(fn: Callable[[argparse.Namespace], int]):
         if name in SUBCOMMANDS:
             raise ValueError(f"subcommand {name!r} is registered twice")
-        SUBCOMMANDS[name] = Subcommand(name, help, fn, tuple(arguments))
+        SUBCOMMANDS[name] = Subcommand(name, help, fn, arguments if callable(arguments) else tuple(arguments))
         return fn
 
     return register
@@ -93,17 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for command in SUBCOMMANDS.values():
         sub = commands.add_parser(command.name, help=command.help, description=command.help)
-        for argument in command.arguments:
+        arguments = command.arguments() if callable(command.arguments) else command.arguments
+        for argument in arguments:
             _add_argument(sub, argument)
         sub.set_defaults(run=command.run)
     return parser
-
-
-def _usage_errors() -> tuple:
-    from .matrix.errors import MatrixError
-    from .reports.report import ReportError
-
-    return (ReportError, MatrixError)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -116,11 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.run(args))
     except OutputRefused as exc:
-        from .reports.printable import printable
-
         print(printable(f"scaledmm {args.command}: error: {exc}"), file=sys.stderr)
         return EXIT_USAGE
-    except _usage_errors() as exc:
+    # MatrixError is named as well: matrix/errors.py need not derive it from ScaledmmError.
+    except (ScaledmmError, MatrixError) as exc:
         # The message names the file (and key); a traceback would only bury it.
         print(f"scaledmm {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
@@ -128,31 +134,68 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         # `scaledmm compare ... | head`: the reader left; say nothing more.
-        import os
 
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 141
 
 
-class OutputRefused(Exception):
+class OutputRefused(ScaledmmError):
     """An output path that would replace or append to a file the command did not make for it."""
 
 
-# How each file `compare` writes begins: an existing file without it is not one of ours.
-OUTPUT_MARKS = {
-    "--html": '<meta name="generator" content="pytest-scaledmm compare">',
-    "--markdown": "## scaled-mm compatibility matrix",
-}
+@dataclass(frozen=True)
+class ReportFormat:
+    """A file `scaledmm compare` can write: one row of RENDERERS is one more format."""
+
+    name: str  # as the command's "NAME: PATH" line names what it wrote
+    flag: str
+    help: str
+    mark: str  # how each file of it begins: an existing file without it is not one of ours
+    render: Callable[[Comparison, str | None, argparse.Namespace], str]  # (comparison, matrix, args)
+    stdout: bool = False  # '-' prints it after the text verdict
+    step_summary: bool = False  # appended, never replaced, when it names $GITHUB_STEP_SUMMARY
+
+
+def _markdown(comparison: Comparison, matrix: str | None, args: argparse.Namespace) -> str:
+    from .reports.render import render_markdown  # noqa: PLC0415 (jinja2 at first use)
+
+    return render_markdown(comparison, matrix, args.max_rows)
+
+
+def _html(comparison: Comparison, matrix: str | None, args: argparse.Namespace) -> str:
+    from .reports.render import render_html  # noqa: PLC0415 (jinja2 at first use)
+
+    return render_html(comparison, matrix, [g.strip() for g in args.group_by.split(",") if g.strip()])
+
+
+RENDERERS: tuple[ReportFormat, ...] = (
+    ReportFormat(
+        "markdown",
+        "--markdown",
+        "write Markdown fit for a CI step summary ('-' for stdout)",
+        "## scaled-mm compatibility matrix",
+        _markdown,
+        stdout=True,
+        step_summary=True,
+    ),
+    ReportFormat(
+        "html",
+        "--html",
+        "write one self-contained HTML file with the heatmap",
+        '<meta name="generator" content="pytest-scaledmm compare">',
+        _html,
+    ),
+)
+
+
+def _format_of(flag: str) -> ReportFormat:
+    return next(row for row in RENDERERS if row.flag == flag)
 
 
 def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
     """OutputRefused (one line naming the flag and the path) unless `path` may take this output:
     never a directory, a report read, any pytest-scaledmm report or shard, nor (to replace) a
     file this command did not write for the same flag."""
-    from pathlib import Path
-
-    from .reports.report_path import is_report_file
-    from .reports.step_summary import same_file
 
     path = Path(path)
     if not os.path.lexists(path):
@@ -170,7 +213,7 @@ def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
             head = handle.read(4096).decode("utf-8", "replace")
     except OSError as exc:
         raise OutputRefused(f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
-    if OUTPUT_MARKS[flag] not in head:
+    if _format_of(flag).mark not in head:
         raise OutputRefused(
             f"{flag} {path}: it is there and was not written by scaledmm compare: it is never overwritten"
         )
@@ -178,7 +221,6 @@ def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
 
 def _write(path: str, text: str, flag: str = "--html") -> None:
     """A Markdown or HTML file, whole or not at all, 0644 (reports/files.py)."""
-    from .reports.files import write_text_atomic
 
     try:
         write_text_atomic(path, text)
@@ -190,7 +232,6 @@ def _append_summary(command: str, markdown: str, also: str | None = None) -> Non
     """Append `markdown` to `also` (a --markdown PATH that appends) and to $GITHUB_STEP_SUMMARY
     (once when both name one file). A file that cannot be written is one warning line on stderr;
     the exit status stays the command's."""
-    from .reports.step_summary import append_markdown, same_file, step_summary_path
 
     targets = [also] if also else []
     summary = step_summary_path()
@@ -213,60 +254,70 @@ GROUP_BY = Arg(
 COMPARE_MATRIX = shared(MATRIX, "matrix file named in replay commands (default: the one the reports recorded)")
 
 
-@subcommand(
-    "compare",
-    "align cases across reports (columns: environments) and classify how each case changed",
-    [
+def _compare_arguments() -> list[Arg | Option]:
+    return [
         Arg(
             "reports",
             nargs="+",
             metavar="REPORT",
             help="report files, or directories of *.json reports (ordered by torch version)",
         ),
-        Arg("--markdown", metavar="PATH", help="write Markdown fit for a CI step summary ('-' for stdout)"),
-        Arg("--html", metavar="PATH", help="write one self-contained HTML file with the heatmap"),
+        *[Arg(row.flag, dest=row.name, metavar="PATH", help=row.help) for row in RENDERERS],
         GROUP_BY,
         COMPARE_MATRIX,
         Arg("--max-rows", type=int, default=30, help="cases listed per kind of change (default: %(default)s)"),
-    ],
+    ]
+
+
+@subcommand(
+    "compare",
+    "align cases across reports (columns: environments) and classify how each case changed",
+    _compare_arguments,
 )
 def compare_command(args) -> int:
-    from .reports.compare import compare_reports, load_reports
-    from .reports.render import render_html, render_markdown, render_text
-    from .reports.step_summary import same_file, step_summary_path
+    from .reports.compare import compare_reports, load_reports  # noqa: PLC0415 (fast --help)
+    from .reports.render import render_markdown, render_text  # noqa: PLC0415 (fast --help)
 
     loaded = load_reports(args.reports)
     inputs = [path for path, _ in loaded]
-    if args.markdown and args.markdown != "-":
-        summary = step_summary_path()
-        check_output(
-            "--markdown", args.markdown, inputs, append=summary is not None and same_file(summary, args.markdown)
-        )
-    if args.html:
-        check_output("--html", args.html, inputs)
-        if args.markdown and args.markdown != "-" and same_file(args.html, args.markdown):
-            raise OutputRefused(f"--html {args.html}: --markdown names the same file; one would overwrite the other")
+    summary = step_summary_path()
+    # (format, path) of each file asked for; '-' of a format that prints is not a file.
+    files = [
+        (row, getattr(args, row.name))
+        for row in RENDERERS
+        if getattr(args, row.name) and not (row.stdout and getattr(args, row.name) == "-")
+    ]
+    for i, (row, path) in enumerate(files):
+        appends = row.step_summary and summary is not None and same_file(summary, path)
+        check_output(row.flag, path, inputs, append=appends)
+        for other, other_path in files[:i]:
+            if same_file(path, other_path):
+                raise OutputRefused(
+                    f"{row.flag} {path}: {other.flag} names the same file; one would overwrite the other"
+                )
     comparison = compare_reports(loaded)
     written = []
     # Replay commands run from anywhere: a matrix given here relative to this directory goes absolute.
     matrix = os.path.abspath(args.scaledmm_matrix) if args.scaledmm_matrix else None
+    # Rendered whether or not --markdown is given: it is what $GITHUB_STEP_SUMMARY gets.
     markdown = render_markdown(comparison, matrix, args.max_rows)
-    summary = step_summary_path()
-    # Files first: a closed stdout (`| head`) must not cost the HTML.
-    if args.markdown and args.markdown != "-":
-        if summary is not None and same_file(summary, args.markdown):
-            written.append(f"markdown: appended to {args.markdown}")  # a step summary is never truncated
-        else:
-            _write(args.markdown, markdown, "--markdown")
-            written.append(f"markdown: {args.markdown}")
-    _append_summary("compare", markdown)
-    if args.html:
-        group_by = [g.strip() for g in args.group_by.split(",") if g.strip()]
-        _write(args.html, render_html(comparison, matrix, group_by))
-        written.append(f"html: {args.html}")
+    printed = []
+    # Files first: a closed stdout (`| head`) must not cost one.
+    for row in RENDERERS:
+        path = getattr(args, row.name)
+        text = (markdown if row.render is _markdown else row.render(comparison, matrix, args)) if path else ""
+        if path == "-" and row.stdout:
+            printed.append(text)
+        elif path and row.step_summary and summary is not None and same_file(summary, path):
+            written.append(f"{row.name}: appended to {path}")  # a step summary is never truncated
+        elif path:
+            _write(path, text, row.flag)
+            written.append(f"{row.name}: {path}")
+        if row.step_summary:
+            _append_summary("compare", markdown)
     print(render_text(comparison, max_rows=args.max_rows, matrix_path=matrix))
-    if args.markdown == "-":
-        print(markdown)
+    for text in printed:
+        print(text)
     for line in written:
         print(line)
     return EXIT_OK
@@ -297,8 +348,8 @@ def compare_command(args) -> int:
     ],
 )
 def gate_command(args) -> int:
-    from .reports.gate import run_gate
-    from .reports.report import load_report
+    from .reports.gate import run_gate  # noqa: PLC0415 (fast --help)
+    from .reports.report import load_report  # noqa: PLC0415 (fast --help)
 
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
     candidate = (args.candidate, load_report(args.candidate))
@@ -313,7 +364,7 @@ def gate_command(args) -> int:
         allow_worse=args.scaledmm_allow_worse,
         allow_looser_slack=args.scaledmm_allow_looser_slack,
     )
-    from .reports.render import md_escape
+    from .reports.render import md_escape  # noqa: PLC0415 (jinja2 at first use)
 
     lines = result.lines()
     markdown = "\n".join([f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]])
@@ -333,15 +384,14 @@ def gate_command(args) -> int:
     ],
 )
 def doctor_command(args) -> int:
-    from .doctor import run
-    from .execution.quiet import import_torch
+    from .doctor import run  # noqa: PLC0415 (fast --help)
+    from .execution.quiet import import_torch  # noqa: PLC0415 (torch: doctor only)
 
     import_torch()  # first: without torch's import-time noise (execution/quiet.py)
-    from .plugin.options import validate_device
 
     problem = validate_device(args.device)
     if problem is None and args.device.startswith("cuda"):
-        from .execution.device import resolve_device
+        from .execution.device import resolve_device  # noqa: PLC0415 (torch: doctor only)
 
         try:
             resolve_device(args.device)
@@ -365,13 +415,10 @@ def doctor_command(args) -> int:
     ],
 )
 def repro_command(args) -> int:
-    from .reports.repro import ReproError, scripts_from_report
+    from .reports.repro import scripts_from_report  # noqa: PLC0415 (fast --help)
 
-    try:
-        written = scripts_from_report(args.report, args.out, args.case, args.scaledmm_matrix, args.timeout)
-    except ReproError as exc:
-        print(f"scaledmm repro: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    # A ReproError is a ScaledmmError: main prints it as one line, exit status 2.
+    written = scripts_from_report(args.report, args.out, args.case, args.scaledmm_matrix, args.timeout)
     for path in written:
         print(path)
     if not written:
@@ -387,7 +434,6 @@ def repro_command(args) -> int:
 
 def _is_merged_report(path) -> bool:
     """A report `scaledmm merge` wrote: its shard block names no index."""
-    import json
 
     try:
         with open(path, "rb") as handle:
@@ -409,12 +455,9 @@ def _is_merged_report(path) -> bool:
     ],
 )
 def merge_command(args) -> int:
-    from pathlib import Path
 
-    from .reports.merge import ShardInput, merge_shards
-    from .reports.report import ReportError, load_report, write_atomic
-    from .reports.report_path import is_report_file
-    from .reports.step_summary import same_file
+    from .reports.merge import ShardInput, merge_shards  # noqa: PLC0415 (fast --help)
+    from .reports.report import ReportError, load_report, write_atomic  # noqa: PLC0415 (fast --help)
 
     out = Path(args.out)
     if out.is_dir() or (out.exists() and not is_report_file(out)):
@@ -462,8 +505,7 @@ def merge_command(args) -> int:
         else ""
     )
     line = f"merged report {out} is INCOMPLETE: {result.reasons[0]}{more}"
-    from .reports.printable import printable
-    from .reports.render import md_escape
+    from .reports.render import md_escape  # noqa: PLC0415 (jinja2 at first use)
 
     _append_summary("merge", f"**{md_escape(line)}**")
     print(printable(f"scaledmm merge: {line}"), file=sys.stderr)
@@ -503,17 +545,13 @@ def merge_command(args) -> int:
     ],
 )
 def init_command(args) -> int:
-    from pathlib import Path
 
-    from .scaffold import InitError, make_plan, write_project
+    from .scaffold import make_plan, write_project  # noqa: PLC0415 (fast --help)
 
     directory = Path(args.dir)
-    try:
-        plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory)
-        written = write_project(directory, plan, [kind for kind in args.ci if kind != "none"])
-    except InitError as exc:
-        print(f"scaledmm init: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+    # An InitError is a ScaledmmError: main prints it as one line, exit status 2.
+    plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory)
+    written = write_project(directory, plan, [kind for kind in args.ci if kind != "none"])
     for path in written:
         print(f"wrote {path}")
     if plan.spec.startswith("pytest-scaledmm @ file:") and len(written) > 1:

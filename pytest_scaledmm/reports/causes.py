@@ -14,6 +14,7 @@ import json
 import re
 from typing import Iterable, Mapping, Optional
 
+from ..matrix.shapes import CLASSES, classes_of
 from ..verdict import outcome as oc
 
 EXAMPLE_LIMIT = 200  # characters of an example message shown beside its root cause
@@ -104,21 +105,29 @@ def example_line(record: Mapping) -> str:
 
 # How far past the bound an error without a pattern goes: rounding done twice lands just past
 # it, a wrong formula orders of magnitude beyond.
-RATIO_BANDS = ((4.0, "error up to 4x the bound"), (1e3, "error 4-1000x the bound"),
-               (float("inf"), "error over 1000x the bound"))
+RATIO_BANDS = (
+    (4.0, "error up to 4x the bound"),
+    (1e3, "error 4-1000x the bound"),
+    (float("inf"), "error over 1000x the bound"),
+)
 
 
 def _number(value) -> Optional[float]:
     """A number as a report holds it (report.number, not imported: report imports this module)."""
     if type(value) in (int, float):
         return float(value)
-    return {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}.get(value) if isinstance(value, str) else None
+    return (
+        {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}.get(value) if isinstance(value, str) else None
+    )
 
 
 def _off_checks(record: Mapping) -> list[Mapping]:
     checks = record.get("errors") if isinstance(record.get("errors"), Mapping) else {}
-    return [checks[side] for side in ("eager", "compiled")
-            if isinstance(checks.get(side), Mapping) and checks[side].get("ok") is False]
+    return [
+        checks[side]
+        for side in ("eager", "compiled")
+        if isinstance(checks.get(side), Mapping) and checks[side].get("ok") is False
+    ]
 
 
 def what_is_off(check: Mapping) -> str:
@@ -163,7 +172,6 @@ def mismatch_cause(record: Mapping) -> Optional[str]:
 
 
 def _shape_classes(params: Mapping) -> Optional[set]:
-    from ..matrix.shapes import classes_of
 
     try:
         return set(classes_of(params).values())
@@ -187,7 +195,6 @@ def shape_classes(failing: Iterable[Mapping], passing: Mapping) -> list[str]:
     """The shape classes (matrix/shapes.py: m1, m2-16, n1blk, nNblk, ...) every failing record
     has and no passing record of the same kernels has (`passing`: passing_classes), when the
     kernels have a passing record at all."""
-    from ..matrix.shapes import CLASSES
 
     failing = list(failing)
     classes = [_shape_classes(r.get("params") or {}) for r in failing]

@@ -29,9 +29,9 @@ from typing import Iterable, Mapping, Optional, Sequence
 
 from packaging.version import InvalidVersion, Version
 
+from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
-from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
 from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
 
 # Outcome categories.

@@ -13,7 +13,11 @@ from __future__ import annotations
 from typing import Any, Iterable, Mapping, Optional
 
 from ..matrix.shapes import classes_of
+from ..matrix.spec import is_user_kernel
+from ..matrix.support import explained_by_torch_range
 from ..verdict import outcome as oc
+from ..verdict.outcome import ErrorInfo
+from ..verdict.refusals import matching_refusal
 
 NOT_RUN = (oc.SKIPPED, oc.HARNESS_ERROR)
 SHOWN_MISSING = 5  # uncovered pairs a report lists per measure
@@ -36,9 +40,6 @@ def model_block(record: Mapping, arch: str, torch_version: str) -> dict:
     case that eager refuses, or a boundary case that eager accepts. A refusal of a valid case that
     a torch range is known for (support.TORCH_RANGE_REFUSALS) is `explained`, not a mismatch; a
     case generation did not make (explore, an included corpus case) is never one."""
-    from ..matrix.support import explained_by_torch_range
-    from ..verdict.outcome import ErrorInfo
-    from ..verdict.refusals import matching_refusal
 
     params = record.get("params") or {}
     purpose = purpose_of(record)
@@ -63,11 +64,14 @@ def model_block(record: Mapping, arch: str, torch_version: str) -> dict:
             block["explained"] = f"refused by torch {torch_version} on {arch}: a refusal of its release range"
         else:
             block["mismatch"] = True
-            block["detail"] = f"valid by the model, eager refuses ({refusal}); compiled " + ("refuses too" if compiled else "accepts")
+            block["detail"] = f"valid by the model, eager refuses ({refusal}); compiled " + (
+                "refuses too" if compiled else "accepts"
+            )
     elif purpose == "boundary" and not eager:
         block["mismatch"] = True
         block["detail"] = f"the model expects {params.get('expected_refusal')}, eager accepts; compiled " + (
-            "refuses" if compiled else "accepts too")
+            "refuses" if compiled else "accepts too"
+        )
     return block
 
 
@@ -97,7 +101,9 @@ def coverage_block(records: Iterable[Mapping], possible: Optional[Mapping], arch
     }
     # Pairs count only where a case was checked against the reference: an UNSUPPORTED or an
     # ERROR_PARITY case ran but tested nothing of the pair.
-    pair_mode = {(r["params"]["kernel"], r["params"]["scale_a"], r["params"]["scale_b"], r["params"]["mode"]) for r in checked}
+    pair_mode = {
+        (r["params"]["kernel"], r["params"]["scale_a"], r["params"]["scale_b"], r["params"]["mode"]) for r in checked
+    }
     form_class = set()
     for r in checked:
         params = r["params"]
@@ -107,7 +113,9 @@ def coverage_block(records: Iterable[Mapping], possible: Optional[Mapping], arch
     pairwise = {}
     for measure, covered in (("scale_pair x mode", pair_mode), ("scale_form x shape_class", form_class)):
         key = "scale_pair_mode" if measure.startswith("scale_pair") else "form_class"
-        wanted = {(kernel, *item) for kernel, sets in (possible or {}).items() for item in map(tuple, sets.get(key, []))}
+        wanted = {
+            (kernel, *item) for kernel, sets in (possible or {}).items() for item in map(tuple, sets.get(key, []))
+        }
         missing = sorted(wanted - covered)
         pairwise[measure] = {
             "covered": len(wanted & covered),
@@ -156,7 +164,9 @@ def mismatch_groups(records: Iterable[Mapping]) -> list[dict]:
         params = record.get("params") or {}
         what = model.get("refusal") if model.get("purpose") != "boundary" else model.get("expected_refusal")
         key = (params.get("kernel"), model.get("purpose"), what)
-        group = groups.setdefault(key, {"kernel": key[0], "purpose": key[1], "refusal": what, "count": 0, "example": record["id"]})
+        group = groups.setdefault(
+            key, {"kernel": key[0], "purpose": key[1], "refusal": what, "count": 0, "example": record["id"]}
+        )
         group["count"] += 1
         eager = record.get("eager_error")
         if not group.get("source") and isinstance(eager, Mapping) and isinstance(eager.get("source"), str):
@@ -177,13 +187,21 @@ def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[s
         parts.append(f"{measure} {numbers['covered']}/{numbers['possible']}{share}")
     lines.append(f"pairwise coverage among valid cases checked [{coverage.get('arch')}]: " + ", ".join(parts))
     production = coverage.get("production") or {}
-    if any(len(counts) > 1 or next(iter(counts), PRODUCTION_AXES[axis]) != PRODUCTION_AXES[axis]
-           for axis, counts in production.items() if axis in PRODUCTION_AXES):
+    if any(
+        len(counts) > 1 or next(iter(counts), PRODUCTION_AXES[axis]) != PRODUCTION_AXES[axis]
+        for axis, counts in production.items()
+        if axis in PRODUCTION_AXES
+    ):
         words = {"value_regime": "value regimes", "operand_layout": "operand layouts", "special_side": "special side"}
-        lines.append("production data (run/reference-checked): " + "; ".join(
-            f"{words[axis]} " + ", ".join(f"{value} {c['run']}/{c['reference_checked']}" for value, c in counts.items())
-            for axis, counts in production.items() if axis in words and counts))
-    from ..matrix.spec import is_user_kernel
+        lines.append(
+            "production data (run/reference-checked): "
+            + "; ".join(
+                f"{words[axis]} "
+                + ", ".join(f"{value} {c['run']}/{c['reference_checked']}" for value, c in counts.items())
+                for axis, counts in production.items()
+                if axis in words and counts
+            )
+        )
 
     for group in mismatch_groups(records):
         if is_user_kernel(group["kernel"]):
@@ -204,8 +222,12 @@ def _own_refusal_line(group: Mapping) -> str:
     what its declaration excludes."""
     head = f"kernel {group['kernel']} (user kernel): {group['count']}"
     if group["purpose"] == "boundary":
-        return (f"{head} case(s) outside its declared support ({group['refusal']}) accepted by its code:"
-                f" the declaration is narrower than the kernel, e.g. {group['example']}")
+        return (
+            f"{head} case(s) outside its declared support ({group['refusal']}) accepted by its code:"
+            f" the declaration is narrower than the kernel, e.g. {group['example']}"
+        )
     at = f" at {group['source']}" if group.get("source") else ""
-    return (f"{head} {group['purpose']} case(s) inside its declared support raise in its own code{at}:"
-            f" declare what it does not support, or fix it, e.g. {group['example']}")
+    return (
+        f"{head} {group['purpose']} case(s) inside its declared support raise in its own code{at}:"
+        f" declare what it does not support, or fix it, e.g. {group['example']}"
+    )

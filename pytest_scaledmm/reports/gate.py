@@ -38,31 +38,36 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable, Mapping, Optional
+from typing import Any, Callable, Iterable, Mapping, Optional
 
+from ..errors import ScaledmmError
+from ..matrix.known_failures import Catalogue, restore_original_outcomes, torch_release
+from ..matrix.spec import MatrixError, load_spec
+from ..records import Report
+from ..verdict import outcome as oc
+from .changes import Change, change_of, count_text, example_of, grouped
 from .compare import (
+    ABSENT,
     CAPABILITY_GAINED,
     CAPABILITY_LOST,
     CASE_ADDED,
     CASE_REMOVED,
     FAILING,
     FIX,
+    KNOWN,
     KNOWN_FAILURE,
     OK,
     REGRESSION,
     SIGNATURE_CHANGED,
-    KNOWN,
-    ABSENT,
     Comparison,
     Transition,
     category,
     classify,
     compare_reports,
 )
-from ..matrix.known_failures import restore_original_outcomes
-from .changes import change_of, count_text, example_of, grouped
-from ..verdict import outcome as oc
-from .report import duplicate_ids, dumps_strict, number, shard_advice, shard_of
+from .printable import printable_lines
+from .proof import unproven_passes
+from .report import dumps_strict, duplicate_ids, number, shard_advice, shard_of
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
 # A case that fails in both reports with one signature, but by more: its error/bound grew past
@@ -71,11 +76,15 @@ WORSE = "worse"
 WORSE_RATIO = 10.0
 WORSE_COUNT = 2.0
 # How the opt-ins are spelled where the gate runs: the console script's flags by default.
-CLI_FLAGS = {"allow_missing": "--allow-missing", "allow_capability_loss": "--allow-capability-loss",
-             "allow_worse": "--allow-worse", "allow_looser_slack": "--allow-looser-slack"}
+CLI_FLAGS = {
+    "allow_missing": "--allow-missing",
+    "allow_capability_loss": "--allow-capability-loss",
+    "allow_worse": "--allow-worse",
+    "allow_looser_slack": "--allow-looser-slack",
+}
 
 
-class GateFailure(Exception):
+class GateFailure(ScaledmmError):
     """The gate failed; `reasons` holds one line per reason."""
 
     def __init__(self, reasons: list[str]):
@@ -122,7 +131,6 @@ class GateResult:
 
     def lines(self) -> list[str]:
         """The verdict, reasons and notes: one printable line each (report text escaped)."""
-        from .printable import printable_lines
 
         return printable_lines(self._lines())
 
@@ -186,8 +194,10 @@ def _growth(before: Optional[Mapping], after: Optional[Mapping]) -> list[str]:
     measure the baseline's record has and the candidate's lost (or made NaN) cannot be shown
     not to have grown."""
     was, now = _how_bad(before), _how_bad(after)
-    grown = [f"{measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
-             for measure in sorted(set(was) - set(now))]
+    grown = [
+        f"{measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
+        for measure in sorted(set(was) - set(now))
+    ]
     for measure in sorted(set(was) & set(now)):
         old, new = was[measure], now[measure]
         factor = WORSE_RATIO if measure == "error/bound" else WORSE_COUNT
@@ -199,7 +209,6 @@ def _growth(before: Optional[Mapping], after: Optional[Mapping]) -> list[str]:
 
 
 def _release(report: Mapping) -> Optional[str]:
-    from ..matrix.known_failures import torch_release
 
     release = torch_release(str((report.get("environment") or {}).get("torch") or ""))
     return release.base_version if release is not None else None
@@ -257,7 +266,6 @@ def contradictions(report: Mapping) -> list[str]:
             f"{len(passing)} passing record(s) carry a failure's signature or error, e.g. {passing[0]['id']}:"
             " the record was edited or is corrupt"
         )
-    from .proof import unproven_passes
 
     return lines + unproven_passes(report)
 
@@ -266,7 +274,9 @@ def _carries_a_failure(record: Mapping) -> bool:
     if record.get("signature") or record.get("eager_error") or record.get("compiled_error"):
         return True
     checks = record.get("errors") or {}
-    return any(isinstance(checks.get(side), Mapping) and checks[side].get("ok") is False for side in ("eager", "compiled"))
+    return any(
+        isinstance(checks.get(side), Mapping) and checks[side].get("ok") is False for side in ("eager", "compiled")
+    )
 
 
 def _slacks(report: Mapping) -> tuple[Optional[float], dict[str, frozenset]]:
@@ -299,7 +309,10 @@ def kernel_slacks(report: Mapping) -> dict[str, tuple[float, Optional[str]]]:
     declared = ((report.get("matrix") or {}).get("tolerance") or {}).get("kernels") or {}
     for name, entry in declared.items() if isinstance(declared, Mapping) else ():
         if isinstance(entry, Mapping) and number(entry.get("slack")) is not None:
-            found[str(name)] = (number(entry["slack"]), entry.get("reason") if isinstance(entry.get("reason"), str) else None)
+            found[str(name)] = (
+                number(entry["slack"]),
+                entry.get("reason") if isinstance(entry.get("reason"), str) else None,
+            )
     for record in report["cases"]:
         kernel = (record.get("params") or {}).get("kernel")
         own = _own_slack_block(record)
@@ -307,7 +320,10 @@ def kernel_slacks(report: Mapping) -> dict[str, tuple[float, Optional[str]]]:
             found[str(kernel)] = (math.nan, "a kernel_slack that is not an object")
         elif kernel and "slack" in own:
             value = number(own.get("slack"))
-            found[kernel] = (math.nan if value is None else value, own.get("reason") if isinstance(own.get("reason"), str) else None)
+            found[kernel] = (
+                math.nan if value is None else value,
+                own.get("reason") if isinstance(own.get("reason"), str) else None,
+            )
         elif kernel:
             found.setdefault(kernel, (1.0, None))
     return found
@@ -321,12 +337,16 @@ def kernel_slack_changes(baseline: Mapping, candidate: Mapping) -> tuple[list[st
     for role, slacks in (("baseline", before), ("candidate", after)):
         for name, (value, why) in sorted(slacks.items()):
             if math.isnan(value) or value <= 0:
-                unreadable.append(f"not proven: the {role}'s tolerance slack of kernel {name} cannot be read ({why or value})")
+                unreadable.append(
+                    f"not proven: the {role}'s tolerance slack of kernel {name} cannot be read ({why or value})"
+                )
     for name in sorted(set(before) & set(after)):
         (was, _), (now, reason) = before[name], after[name]
         if now > was:
             why = f" (reason given: {reason})" if reason else ""
-            looser.append(f"kernel {name}'s tolerance slack loosened from {was:g} to {now:g}{why}: a looser bound passes more")
+            looser.append(
+                f"kernel {name}'s tolerance slack loosened from {was:g} to {now:g}{why}: a looser bound passes more"
+            )
     return looser, unreadable
 
 
@@ -381,9 +401,352 @@ def _covered_in_baseline(t: Transition, catalogue, environment: Mapping) -> bool
     return entry.covers(t.before.get("params") or {}, environment.get("torch"), environment.get("arch"))
 
 
+@dataclass(frozen=True)
+class Finding:
+    """One line of the gate's verdict. A reason fails the gate, unless `opt_in` names an opt-in
+    that was given: it is then a note that says so (`verb`). `failure`: a reason about failing
+    cases (`cases`), counted in GateResult.failure_reasons."""
+
+    text: str
+    note: bool = False
+    opt_in: Optional[str] = None
+    verb: str = "skipped"
+    failure: bool = False
+    cases: tuple[Transition, ...] = ()
+
+
+def _note(text: str) -> Finding:
+    return Finding(text, note=True)
+
+
+@dataclass
+class GateContext:
+    """What the report checks read: the two reports and how they are to be judged."""
+
+    baseline: tuple[Path, Report]
+    candidate: tuple[Path, Report]
+    catalogue: Any
+    limit: int
+    catalogue_note: Optional[str]
+
+    @property
+    def reports(self) -> dict[str, tuple[Path, Report]]:
+        return {"baseline": self.baseline, "candidate": self.candidate}
+
+    @property
+    def judged_strictly(self) -> bool:
+        # A strict baseline's error parity on invalid input is judged strictly in the candidate
+        # too: a candidate run without strict errors cannot excuse what the baseline held to them.
+        return oc.strict_errors_of(self.baseline[1].get("session") or {}) and not oc.strict_errors_of(
+            self.candidate[1].get("session") or {}
+        )
+
+
+@dataclass
+class Judgement:
+    """What the change checks read: the comparison of the restored reports."""
+
+    context: GateContext
+    comparison: Comparison
+    by_kind: dict[str, list[Transition]]
+    strict: bool
+    known: list[Transition]  # fail now as an entry predicts that covered the baseline's run too
+    newly_known: list[Transition]  # the same, but the entry did not cover the baseline's run
+    same_release: bool
+
+
+def _same_report_check(ctx: GateContext) -> list[Finding]:
+    if _same_report(ctx.baseline[1], ctx.candidate[1]):
+        return [Finding("baseline and candidate are the same report: a report gated against itself proves nothing")]
+    return []
+
+
+def _shard_check(ctx: GateContext) -> list[Finding]:
+    # A shard's report is a complete run of its slice: without this it would fail only as
+    # "cases missing", which does not say to merge the shards first.
+    reports = ctx.reports
+    slices = [(shard_of(data), (data.get("shard") or {}).get("total_ids_sha256")) for _, data in reports.values()]
+    position = slices[0][0]
+    if position is not None and slices[0] == slices[1]:
+        return [
+            _note(f"both reports are shard {'/'.join(map(str, position))} of the same cases: only that slice is gated")
+        ]
+    found = []
+    for role, (_, data) in reports.items():
+        advice = shard_advice(data)
+        if advice:
+            found.append(Finding(f"the {role}: {advice}, then gate the merged report", opt_in="allow_missing"))
+    return found
+
+
+def _consistency_check(ctx: GateContext) -> list[Finding]:
+    found = []
+    for role, (_, data) in ctx.reports.items():
+        duplicates = duplicate_ids(data)
+        if duplicates:
+            cid, count = next(iter(duplicates.items()))
+            found.append(
+                Finding(
+                    f"{role}: {len(duplicates)} case id(s) appear more than once, e.g. {cid} ({count} records):"
+                    " which record counts is unknown"
+                )
+            )
+        found += [Finding(f"{role}: {line}") for line in contradictions(data)]
+    return found
+
+
+def _empty_check(ctx: GateContext) -> list[Finding]:
+    if not ctx.candidate[1]["cases"]:
+        return [Finding("the candidate has no cases: nothing ran, so nothing passed")]
+    return []
+
+
+def _completeness_check(ctx: GateContext) -> list[Finding]:
+    found = []
+    for role, (_, data) in ctx.reports.items():
+        why = incompleteness(data)
+        if why:
+            found.append(Finding(f"the {role} run is incomplete: {why}", opt_in="allow_missing"))
+    return found
+
+
+def _bounds_check(ctx: GateContext) -> list[Finding]:
+    bounds = _bound_difference(ctx.baseline[1], ctx.candidate[1])
+    return [Finding(bounds)] if bounds else []
+
+
+def _kernel_slack_check(ctx: GateContext) -> list[Finding]:
+    looser, unreadable = kernel_slack_changes(ctx.baseline[1], ctx.candidate[1])
+    return [Finding(text) for text in unreadable] + [
+        Finding(text, opt_in="allow_looser_slack", verb="accepted") for text in looser
+    ]
+
+
+# What is checked of the reports themselves, in the order of the verdict's lines.
+REPORT_CHECKS: tuple[Callable[[GateContext], list[Finding]], ...] = (
+    _same_report_check,
+    _shard_check,
+    _consistency_check,
+    _empty_check,
+    _completeness_check,
+    _bounds_check,
+    _kernel_slack_check,
+)
+
+
+def _restore(ctx: GateContext) -> tuple[list[tuple[Path, Report]], list[Finding]]:
+    """Expected failures: restored in both reports, then recomputed from the catalogue."""
+    restored = []
+    found = []
+    for role, (path, data) in ctx.reports.items():
+        outcomes = {c["id"]: c["outcome"] for c in data["cases"]}
+        data, unexplained = restore_original_outcomes(data)
+        by_outcome: dict[str, list[str]] = {}
+        for cid in unexplained:
+            by_outcome.setdefault(outcomes[cid], []).append(cid)
+        for outcome, ids in sorted(by_outcome.items()):
+            found.append(Finding(f"{role}: {len(ids)} case(s) {outcome} without its original outcome, e.g. {ids[0]}"))
+        if ctx.catalogue:
+            data = ctx.catalogue.apply_report(data)
+        if role == "candidate" and ctx.judged_strictly:
+            data = {**data, "session": {**(data.get("session") or {}), "strict_errors": True}}
+        restored.append((path, data))
+    if ctx.catalogue_note:
+        found.append(_note(ctx.catalogue_note))
+    return restored, found
+
+
+def _judge(ctx: GateContext, comparison: Comparison) -> Judgement:
+    by_kind = comparison.by_kind()
+    # A pass that fails now as the catalogue predicts: known only when the entry covered the
+    # baseline's run too; otherwise it is the regression it is.
+    baseline_env = ctx.baseline[1].get("environment") or {}
+    known: list[Transition] = []
+    newly_known: list[Transition] = []
+    # A pass that fails under the same torch release was broken by the kernel, not by torch.
+    release = _release(ctx.baseline[1])
+    same_release = release is not None and release == _release(ctx.candidate[1])
+    for t in by_kind[KNOWN_FAILURE]:
+        covered = not same_release and _covered_in_baseline(t, ctx.catalogue, baseline_env)
+        (known if covered else newly_known).append(t)
+    strict = comparison.columns[-1].strict
+    return Judgement(ctx, comparison, by_kind, strict, known, newly_known, same_release)
+
+
+def _common_check(j: Judgement) -> list[Finding]:
+    common = [row for row in j.comparison.grid.values() if row[0] is not None and row[1] is not None]
+    if not common and j.context.candidate[1]["cases"]:
+        return [
+            Finding(
+                "no case in common between the reports: another matrix, profile, seed or hypothesis version? "
+                "Nothing was compared, so nothing passed"
+            )
+        ]
+    if common and all(category(row[1]["outcome"]) == ABSENT for row in common):
+        return [
+            Finding(
+                "not proven: no case in common was run and checked (every one is UNSUPPORTED or SKIPPED in the candidate)"
+            )
+        ]
+    return []
+
+
+def _removed_check(j: Judgement) -> list[Finding]:
+    removed = j.by_kind[CASE_REMOVED]
+    if not removed:
+        return []
+    passed = sum(1 for t in removed if category(t.before_outcome) == OK)
+    of_them = f" ({passed} of them passed there)" if passed else ""
+    return [
+        Finding(
+            f"{len(removed)} case(s) of the baseline are missing from the candidate{of_them}, e.g. {removed[0].case_id}",
+            opt_in="allow_missing",
+        )
+    ]
+
+
+def _failure_check(j: Judgement) -> list[Finding]:
+    failures = [t for kind in FAILING_KINDS for t in j.by_kind[kind]] + [
+        replace(t, kind=REGRESSION) for t in j.newly_known
+    ]
+    lines = _group_reasons(failures, j.context.limit)
+    # Every line is a failure reason; the first carries the cases.
+    return [Finding(text, failure=True, cases=tuple(failures) if i == 0 else ()) for i, text in enumerate(lines)]
+
+
+def _worse_check(j: Judgement) -> list[Finding]:
+    """The same failure, by much more: news the gate does not pass without the opt-in."""
+    comparison = j.comparison
+    worse: dict[Change, list[tuple[Transition, list[str]]]] = {}
+    for cid in comparison.case_ids:
+        before, after = comparison.grid[cid]
+        if before is None or after is None or classify(before, after, j.strict) is not None:
+            continue
+        if category(after["outcome"], j.strict) not in (FAILING, KNOWN):
+            continue
+        grown = _growth(before, after)
+        if grown:
+            t = Transition(WORSE, cid, comparison.columns[0].label, comparison.columns[1].label, before, after)
+            worse.setdefault(change_of(t), []).append((t, grown))
+    found = []
+    for change, members in sorted(worse.items(), key=lambda item: (-len(item[1]), item[0].key)):
+        t, grown = members[0]
+        cause = "" if change.cause else ": (no signature)"
+        text = (
+            f"{WORSE}: {count_text(members)} {change.text}{cause}, off by more: {', '.join(grown)}"
+            f" (e.g. {example_of(t)})"
+        )
+        cases = tuple(m for m, _ in members)
+        found.append(Finding(text, opt_in="allow_worse", verb="accepted", failure=True, cases=cases))
+    return found
+
+
+def _unbacked_check(j: Judgement) -> list[Finding]:
+    """Failures the baseline cannot show to be old: no record there, or it did not run the case."""
+    unbacked = [
+        (t, "fail in the candidate and have no record in the baseline")
+        for t in j.by_kind[CASE_ADDED]
+        if category(t.after_outcome, j.strict) in (FAILING, KNOWN)
+    ] + [
+        (t, "ran for the first time and fail (UNSUPPORTED or SKIPPED in the baseline)")
+        for t in j.by_kind[CAPABILITY_GAINED]
+        if category(t.after_outcome, j.strict) in (FAILING, KNOWN)
+    ]
+    found = []
+    for what in dict.fromkeys(w for _, w in unbacked):
+        members = [t for t, w in unbacked if w == what]
+        text = f"{len(members)} case(s) {what}, e.g. {members[0].case_id} ({members[0].after_outcome})"
+        found.append(Finding(text, failure=True, cases=tuple(members)))
+    return found
+
+
+def _capability_check(j: Judgement) -> list[Finding]:
+    lost = j.by_kind[CAPABILITY_LOST]
+    if not lost:
+        return []
+    passed = sum(1 for t in lost if category(t.before_outcome) == OK)
+    return [
+        Finding(
+            f"capability lost: {len(lost)} case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate"
+            f" ({passed} passed there), e.g. {lost[0].case_id}",
+            opt_in="allow_capability_loss",
+            verb="accepted",
+        )
+    ]
+
+
+def _change_notes(j: Judgement) -> list[Finding]:
+    comparison, candidate = j.comparison, j.context.candidate[1]
+    notes = [n for n in comparison.notes if n not in comparison.report_notes]
+    if j.context.judged_strictly:
+        notes.append(
+            "the baseline ran with strict errors and the candidate without: the candidate's error parity on"
+            " invalid input is judged strictly, as the baseline's was"
+        )
+    if not j.strict:
+        tolerated = [c for c in candidate["cases"] if _tolerated(c["outcome"])]
+        if tolerated:
+            notes.append(
+                f"{len(tolerated)} case(s) of error parity on invalid input, tolerated: the candidate ran without"
+                f" strict errors (session.strict_errors false), e.g. {tolerated[0]['id']}"
+            )
+    if j.newly_known and j.same_release:
+        notes.append(
+            f"{len(j.newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts,"
+            f" under the same torch release ({_release(candidate)}): torch did not change, so they count as"
+            " regressions"
+        )
+    elif j.newly_known:
+        notes.append(
+            f"{len(j.newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts;"
+            " the entry did not cover the baseline's run, so they count as regressions"
+        )
+    kinds = ((KNOWN_FAILURE, j.known), (FIX, j.by_kind[FIX]), (CAPABILITY_GAINED, j.by_kind[CAPABILITY_GAINED]))
+    notes += [f"{len(members)} case(s) {kind}" for kind, members in kinds if members]
+    return [_note(n) for n in notes]
+
+
+# What is checked of the changes between the restored reports, in the order of the verdict's lines.
+CHANGE_CHECKS: tuple[Callable[[Judgement], list[Finding]], ...] = (
+    _common_check,
+    _removed_check,
+    _failure_check,
+    _worse_check,
+    _unbacked_check,
+    _capability_check,
+    _change_notes,
+)
+
+
+@dataclass
+class _Verdict:
+    """The findings folded in order: reasons, notes, and the opt-ins that waived a reason."""
+
+    allowed: Mapping[str, bool]
+    flags: Mapping[str, str]
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    failures: list[Transition] = field(default_factory=list)
+    waived: int = 0
+    failure_reasons: int = 0
+
+    def add(self, findings: Iterable[Finding]) -> None:
+        for finding in findings:
+            if finding.note:
+                self.notes.append(finding.text)
+            elif finding.opt_in is not None and self.allowed[finding.opt_in]:
+                self.waived += 1
+                self.notes.append(f"{finding.verb} ({self.flags[finding.opt_in]}): {finding.text}")
+            else:
+                self.reasons.append(finding.text)
+                if finding.failure:
+                    self.failure_reasons += 1
+                    self.failures += finding.cases
+
+
 def check(
-    baseline: tuple[Path, dict],
-    candidate: tuple[Path, dict],
+    baseline: tuple[Path, Report],
+    candidate: tuple[Path, Report],
     catalogue=None,
     limit: int = 20,
     *,
@@ -396,185 +759,24 @@ def check(
 ) -> GateResult:
     """Gate `candidate` against `baseline`, each a (path, loaded report) pair; `catalogue` is the
     known-failure catalogue to recompute expected failures with (None: every failure counts)."""
-    reasons: list[str] = []
-    notes: list[str] = []
-    waived = 0
-
-    def unless(allowed: bool, flag: str, text: str, verb: str) -> None:
-        nonlocal waived
-        if allowed:
-            waived += 1
-            notes.append(f"{verb} ({flags[flag]}): {text}")
-        else:
-            reasons.append(text)
-
-    reports = {"baseline": baseline, "candidate": candidate}
-    if _same_report(baseline[1], candidate[1]):
-        reasons.append("baseline and candidate are the same report: a report gated against itself proves nothing")
-    # A shard's report is a complete run of its slice: without this it would fail only as
-    # "cases missing", which does not say to merge the shards first.
-    slices = [(shard_of(data), (data.get("shard") or {}).get("total_ids_sha256")) for _, data in reports.values()]
-    if slices[0][0] is not None and slices[0] == slices[1]:
-        notes.append(f"both reports are shard {'/'.join(map(str, slices[0][0]))} of the same cases: only that slice is gated")
-    else:
-        for role, (_, data) in reports.items():
-            advice = shard_advice(data)
-            if advice:
-                unless(allow_missing, "allow_missing", f"the {role}: {advice}, then gate the merged report", "skipped")
-    for role, (_, data) in reports.items():
-        duplicates = duplicate_ids(data)
-        if duplicates:
-            cid, count = next(iter(duplicates.items()))
-            reasons.append(
-                f"{role}: {len(duplicates)} case id(s) appear more than once, e.g. {cid} ({count} records):"
-                " which record counts is unknown"
-            )
-        reasons += [f"{role}: {line}" for line in contradictions(data)]
-    if not candidate[1]["cases"]:
-        reasons.append("the candidate has no cases: nothing ran, so nothing passed")
-    for role, (_, data) in reports.items():
-        why = incompleteness(data)
-        if why:
-            unless(allow_missing, "allow_missing", f"the {role} run is incomplete: {why}", "skipped")
-    bounds = _bound_difference(baseline[1], candidate[1])
-    if bounds:
-        reasons.append(bounds)
-    looser, unreadable = kernel_slack_changes(baseline[1], candidate[1])
-    reasons += unreadable
-    for text in looser:
-        unless(allow_looser_slack, "allow_looser_slack", text, "accepted")
-    # A strict baseline's error parity on invalid input is judged strictly in the candidate too:
-    # a candidate run without strict errors cannot excuse what the baseline held to them.
-    judged_strictly = oc.strict_errors_of(baseline[1].get("session") or {}) and not oc.strict_errors_of(
-        candidate[1].get("session") or {}
+    allowed = {
+        "allow_missing": allow_missing,
+        "allow_capability_loss": allow_capability_loss,
+        "allow_worse": allow_worse,
+        "allow_looser_slack": allow_looser_slack,
+    }
+    verdict = _Verdict(allowed, flags)
+    context = GateContext(baseline, candidate, catalogue, limit, catalogue_note)
+    for report_check in REPORT_CHECKS:
+        verdict.add(report_check(context))
+    restored, found = _restore(context)
+    verdict.add(found)
+    judgement = _judge(context, compare_reports(restored))
+    for change_check in CHANGE_CHECKS:
+        verdict.add(change_check(judgement))
+    return GateResult(
+        judgement.comparison, verdict.failures, verdict.reasons, verdict.notes, verdict.waived, verdict.failure_reasons
     )
-
-    # Expected failures: restored in both reports, then recomputed from the catalogue.
-    restored = []
-    for role, (path, data) in reports.items():
-        outcomes = {c["id"]: c["outcome"] for c in data["cases"]}
-        data, unexplained = restore_original_outcomes(data)
-        by_outcome: dict[str, list[str]] = {}
-        for cid in unexplained:
-            by_outcome.setdefault(outcomes[cid], []).append(cid)
-        for outcome, ids in sorted(by_outcome.items()):
-            reasons.append(f"{role}: {len(ids)} case(s) {outcome} without its original outcome, e.g. {ids[0]}")
-        if catalogue:
-            data = catalogue.apply_report(data)
-        if role == "candidate" and judged_strictly:
-            data = {**data, "session": {**(data.get("session") or {}), "strict_errors": True}}
-        restored.append((path, data))
-    if catalogue_note:
-        notes.append(catalogue_note)
-
-    comparison = compare_reports(restored)
-    by_kind = comparison.by_kind()
-    removed = by_kind[CASE_REMOVED]
-    common = [row for row in comparison.grid.values() if row[0] is not None and row[1] is not None]
-    if not common and candidate[1]["cases"]:
-        reasons.append(
-            "no case in common between the reports: another matrix, profile, seed or hypothesis version? "
-            "Nothing was compared, so nothing passed"
-        )
-    elif common and all(category(row[1]["outcome"]) == ABSENT for row in common):
-        reasons.append(
-            "not proven: no case in common was run and checked (every one is UNSUPPORTED or SKIPPED in the candidate)"
-        )
-    if removed:
-        passed = sum(1 for t in removed if category(t.before_outcome) == OK)
-        of_them = f" ({passed} of them passed there)" if passed else ""
-        unless(
-            allow_missing,
-            "allow_missing",
-            f"{len(removed)} case(s) of the baseline are missing from the candidate{of_them}, e.g. {removed[0].case_id}",
-            "skipped",
-        )
-    # A pass that fails now as the catalogue predicts: known only when the entry covered the
-    # baseline's run too; otherwise it is the regression it is.
-    baseline_env = baseline[1].get("environment") or {}
-    known, newly_known = [], []
-    # A pass that fails under the same torch release was broken by the kernel, not by torch.
-    same_release = _release(baseline[1]) is not None and _release(baseline[1]) == _release(candidate[1])
-    for t in by_kind[KNOWN_FAILURE]:
-        covered = not same_release and _covered_in_baseline(t, catalogue, baseline_env)
-        (known if covered else newly_known).append(t)
-    failures = [t for kind in FAILING_KINDS for t in by_kind[kind]] + [replace(t, kind=REGRESSION) for t in newly_known]
-    failure_reasons = _group_reasons(failures, limit)
-    strict = comparison.columns[-1].strict
-    # The same failure, by much more: news the gate does not pass without the opt-in.
-    worse: dict[tuple, list] = {}
-    for cid in comparison.case_ids:
-        before, after = comparison.grid[cid]
-        if before is None or after is None or classify(before, after, strict) is not None:
-            continue
-        if category(after["outcome"], strict) not in (FAILING, KNOWN):
-            continue
-        grown = _growth(before, after)
-        if grown:
-            t = Transition(WORSE, cid, comparison.columns[0].label, comparison.columns[1].label, before, after)
-            worse.setdefault(change_of(t), []).append((t, grown))
-    for change, members in sorted(worse.items(), key=lambda item: (-len(item[1]), item[0].key)):
-        t, grown = members[0]
-        cause = "" if change.cause else ": (no signature)"
-        text = (f"{WORSE}: {count_text(members)} {change.text}{cause}, off by more: {', '.join(grown)}"
-                f" (e.g. {example_of(t)})")
-        if allow_worse:
-            unless(True, "allow_worse", text, "accepted")
-        else:
-            failure_reasons.append(text)
-            failures += [m for m, _ in members]
-    # Failures the baseline cannot show to be old: no record there, or it did not run the case.
-    unbacked = [
-        (t, "fail in the candidate and have no record in the baseline")
-        for t in by_kind[CASE_ADDED]
-        if category(t.after_outcome, strict) in (FAILING, KNOWN)
-    ] + [
-        (t, "ran for the first time and fail (UNSUPPORTED or SKIPPED in the baseline)")
-        for t in by_kind[CAPABILITY_GAINED]
-        if category(t.after_outcome, strict) in (FAILING, KNOWN)
-    ]
-    for what in dict.fromkeys(w for _, w in unbacked):
-        members = [t for t, w in unbacked if w == what]
-        failure_reasons.append(f"{len(members)} case(s) {what}, e.g. {members[0].case_id} ({members[0].after_outcome})")
-    failures += [t for t, _ in unbacked]
-    reasons += failure_reasons
-    lost = by_kind[CAPABILITY_LOST]
-    if lost:
-        passed = sum(1 for t in lost if category(t.before_outcome) == OK)
-        unless(
-            allow_capability_loss,
-            "allow_capability_loss",
-            f"capability lost: {len(lost)} case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate"
-            f" ({passed} passed there), e.g. {lost[0].case_id}",
-            "accepted",
-        )
-    notes += [n for n in comparison.notes if n not in comparison.report_notes]
-    if judged_strictly:
-        notes.append(
-            "the baseline ran with strict errors and the candidate without: the candidate's error parity on"
-            " invalid input is judged strictly, as the baseline's was"
-        )
-    if not strict:
-        tolerated = [c for c in candidate[1]["cases"] if _tolerated(c["outcome"])]
-        if tolerated:
-            notes.append(
-                f"{len(tolerated)} case(s) of error parity on invalid input, tolerated: the candidate ran without"
-                f" strict errors (session.strict_errors false), e.g. {tolerated[0]['id']}"
-            )
-    if newly_known and same_release:
-        notes.append(
-            f"{len(newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts,"
-            f" under the same torch release ({_release(candidate[1])}): torch did not change, so they count as regressions"
-        )
-    elif newly_known:
-        notes.append(
-            f"{len(newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts;"
-            " the entry did not cover the baseline's run, so they count as regressions"
-        )
-    for kind, members in ((KNOWN_FAILURE, known), (FIX, by_kind[FIX]), (CAPABILITY_GAINED, by_kind[CAPABILITY_GAINED])):
-        if members:
-            notes.append(f"{len(members)} case(s) {kind}")
-    return GateResult(comparison, failures, reasons, notes, waived, len(failure_reasons))
 
 
 def _same_path(a: str, b) -> bool:
@@ -592,8 +794,6 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None,
     the same hash, and that file's digest is still that hash (a candidate cannot pick its own
     catalogue); else none, and the note says why. A matrix given that cannot be read, or whose
     catalogue holds a catch-all signature, raises MatrixError."""
-    from ..matrix.known_failures import Catalogue
-    from ..matrix.spec import MatrixError, load_spec
 
     if spec is not None:
         return Catalogue.from_spec(spec), None
@@ -623,7 +823,10 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None,
                     return Catalogue.from_spec(named), None
                 except MatrixError as exc:
                     why = f"the candidate's matrix cannot be used ({exc})"
-    return None, f"no known-failure catalogue: {why}; expected failures count as the failures they are (--matrix gives one)"
+    return (
+        None,
+        f"no known-failure catalogue: {why}; expected failures count as the failures they are (--matrix gives one)",
+    )
 
 
 def run_gate(

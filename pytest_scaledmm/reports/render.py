@@ -14,15 +14,15 @@ import re
 from collections import Counter
 from pathlib import Path
 from typing import Optional, Sequence
+from urllib.parse import urlsplit
 
 import jinja2
 
 from ..verdict import outcome as oc
 from .causes import all_text
-from .changes import change_of, example_of as change_example, grouped as group_changes
-from .replay import report_replay, shown_cause
-from .report import root_cause_of, signature_groups
-from .summary import MET_SHOWN, sorted_out, tier_heading
+from .changes import change_of
+from .changes import example_of as change_example
+from .changes import grouped as group_changes
 from .compare import (
     DEFAULT_GROUP_BY,
     TRANSITION_KINDS,
@@ -33,6 +33,10 @@ from .compare import (
     severity,
     worst,
 )
+from .printable import printable
+from .replay import report_replay, shown_cause
+from .report import root_cause_of, signature_groups
+from .summary import MET_SHOWN, sorted_out, tier_heading
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -98,7 +102,6 @@ def safe_url(value) -> Optional[str]:
     """`value` when it is an absolute http or https URL with a host and no whitespace or
     control character (what a link may point to), else None: a `javascript:` or `data:` link
     from a catalogue or a report is shown as text."""
-    from urllib.parse import urlsplit
 
     if not isinstance(value, str) or not value or any(ch.isspace() or ord(ch) < 32 or ord(ch) == 0x7F for ch in value):
         return None
@@ -156,14 +159,25 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
     pairs = []
     for before, after in comparison.pairs():
         counts = comparison.kind_counts(before.label, after.label)
-        pairs.append({"before": before.label, "after": after.label, "counts": [counts.get(k, 0) for k in TRANSITION_KINDS]})
+        pairs.append(
+            {"before": before.label, "after": after.label, "counts": [counts.get(k, 0) for k in TRANSITION_KINDS]}
+        )
     grouped = {}
     for kind, moved in by_kind.items():
         rows = []
         for pair, members in _by_pair(moved):
             for change, ts in group_changes(members):
-                rows.append({"pair": pair, "before": change.before, "after": change.after, "root_cause": change.cause,
-                             "count": len(ts), "example": ts[0].case_id, "example_message": change_example(ts[0])})
+                rows.append(
+                    {
+                        "pair": pair,
+                        "before": change.before,
+                        "after": change.after,
+                        "root_cause": change.cause,
+                        "count": len(ts),
+                        "example": ts[0].case_id,
+                        "example_message": change_example(ts[0]),
+                    }
+                )
         grouped[kind] = sorted(rows, key=lambda r: -r["count"])
     return {
         "grouped": grouped,
@@ -199,8 +213,14 @@ def kernel_change_rows(comparison: Comparison) -> list[dict]:
         key = (f"{change.before_label} → {change.after_label}", change.before, change.after)
         grouped.setdefault(key, []).append(change)
     return [
-        {"pair": key[0], "before": key[1], "after": key[2], "count": len(changes), "example": changes[0].case_id,
-         "kernels": ", ".join(changes[0].before_kernels) + " → " + ", ".join(changes[0].after_kernels)}
+        {
+            "pair": key[0],
+            "before": key[1],
+            "after": key[2],
+            "count": len(changes),
+            "example": changes[0].case_id,
+            "kernels": ", ".join(changes[0].before_kernels) + " → " + ", ".join(changes[0].after_kernels),
+        }
         for key, changes in sorted(grouped.items(), key=lambda item: (-len(item[1]), item[0]))
     ]
 
@@ -219,22 +239,24 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
         for g in groups:
             outcomes = g.get("outcomes") or {}
             met = list((g.get("met") or {}).items())
-            rows.append({
-                "status": status,
-                "tier": tier_heading(g["tier"]) if status != "informational" else "not a failure",
-                "count": g["count"],
-                "outcome": g["outcome"],
-                "classes": ", ".join(f"{n} {name}" for name, n in outcomes.items()) if len(outcomes) > 1 else "",
-                "layer": g.get("layer") or "",
-                "root_cause": shown_cause(g["root_cause"], outcomes or (g["outcome"],)),
-                "met": "; ".join(f"{n} × {what}" for what, n in met[:MET_SHOWN])
-                + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
-                "example": g["example"],
-                "example_message": g.get("example_message") or "",
-                "source": g.get("source") or "",
-                "shared": all_text(g),
-                "replay": report_replay(column.matrix, g["example"], matrix_path, column.environment),
-            })
+            rows.append(
+                {
+                    "status": status,
+                    "tier": tier_heading(g["tier"]) if status != "informational" else "not a failure",
+                    "count": g["count"],
+                    "outcome": g["outcome"],
+                    "classes": ", ".join(f"{n} {name}" for name, n in outcomes.items()) if len(outcomes) > 1 else "",
+                    "layer": g.get("layer") or "",
+                    "root_cause": shown_cause(g["root_cause"], outcomes or (g["outcome"],)),
+                    "met": "; ".join(f"{n} × {what}" for what, n in met[:MET_SHOWN])
+                    + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
+                    "example": g["example"],
+                    "example_message": g.get("example_message") or "",
+                    "source": g.get("source") or "",
+                    "shared": all_text(g),
+                    "replay": report_replay(column.matrix, g["example"], matrix_path, column.environment),
+                }
+            )
     return rows
 
 
@@ -278,7 +300,9 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optio
                 )
             # Failing cases first, then by id: the panel opens on what needs looking at.
             cases.sort(key=lambda c: (severity(c["outcome"]), c["id"]))
-            signatures = Counter(c["root_cause"] for c in cases if c["root_cause"] and category(c["outcome"], column.strict) != "ok")
+            signatures = Counter(
+                c["root_cause"] for c in cases if c["root_cause"] and category(c["outcome"], column.strict) != "ok"
+            )
             failing = sum(n for o, n in counts.items() if category(o, column.strict) == "failing")
             cells.append(
                 {
@@ -287,7 +311,14 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optio
                     "total": len(present),
                     "failing": failing,
                     "changes": changes,
-                    "marker": next((k for k in ("regression", "signature changed", "fix", "capability gained", "capability lost") if changes.get(k)), ""),
+                    "marker": next(
+                        (
+                            k
+                            for k in ("regression", "signature changed", "fix", "capability gained", "capability lost")
+                            if changes.get(k)
+                        ),
+                        "",
+                    ),
                     "signatures": signatures.most_common(3),
                     "cases": cases,
                 }
@@ -308,7 +339,13 @@ def render_html(
     return (
         _environment("html")
         .get_template("matrix.html.j2")
-        .render(**context, rows=_heatmap(comparison, group_by, matrix_path), legend=legend, group_by=list(group_by), title=title)
+        .render(
+            **context,
+            rows=_heatmap(comparison, group_by, matrix_path),
+            legend=legend,
+            group_by=list(group_by),
+            title=title,
+        )
     )
 
 
@@ -323,7 +360,9 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, ma
     cols = comparison.columns
     names = [o for o in COUNT_ORDER if any(Counter(c.summary).get(o) for c in cols)]
     label_w = max([len("environment")] + [len(c.label) for c in cols])
-    head = f"{'environment':<{label_w}}  {'torch':<14} {'device':<10} {'cases':>5} " + " ".join(f"{_abbrev(n):>6}" for n in names)
+    head = f"{'environment':<{label_w}}  {'torch':<14} {'device':<10} {'cases':>5} " + " ".join(
+        f"{_abbrev(n):>6}" for n in names
+    )
     lines = [head, "-" * len(head)]
     for c in cols:
         counts = Counter(c.summary)
@@ -341,7 +380,11 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, ma
         lines.append("")
         lines.append(f"{before.label} -> {after.label}: {summary}")
         for kind in TRANSITION_KINDS:
-            moved = [t for t in comparison.transitions if t.kind == kind and t.before_label == before.label and t.after_label == after.label]
+            moved = [
+                t
+                for t in comparison.transitions
+                if t.kind == kind and t.before_label == before.label and t.after_label == after.label
+            ]
             if not moved or kind in ("case added", "case removed"):
                 continue
             by_change = group_changes(moved)
@@ -371,7 +414,6 @@ def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, ma
 def _printable(line: str) -> str:
     """A terminal line with control characters from report text (escape sequences, carriage
     returns, line breaks) shown as escapes instead of acted on (reports/printable.py)."""
-    from .printable import printable
 
     return printable(line)
 

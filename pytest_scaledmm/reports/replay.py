@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from typing import Mapping, Optional
 
+from ..matrix.replay_command import replay_command
 
-def report_replay(matrix: Optional[Mapping], case_id: str, matrix_path: Optional[str] = None,
-                  environment: Optional[Mapping] = None) -> str:
+
+def report_replay(
+    matrix: Optional[Mapping], case_id: str, matrix_path: Optional[str] = None, environment: Optional[Mapping] = None
+) -> str:
     """The replay command of a report's case (matrix/replay_command.py), from the report's matrix
     block: its path (or `matrix_path`), its profile, and the seed and device its run was given;
     and from its environment block, the torch, device and tox env that recorded it."""
-    from ..matrix.replay_command import replay_command
 
     matrix = matrix if isinstance(matrix, Mapping) else {}
     forced = matrix.get("forced") if isinstance(matrix.get("forced"), Mapping) else {}

@@ -12,6 +12,7 @@ its size and nesting, and refuses a key that appears twice in one object: every 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -20,9 +21,14 @@ import tempfile
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional, cast
 
+from ..errors import ScaledmmError
+from ..records import CaseRecord, Report, SignatureGroup
 from ..verdict import outcome as oc
+from .causes import example_text, mismatch_cause, passing_classes, shape_classes, source_of
+from .files import write_text_atomic
+from .report_path import claim
 
 SCHEMA = "pytest-scaledmm/report"
 # 2: session.started is ISO 8601 (was epoch seconds), signatures carry `shared`, a shard run
@@ -37,7 +43,7 @@ MAX_REPORT_DEPTH = 64
 IN_PROGRESS = "run in progress or killed before it wrote its report"
 
 
-class ReportError(Exception):
+class ReportError(ScaledmmError):
     """A report file that cannot be used; the message names the file."""
 
     def __init__(self, path, message: str):
@@ -45,19 +51,21 @@ class ReportError(Exception):
         super().__init__(f"{self.path}: {message}")
 
 
-def build_report(environment: dict, matrix: dict, cases: Iterable[dict], session: dict) -> dict:
-    cases = sorted(cases, key=lambda c: c["id"])
-    counts = Counter(c["outcome"] for c in cases)
-    return {
+def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, Any]], session: dict) -> dict[str, Any]:
+    """A report of these records; a plain dict, to which the plugin adds its own blocks (coverage)."""
+    records = cast("list[CaseRecord]", sorted(cases, key=lambda c: c["id"]))
+    counts = Counter(c["outcome"] for c in records)
+    report: Report = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "environment": environment,
         "matrix": matrix,
         "session": session,
         "summary": dict(sorted(counts.items())),
-        "signatures": signature_groups(cases),
-        "cases": cases,
+        "signatures": signature_groups(records),
+        "cases": records,
     }
+    return cast("dict[str, Any]", report)
 
 
 def iso_time(epoch: Optional[float] = None) -> str:
@@ -81,14 +89,13 @@ def upgrade_report(data: dict) -> dict:
     return data
 
 
-def root_cause_of(record: dict) -> str:
+def root_cause_of(record: Mapping[str, Any]) -> str:
     """The cause a record groups under: its root_cause (the side that is wrong), else its
     signature (a report from before root causes, or a class whose signature is its cause); a
     MISMATCH by its kernel and what is off (causes.mismatch_cause)."""
     cause = record.get("root_cause")
     if isinstance(cause, str) and cause:
         return cause
-    from .causes import mismatch_cause
 
     # A wrong result's signature says only how it is off: the kernel is part of its cause.
     return mismatch_cause(record) or record.get("signature") or record["outcome"]
@@ -111,7 +118,7 @@ def group_tier(outcome: str) -> int:
     return known.tier if known.tier is not None else len(oc.TIERS) + 1
 
 
-def signature_groups(cases: Iterable[dict]) -> list[dict]:
+def signature_groups(cases: Iterable[Mapping[str, Any]]) -> list[SignatureGroup]:
     """Records grouped by root cause, one group per bug: the failures (every class that can fail
     a run, strict-only ones included) by (root cause, layer), whatever their class, so that one
     compiled-side cause is one group whatever eager refusals it met (listed in `met` with their
@@ -119,7 +126,6 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
     `shared`: the parameters all of a group's cases share and the run's cases do not all share;
     `shape_classes`: the shape classes they all have and the passing cases of their kernels do
     not; `example_message` (numbers kept) and `source` (a user-code frame): of the example case."""
-    from .causes import example_text, passing_classes, shape_classes, source_of
 
     cases = list(cases)
     groups: dict[tuple, dict] = {}
@@ -132,7 +138,16 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
         cause = root_cause_of(case)
         group = groups.setdefault(
             (bucket, cause, case.get("layer")),
-            {"root_cause": cause, "layer": case.get("layer"), "count": 0, "outcomes": {}, "met": {}, "_ids": {}, "_params": [], "_records": []},
+            {
+                "root_cause": cause,
+                "layer": case.get("layer"),
+                "count": 0,
+                "outcomes": {},
+                "met": {},
+                "_ids": {},
+                "_params": [],
+                "_records": [],
+            },
         )
         group["count"] += 1
         group["outcomes"][outcome] = group["outcomes"].get(outcome, 0) + 1
@@ -154,17 +169,19 @@ def signature_groups(cases: Iterable[dict]) -> list[dict]:
         worst = _worst(group["outcomes"])
         example, signature = min(group.pop("_ids")[worst])
         record = next(r for r in members if r["id"] == example)
-        out.append({
-            "outcome": worst,
-            "tier": group_tier(worst),
-            "signature": signature,
-            **group,
-            "outcomes": dict(sorted(group["outcomes"].items(), key=lambda item: (-item[1], item[0]))),
-            "met": dict(sorted(group["met"].items(), key=lambda item: (-item[1], item[0]))),
-            "example": example,
-            "example_message": example_text(record),
-            "source": source_of(record),
-        })
+        out.append(
+            {
+                "outcome": worst,
+                "tier": group_tier(worst),
+                "signature": signature,
+                **group,
+                "outcomes": dict(sorted(group["outcomes"].items(), key=lambda item: (-item[1], item[0]))),
+                "met": dict(sorted(group["met"].items(), key=lambda item: (-item[1], item[0]))),
+                "example": example,
+                "example_message": example_text(record),
+                "source": source_of(record),
+            }
+        )
 
     def order(g):
         failing = g["outcome"] in oc.FAILURES or oc.outcome_class(g["outcome"]) is None
@@ -227,7 +244,6 @@ def dumps_strict(data: Any, **kwargs) -> str:
 def write_atomic(path: Path, data: Any) -> None:
     """Write to a temporary file beside the target and rename over it: a reader sees the old
     report or the new one, never half of one."""
-    from .files import write_text_atomic
 
     text = dumps_strict(data, indent=1, sort_keys=False)  # serialised in full before the file is touched
     write_text_atomic(path, text + "\n")
@@ -236,7 +252,6 @@ def write_atomic(path: Path, data: Any) -> None:
 def ids_sha256(ids: Iterable[str]) -> str:
     """Hash of a set of case ids (sorted, one per line): what the shards of one run share, and
     what their union must hash to (reports/merge.py)."""
-    import hashlib
 
     digest = hashlib.sha256()
     for cid in sorted(set(ids)):
@@ -244,7 +259,7 @@ def ids_sha256(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def shard_of(report: dict) -> Optional[tuple[int, int]]:
+def shard_of(report: Report) -> Optional[tuple[int, int]]:
     """(I, N) when the report is shard I of N of a sharded run (not a merge of the shards)."""
     block = report.get("shard")
     if isinstance(block, dict) and type(block.get("index")) is int and type(block.get("count")) is int:
@@ -252,7 +267,7 @@ def shard_of(report: dict) -> Optional[tuple[int, int]]:
     return None
 
 
-def shard_advice(report: dict) -> Optional[str]:
+def shard_advice(report: Report) -> Optional[str]:
     """What to do with a shard's report before comparing or gating it, or None."""
     position = shard_of(report)
     if position is None or position[1] == 1:  # shard 1/1 holds every case: it is the whole run
@@ -260,7 +275,7 @@ def shard_advice(report: dict) -> Optional[str]:
     return f"this is shard {position[0]}/{position[1]} of a sharded run: merge the shards first (scaledmm merge)"
 
 
-def duplicate_ids(report: dict) -> dict[str, int]:
+def duplicate_ids(report: Report) -> dict[str, int]:
     """Case ids recorded more than once, with their count. Loading keeps every record, so a
     duplicate is named here instead of the last record silently winning."""
     counts = Counter(case["id"] for case in report["cases"])
@@ -281,14 +296,16 @@ def check_writable(path: Path) -> None:
         except OSError:
             raise OSError("it is a link to nothing, not a regular file: a report never replaces it") from None
         if not stat.S_ISREG(mode):
-            raise OSError("it is there and is not a regular file (a FIFO, a device, a link to one): a report never replaces it")
+            raise OSError(
+                "it is there and is not a regular file (a FIFO, a device, a link to one): a report never replaces it"
+            )
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
     os.close(fd)
     os.unlink(tmp)
 
 
-class ReportLocked(Exception):
+class ReportLocked(ScaledmmError):
     """Another live run holds the report's lock."""
 
 
@@ -376,7 +393,7 @@ def previous_path(path: Path) -> Path:
     return path.with_name(f"{stem}.previous.json")
 
 
-def unfinished_report(reason: str = IN_PROGRESS) -> dict:
+def unfinished_report(reason: str = IN_PROGRESS) -> dict[str, Any]:
     """A report that says only that its run did not finish: no record, complete false."""
     session = {"started": iso_time(), "complete": False, "incomplete_reasons": [reason]}
     return build_report({}, {}, [], session)
@@ -404,7 +421,6 @@ def start_report(path: Path, reason: str = IN_PROGRESS) -> Optional[Path]:
     `<name>.previous.json` (an unfinished one is simply replaced, so that it never displaces
     the last real report), and an unfinished report takes its place until the run writes its
     own. Returns where the earlier report went, or None. Raises OSError."""
-    from .report_path import claim
 
     path = Path(path)
     return claim(path, unfinished_report(reason), write_atomic, previous_path(path), _is_unfinished_stub)
@@ -438,8 +454,10 @@ def abandon_report(path, reason: str) -> None:
 # "integer" excludes 6.0 (see _validator).
 _TEXT = {"type": ["string", "null"]}
 # `source`: the innermost user-code frame, "path:line in fn" (outcome.source_frame).
-_ERROR_INFO = {"type": ["object", "null"],
-               "properties": {"type": _TEXT, "message": _TEXT, "root_type": _TEXT, "source": _TEXT}}
+_ERROR_INFO = {
+    "type": ["object", "null"],
+    "properties": {"type": _TEXT, "message": _TEXT, "root_type": _TEXT, "source": _TEXT},
+}
 # A number, or how a non-finite one is written (NON_FINITE).
 _NUMBER = {"type": ["number", "string"], "pattern": "^(-?inf|nan)$"}
 _CHECK = {
@@ -463,7 +481,12 @@ _RECORD = {
         "compiled_error": _ERROR_INFO,
         "known_failure": {
             "type": ["object", "null"],
-            "properties": {"entry": {"type": ["integer", "null"]}, "original_outcome": _TEXT, "signature": _TEXT, "link": _TEXT},
+            "properties": {
+                "entry": {"type": ["integer", "null"]},
+                "original_outcome": _TEXT,
+                "signature": _TEXT,
+                "link": _TEXT,
+            },
         },
         "known_failure_missed": {"type": "array"},
         "errors": {"type": ["object", "null"], "properties": {"eager": _CHECK, "compiled": _CHECK}},
@@ -490,7 +513,10 @@ REPORT_SCHEMA = {
                     "type": ["object", "null"],
                     "properties": {"seed": {"type": ["integer", "null"]}, "device": _TEXT},
                 },
-                "tolerance": {"type": ["object", "null"], "properties": {"slack": _NUMBER, "kernels": {"type": "object"}}},
+                "tolerance": {
+                    "type": ["object", "null"],
+                    "properties": {"slack": _NUMBER, "kernels": {"type": "object"}},
+                },
             },
         },
         "session": {
@@ -543,7 +569,7 @@ _VALIDATOR = None
 def _validator():
     global _VALIDATOR
     if _VALIDATOR is None:
-        from jsonschema import Draft202012Validator, validators
+        from jsonschema import Draft202012Validator, validators  # noqa: PLC0415 (jsonschema at first read)
 
         checker = Draft202012Validator.TYPE_CHECKER.redefine_many(
             {
@@ -593,9 +619,24 @@ def _json_path(parts) -> str:
     return text
 
 
-_SCHEMA_TYPES = {"object": "an object", "array": "an array", "string": "a string", "boolean": "a boolean",
-                 "integer": "a whole number", "number": "a number", "null": "null"}
-_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean", int: "an integer", float: "a number", type(None): "null"}
+_SCHEMA_TYPES = {
+    "object": "an object",
+    "array": "an array",
+    "string": "a string",
+    "boolean": "a boolean",
+    "integer": "a whole number",
+    "number": "a number",
+    "null": "null",
+}
+_JSON_TYPES = {
+    dict: "an object",
+    list: "an array",
+    str: "a string",
+    bool: "a boolean",
+    int: "an integer",
+    float: "a number",
+    type(None): "null",
+}
 
 
 def _schema_message(error) -> str:
@@ -633,7 +674,7 @@ def _check_regular(path: Path) -> None:
         raise ReportError(path, "not a regular file (a directory, a FIFO, a device): not a report")
 
 
-def load_report(path) -> dict:
+def load_report(path) -> Report:
     """The report at `path`, checked: ReportError (naming the file and the key) for a file that
     is missing, unreadable, too large, not JSON, nested too deeply, not a report of this schema
     version, or whose fields the readers use have the wrong type."""
@@ -658,13 +699,18 @@ def load_report(path) -> dict:
     except json.JSONDecodeError as exc:
         raise ReportError(path, f"not a report (corrupt JSON at line {exc.lineno}, column {exc.colno})") from None
     except _DuplicateKey as exc:
-        raise ReportError(path, f"not a report: key {exc.args[0]!r} appears twice in one object (which one counts is unknown)") from None
+        raise ReportError(
+            path, f"not a report: key {exc.args[0]!r} appears twice in one object (which one counts is unknown)"
+        ) from None
     except RecursionError:
         raise ReportError(path, f"not a report: nested deeper than {MAX_REPORT_DEPTH} levels") from None
     except (ValueError, MemoryError) as exc:
         raise ReportError(path, f"not a report ({type(exc).__name__})") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise ReportError(path, f"not a pytest-scaledmm report (key 'schema' is {data.get('schema') if isinstance(data, dict) else None!r})")
+        raise ReportError(
+            path,
+            f"not a pytest-scaledmm report (key 'schema' is {data.get('schema') if isinstance(data, dict) else None!r})",
+        )
     version = data.get("schema_version")
     if type(version) is not int or version not in READABLE_VERSIONS:
         readable = " and ".join(str(v) for v in READABLE_VERSIONS)
@@ -673,9 +719,10 @@ def load_report(path) -> dict:
         )
     if _too_deep(data, MAX_REPORT_DEPTH):
         raise ReportError(path, f"not a report: nested deeper than {MAX_REPORT_DEPTH} levels")
-    from jsonschema.exceptions import best_match
+    from jsonschema.exceptions import best_match  # noqa: PLC0415 (jsonschema at first read)
 
     error = best_match(_validator().iter_errors(data))
     if error is not None:
         raise ReportError(path, _schema_message(error))
-    return upgrade_report(data)
+    # The schema checked the fields the readers use: from here on the dict is typed.
+    return cast(Report, upgrade_report(data))

@@ -17,10 +17,12 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+from ..errors import ScaledmmError
+
 NOT_REGULAR = "it is there and is not a regular file (a FIFO, a device, a link to one): a report never replaces it"
 
 
-class ClaimRefused(OSError):
+class ClaimRefused(ScaledmmError, OSError):
     """The report path cannot be claimed; the message names the path that failed."""
 
     def __str__(self) -> str:

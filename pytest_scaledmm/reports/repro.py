@@ -30,10 +30,11 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .. import verdict
-from ..verdict import outcome as oc
-from ..verdict.runners import runner_named
+from ..errors import ScaledmmError
 from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
 from ..execution.cache import OWNED_CACHE_ENV
+from ..verdict import outcome as oc
+from ..verdict.runners import runner_named
 from .report import iso_time
 
 # Failures, known ones, and the informational LENIENT (its script shows the compiled side's
@@ -51,7 +52,7 @@ ENV_FIELDS = ("torch", "cuda", "hip", "triton", "python", "platform", "plugin", 
               "arch", "capability", "sm_count", "tox_env")
 
 
-class ReproError(Exception):
+class ReproError(ScaledmmError):
     """A script could not be written for this case (the reason is in the message)."""
 
 
@@ -360,8 +361,8 @@ def contract_code(spec) -> str:
 
 def pack_kernel_specs() -> dict:
     """Name -> KernelSpec of every packed kernel, as a matrix listing it by name declares it."""
-    from ..matrix.spec import pack_kernel_spec
     from ..matrix.packs import PACK_KERNELS
+    from ..matrix.spec import pack_kernel_spec
 
     return {name: pack_kernel_spec(name) for name in PACK_KERNELS}
 
@@ -380,8 +381,8 @@ def kernel_reference(spec) -> Optional[str]:
 def tensor_facts(params: dict, seed: int) -> dict:
     """Shape, strides, storage offset, dtype and a checksum of every input, generated on the CPU
     exactly as the run did."""
-    from ..verdict.facts import input_facts
     from ..verdict.draw import make_inputs
+    from ..verdict.facts import input_facts
 
     return input_facts(make_inputs(params, seed, "cpu"))
 
@@ -695,10 +696,10 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     names (or `matrix`); the tensors are regenerated from the recorded seed. A report is data
     from elsewhere: a record whose values are not a case of this plugin is refused, by id."""
     from ..matrix.kernels import BUILTIN_IMPLS, add_import_dirs, load_impl
-    from .report import load_report
-    from .report_dir import project_dir
     from ..matrix.schema import DEFAULT_LIMITS
     from ..matrix.spec import load_spec
+    from .report import load_report
+    from .report_dir import project_dir
 
     report = load_report(report_path)
     if os.path.lexists(directory) and not Path(directory).is_dir():

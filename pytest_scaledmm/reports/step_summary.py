@@ -9,6 +9,8 @@ import stat
 from pathlib import Path
 from typing import Mapping, Optional
 
+from .report_path import is_report_file
+
 ENV = "GITHUB_STEP_SUMMARY"
 
 
@@ -30,7 +32,15 @@ def _not_appendable(mode: int) -> Optional[str]:
     # character device (/dev/null, a terminal) takes the text at once.
     if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
         return None
-    kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode) else "not a regular file"
+    kind = (
+        "a directory"
+        if stat.S_ISDIR(mode)
+        else "a FIFO"
+        if stat.S_ISFIFO(mode)
+        else "a socket"
+        if stat.S_ISSOCK(mode)
+        else "not a regular file"
+    )
     return f"it is {kind}, not a file to append to"
 
 
@@ -43,7 +53,6 @@ def append_markdown(path, markdown: str) -> None:
         problem = None
     if problem:
         raise OSError(problem)
-    from .report_path import is_report_file
 
     if is_report_file(Path(path)):  # Markdown appended to a report would make it unreadable
         raise OSError("it is a pytest-scaledmm report, never appended to")

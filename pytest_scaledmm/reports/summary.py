@@ -5,7 +5,9 @@ met (the eager refusals a compiled-side error met) as detail."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
+from ..records import SignatureGroup
 from ..verdict import outcome as oc
 from .causes import all_text
 from .replay import shown_cause
@@ -20,7 +22,7 @@ def tier_heading(tier: int) -> str:
     return f"tier {tier}, {title}"
 
 
-def group_lines(group: dict, replay) -> list[str]:
+def group_lines(group: SignatureGroup, replay) -> list[str]:
     """One root cause: the line with its count, worst class, layer and cause (normalised: the
     grouping key); its classes when it has several; the user-code line it came from; what it met;
     what all its cases share; one real message of it with its case, and the command that replays
@@ -45,14 +47,14 @@ def group_lines(group: dict, replay) -> list[str]:
     return lines
 
 
-def example_of(group: dict) -> str:
+def example_of(group: SignatureGroup) -> str:
     """`<the example's message, numbers kept> (case <id>)`; the id alone for a group a report of
     an earlier version wrote."""
     message = group.get("example_message")
     return f"{message} (case {group['example']})" if isinstance(message, str) and message else str(group["example"])
 
 
-def sorted_out(groups: list[dict], strict_errors: bool) -> tuple[list, list, list]:
+def sorted_out(groups: Sequence[SignatureGroup], strict_errors: bool) -> tuple[list, list, list]:
     """(failing, tolerated, informational) root-cause groups, each in the groups' order (failures
     by tier): tolerated are strict-only failures of a run without strict errors, informational
     the LENIENT ones."""
@@ -68,7 +70,7 @@ def sorted_out(groups: list[dict], strict_errors: bool) -> tuple[list, list, lis
     return failing, tolerated, lenient
 
 
-def root_cause_lines(groups: list[dict], strict_errors: bool, replay, max_groups: int = 30) -> list[str]:
+def root_cause_lines(groups: Sequence[SignatureGroup], strict_errors: bool, replay, max_groups: int = 30) -> list[str]:
     """The root-cause part of the summary: failing causes by tier, then tolerated ones, then
     informational ones (sorted_out); `replay`: case id -> its replay command."""
     failing, tolerated, lenient = sorted_out(groups, strict_errors)
@@ -108,7 +110,7 @@ def control_skip_lines(records) -> list[str]:
     return lines + [f"  {n:4d} x {reason}" for reason, n in reasons.most_common()]
 
 
-def summary_lines(state, groups: list[dict], max_groups: int = 30) -> list[str]:
+def summary_lines(state, groups: Sequence[SignatureGroup], max_groups: int = 30) -> list[str]:
     counts = state.counts()
     total = sum(counts.values())
     dist = ", ".join(f"{c.name} {counts[c.name]}" for c in oc.CLASSES if counts.get(c.name))

@@ -13,11 +13,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from packaging.version import InvalidVersion, Version
+
+from ..errors import ScaledmmError
+
 TEMPLATES = Path(__file__).parent
 CI_TARGETS = {"github": ".github/workflows/scaledmm.yml", "gitlab": "scaledmm.gitlab-ci.yml"}
 
 
-class InitError(ValueError):
+class InitError(ScaledmmError, ValueError):
     """One line for the user: which option or file, and why."""
 
 
@@ -37,7 +41,6 @@ class Plan:
 
 
 def _version(text: str) -> str:
-    from packaging.version import InvalidVersion, Version
 
     try:
         version = Version(text)

@@ -1,0 +1,174 @@
+"""The report JSON as types: what a report file holds, field by field (reports/report.py's
+REPORT_SCHEMA checks the fields the readers use; plugin/session.py `record()` writes a case).
+
+These are TypedDicts: at run time a record is the plain dict `json.load` returned, so a report
+read back is the report written. `load_report` casts at the boundary; inside, a mistyped key is a
+type error. Only the standard library: every layer may import this module.
+"""
+
+from __future__ import annotations
+
+from typing import Any, TypedDict, Union
+
+# A number as a report writes it: a JSON number, or "inf", "-inf", "nan" (report.NON_FINITE).
+Number = Union[int, float, str]
+
+
+class ErrorRecord(TypedDict, total=False):
+    """An exception one side raised (verdict/outcome.py ErrorInfo)."""
+
+    type: str | None
+    message: str | None
+    root_type: str | None
+    layer: str | None  # where a compiled call broke: dynamo, aot_autograd, inductor, runtime
+    root_message: str
+    source: str | None  # the innermost user-code frame, "path:line in fn"
+
+
+class BoundRecord(TypedDict, total=False):
+    """The bound a check held a result to."""
+
+    slack: Number
+    model: str
+
+
+class CheckRecord(TypedDict, total=False):
+    """One side's result against the reference (verdict/inputs.py)."""
+
+    ok: bool
+    ratio: Number  # error / bound
+    max_abs: Number
+    max_rel: Number
+    problem: str
+    where: str  # e.g. "rows 3-5 of 64"
+    pattern: str
+    off_elements: int
+    off: int
+    bound: BoundRecord | None
+
+
+class ChecksRecord(TypedDict, total=False):
+    eager: CheckRecord | None
+    compiled: CheckRecord | None
+
+
+class KnownFailureRecord(TypedDict, total=False):
+    """The known-failure entry a record matched (matrix/known_failures.py Entry.describe)."""
+
+    entry: int | None
+    signature: str | None
+    torch: str | None
+    link: str | None
+    reason: str | None
+    original_outcome: str | None  # the outcome before the catalogue made it XFAIL / FIXED_UPSTREAM
+
+
+class ModelRecord(TypedDict, total=False):
+    """What the support model expected of a case (reports/coverage.py model_block)."""
+
+    purpose: str | None
+    expected_refusal: str | None
+    mismatch: bool
+    refusal: str | None
+    explained: str
+    detail: str
+
+
+class _CaseRequired(TypedDict):
+    id: str
+    outcome: str  # an outcome class name; one this version does not know counts as a failure
+
+
+class CaseRecord(_CaseRequired, total=False):
+    """One case of a run, as plugin/session.py `record()` writes it."""
+
+    params: dict[str, Any]
+    signature: str | None
+    root_cause: str | None
+    met: str | None
+    layer: str | None
+    detail: str | None
+    eager_error: ErrorRecord | None
+    compiled_error: ErrorRecord | None
+    errors: ChecksRecord | None
+    timing: dict[str, Any]
+    extra: dict[str, Any]  # free: kernel_slack, notes of the run
+    known_failure: KnownFailureRecord | None
+    known_failure_missed: list[KnownFailureRecord]
+    triage: dict[str, Any]  # execution/triage.py
+    model: ModelRecord
+
+
+class ToleranceBlock(TypedDict, total=False):
+    slack: Number
+    kernels: dict[str, Any]  # kernel -> {"slack", "reason"}
+
+
+class ForcedBlock(TypedDict, total=False):
+    seed: int | None
+    device: str | None
+
+
+class MatrixBlock(TypedDict, total=False):
+    path: str | None
+    hash: str | None
+    profile: str | None
+    cases: int | None
+    forced: ForcedBlock | None
+    tolerance: ToleranceBlock | None
+
+
+class SessionBlock(TypedDict, total=False):
+    complete: bool
+    strict_errors: bool  # missing: strict
+    incomplete_reasons: list[str]
+    generated: int
+    recorded: int
+    started: str | float | None  # ISO 8601; epoch seconds in schema version 1
+    wall_s: float
+
+
+class ShardBlock(TypedDict, total=False):
+    index: int | None  # None: a merged report
+    count: int
+    total_cases: int
+    total_ids_sha256: str
+    ids_sha256: str
+    merged: list[Any]
+
+
+class SignatureGroup(TypedDict, total=False):
+    """One root cause of a run (reports/report.py signature_groups)."""
+
+    outcome: str
+    tier: int
+    signature: str | None
+    root_cause: str | None
+    layer: str | None
+    count: int
+    outcomes: dict[str, int]
+    met: dict[str, int]
+    shared: dict[str, Any]
+    shape_classes: list[str]
+    example: str | None
+    example_message: str | None
+    source: str | None
+
+
+class _ReportRequired(TypedDict):
+    schema: str
+    schema_version: int
+    environment: dict[str, Any]  # torch, arch, tox_env, hypothesis, device, ...
+    cases: list[CaseRecord]
+
+
+class Report(_ReportRequired, total=False):
+    """A whole report file."""
+
+    matrix: MatrixBlock
+    session: SessionBlock
+    shard: ShardBlock
+    summary: dict[str, int]
+    signatures: list[SignatureGroup]
+    coverage: dict[str, Any]  # reports/coverage.py coverage_block
+    upgraded_from: int  # in memory only: the schema version the file had

@@ -1,0 +1,100 @@
+"""`scaledmm compare`'s output formats come from one table (cli.RENDERERS): a format added as
+one row gets its flag, its file and the output-safety checks of the others."""
+
+import csv
+import io
+
+import pytest
+from reports_factory import case, report, write
+
+from pytest_scaledmm import cli
+
+CSV_MARK = "report,id,outcome"
+
+
+def _csv(comparison, matrix, args) -> str:
+    out = io.StringIO()
+    out.write(CSV_MARK + "\n")
+    rows = csv.writer(out, lineterminator="\n")
+    for i, column in enumerate(comparison.columns):
+        for cid in comparison.case_ids:
+            record = comparison.grid[cid][i]
+            if record is not None:
+                rows.writerow([column.label, cid, record["outcome"]])
+    return out.getvalue()
+
+
+CSV = cli.ReportFormat("csv", "--csv", "write each report's case id and outcome as CSV", CSV_MARK, _csv)
+
+
+@pytest.fixture
+def with_csv(monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.setattr(cli, "RENDERERS", (*cli.RENDERERS, CSV))
+
+
+@pytest.fixture
+def two_reports(tmp_path):
+    r1 = write(tmp_path / "r1.json", report([case("a", "PASS"), case("b", "PASS")], torch="2.11.0+cpu"))
+    r2 = write(tmp_path / "r2.json", report([case("a", "PASS"), case("b", "COMPILE_ERROR", "boom")]))
+    return r1, r2
+
+
+def test_a_format_added_as_one_row_is_written(with_csv, two_reports, tmp_path, capsys):
+    out = tmp_path / "out.csv"
+    assert cli.main(["compare", "--csv", str(out), *map(str, two_reports)]) == cli.EXIT_OK
+    lines = out.read_text().splitlines()
+    assert lines[0] == CSV_MARK
+    rows = list(csv.reader(lines[1:]))
+    assert [row[1:] for row in rows] == [["a", "PASS"], ["b", "PASS"], ["a", "PASS"], ["b", "COMPILE_ERROR"]]
+    assert f"csv: {out}" in capsys.readouterr().out.splitlines()
+    # Its own earlier file is replaced.
+    assert cli.main(["compare", "--csv", str(out), *map(str, two_reports)]) == cli.EXIT_OK
+
+
+def test_the_added_format_is_in_the_help(with_csv, capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["compare", "--help"])
+    assert "--csv PATH" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--markdown", "--html"])
+def test_every_format_refuses_to_overwrite_a_report(with_csv, two_reports, flag, capsys):
+    r1, r2 = two_reports
+    before = r1.read_bytes()
+    assert cli.main(["compare", flag, str(r1), str(r1), str(r2)]) == cli.EXIT_USAGE
+    assert r1.read_bytes() == before
+    assert f"{flag} {r1}: it is a pytest-scaledmm report" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--markdown", "--html"])
+def test_every_format_refuses_a_file_it_did_not_write(with_csv, two_reports, tmp_path, flag, capsys):
+    other = tmp_path / "notes.txt"
+    other.write_text("mine\n")
+    assert cli.main(["compare", flag, str(other), *map(str, two_reports)]) == cli.EXIT_USAGE
+    assert other.read_text() == "mine\n"
+    assert "was not written by scaledmm compare" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--markdown", "--html"])
+def test_every_format_refuses_a_directory(with_csv, two_reports, tmp_path, flag, capsys):
+    assert cli.main(["compare", flag, str(tmp_path), *map(str, two_reports)]) == cli.EXIT_USAGE
+    assert "it is a directory; name a file" in capsys.readouterr().err
+
+
+def test_two_formats_naming_one_file_are_refused(with_csv, two_reports, tmp_path, capsys):
+    out = tmp_path / "out.txt"
+    assert cli.main(["compare", "--html", str(out), "--csv", str(out), *map(str, two_reports)]) == cli.EXIT_USAGE
+    assert f"--csv {out}: --html names the same file" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_markdown_and_html_still_write_and_print(with_csv, two_reports, tmp_path, capsys):
+    md, html = tmp_path / "c.md", tmp_path / "c.html"
+    args = ["compare", "--markdown", str(md), "--html", str(html), *map(str, two_reports)]
+    assert cli.main(args) == cli.EXIT_OK
+    assert md.read_text().startswith("## scaled-mm compatibility matrix")
+    assert '<meta name="generator" content="pytest-scaledmm compare">' in html.read_text()
+    assert capsys.readouterr().out.splitlines()[-2:] == [f"markdown: {md}", f"html: {html}"]
+    assert cli.main(["compare", "--markdown", "-", *map(str, two_reports)]) == cli.EXIT_OK
+    assert "## scaled-mm compatibility matrix" in capsys.readouterr().out
