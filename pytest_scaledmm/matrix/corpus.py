@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..verdict.support_fields import ACCUMULATION
 from . import bounded_yaml
 from .errors import MatrixError
-from .schema import ACCUMULATION, AXIS_DEFAULTS, CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES, size_problem
+from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES, size_problem
 
 CORPUS_VERSION = 1
 DEFAULT_NAME = "scaledmm-corpus.yaml"

@@ -342,7 +342,7 @@ class Support:
     bias_out_dtypes: tuple | None = None
     # ((form_a, form_b), out_dtypes or None, bias or None): what one scale pair takes.
     pair_rules: tuple | None = None
-    scale_layouts: tuple | None = None  # the scale layouts (schema.SCALE_LAYOUTS) it takes
+    scale_layouts: tuple | None = None  # the scale layouts (support_fields.SCALE_LAYOUTS) it takes
     operand_layouts: tuple | None = None  # the operand layouts (layouts.py) it takes
 
     @classmethod
