@@ -193,10 +193,10 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: set | None =
             values[side] = [s for s in values[side] if s in kernel.scale_forms] or list(kernel.scale_forms[:1])
     builtin = kernel.impl is None and kernel.fn is None
     for name, (_, neutral, takers) in KERNEL_AXES.items():
-        given = list(axes.get(name, [neutral]))
+        asked = list(axes.get(name, [neutral]))
         # Only where the profile asks for more than the neutral value: other ids stay as they were.
-        if takes_axis(kernel.name, takers, builtin) and (kernel.name in GROUPED_KERNELS or given != [neutral]):
-            values[name] = given
+        if takes_axis(kernel.name, takers, builtin) and (kernel.name in GROUPED_KERNELS or asked != [neutral]):
+            values[name] = asked
     values.pop("special_side", None)  # which scale a special value goes into: the special slice's
     if builtin and kernel.name in GROUPED_KERNELS:
         # Its operands are built by verdict/grouped.py: no bias, scale layouts, 3-D activations
@@ -542,7 +542,7 @@ def _top_up(space: KernelSpace, rows: list[dict], values: dict) -> list[dict]:
 
 def _targets(row: Mapping) -> set:
     """What a row covers of the pairs the summary reports: scale pair x mode, scale form x class."""
-    found = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
+    found: set[tuple] = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
     # An expanded scale is one value broadcast: its form's blocks are not exercised.
     if row.get("scale_layout") != "expanded":
         found |= {("form", side, row[f"scale_{side}"], row[f"{dim}_class"]) for side in "ab" for dim in DIMS}
