@@ -11,6 +11,7 @@ import pytest
 from reports_factory import DATA, case, report, write
 
 from pytest_scaledmm.cli import main
+from pytest_scaledmm.errors import ScaledmmError
 from pytest_scaledmm.matrix import bounded_yaml
 from pytest_scaledmm.matrix.spec import MatrixError, load_spec, parse_spec
 
@@ -230,3 +231,13 @@ def test_infinite_slack_is_exit_4_through_pytest(matrix_project):
     path = matrix_project.write_matrix(SMALL + "tolerance: {slack: .inf}\n")
     result = matrix_project.run("--scaledmm-matrix", str(path), "--scaledmm-isolate=no", "--no-scaledmm-triage")
     _one_error_line(result, str(path), "tolerance.slack")
+
+
+def test_a_matrix_error_is_a_scaledmm_error(tmp_path):
+    path = tmp_path / "matrix.yaml"
+    path.write_text(SMALL.replace("cases: 1", "cases: 0"))
+    with pytest.raises(ScaledmmError) as caught:
+        load_spec(path)
+    assert isinstance(caught.value, MatrixError)
+    assert str(caught.value).startswith(f"{path}: key 'profiles.default.cases': ")
+    assert (caught.value.path, caught.value.key) == (str(path), "profiles.default.cases")

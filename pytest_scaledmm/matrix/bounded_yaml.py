@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from .errors import MatrixError
 
 MAX_BYTES = 1 << 20  # a matrix of every axis and profile is a few KiB; a large corpus ~100 KiB
@@ -50,8 +52,6 @@ class _LimitExceeded(Exception):
 
 
 def _loader_class():
-    import yaml
-
     class BoundedLoader(yaml.SafeLoader):
         """SafeLoader that counts nodes, aliases included at their expanded size, and depth."""
 
@@ -146,8 +146,6 @@ def load(path, text: str) -> Any:
     """Parse one YAML document within the bounds above; any problem is one MatrixError naming
     `path` (and the line where the YAML allows)."""
     global _LOADER
-    import yaml
-
     if len(text) > MAX_BYTES or len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise _error(path, f"larger than {MAX_BYTES} bytes (1 MiB), the most a matrix file may be")
     deep = _deep_flow(text)

@@ -15,16 +15,22 @@ refusal key the model expects) or special.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib
 import itertools
 import json
+import warnings
 import zlib
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from allpairspy import AllPairs
 
 from ..verdict.scale_forms import FORMS, own_pairings
+from .compile_modes import compile_mode
+from .kernels import kernel_accepts_fast_accum
 from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, SHAPE_AXES, takes_axis
 from .shapes import DIMS, dim_pools, empty_dims
 from .spec import KernelSpec, Profile, Spec
@@ -168,8 +174,6 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: set | None =
     """Categorical values a kernel can be given; static kernel facts only (its declaration and
     its signature), never hardware. An axis the matrix leaves out (not in `given`) takes the
     values a user kernel declares for it, so that every declared scale form is exercised."""
-    from .kernels import kernel_accepts_fast_accum
-
     values = {name: list(axes[name]) for name in CATEGORICAL_AXES}
     if given is not None:
         for axis, declared in declared_values(kernel).items():
@@ -189,10 +193,10 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: set | None =
             values[side] = [s for s in values[side] if s in kernel.scale_forms] or list(kernel.scale_forms[:1])
     builtin = kernel.impl is None and kernel.fn is None
     for name, (_, neutral, takers) in KERNEL_AXES.items():
-        given = list(axes.get(name, [neutral]))
+        asked = list(axes.get(name, [neutral]))
         # Only where the profile asks for more than the neutral value: other ids stay as they were.
-        if takes_axis(kernel.name, takers, builtin) and (kernel.name in GROUPED_KERNELS or given != [neutral]):
-            values[name] = given
+        if takes_axis(kernel.name, takers, builtin) and (kernel.name in GROUPED_KERNELS or asked != [neutral]):
+            values[name] = asked
     values.pop("special_side", None)  # which scale a special value goes into: the special slice's
     if builtin and kernel.name in GROUPED_KERNELS:
         # Its operands are built by verdict/grouped.py: no bias, scale layouts, 3-D activations
@@ -216,7 +220,7 @@ def _stable_backend() -> dict:
     make case ids differ between processes; this provider never draws constants. Empty where
     this hypothesis has no provider API (nor such constants)."""
     try:
-        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.conjecture import providers  # noqa: PLC0415  hypothesis: start-up time
     except ImportError:
         return {}
     if not hasattr(providers, "AVAILABLE_PROVIDERS") or not hasattr(
@@ -228,7 +232,7 @@ def _stable_backend() -> dict:
 
 
 def _seed_only_provider():
-    from hypothesis.internal.conjecture.providers import HypothesisProvider
+    from hypothesis.internal.conjecture.providers import HypothesisProvider  # noqa: PLC0415  hypothesis: start-up time
 
     class SeedOnlyProvider(HypothesisProvider):
         def _maybe_draw_constant(self, *args, **kwargs):
@@ -246,8 +250,8 @@ def __getattr__(name):
 
 def draw_examples(strategy, count: int, seed: int) -> list:
     """`count` examples of a hypothesis strategy, identical for the same seed in any process."""
-    from hypothesis import HealthCheck, Phase, given, settings
-    from hypothesis import seed as hypothesis_seed
+    from hypothesis import HealthCheck, Phase, given, settings  # noqa: PLC0415  hypothesis: start-up time
+    from hypothesis import seed as hypothesis_seed  # noqa: PLC0415  hypothesis: start-up time
 
     found: list = []
     if count <= 0:
@@ -267,8 +271,6 @@ def draw_examples(strategy, count: int, seed: int) -> list:
     def collect(value):
         found.append(value)
 
-    import warnings
-
     with warnings.catch_warnings():
         # Cases are generated while pytest configures (--scaledmm-case checks its ids then);
         # hypothesis warns about any strategy evaluated then, meant for a plugin's import time.
@@ -286,7 +288,7 @@ def _stream_seed(spec: Spec, *parts: str) -> int:
 def _draw_integers(seed: int, count: int, width: int) -> list[tuple]:
     """`count` tuples of `width` integers drawn by hypothesis (its first example is all zeros,
     the smallest values of every axis), several tuples per example to keep it fast."""
-    from hypothesis import strategies as st
+    from hypothesis import strategies as st  # noqa: PLC0415  hypothesis: start-up time
 
     per = 4
     examples = draw_examples(st.tuples(*[st.integers(0, 2**20)] * (width * per)), -(-count // per), seed)
@@ -470,8 +472,6 @@ def _covering_rows(space: KernelSpace, values: dict, strength: int) -> list[dict
     valid. The two scale forms are joined into one axis first, so that every valid scale pairing
     meets every compile mode, dtype, layout and shape class (the rank-mismatch bugs live in such
     triples)."""
-    from allpairspy import AllPairs
-
     values = dict(values)
     values.pop("scale_a"), values.pop("scale_b")
     pairs = space.possible_pairs()
@@ -542,7 +542,7 @@ def _top_up(space: KernelSpace, rows: list[dict], values: dict) -> list[dict]:
 
 def _targets(row: Mapping) -> set:
     """What a row covers of the pairs the summary reports: scale pair x mode, scale form x class."""
-    found = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
+    found: set[tuple] = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
     # An expanded scale is one value broadcast: its form's blocks are not exercised.
     if row.get("scale_layout") != "expanded":
         found |= {("form", side, row[f"scale_{side}"], row[f"{dim}_class"]) for side in "ab" for dim in DIMS}
@@ -603,33 +603,90 @@ def _complete(space: KernelSpace, want: dict, values: dict, index: int) -> dict 
 
 def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[list[Case], dict]:
     """All cases of a profile for a target arch (`cpu`, `sm90` ...), in a stable order (kernel by
-    kernel: valid, special, boundary; then included cases), and notes on how they were made.
+    kernel: valid, special, boundary; then included cases), and notes on how they were made
+    (GenerationNotes.to_json).
 
     A composite profile (Profile.parts) is its parts' cases in the order listed, each part made
     with its own axes, kernels and budget, an id an earlier part has dropped; then included cases.
     """
     if profile.parts:
-        return _composite_cases(spec, profile, arch)
-    return _profile_cases(spec, profile, arch, with_included=True)
+        cases, notes = _composite_cases(spec, profile, arch)
+    else:
+        cases, notes = _profile_cases(spec, profile, arch, with_included=True)
+    return cases, notes.to_json()
 
 
 # Notes that count cases; a composite's are its parts' summed.
 COUNTERS = ("covering_rows", "drawn", "empty", "boundary", "special", "truncated")
 
 
-def _composite_cases(spec: Spec, profile: Profile, arch: str) -> tuple[list[Case], dict]:
+@dataclass
+class GenerationNotes:
+    """How a profile's cases were made, as the report and the summary show it: cases per slice,
+    the compile modes this arch leaves out, warnings, what valid cases can cover (`possible`),
+    the refusal reasons the boundary slice holds and the compile-mode families."""
+
+    arch: str
+    covering_rows: int = 0
+    drawn: int = 0
+    empty: int = 0
+    boundary: int = 0
+    special: int = 0
+    truncated: int = 0
+    included: int = 0
+    duplicates: int | None = None  # a composite's: cases an earlier part already had
+    left_out_modes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    possible: dict[str, dict[str, list]] = field(default_factory=dict)
+    boundary_reasons: dict[str, list[str]] = field(default_factory=dict)
+    families: list[str] = field(default_factory=list)
+    parts: dict[str, int] | None = None  # a composite's: cases per part, before duplicates
+
+    def merge(self, part: GenerationNotes) -> None:
+        """Add a part's notes: counts summed; modes, possible items and families once each, in
+        the order first seen; refusal reasons joined and sorted; warnings kept (each names its
+        part: budgets and narrowing are per part)."""
+        for key in COUNTERS:
+            setattr(self, key, getattr(self, key) + getattr(part, key))
+        self.left_out_modes += [mode for mode in part.left_out_modes if mode not in self.left_out_modes]
+        self.warnings += part.warnings
+        for kernel, sets in part.possible.items():
+            merged = self.possible.setdefault(kernel, {})
+            for key, items in sets.items():
+                known = merged.setdefault(key, [])
+                known += [item for item in items if item not in known]
+        for kernel, keys in part.boundary_reasons.items():
+            self.boundary_reasons[kernel] = sorted({*self.boundary_reasons.get(kernel, ()), *keys})
+        self.families += [family for family in part.families if family not in self.families]
+
+    def to_json(self) -> dict[str, Any]:
+        """The notes as the run records them; a composite's keys only for a composite, the modes
+        left out only where some are."""
+        found: dict[str, Any] = {"arch": self.arch, **{key: getattr(self, key) for key in COUNTERS}}
+        found["included"] = self.included
+        if self.duplicates is not None:
+            found["duplicates"] = self.duplicates
+        if self.left_out_modes:
+            found["left_out_modes"] = self.left_out_modes
+        found.update(
+            warnings=self.warnings,
+            possible=self.possible,
+            boundary_reasons=self.boundary_reasons,
+            families=self.families,
+        )
+        if self.parts is not None:
+            found["parts"] = self.parts
+        return found
+
+
+def _composite_cases(spec: Spec, profile: Profile, arch: str) -> tuple[list[Case], GenerationNotes]:
     cases: list[Case] = []
     seen: set[str] = set()
-    counts = dict.fromkeys(COUNTERS, 0)
-    duplicates = 0
-    left_out: list = []
-    warnings: list[str] = []
-    possible: dict[str, dict[str, list]] = {}
-    reasons: dict[str, set] = {}
-    families: list[str] = []
+    notes = GenerationNotes(arch)
     parts: dict[str, int] = {}
+    duplicates = 0
     for part in profile.parts:
-        part_cases, notes = _profile_cases(spec, part, arch, with_included=False)
+        part_cases, part_notes = _profile_cases(spec, part, arch, with_included=False)
         parts[part.name] = len(part_cases)
         for case in part_cases:
             if case.id in seen:
@@ -637,37 +694,22 @@ def _composite_cases(spec: Spec, profile: Profile, arch: str) -> tuple[list[Case
                 continue
             seen.add(case.id)
             cases.append(case)
-        for key in COUNTERS:
-            counts[key] += notes[key]
-        left_out += [mode for mode in notes.get("left_out_modes", ()) if mode not in left_out]
-        warnings += notes["warnings"]  # each names its part: budgets and narrowing are per part
-        for kernel, sets in notes["possible"].items():
-            merged = possible.setdefault(kernel, {})
-            for key, items in sets.items():
-                known = merged.setdefault(key, [])
-                known += [item for item in items if item not in known]
-        for kernel, keys in notes["boundary_reasons"].items():
-            reasons.setdefault(kernel, set()).update(keys)
-        families += [family for family in notes["families"] if family not in families]
-    included = _add_included(spec, cases, seen)
-    notes = {"arch": arch, **counts, "included": included, "duplicates": duplicates}
-    if left_out:
-        notes["left_out_modes"] = left_out
-    notes.update(
-        warnings=warnings,
-        possible=possible,
-        boundary_reasons={kernel: sorted(keys) for kernel, keys in reasons.items()},
-        families=families,
-        parts=parts,
-    )
+        notes.merge(part_notes)
+    notes.included = _add_included(spec, cases, seen)
+    notes.duplicates, notes.parts = duplicates, parts
     return cases, notes
+
+
+def is_excluded(spec: Spec, params: Mapping[str, Any]) -> bool:
+    """Whether one of the matrix's exclude rules matches the case."""
+    return any(matches(rule, params) for rule in spec.exclude)
 
 
 def _add_included(spec: Spec, cases: list[Case], seen: set) -> int:
     """The matrix's included (corpus) cases not excluded and not already there, appended."""
     added = 0
     for params in spec.included_cases:
-        if not any(matches(rule, params) for rule in spec.exclude) and case_id(params) not in seen:
+        if not is_excluded(spec, params) and case_id(params) not in seen:
             seen.add(case_id(params))
             cases.append(make_case(params))
             added += 1
@@ -687,7 +729,150 @@ def kernel_case_params(kernel) -> dict:
     return found
 
 
-def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool) -> tuple[list[Case], dict]:
+class KernelRows(NamedTuple):
+    """One kernel's material for a profile: its space, the axis values it is given, the special
+    scale values its special slice takes, and its valid cases in covering order."""
+
+    kernel: KernelSpec
+    space: KernelSpace
+    values: dict
+    specials: list
+    valid: list[dict]
+
+
+def _kernel_rows(
+    spec: Spec, profile: Profile, kernel: KernelSpec, axes: Mapping[str, Any], modes: list, arch: str
+) -> KernelRows:
+    values = {**kernel_axes(kernel, axes, given_axes(spec, profile)), "mode": modes}
+    if arch == "cpu" and "operand_layout" in values:
+        # One device: a scale on the host is the dense layout there.
+        values["operand_layout"] = [v for v in values["operand_layout"] if v != "scale_on_host"] or ["dense"]
+    specials = [v for v in values["special_scale"] if v != "none"]
+    if "none" in values["special_scale"]:
+        values["special_scale"] = ["none"]  # special values are a slice of their own
+    else:
+        specials = []
+    excluded = functools.partial(is_excluded, spec)
+    space = KernelSpace(spec, kernel, values, dim_pools(axes), support_model(kernel, arch), excluded)
+    rows = _covering_rows(space, values, profile.strength)
+    rows = _prioritised(rows + _top_up(space, rows, values))
+    draws = _draw_integers(_stream_seed(spec, kernel.name, "shapes"), len(rows), 3)
+    valid = [space.sizes(row, draw) for row, draw in zip(rows, draws)]
+    return KernelRows(kernel, space, values, specials, [_purposed(p) for p in valid if p is not None])
+
+
+@dataclass
+class _Slices:
+    """The candidate cases of each slice beside the valid one, and each slice's share of the
+    budget (its first cases); the rest of `specials`, `boundary_core` and `boundary_extra` fill
+    what the valid cases leave."""
+
+    empties: list[dict]
+    boundary_core: list[dict]
+    boundary_extra: list[dict]
+    boundary: list[dict]
+    specials: list[dict]
+    special: list[dict]
+
+
+def _slices(rows: list[KernelRows], axes: Mapping[str, Any], families: dict, budget: int) -> _Slices:
+    # Empty dims the kernels take: one case per kernel and dim at least, out of the valid share
+    # (an empty dim a model refuses names a reason the boundary slice already has).
+    empties = [p for p in _empty_slice(rows, empty_dims(axes), families) if p["purpose"] == "valid"]
+    empties = empties[: min(len(empties), max(len(rows) * 3, budget * 3 // 100), budget // 8)]
+    core, extra = _boundary(rows, families)
+    # Each refusal reason under each family fits up to BOUNDARY_MAX_PERCENT.
+    boundary_cap = max(budget * BOUNDARY_SHARE_PERCENT // 100, min(len(core), budget * BOUNDARY_MAX_PERCENT // 100))
+    boundary = core[:boundary_cap]
+    specials = _special(rows, families, list(axes.get("special_side", ["a"])))
+    special_floor = min(len(specials), budget * SPECIAL_SHARE_PERCENT // 100)
+    special = specials[: max(special_floor, budget - len(boundary) - _valid_floor(budget))]
+    return _Slices(empties, core, extra, boundary, specials, special)
+
+
+SLOTS = ("valid", "special", "boundary")
+
+
+class _Chosen:
+    """The cases taken so far, kernel by kernel and slot by slot: each id once, none that the
+    matrix excludes, each with what its kernel's declaration adds."""
+
+    def __init__(self, spec: Spec, kernels: Sequence[KernelSpec]):
+        self._spec = spec
+        self._declared = {kernel.name: kernel_case_params(kernel) for kernel in kernels}
+        self.seen: set[str] = set()
+        self.by_kernel: dict[str, dict[str, list]] = {kernel.name: {slot: [] for slot in SLOTS} for kernel in kernels}
+
+    def take(self, params: Mapping[str, Any], slot: str) -> bool:
+        params = {**params, **self._declared[params["kernel"]]}
+        if is_excluded(self._spec, params):
+            return False
+        cid = case_id(params)
+        if cid in self.seen:
+            return False
+        self.seen.add(cid)
+        self.by_kernel[params["kernel"]][slot].append(params)
+        return True
+
+    def take_valid(self, params: Mapping[str, Any]) -> bool:
+        return self.take(params, "valid")
+
+    def cases(self) -> list[Case]:
+        return [make_case(params) for slots in self.by_kernel.values() for slot in SLOTS for params in slots[slot]]
+
+
+def _take_valid(
+    spec: Spec, rows: list[KernelRows], valid_budget: int, chosen: _Chosen, notes: GenerationNotes
+) -> list[KernelRows]:
+    """The valid cases: the covering rows (each kernel's share of them when over budget: the
+    covering guarantee is then lost, and the notes say so), then drawn ones. Returns the rows
+    as cut."""
+    total = sum(len(kernel_rows.valid) for kernel_rows in rows)
+    if total > valid_budget:
+        notes.truncated = total - valid_budget
+        shares = [len(kernel_rows.valid) * valid_budget // total for kernel_rows in rows]
+        rows = [kernel_rows._replace(valid=kernel_rows.valid[:share]) for kernel_rows, share in zip(rows, shares)]
+    for kernel_rows in rows:
+        notes.covering_rows += sum(chosen.take(params, "valid") for params in kernel_rows.valid)
+    # The rest of the valid share, kernel by kernel; what a kernel's space cannot fill goes to
+    # the kernels that filled theirs, in further rounds.
+    open_rows, round_ = list(rows), 0
+    while open_rows and valid_budget - notes.covering_rows - notes.drawn > 0:
+        spare = valid_budget - notes.covering_rows - notes.drawn
+        still_open = []
+        for index, kernel_rows in enumerate(open_rows):
+            missing = spare // len(open_rows) + (1 if index < spare % len(open_rows) else 0)
+            seed = _stream_seed(spec, kernel_rows.kernel.name, "drawn" if not round_ else f"drawn{round_}")
+            added = _fill(kernel_rows.space, kernel_rows.values, missing, seed, chosen.take_valid)
+            notes.drawn += added
+            if missing and added == missing:
+                still_open.append(kernel_rows)
+        open_rows, round_ = still_open, round_ + 1
+    return rows
+
+
+def _take_slices(slices: _Slices, budget: int, chosen: _Chosen, notes: GenerationNotes) -> None:
+    """The empty-dim, special and boundary slices; then, where valid cases fall short of their
+    share, more special and boundary cases up to the budget."""
+    for params in slices.empties:
+        notes.empty += chosen.take(params, "valid")
+    for params in slices.special:
+        notes.special += chosen.take(params, "special")
+    for params in slices.boundary:
+        notes.boundary += chosen.take(params, "boundary")
+    left = budget - notes.covering_rows - notes.drawn - notes.empty - notes.special - notes.boundary
+    spare = [(p, "special") for p in slices.specials[len(slices.special) :]] + [
+        (p, "boundary") for p in slices.boundary_core[len(slices.boundary) :] + slices.boundary_extra
+    ]
+    for params, slot in spare:
+        if left <= 0:
+            break
+        if chosen.take(params, slot):
+            setattr(notes, slot, getattr(notes, slot) + 1)
+            left -= 1
+
+
+def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool) -> tuple[list[Case], GenerationNotes]:
     """The cases of a profile that has `cases` (see generate_cases).
 
     Valid configurations of each kernel's support model take at least VALID_SHARE_PERCENT of the
@@ -698,133 +883,32 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     axes = spec.axes_for(profile)
     kernels = spec.kernels_for(profile)
     budget = profile.cases
-    notes: dict[str, Any] = {
-        "arch": arch,
-        "covering_rows": 0,
-        "drawn": 0,
-        "empty": 0,
-        "boundary": 0,
-        "special": 0,
-        "truncated": 0,
-        "included": 0,
-    }
-
-    def excluded(params):
-        return any(matches(rule, params) for rule in spec.exclude)
-
+    notes = GenerationNotes(arch)
     modes = runnable_modes(axes["mode"], arch)
-    if len(modes) < len(axes["mode"]):
-        notes["left_out_modes"] = [m for m in axes["mode"] if m not in modes]
+    notes.left_out_modes = [m for m in axes["mode"] if m not in modes]
     families = families_of(modes)
-    spaces = []
-    given = given_axes(spec, profile)
-    for kernel in kernels:
-        values = {**kernel_axes(kernel, axes, given), "mode": modes}
-        if arch == "cpu" and "operand_layout" in values:
-            # One device: a scale on the host is the dense layout there.
-            values["operand_layout"] = [v for v in values["operand_layout"] if v != "scale_on_host"] or ["dense"]
-        specials = [v for v in values["special_scale"] if v != "none"]
-        if "none" in values["special_scale"]:
-            values["special_scale"] = ["none"]  # special values are a slice of their own
-        else:
-            specials = []
-        space = KernelSpace(spec, kernel, values, dim_pools(axes), support_model(kernel, arch), excluded)
-        rows = _covering_rows(space, values, profile.strength)
-        rows = _prioritised(rows + _top_up(space, rows, values))
-        draws = _draw_integers(_stream_seed(spec, kernel.name, "shapes"), len(rows), 3)
-        valid = [space.sizes(row, draw) for row, draw in zip(rows, draws)]
-        spaces.append((kernel, space, values, specials, [_purposed(p) for p in valid if p is not None]))
-
-    # Empty dims the kernels take: one case per kernel and dim at least, out of the valid share
-    # (an empty dim a model refuses names a reason the boundary slice already has).
-    empties = [p for p in _empty_slice(spaces, empty_dims(axes), families) if p["purpose"] == "valid"]
-    empties = empties[: min(len(empties), max(len(kernels) * 3, budget * 3 // 100), budget // 8)]
-    core, extra = _boundary(spaces, families)
-    # Each refusal reason under each family fits up to BOUNDARY_MAX_PERCENT.
-    boundary_cap = max(budget * BOUNDARY_SHARE_PERCENT // 100, min(len(core), budget * BOUNDARY_MAX_PERCENT // 100))
-    boundary = core[:boundary_cap]
-    specials = _special(spaces, families, list(axes.get("special_side", ["a"])))
-    special_floor = min(len(specials), budget * SPECIAL_SHARE_PERCENT // 100)
-    special = specials[: max(special_floor, budget - len(boundary) - _valid_floor(budget))]
-
-    seen: set[str] = set()
-    chosen: dict[str, dict[str, list]] = {
-        kernel.name: {"valid": [], "special": [], "boundary": []} for kernel in kernels
-    }
-
-    declared_params = {kernel.name: kernel_case_params(kernel) for kernel in kernels}
-
-    def take(params, slot) -> bool:
-        params = {**params, **declared_params[params["kernel"]]}
-        if excluded(params):
-            return False
-        cid = case_id(params)
-        if cid in seen:
-            return False
-        seen.add(cid)
-        chosen[params["kernel"]][slot].append(params)
-        return True
-
-    valid_budget = budget - len(boundary) - len(special) - len(empties)
-    total = sum(len(valid) for *_, valid in spaces)
-    if total > valid_budget:
-        # Over budget: keep each kernel's share; the covering guarantee is lost and said so.
-        notes["truncated"] = total - valid_budget
-        shares = [len(v) * valid_budget // total for *_, v in spaces]
-        spaces = [(*rest, valid[:share]) for (*rest, valid), share in zip(spaces, shares)]
-    for *_, valid in spaces:
-        notes["covering_rows"] += sum(take(params, "valid") for params in valid)
-    notes["empty"] = 0
-    # The rest of the valid share, kernel by kernel; what a kernel's space cannot fill goes to
-    # the kernels that filled theirs, in further rounds.
-    open_spaces, round_ = list(spaces), 0
-    while open_spaces and valid_budget - notes["covering_rows"] - notes["drawn"] > 0:
-        spare = valid_budget - notes["covering_rows"] - notes["drawn"]
-        still_open = []
-        for index, (kernel, space, values, _, _) in enumerate(open_spaces):
-            missing = spare // len(open_spaces) + (1 if index < spare % len(open_spaces) else 0)
-            seed = _stream_seed(spec, kernel.name, "drawn" if not round_ else f"drawn{round_}")
-            added = _fill(space, values, missing, seed, lambda p: take(p, "valid"))
-            notes["drawn"] += added
-            if missing and added == missing:
-                still_open.append(open_spaces[index])
-        open_spaces, round_ = still_open, round_ + 1
-    for params in empties:
-        notes["empty"] += take(params, "valid")
-    for params in special:
-        notes["special"] += take(params, "special")
-    for params in boundary:
-        notes["boundary"] += take(params, "boundary")
-    # Fewer valid cases than their share: the rest of the budget to the other slices.
-    left = budget - notes["covering_rows"] - notes["drawn"] - notes["empty"] - notes["special"] - notes["boundary"]
-    for params, slot in [(p, "special") for p in specials[len(special) :]] + [
-        (p, "boundary") for p in core[len(boundary) :] + extra
-    ]:
-        if left <= 0:
-            break
-        if take(params, slot):
-            notes[slot] += 1
-            left -= 1
-    cases = [
-        make_case(params)
-        for kernel in kernels
-        for slot in ("valid", "special", "boundary")
-        for params in chosen[kernel.name][slot]
-    ]
-    notes["warnings"] = _narrowing_warnings(profile, axes, spaces, chosen, len(cases))
+    rows = [_kernel_rows(spec, profile, kernel, axes, modes, arch) for kernel in kernels]
+    slices = _slices(rows, axes, families, budget)
+    chosen = _Chosen(spec, kernels)
+    valid_budget = budget - len(slices.boundary) - len(slices.special) - len(slices.empties)
+    rows = _take_valid(spec, rows, valid_budget, chosen, notes)
+    _take_slices(slices, budget, chosen, notes)
+    cases = chosen.cases()
+    notes.warnings = _narrowing_warnings(profile, axes, rows, chosen.by_kernel, len(cases))
     if with_included:
-        notes["included"] += _add_included(spec, cases, seen)
-    notes["possible"] = {
+        notes.included += _add_included(spec, cases, chosen.seen)
+    notes.possible = {
         kernel.name: {
             "scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],
             "form_class": [list(t) for t in space.possible_form_classes()],
         }
-        for kernel, space, values, *_ in spaces
+        for kernel, space, values, *_ in rows
     }
-    notes["boundary_reasons"] = {
-        kernel.name: sorted({p["expected_refusal"] for p in chosen[kernel.name]["boundary"]}) for kernel in kernels
+    notes.boundary_reasons = {
+        kernel.name: sorted({p["expected_refusal"] for p in chosen.by_kernel[kernel.name]["boundary"]})
+        for kernel in kernels
     }
-    notes["families"] = list(families)
+    notes.families = list(families)
     return cases, notes
 
 
@@ -860,8 +944,6 @@ def _narrowing_warnings(profile: Profile, axes: Mapping[str, Any], spaces: list,
 def runnable_modes(modes: list, arch: str) -> list:
     """The modes that can run on the target arch: a GPU-only mode is left out on the CPU (its
     cases would all skip), unless nothing else is left."""
-    from .compile_modes import compile_mode
-
     if arch != "cpu":
         return list(modes)
     kept = [mode for mode in modes if not compile_mode(mode).gpu_only]
@@ -890,6 +972,15 @@ def _mutations(space: KernelSpace, values: dict) -> list[tuple[str, Any]]:
     return found
 
 
+def _consider(space: KernelSpace, candidates: dict[str, list[dict]], changed: dict) -> None:
+    """Keep a changed case under its refusal key when exactly one rule of the model breaks."""
+    if not production_data_fits(changed):
+        return
+    broken = space.model.breaks(changed)
+    if len(broken) == 1 and not space._excluded(changed):
+        candidates.setdefault(broken[0], []).append(changed)
+
+
 def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
     """Each refusal reason each kernel's model can give within the axes, once per compile-mode
     family: one valid case with one value changed so that exactly that rule breaks; ordered family
@@ -899,32 +990,24 @@ def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
     extra: list[dict] = []
     for kernel, space, covered, _, valid in spaces:
         candidates: dict[str, list[dict]] = {}
-
-        def consider(changed):
-            if not production_data_fits(changed):
-                return
-            broken = space.model.breaks(changed)
-            if len(broken) == 1 and not space._excluded(changed):
-                candidates.setdefault(broken[0], []).append(changed)
-
         step = max(1, len(valid) // 40)
         pairings = own_pairings(covered["scale_a"], covered["dtype_a"], covered["dtype_b"])
         for base in valid[::step]:
             for axis, value in _mutations(space, covered):
                 if base.get(axis) != value:
-                    consider({**base, axis: value})
+                    _consider(space, candidates, {**base, axis: value})
             for pairing in pairings:  # microscaling forms: both scales and dtypes at once
-                consider({**base, **pairing})
+                _consider(space, candidates, {**base, **pairing})
         if not candidates:
             # No valid case to change (the axes hold none, or the model refuses a value every
             # case has): cases drawn without the model, where one rule breaks.
             for row in _raw_rows(space, covered, 64):
-                consider(row)
+                _consider(space, candidates, row)
         for key in sorted(candidates):
             found = candidates[key]
             offset = zlib.crc32(f"{kernel.name}::{key}".encode())
             cases = []
-            for index, (family, modes) in enumerate(families.items()):
+            for index, modes in enumerate(families.values()):
                 chosen = found[(offset + index * 7) % len(found)]
                 mode = modes[(offset + index) % len(modes)]
                 cases.append({**chosen, "mode": mode, "purpose": "boundary", "expected_refusal": key})
@@ -976,7 +1059,7 @@ def _special(spaces: list, families: dict, sides: list) -> list[dict]:
     multi-element forms first: one zero output channel), then every form, then every family;
     the kernels' lists are interleaved, so that a budget cut gives every kernel its share."""
     per_kernel: list[list[dict]] = []
-    for kernel, space, covered, specials, valid in spaces:
+    for kernel, _, covered, specials, valid in spaces:
         ranked: list[tuple] = []
         combos = [(v, s) for v, s in SPECIAL_ORDER if v in specials and s in sides]
         for combo_index, (value, side) in enumerate(combos):
@@ -988,8 +1071,8 @@ def _special(spaces: list, families: dict, sides: list) -> list[dict]:
                 offset = zlib.crc32(f"{kernel.name}::{value}::{form}".encode())
                 if side == "b":
                     offset = zlib.crc32(f"{kernel.name}::{value}::b::{form}".encode())
-                family_list = list(families.items())
-                for index, (family, modes) in enumerate(family_list):
+                family_modes = list(families.values())
+                for index, modes in enumerate(family_modes):
                     case = {
                         **bases[(offset + index * 3) % len(bases)],
                         "mode": modes[(offset + index) % len(modes)],
@@ -999,7 +1082,7 @@ def _special(spaces: list, families: dict, sides: list) -> list[dict]:
                     if side == "b":
                         case["special_side"] = "b"
                     # Rotated, so that the first round already spreads over the families.
-                    round_ = (index - combo_index - form_index) % len(family_list)
+                    round_ = (index - combo_index - form_index) % len(family_modes)
                     ranked.append(((round_, form_index, combo_index), case))
         per_kernel.append([case for _, case in sorted(ranked, key=lambda item: item[0])])
     return [
@@ -1014,7 +1097,7 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
     per_kernel = []
     for kernel, space, _, _, valid in spaces:
         found = []
-        for index, (family, modes) in enumerate(families.items()):
+        for index, modes in enumerate(families.values()):
             for dim in dims:
                 if not valid:
                     break

@@ -25,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
+from ..verdict.support_fields import ACCUMULATION
 from . import bounded_yaml
 from .errors import MatrixError
-from .schema import ACCUMULATION, AXIS_DEFAULTS, CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES, size_problem
+from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES, size_problem
 
 CORPUS_VERSION = 1
 DEFAULT_NAME = "scaledmm-corpus.yaml"
@@ -98,7 +101,7 @@ def complete_params(params: Mapping[str, Any]) -> dict:
 def read_entries(path: Path) -> list[dict]:
     """The file's entries as written, read within the bounds of every matrix file (bounded_yaml)
     and validated against CORPUS_SCHEMA; a problem is a MatrixError naming the key."""
-    import jsonschema
+    import jsonschema  # noqa: PLC0415  0.3 s start-up
 
     data = bounded_yaml.load(path, bounded_yaml.read_text(path, "included file"))
     validator = jsonschema.Draft202012Validator(CORPUS_SCHEMA)
@@ -180,8 +183,6 @@ def check_sizes(included: Iterable[IncludedCase], limits: Mapping[str, int]) -> 
 
 def write_corpus(path: Path, entries: Iterable[Mapping[str, Any]]) -> None:
     """Write the whole corpus (entries with id, outcome, signature, found, params), atomically."""
-    import yaml
-
     path = Path(path)
     body = yaml.safe_dump({"version": CORPUS_VERSION, "cases": [dict(e) for e in entries]}, sort_keys=False, width=120)
     header = (

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..errors import ScaledmmError
 
-class MatrixError(Exception):
+
+class MatrixError(ScaledmmError):
     """A matrix file that cannot be used; the message names the file and the key."""
 
     def __init__(self, path: Path | str, key: str, message: str):

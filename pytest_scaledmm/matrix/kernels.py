@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..verdict.scale_forms import RECIPE_CODES, SWIZZLE_CODES, recipe_pairs, recipes_of_shape
+from .packs import pack_unavailable
 from .spec import BUILTIN_KERNELS, KernelSpec, MatrixError
 
 KernelFn = Callable[..., "object"]
@@ -93,7 +94,7 @@ def _first(out):
 def aten_scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False, scale_result=None):
     """torch._scaled_mm; keywords work on every release (before 2.5 the scales were optional
     keywords after out_dtype). `scale_result` (a 0-D fp32 tensor) is passed only when given."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     extra = {} if scale_result is None else {"scale_result": scale_result}
     return _first(
@@ -111,7 +112,7 @@ def aten_scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_acc
 
 
 def _scaling_type():
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     functional = torch.nn.functional
     return getattr(functional, "ScalingType", None) or getattr(torch._C, "_ScalingType", None)
@@ -148,7 +149,7 @@ def to_blocked(scale):
     swizzled layout SWIZZLE_32_4_4, flattened: padded to 128 rows and 4 columns, each 128 x 4
     tile stored as 32 x 16 (row r of the tile at [r % 32, (r // 32) * 4 + c]). The algorithm
     of torchao's and PyTorch's tests' to_blocked. Padding is zero bytes."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     rows, cols = scale.shape
     row_blocks, col_blocks = -(-rows // 128), -(-cols // 4)
@@ -205,7 +206,7 @@ def v2_call_codes(recipe_a: str, recipe_b: str, scale_a, scale_b) -> tuple:
 
 def _inner(a) -> int:
     """K of an operand a: fp4 operands pack two values per element."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     packed = getattr(torch, "float4_e2m1fn_x2", None)
     return a.shape[-1] * (2 if packed is not None and a.dtype == packed else 1)
@@ -216,7 +217,7 @@ def scaled_mm_v2(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum
     scale shapes and scales put in the op's layout (v2_scale_operand). Ints, not
     ScalingType members: Dynamo traces this call (it skips torch.nn.functional.scaled_mm on
     torch 2.11), so compiled cases reach Inductor."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     recipe_a, recipe_b = scale_recipe_names(scale_a, scale_b, a.shape[0], _inner(a), b.shape[-1])
     codes_a, swizzle_a, codes_b, swizzle_b = v2_call_codes(recipe_a, recipe_b, scale_a, scale_b)
@@ -240,7 +241,7 @@ def scaled_mm_v2_functional(a, b, scale_a, scale_b, *, bias=None, out_dtype, use
     """torch.nn.functional.scaled_mm as users write it: ScalingType / SwizzleType members, the
     scales in the op's layout as scaled_mm_v2 puts them. Where Dynamo cannot trace the call
     (torch 2.11: "Attempted to call function marked as skipped") its compiled cases show that."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     functional = torch.nn.functional
     recipe_a, recipe_b = scale_recipe_names(scale_a, scale_b, a.shape[0], _inner(a), b.shape[-1])
@@ -271,7 +272,7 @@ def scaled_mm_v2_functional(a, b, scale_a, scale_b, *, bias=None, out_dtype, use
 
 
 def _fp8_linear(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, lift: bool):
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     tokens = a.reshape(-1, a.shape[-1])
     output_shape = [*a.shape[:-1], b.shape[1]]
@@ -305,7 +306,7 @@ def fp8_linear_rowwise(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast
     """A serving framework's per-token fp8 linear: activations flattened to tokens and their
     rowwise scale with them, whether it arrives as [B*T, 1] or as [B, T, 1] (amax(dim=-1,
     keepdim=True) of a 3-D activation); per-channel weight scales; output reshaped back."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     tokens = a.reshape(-1, a.shape[-1])
     out = _first(
@@ -325,7 +326,7 @@ def fp8_linear_rowwise(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast
 def scaled_grouped_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False, offs=None):
     """torch._scaled_grouped_mm with rowwise scales (verdict/grouped.py: the three layouts and
     their `offs`, the int32 ends of the groups along M, or along K for 2-D x 2-D)."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     return torch._scaled_grouped_mm(
         a, b, scale_a, scale_b, offs=offs, bias=bias, out_dtype=out_dtype, use_fast_accum=use_fast_accum
@@ -335,7 +336,7 @@ def scaled_grouped_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_
 def int8_w8a8(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """int8 W8A8: torch._int_mm (int32 accumulate) then the per-token / per-channel scale epilogue
     that Inductor fuses."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     out = torch._int_mm(a, b).to(torch.float32) * scale_a * scale_b
     if bias is not None:
@@ -358,9 +359,7 @@ assert set(BUILTIN_IMPLS) == set(BUILTIN_KERNELS)
 
 def unavailable_reason(kernel: KernelSpec) -> str | None:
     """Why this torch cannot run a built-in kernel at all (a run-time skip), or None."""
-    import torch
-
-    from .packs import pack_unavailable
+    import torch  # noqa: PLC0415  torch: start-up time
 
     missing = pack_unavailable(kernel.name) if kernel.fn is None else None
     if missing:
@@ -384,7 +383,7 @@ def unavailable_reason(kernel: KernelSpec) -> str | None:
 def custom_op(fn) -> object | None:
     """The torch.library op behind a kernel (an OpOverload, OpOverloadPacket or a
     torch.library.custom_op object), or None for a plain function."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     if isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
         return fn

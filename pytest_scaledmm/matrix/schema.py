@@ -10,24 +10,23 @@ from typing import Optional
 from ..verdict.layouts import OPERAND_LAYOUTS
 from ..verdict.regimes import REGIMES
 from ..verdict.scale_forms import FORMS
+from ..verdict.support_fields import (
+    ARCHS,
+    OPERAND_DTYPES,
+    OUT_DTYPES,
+    RULE,
+    SCALE_FORMS,
+    SCALE_LAYOUTS,
+    SHAPE_LIMIT,
+    SUPPORT_FIELDS,
+)
+from ..verdict.support_fields import enum_list as _enum_list
 from .compile_modes import MODE_NAMES
 
-SCALE_FORMS = [form.id for form in FORMS]
-FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
-# Operand dtypes a scale form names besides fp8 (fp4e2m1: NVFP4's packed e2m1 pairs).
-OPERAND_DTYPES = FP8_DTYPES + sorted({d for form in FORMS for d in (form.operand_dtypes or ()) if d not in FP8_DTYPES})
-OUT_DTYPES = ["bf16", "fp16", "fp32", "e4m3fn"]  # e4m3fn: fp8 output (scale_result)
 COMPILE_MODES = MODE_NAMES  # the same list: a registered mode is a valid value
-SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
 SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
-FAMILIES = ["fp8", "int8"]
-ACCUMULATION = ("fp32", "tensor-core", "fast")  # a kernel's declared fp8 accumulation
-# What a kernel takes for `a`: quantised data and its scale, or the high-precision activation it
-# quantises itself (verdict/contracts.py).
-ACTIVATIONS = ("quantized", "dynamic")
 # Rank of each scale form's tensor: mixed ranks are what Inductor's scaled-mm lowering trips on.
 SCALE_RANK = {form.id: form.rank for form in FORMS}
-ARCHS = ["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx90a", "gfx942", "gfx950"]
 
 # Categorical axes, in the order they are covered and printed.
 CATEGORICAL_AXES = {
@@ -83,9 +82,9 @@ KERNEL_AXES = {
 }
 SHAPE_AXES = ["m", "k", "n"]
 # What a kernel may declare about the shapes it supports (M counts tokens: B*T for 3-D a).
-SHAPE_LIMITS = ["min_m", "max_m", "m_multiple", "k_multiple", "n_multiple"]
+SHAPE_LIMITS = [row.name for row in SUPPORT_FIELDS if row.group == SHAPE_LIMIT]
 # What it may declare about the rest: accepted (a, b) pairs, output dtypes, bias rules.
-SUPPORT_RULES = ["scale_pairs", "dtype_pairs", "out_dtypes", "bias_out_dtypes"]
+SUPPORT_RULES = [row.name for row in SUPPORT_FIELDS if row.group == RULE]
 ALL_AXES = list(CATEGORICAL_AXES) + list(KERNEL_AXES) + SHAPE_AXES + ["kernel"]
 
 # What a matrix that leaves an axis out gets.
@@ -105,15 +104,6 @@ AXIS_DEFAULTS: dict[str, list] = {
     "k": [32],
     "n": [32],
 }
-
-
-def _enum_list(values):
-    return {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": values}}
-
-
-def _pair_list(values):
-    pair = {"type": "array", "minItems": 2, "maxItems": 2, "items": {"enum": values}}
-    return {"type": "array", "minItems": 1, "uniqueItems": True, "items": pair}
 
 
 _DIM = {
@@ -193,6 +183,9 @@ _MATCH = {
 }
 
 _REFERENCE = {"type": "string", "pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"}
+_FIRST_AFTER_CONTRACTS = [row.name for row in SUPPORT_FIELDS].index("activation")
+_SUPPORT_BEFORE_CONTRACTS = {row.name: row.schema for row in SUPPORT_FIELDS[:_FIRST_AFTER_CONTRACTS]}
+_SUPPORT_AFTER_CONTRACTS = {row.name: row.schema for row in SUPPORT_FIELDS[_FIRST_AFTER_CONTRACTS:]}
 
 _KERNEL = {
     "oneOf": [
@@ -204,50 +197,15 @@ _KERNEL = {
             "properties": {
                 "name": {"type": "string", "pattern": "^[A-Za-z0-9_]+$"},
                 "impl": {"type": "string", "pattern": r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$"},
-                "family": {"enum": FAMILIES},
-                "scale_forms": _enum_list(SCALE_FORMS),
-                "dtypes": _enum_list(OPERAND_DTYPES + ["int8"]),
-                "archs": _enum_list(ARCHS),
-                "min_torch": {"type": "string"},
-                # What it accepts, as OpInfo declares an operator's valid inputs: a case outside
-                # it that the kernel refuses is UNSUPPORTED (refusals.py); generation gives such
-                # cases only a boundary slice (support.py).
-                "scale_pairs": _pair_list(SCALE_FORMS),
-                "dtype_pairs": _pair_list(OPERAND_DTYPES + ["int8"]),
-                "out_dtypes": _enum_list(OUT_DTYPES),
-                "bias_out_dtypes": {**_enum_list(OUT_DTYPES), "minItems": 0},
-                # How its fp8 products are summed on a GPU (verdict/inputs.py ACCUMULATORS): it is
-                # held to fp32 sums, tensor-core sums, or fast (unpromoted) ones.
-                "accumulation": {"enum": list(ACCUMULATION)},
-                **{key: {"type": "integer", "minimum": 1} for key in SHAPE_LIMITS},
-                # The weights-once contracts (verdict/contracts.py): `impl` applies what `prepare`
-                # built; `module` builds an nn.Module that is compiled as a module.
+                # The declared support (verdict/support_fields.py), with the weights-once
+                # contracts (verdict/contracts.py) before `activation` as they always were: of two
+                # equal errors, jsonschema's best_match names the first.
+                **_SUPPORT_BEFORE_CONTRACTS,
+                # `impl` applies what `prepare` built; `module` builds an nn.Module that is
+                # compiled as a module.
                 "prepare": _REFERENCE,
                 "module": _REFERENCE,
-                "activation": {"enum": list(ACTIVATIONS)},
-                "scale_layouts": _enum_list(SCALE_LAYOUTS),
-                "operand_layouts": _enum_list(list(OPERAND_LAYOUTS)),
-                # What its dynamic quantiser divides the amax by (the dtype's largest value unless
-                # told: torchao's symmetric int8 uses 127.5).
-                "activation_divisor": {"type": "number", "exclusiveMinimum": 0},
-                # A kernel's own tolerance slack, never below 1, with the reason it needs one.
-                "slack": {"type": "number", "minimum": 1, "maximum": 1e6},
-                "slack_reason": {"type": "string", "minLength": 3},
-                # Constraints of single scale pairs: output dtypes, whether a bias is taken.
-                "pair_rules": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "required": ["scale_pair"],
-                        "properties": {
-                            "scale_pair": {**_pair_list(SCALE_FORMS)["items"]},
-                            "out_dtypes": _enum_list(OUT_DTYPES),
-                            "bias": {"type": "boolean"},
-                        },
-                        "anyOf": [{"required": ["out_dtypes"]}, {"required": ["bias"]}],
-                    },
-                },
+                **_SUPPORT_AFTER_CONTRACTS,
             },
             # impl with module, prepare with module or without impl: spec.py says which.
             "dependentRequired": {

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from ..verdict.scale_forms import FORMS
+from ..verdict.support_fields import NAMES, PAIR_RULES, PAIRS, SUPPORT_FIELD_NAMES, SUPPORT_FIELDS, SupportField
+from . import bounded_yaml
+from .corpus import check_kernels, check_sizes, included_cases
 from .errors import MatrixError
+from .packs import PACK_KERNELS
 from .schema import (
     AXIS_DEFAULTS,
     CATEGORICAL_AXES,
@@ -19,8 +27,6 @@ from .schema import (
     KERNEL_DECLARATION_SCHEMA,
     MATRIX_SCHEMA,
     PROFILE_BODY_KEYS,
-    SHAPE_LIMITS,
-    SUPPORT_RULES,
     size_problem,
 )
 
@@ -78,12 +84,12 @@ class KernelSpec:
     dtype_pairs: tuple | None = None
     out_dtypes: tuple | None = None
     bias_out_dtypes: tuple | None = None
-    accumulation: str | None = None  # schema.ACCUMULATION; None: by the case (use_fast_accum)
+    accumulation: str | None = None  # support_fields.ACCUMULATION; None: by the case (use_fast_accum)
     # The weights-once contracts (verdict/contracts.py): a `module:qualname` or, from a hook, the
     # callable. `prepare` builds the weight object `impl`/`fn` applies; `module` builds a module.
     prepare: Any = field(default=None, compare=False)
     module: Any = field(default=None, compare=False)
-    activation: str | None = None  # schema.ACTIVATIONS; None: quantized
+    activation: str | None = None  # support_fields.ACTIVATIONS; None: quantized
     activation_divisor: float | None = None
     slack: float | None = None  # the kernel's own tolerance slack, times the matrix's
     slack_reason: str | None = None
@@ -168,7 +174,7 @@ def _key_path(parts) -> str:
 
 
 def _validate(path: Path, data: Any) -> None:
-    import jsonschema
+    import jsonschema  # noqa: PLC0415  0.3 s start-up
 
     validator = jsonschema.Draft202012Validator(MATRIX_SCHEMA)
     error = jsonschema.exceptions.best_match(validator.iter_errors(data))
@@ -181,78 +187,45 @@ def _validate(path: Path, data: Any) -> None:
     raise MatrixError(path, key or "(top level)", message)
 
 
-_CONTRACT_FIELDS = (
-    "activation",
-    "activation_divisor",
-    "slack",
-    "slack_reason",
-    "pair_rules",
-    "scale_layouts",
-    "operand_layouts",
-)
-_DECLARED_FIELDS = (
-    "family",
-    "scale_forms",
-    "dtypes",
-    "archs",
-    "min_torch",
-    *SHAPE_LIMITS,
-    *SUPPORT_RULES,
-    "accumulation",
-    *_CONTRACT_FIELDS,
-)
+# Every field a declaration may carry about its support (verdict/support_fields.py).
+_DECLARED_FIELDS = SUPPORT_FIELD_NAMES
 # Left out of a declaration's digest when not declared, so that older declarations keep theirs.
-_OPTIONAL_FIELDS = (*SHAPE_LIMITS, *SUPPORT_RULES, "accumulation", *_CONTRACT_FIELDS, "prepare", "module")
+_OPTIONAL_FIELDS = (*(row.name for row in SUPPORT_FIELDS if not row.always_digested), "prepare", "module")
+
+
+def _stored(row: SupportField, value: Any) -> Any:
+    """A declared value as a KernelSpec keeps it: lists as tuples, pairs as tuples of tuples."""
+    if value is None:
+        return None
+    if row.stored == NAMES:
+        return tuple(value)
+    if row.stored == PAIRS:
+        return tuple(tuple(pair) for pair in value)
+    if row.stored == PAIR_RULES:
+        return tuple(
+            (tuple(rule["scale_pair"]), tuple(rule["out_dtypes"]) if rule.get("out_dtypes") else None, rule.get("bias"))
+            if isinstance(rule, Mapping)
+            else tuple(rule)
+            for rule in value
+        )
+    return value
 
 
 def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) -> KernelSpec:
     if "min_torch" in entry:
-        from packaging.version import InvalidVersion, Version
-
         try:
             Version(entry["min_torch"])
         except InvalidVersion:
             raise MatrixError(path, f"{key}.min_torch", f"not a version: {entry['min_torch']!r}") from None
-
-    def tup(k):
-        return tuple(entry[k]) if entry.get(k) is not None else None
-
     if entry.get("min_m") and entry.get("max_m") and entry["min_m"] > entry["max_m"]:
         raise MatrixError(path, f"{key}.min_m", f"min_m {entry['min_m']} is greater than max_m {entry['max_m']}")
     family = entry.get("family") or "fp8"
-    limits = {k: entry[k] for k in SHAPE_LIMITS if entry.get(k) is not None}
-    rules = {k: tup(k) for k in ("out_dtypes", "bias_out_dtypes") if entry.get(k) is not None}
-    rules.update(
-        {k: tuple(tuple(p) for p in entry[k]) for k in ("scale_pairs", "dtype_pairs") if entry.get(k) is not None}
-    )
-    pair_rules = entry.get("pair_rules")
-    if pair_rules is not None:
-        pair_rules = tuple(
-            (tuple(rule["scale_pair"]), tuple(rule["out_dtypes"]) if rule.get("out_dtypes") else None, rule.get("bias"))
-            if isinstance(rule, Mapping)
-            else tuple(rule)
-            for rule in pair_rules
-        )
     if entry.get("activation") == "dynamic" and family == "int8" and entry.get("activation_divisor") is None:
         entry = {**entry, "activation_divisor": 127.0}
-    contract = {
-        k: entry.get(k) for k in ("prepare", "module", "activation", "activation_divisor", "slack", "slack_reason")
-    }
-    contract.update({k: tup(k) for k in ("scale_layouts", "operand_layouts")})
+    declared = {row.name: _stored(row, entry.get(row.name)) for row in SUPPORT_FIELDS}
+    declared["family"] = family
     return KernelSpec(
-        entry["name"],
-        family,
-        impl,
-        tup("scale_forms"),
-        tup("dtypes"),
-        tup("archs"),
-        entry.get("min_torch"),
-        fn,
-        **limits,
-        **rules,
-        accumulation=entry.get("accumulation"),
-        pair_rules=pair_rules,
-        **contract,
+        entry["name"], impl=impl, fn=fn, prepare=entry.get("prepare"), module=entry.get("module"), **declared
     )
 
 
@@ -283,8 +256,6 @@ def _kernel_spec(path: Path, index: int, entry: Any, declared: Mapping[str, Kern
             declared_fields["pair_rules"] = base.pair_rules
         entry = {**declared_fields, **entry}
         return _build_kernel(path, key, entry, fn=base.fn)
-    from .packs import PACK_KERNELS
-
     if (impl is not None or entry.get("module") is not None) and name in PACK_KERNELS:
         raise MatrixError(
             path, f"{key}.name", f"{name!r} is a packed kernel's name; give your kernel a name of its own"
@@ -316,7 +287,7 @@ def kernel_from_declaration(
 ) -> KernelSpec:
     """A kernel declared by a plugin hook, validated like a matrix entry; `where` names the hook
     and the plugin that returned it."""
-    import jsonschema
+    import jsonschema  # noqa: PLC0415  0.3 s start-up
 
     validator = jsonschema.Draft202012Validator(KERNEL_DECLARATION_SCHEMA)
     # Pairs may come as tuples; the schema's arrays are lists.
@@ -340,8 +311,6 @@ def kernel_from_declaration(
     if error is not None:
         path = _key_path(error.absolute_path)
         raise MatrixError(where, f"{key}.{path}" if path else key, error.message)
-    from .packs import PACK_KERNELS
-
     if entry["name"] in BUILTIN_KERNELS or entry["name"] in PACK_KERNELS:
         raise MatrixError(where, f"{key}.name", f"{entry['name']!r} is a built-in kernel; choose another name")
     for name, value in (("prepare", prepare), ("module", module)):
@@ -479,8 +448,6 @@ MAX_SLACK = 16.0
 
 
 def _check_tolerance(path: Path, data: Mapping[str, Any]) -> None:
-    import math
-
     slack = (data.get("tolerance") or {}).get("slack", 1.0)
     # The schema lets .inf (above any minimum) and .nan (compares false) through; either one
     # passes every output, as a zero slack fails every one.
@@ -505,8 +472,6 @@ _DTYPE_MAX = {"e4m3fn": 448.0, "e4m3fnuz": 240.0, "e5m2": 57344.0, "e5m2fnuz": 5
 def _check_contract(where, key: str, kernel: KernelSpec, matrix_slack: float) -> None:
     """A kernel's own slack and its quantiser's divisor: finite, and never so loose that a wrong
     answer passes (the product of the two slacks is capped as the matrix's is)."""
-    import math
-
     if kernel.slack is not None:
         slack = kernel.slack
         if type(slack) not in (int, float) or not math.isfinite(slack) or slack < 1:
@@ -539,8 +504,6 @@ def _check_contract(where, key: str, kernel: KernelSpec, matrix_slack: float) ->
 
 
 def _check_known_failures(path: Path, entries) -> None:
-    from packaging.specifiers import InvalidSpecifier, SpecifierSet
-
     for i, entry in enumerate(entries):
         if "torch" in entry:
             try:
@@ -554,8 +517,6 @@ def _check_known_failures(path: Path, entries) -> None:
 def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
     """`declared_kernels` come from the pytest_scaledmm_kernels hook: the matrix may name them
     (and narrow them); those it does not name are appended after its own kernels."""
-    from . import bounded_yaml
-
     data = bounded_yaml.load(path, text)  # size, depth and alias expansion bounded
     _validate(path, data)
 
@@ -605,16 +566,12 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
 def read_matrix_text(path: Path, what: str = "file") -> str:
     """A matrix or included file's text; a missing, unreadable or oversized (over 1 MiB) one is
     a MatrixError."""
-    from .bounded_yaml import read_text
-
-    return read_text(path, what)
+    return bounded_yaml.read_text(path, what)
 
 
 def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
     path = Path(path)
     text = read_matrix_text(path)
-    from .corpus import check_kernels, check_sizes, included_cases
-
     included = included_cases(path, text)  # the `include:` files, relative to the matrix file
     spec = parse_spec(path, text, included_cases=[c.params for c in included], declared_kernels=declared_kernels)
     check_kernels(included, [k.name for k in spec.kernels])

@@ -25,8 +25,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from packaging.specifiers import SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from ..verdict.refusals import V2_BUILTINS, Support, declared_breaks
 from ..verdict.scale_forms import FORMS, WHOLE, scale_form
+from .compile_modes import compile_mode
 from .schema import KERNEL_AXES, SHAPE_LIMITS
 
 BLOCK = 128  # the blockwise recipes' block, and the K and N tile that shape classes count in
@@ -438,9 +442,6 @@ def explained_by_torch_range(kernel: str, arch: str, torch_version: str, key: st
     (TORCH_RANGE_REFUSALS)."""
     if not key or not torch_version:
         return False
-    from packaging.specifiers import SpecifierSet
-    from packaging.version import InvalidVersion, Version
-
     try:
         version = Version(Version(torch_version.split("+")[0]).base_version)
     except InvalidVersion:
@@ -460,8 +461,6 @@ def mode_family(name: str) -> str:
     """The family of a compile mode (matrix/compile_modes.py): Dynamo without Inductor, default
     Inductor, autotuning, CUDA graphs (reduce-overhead, max-autotune), dynamic shapes. A boundary
     case of each refusal reason runs under each family."""
-    from .compile_modes import compile_mode
-
     row = compile_mode(name)
     if not row.uses_inductor:
         return "no-inductor"

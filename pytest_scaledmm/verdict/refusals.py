@@ -84,7 +84,8 @@ REFUSALS = (
         "rowwise_layout",
         FP8_BUILTINS,
         (_RT, _VAL),
-        r"must be contiguous for row-?wise scaling|expected scale_[ab]\.stride\(1\) to be 1|scale_[ab] must be contiguous",
+        r"must be contiguous for row-?wise scaling|expected scale_[ab]\.stride\(1\) to be 1|"
+        r"scale_[ab] must be contiguous",
         "rowwise scales must be contiguous",
         "scale_forms",
     ),
@@ -109,7 +110,8 @@ REFUSALS = (
         (_VAL, _RT, _NI),
         r"CPU does not support swizzle|scale_[ab] must be swizzled to SWIZZLE_32_4_4|"
         r"(MX|MXFP8|mxfp8|NVFP4|nvfp4|[Ff]loat8_e8m0fnu|[Ff]loat4_e2m1fn_x2|[Bb]lock-?wise)[^\n]{0,80}"
-        r"(only supported|requires|not supported|is supported only)[^\n]{0,80}(sm_?1\d\d|SM1\d\d|capability 1\d|Blackwell|CUDA 12\.8)",
+        r"(only supported|requires|not supported|is supported only)[^\n]{0,80}"
+        r"(sm_?1\d\d|SM1\d\d|capability 1\d|Blackwell|CUDA 12\.8)",
         "microscaled (MX, NVFP4) scales on this device (they need a CUDA capability 10.x card)",
         "archs",
     ),
@@ -215,7 +217,8 @@ REFUSALS = (
         "backend",
         FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS,
         (_NI, _RT),
-        r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm|scaled_grouped_mm)' with arguments from the '\w+' backend",
+        r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm|scaled_grouped_mm)' "
+        r"with arguments from the '\w+' backend",
         "this device in this torch release (no kernel for the backend)",
         "archs, min_torch",
     ),
@@ -234,7 +237,8 @@ REFUSALS = (
         "operand_rank",
         RAW_OPS,
         (_RT, _VAL),
-        r"mat[12] must be a matrix|Inputs must be 2D|Expected (self|mat2) to be of dimension 2|[ab] must be a 2D tensor",
+        r"mat[12] must be a matrix|Inputs must be 2D|Expected (self|mat2) to be of dimension 2|"
+        r"[ab] must be a 2D tensor",
         "operands other than 2-D",
     ),
     # torch._int_mm on CUDA: M > 16, K and N multiples of 8 (Blas.cpp _int_mm_out_cuda).
@@ -342,7 +346,7 @@ class Support:
     bias_out_dtypes: tuple | None = None
     # ((form_a, form_b), out_dtypes or None, bias or None): what one scale pair takes.
     pair_rules: tuple | None = None
-    scale_layouts: tuple | None = None  # the scale layouts (schema.SCALE_LAYOUTS) it takes
+    scale_layouts: tuple | None = None  # the scale layouts (support_fields.SCALE_LAYOUTS) it takes
     operand_layouts: tuple | None = None  # the operand layouts (layouts.py) it takes
 
     @classmethod

@@ -23,6 +23,10 @@ float8 on CPU torch and on GPUs from sm89 (and MI300).
 
 from __future__ import annotations
 
+from importlib import metadata
+
+from packaging.version import InvalidVersion, Version
+
 MODULE = __name__
 LIBRARY = "torchao"
 MIN_VERSION = "0.17.0"  # Float8Tensor and Int8Tensor with act_quant_kwargs, as used here
@@ -125,10 +129,6 @@ KERNELS: dict[str, dict] = {
 
 def unavailable() -> str | None:
     """Why torchao's kernels cannot run here, with the install command; None when they can."""
-    from importlib import metadata
-
-    from packaging.version import InvalidVersion, Version
-
     try:
         version = metadata.version(LIBRARY)
     except metadata.PackageNotFoundError:
@@ -140,7 +140,7 @@ def unavailable() -> str | None:
     if too_old:
         return f"torchao {version} is older than {MIN_VERSION}: {INSTALL}"
     try:
-        import torchao  # noqa: F401  (a broken install is the environment's problem, not the kernel's)
+        import torchao  # noqa: F401, PLC0415  (optional dependency; a broken install is the environment's problem, not the kernel's)
     except Exception as exc:
         return f"torchao {version} is installed but does not import ({type(exc).__name__}: {exc}): {INSTALL}"
     return None
@@ -149,7 +149,7 @@ def unavailable() -> str | None:
 def fp8_inference(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """torchao.float8.inference.addmm_float8_unwrapped_inference, its scale_a shaped by the
     helper torchao uses for it (preprocess_scale); a 3-D activation flattened to tokens."""
-    from torchao.float8.inference import addmm_float8_unwrapped_inference, preprocess_scale
+    from torchao.float8.inference import addmm_float8_unwrapped_inference, preprocess_scale  # noqa: PLC0415  optional dependency
 
     tokens = a.reshape(-1, a.shape[-1])
     out = addmm_float8_unwrapped_inference(
@@ -165,8 +165,8 @@ def fp8_inference(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accu
 
 
 def _float8_weight(b, scale, granularity, block_size, out_dtype, use_fast_accum):
-    from torchao.float8.inference import Float8MMConfig
-    from torchao.quantization.quantize_.workflows.float8.float8_tensor import (
+    from torchao.float8.inference import Float8MMConfig  # noqa: PLC0415  optional dependency
+    from torchao.quantization.quantize_.workflows.float8.float8_tensor import (  # noqa: PLC0415  optional dependency
         Float8Tensor,
         QuantizeTensorToFloat8Kwargs,
     )
@@ -183,7 +183,7 @@ def _float8_weight(b, scale, granularity, block_size, out_dtype, use_fast_accum)
 
 def float8_weight_tensorwise(b, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """(Float8Tensor weight, bias): one scale, PerTensor activations."""
-    from torchao.quantization.granularity import PerTensor
+    from torchao.quantization.granularity import PerTensor  # noqa: PLC0415  optional dependency
 
     k, n = b.shape
     return _float8_weight(b, scale_b.reshape(1, 1), PerTensor(), (n, k), out_dtype, use_fast_accum), bias
@@ -191,7 +191,7 @@ def float8_weight_tensorwise(b, scale_b, *, bias=None, out_dtype, use_fast_accum
 
 def float8_weight_rowwise(b, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """(Float8Tensor weight, bias): one scale per output channel, PerRow activations."""
-    from torchao.quantization.granularity import PerRow
+    from torchao.quantization.granularity import PerRow  # noqa: PLC0415  optional dependency
 
     k, n = b.shape
     return _float8_weight(b, scale_b.reshape(n, 1), PerRow(), (1, k), out_dtype, use_fast_accum), bias
@@ -199,15 +199,15 @@ def float8_weight_rowwise(b, scale_b, *, bias=None, out_dtype, use_fast_accum=Fa
 
 def float8_weight_blockwise(b, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """(Float8Tensor weight, bias): 128x128 weight blocks, 1x128 activation blocks."""
-    from torchao.quantization.granularity import PerBlock
+    from torchao.quantization.granularity import PerBlock  # noqa: PLC0415  optional dependency
 
     return _float8_weight(b, scale_b.t(), PerBlock([1, 128]), (128, 128), out_dtype, use_fast_accum), bias
 
 
 def int8_weight(b, scale_b, *, bias=None, out_dtype):
     """(Int8Tensor weight, bias): per-channel int8, dynamic per-token symmetric int8 activations."""
-    from torchao.quantization.granularity import PerRow
-    from torchao.quantization.quantize_.workflows.int8.int8_tensor import Int8Tensor, QuantizeTensorToInt8Kwargs
+    from torchao.quantization.granularity import PerRow  # noqa: PLC0415  optional dependency
+    from torchao.quantization.quantize_.workflows.int8.int8_tensor import Int8Tensor, QuantizeTensorToInt8Kwargs  # noqa: PLC0415  optional dependency
 
     k, n = b.shape
     weight = Int8Tensor(
@@ -222,7 +222,7 @@ def int8_weight(b, scale_b, *, bias=None, out_dtype):
 
 def apply_linear(x, weight):
     """F.linear on the built weight: the call a quantised model makes."""
-    import torch
+    import torch  # noqa: PLC0415  torch: start-up time
 
     tensor, bias = weight
     return torch.nn.functional.linear(x, tensor, bias)
@@ -231,8 +231,8 @@ def apply_linear(x, weight):
 def training_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """torch.mm of two Float8TrainingTensors: their scales are what multiplies high precision into
     float8, the reciprocal of the dequantisation scales."""
-    import torch
-    from torchao.float8.float8_training_tensor import Float8TrainingTensor, GemmInputRole, LinearMMConfig
+    import torch  # noqa: PLC0415  torch: start-up time
+    from torchao.float8.float8_training_tensor import Float8TrainingTensor, GemmInputRole, LinearMMConfig  # noqa: PLC0415  optional dependency
 
     if bias is not None:
         raise NotImplementedError("torchao's float8 training mm takes no bias")
@@ -247,8 +247,8 @@ def training_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=
 def float8_linear_module(b, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """An nn.Linear holding a Float8Tensor weight parameter (PerRow, dynamic activations), as
     quantize_ leaves a model's layer."""
-    import torch
-    from torchao.quantization.granularity import PerRow
+    import torch  # noqa: PLC0415  torch: start-up time
+    from torchao.quantization.granularity import PerRow  # noqa: PLC0415  optional dependency
 
     k, n = b.shape
     layer = torch.nn.Linear(k, n, bias=bias is not None, dtype=out_dtype, device=b.device)
