@@ -7,21 +7,14 @@ user (``MatrixError`` for a bad matrix file, ``ReportError`` for a report it can
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from .errors import ScaledmmError
 
 __version__ = "0.1.0"
 
 __all__ = ["Kernel", "MatrixError", "ReportError", "ScaledmmError", "__version__"]
 
-if TYPE_CHECKING:
-    from .matrix.errors import MatrixError
-    from .matrix.kernels import Kernel
-    from .reports.report import ReportError
-
-# Resolved on first use: the plugin imports this package at every pytest start, and these
-# names import torch.
+# Resolved on first use, by name: the plugin imports this package at every pytest start, and
+# modules of every layer import it (for __version__), so it imports none of them itself.
 _LAZY = {
     "Kernel": ("pytest_scaledmm.matrix.kernels", "Kernel"),
     "MatrixError": ("pytest_scaledmm.matrix.errors", "MatrixError"),
