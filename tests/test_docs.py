@@ -45,3 +45,27 @@ def test_relative_links_in_the_readme_and_the_docs_point_at_files():
             if link and not (source.parent / link).exists():
                 broken.append(f"{source.relative_to(ROOT)}: {link}")
     assert not broken, broken
+
+
+def _change_table() -> list[list[str]]:
+    """The rows of docs/architecture.md's "Where a change goes": the backticked names of each."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    table = text.split("Where a change goes", 1)[1].split("\n\n", 2)[1]
+    rows = [line for line in table.splitlines() if line.startswith("| ") and not line.startswith(("| change", "| ---"))]
+    return [re.findall(r"`([^`]+)`", row.split("|")[2]) for row in rows]
+
+
+def test_where_a_change_goes_names_files_and_names_that_exist():
+    rows = _change_table()
+    assert len(rows) >= 8, rows
+    for names in rows:
+        files = [n for n in names if n.endswith(".py")]
+        assert files, names
+        texts = []
+        for name in files:
+            path = ROOT / name if name.startswith("tests/") else ROOT / "pytest_scaledmm" / name
+            assert path.is_file(), f"{name} is not a file"
+            texts.append(path.read_text())
+        for name in (n for n in names if not n.endswith(".py")):
+            word = name.lstrip("@")
+            assert any(re.search(rf"\b{re.escape(word)}\b", text) for text in texts), f"{name} is not in {files}"

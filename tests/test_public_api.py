@@ -110,3 +110,13 @@ def test_a_bad_declaration_names_its_plugin_even_beside_a_silent_one(pytester):
     config = pytester.parseconfigure("-p", "plugin_bad", "-p", "plugin_silent")
     with pytest.raises(Exception, match=r"pytest_scaledmm_kernels answer 1.*must return a list"):
         declared_kernels(config)
+
+
+def test_every_built_in_kernel_is_in_the_stable_module():
+    import importlib
+
+    stable = importlib.import_module("pytest_scaledmm.kernels")
+    implementation = importlib.import_module("pytest_scaledmm.matrix.kernels")
+    assert set(implementation.BUILTIN_IMPLS) <= set(stable.__all__)
+    for name, fn in implementation.BUILTIN_IMPLS.items():
+        assert getattr(stable, name) is fn
