@@ -85,7 +85,8 @@ from pytest_scaledmm.verdict.oracle import case_checker
 from pytest_scaledmm.verdict.pipeline import eager_compile_check
 from pytest_scaledmm.execution.device import resolve_device
 from pytest_scaledmm.plugin.session import target_arch  # the cases the run generates for this device
-spec = load_spec({str(args.matrix)!r}); cases, _ = generate_cases(spec, spec.profile({args.profile!r}), target_arch({args.device!r}))
+spec = load_spec({str(args.matrix)!r})
+cases, _ = generate_cases(spec, spec.profile({args.profile!r}), target_arch({args.device!r}))
 kernels = resolve_kernels(spec.path, spec.kernels); device = resolve_device({args.device!r})
 start = time.perf_counter()
 for case in cases:

@@ -456,7 +456,8 @@ def detection(family, out, k, m, n, seeds=3, pair=("e4m3fn", "e4m3fn")):
         tol = reference_module.tolerance_of(terms, k, family, u_out, 1.0, torch.finfo(out_dtype).tiny)
         value = terms["value"]
 
-        def caught(eps):
+        # Defaults bind this seed's tensors: the bisection below calls it within the iteration.
+        def caught(eps, value=value, out_dtype=out_dtype, tol=tol):
             got = (value * (1 + eps)).to(out_dtype).to(torch.float64)
             return bool(((got - value).abs() > tol).any())
 
@@ -496,8 +497,8 @@ def derive(args):
     print("\nmargins of inputs.py's constants (accumulation term / need_e, least over records):")
     for family, (margin, r) in sorted(margins(rows).items()):
         print(
-            f"  {family}: {margin:.3g}  at {r['op']} {r['dtype_a']}x{r['dtype_b']} {r['scales']} fast={r['fast_accum']} "
-            f"{r['out']} bias={r['bias']} K={r['k']} {r['side']} ({r['file']})"
+            f"  {family}: {margin:.3g}  at {r['op']} {r['dtype_a']}x{r['dtype_b']} {r['scales']} "
+            f"fast={r['fast_accum']} {r['out']} bias={r['bias']} K={r['k']} {r['side']} ({r['file']})"
         )
     worst_ratio = max(rows, key=lambda r: r["ratio"])
     print(
@@ -505,7 +506,8 @@ def derive(args):
         f"{worst_ratio['ratio']:.3g}"
     )
     if args.detect:
-        print("\nsmallest uniform error caught (worst of 3 seeds), M x N = %d x %d:" % tuple(args.detect_shape))
+        detect_m, detect_n = args.detect_shape
+        print(f"\nsmallest uniform error caught (worst of 3 seeds), M x N = {detect_m:d} x {detect_n:d}:")
         print("  family              out   " + " ".join(f"{k:>7}" for k in args.detect_k))
         for family in reference_module.ACCUMULATORS:
             for out in OUTS:

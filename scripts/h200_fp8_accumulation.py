@@ -48,7 +48,8 @@ for name, s in variants.items():
         err = (out - ref.value).abs()
         ratio = (out / ref.value)[ref.value.abs() > 1e-3]
         print(
-            f"{name:32} {layout}: max|err|/tol {float((err / ref.tolerance).max()):.3g}  out/ref median {float(ratio.median()):.6f} min {float(ratio.min()):.4f} max {float(ratio.max()):.4f}"
+            f"{name:32} {layout}: max|err|/tol {float((err / ref.tolerance).max()):.3g}  "
+            f"out/ref median {float(ratio.median()):.6f} min {float(ratio.min()):.4f} max {float(ratio.max()):.4f}"
         )
 # Same data without fp8 kernels: dequantise in fp32 on the GPU.
 deq = (x.a.float() * x.scale_a) @ (x.b.float() * sb.reshape(()))

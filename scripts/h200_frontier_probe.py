@@ -134,13 +134,14 @@ def probe_v2():
         recipe_a, recipe_b = getattr(F.ScalingType, ra), getattr(F.ScalingType, rb)
         ia, ib = int(recipe_a.value), int(recipe_b.value)
 
-        def functional_form(a, b, sa, sb):
+        # Defaults bind this pair's recipes: each form is compiled and run within the iteration.
+        def functional_form(a, b, sa, sb, recipe_a=recipe_a, recipe_b=recipe_b):
             return F.scaled_mm(a, b, sa, recipe_a, sb, recipe_b, output_dtype=torch.bfloat16)
 
-        def aten_int_form(a, b, sa, sb):
+        def aten_int_form(a, b, sa, sb, ia=ia, ib=ib):
             return torch.ops.aten._scaled_mm_v2(a, b, [sa], [ia], [], [sb], [ib], [], None, torch.bfloat16, [], False)
 
-        def aten_int_form_swizzle(a, b, sa, sb):
+        def aten_int_form_swizzle(a, b, sa, sb, ia=ia, ib=ib):
             return torch.ops.aten._scaled_mm_v2(a, b, [sa], [ia], [0], [sb], [ib], [0], None, torch.bfloat16, [], False)
 
         def v1_form(a, b, sa, sb):

@@ -51,6 +51,10 @@ class _LimitExceeded(Exception):
         super().__init__(f"{message}{where}")
 
 
+def _scalar_as_str(loader: yaml.SafeLoader, node: yaml.Node) -> str:
+    return loader.construct_yaml_str(node)
+
+
 def _loader_class():
     class BoundedLoader(yaml.SafeLoader):
         """SafeLoader that counts nodes, aliases included at their expanded size, and depth."""
@@ -93,7 +97,7 @@ def _loader_class():
             # YAML lets the last of two equal keys win silently; in a matrix that hides an edit
             # (a second `tolerance:` below the first). Keys brought in by a `<<` merge may be
             # overridden, as YAML intends.
-            seen = {}
+            seen: dict[tuple[str, Any], yaml.Mark] = {}
             for key_node, _ in node.value:
                 if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
                     continue
@@ -108,7 +112,7 @@ def _loader_class():
 
     # A date-like scalar stays a string: matrix files hold no dates, and a date key would not
     # survive the JSON the matrix is hashed through.
-    BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", yaml.SafeLoader.construct_yaml_str)
+    BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _scalar_as_str)
     return BoundedLoader
 
 

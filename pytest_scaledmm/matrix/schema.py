@@ -5,7 +5,7 @@ compile modes come from their tables (verdict/scale_forms.py, compile_modes.py).
 """
 
 from collections.abc import Mapping
-from typing import Optional
+from typing import Any, Optional, Union
 
 from ..verdict.layouts import OPERAND_LAYOUTS
 from ..verdict.regimes import REGIMES
@@ -29,7 +29,7 @@ SPECIAL_SCALES = ["none", "zero", "negative", "inf", "nan"]
 SCALE_RANK = {form.id: form.rank for form in FORMS}
 
 # Categorical axes, in the order they are covered and printed.
-CATEGORICAL_AXES = {
+CATEGORICAL_AXES: dict[str, list[Any]] = {
     "scale_a": SCALE_FORMS,
     "scale_b": SCALE_FORMS,
     "dtype_a": OPERAND_DTYPES,
@@ -57,7 +57,8 @@ def takes_axis(kernel_name: str, takers, builtin: bool) -> bool:
     return builtin and kernel_name in takers
 
 
-KERNEL_AXES = {
+# name -> (values, neutral value, the kernels that take it or ALL_KERNELS).
+KERNEL_AXES: dict[str, tuple[list[Any], Any, Union[tuple[str, ...], str]]] = {
     # torch._scaled_grouped_mm: a [total_M, K] x b [G, K, N] with offsets over M; a [G, M, K] x
     # b [G, K, N]; a [M, total_K] x b [total_K, N] with offsets over K (verdict/grouped.py).
     "group_layout": (["2d3d", "3d3d", "2d2d"], "2d3d", GROUPED_KERNELS),
@@ -187,7 +188,7 @@ _FIRST_AFTER_CONTRACTS = [row.name for row in SUPPORT_FIELDS].index("activation"
 _SUPPORT_BEFORE_CONTRACTS = {row.name: row.schema for row in SUPPORT_FIELDS[:_FIRST_AFTER_CONTRACTS]}
 _SUPPORT_AFTER_CONTRACTS = {row.name: row.schema for row in SUPPORT_FIELDS[_FIRST_AFTER_CONTRACTS:]}
 
-_KERNEL = {
+_KERNEL: dict[str, Any] = {
     "oneOf": [
         {"type": "string", "minLength": 1},
         {

@@ -359,7 +359,8 @@ def _check_sizes(path: Path, data: Mapping[str, Any], limits: Mapping[str, int])
     for name, body in data["profiles"].items():
         if "profiles" in body:
             continue  # a composite: its parts are checked
-        largest, source = {}, {}
+        largest: dict[str, int] = {}
+        source: dict[str, str | None] = {}  # the key that sets each dim, None: the default
         for dim in ("m", "k", "n"):
             for key, axes in ((f"profiles.{name}.axes.{dim}", body.get("axes", {})), (f"axes.{dim}", data["axes"])):
                 if dim in axes:
@@ -433,9 +434,9 @@ def _profiles(path: Path, bodies: Mapping[str, Any], kernel_names: Sequence[str]
             if listed.index(part) != i:
                 raise MatrixError(path, key, f"{part!r} is listed twice (also at [{listed.index(part)}])")
         parts = tuple(leaves[part] for part in listed)
-        kernels = (
-            None if any(p.kernels is None for p in parts) else tuple(dict.fromkeys(k for p in parts for k in p.kernels))
-        )
+        # A part that names no kernels runs them all, and so does the composite.
+        named = [p.kernels for p in parts if p.kernels is not None]
+        kernels = tuple(dict.fromkeys(k for ks in named for k in ks)) if len(named) == len(parts) else None
         profiles[name] = Profile(name, sum(p.cases for p in parts), max(p.strength for p in parts), {}, kernels, parts)
     return profiles
 

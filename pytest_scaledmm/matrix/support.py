@@ -21,7 +21,7 @@ operand one scale element covers, and a scale fits it when it has one element pe
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -68,7 +68,8 @@ def scale_memory(form_id: str, side: str, layout: str, m: int, k: int, n: int) -
     strides, `expanded` zeroes them, `offset` starts one copy into the storage."""
     form = scale_form(form_id)
     rows, cols = (m, k) if side == "a" else (k, n)
-    shape = tuple(form.shape(side, rows, cols))
+    shape: tuple[int, ...] = tuple(form.shape(side, rows, cols))
+    strides: tuple[int, ...]
     if len(shape) == 2:
         strides = (1, shape[0]) if form.column_major else (shape[1], 1)
     else:
@@ -183,6 +184,8 @@ def _fitted(model: OpModel, form_id: str, side: str, layout: str, m: int, k: int
 
 def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> tuple | None:
     """The (recipe_a, recipe_b) pair the op takes for this case's scales, or None."""
+    if model.recipe_pairs is None:
+        return None  # the op takes any scale: it chooses no recipe
     m, k, n, layout = params["m"], params["k"], params["n"], params.get("scale_layout", "contiguous")
     side_a = _fitted(model, params["scale_a"], "a", layout, m, k, n)
     side_b = _fitted(model, params["scale_b"], "b", layout, m, k, n)
@@ -265,7 +268,7 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> 
     if recipe in model.single_block_pairs and (m > BLOCK or k > BLOCK):
         found.append("scale_pair")
     blockwise = recipe is not None and any(r in BLOCKWISE for r in recipe)
-    if blockwise and model.converts_block_layouts:
+    if recipe is not None and blockwise and model.converts_block_layouts:
         whole = k % BLOCK == 0 and all(size % BLOCK == 0 for r, size in zip(recipe, (m, n)) if r == "BlockWise128x128")
         if not whole:
             found.append("recipe_layout")
@@ -287,11 +290,14 @@ def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> 
     return list(dict.fromkeys(found))
 
 
-_CPU_SCALED_MM = dict(recipe_pairs=(_TT, _RR), rowwise_unit_stride=True)
+_CPU = "measured on the CPU, torch 2.13 (scripts/measure_support.py)"
+_GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); other GPUs not measured"
+_CPU_SCALED_MM = OpModel(_CPU, recipe_pairs=(_TT, _RR), rowwise_unit_stride=True)
 # torch._scaled_mm on sm90 took 128x128 x 1x128 only where both scales are one block along K
 # and M (scripts/measure_support.py); with whole blocks it, and 1x128 x 1x128, are "Invalid
 # scaling configuration." (H200, torch 2.11, scripts/h200_frontier_probe.py).
-_GPU_SCALED_MM = dict(
+_GPU_SCALED_MM = OpModel(
+    _GPU,
     recipe_pairs=(_TT, _RR, ("BlockWise1x128", "BlockWise128x128"), ("BlockWise128x128", "BlockWise1x128")),
     single_block_pairs=(("BlockWise128x128", "BlockWise1x128"),),
     blockwise_m_multiple=4,
@@ -306,25 +312,20 @@ _GPU_SCALED_MM = dict(
     col_major_b=True,
     same_device_scales=True,
 )
-_CPU = "measured on the CPU, torch 2.13 (scripts/measure_support.py)"
-_GPU = "measured on an H200 (sm90), torch 2.11 (scripts/measure_support.py); other GPUs not measured"
 
 # aten._scaled_mm_v2 through the v2 kernels, which put block scales in the op's layout and
 # swizzle microscaled ones: tensorwise and rowwise on the CPU (a strided rowwise scale refused by
 # its own check); on sm90 also the three blockwise pairings (H200, torch 2.11: correct eager and
 # under Inductor, scripts/h200_frontier_probe.py). MX and NVFP4 need sm100 (the CPU refuses the
 # swizzle; sm90 refuses them), so only sm100 takes them (not measured there).
-_V2_CPU = OpModel(_CPU, raw_operands=True, **{**_CPU_SCALED_MM, "strided_key": "rowwise_layout"}, microscaling_archs=())
-_V2_GPU = OpModel(
-    _GPU,
+_V2_CPU = replace(_CPU_SCALED_MM, raw_operands=True, strided_key="rowwise_layout", microscaling_archs=())
+_V2_GPU = replace(
+    _GPU_SCALED_MM,
     raw_operands=True,
-    **{
-        **_GPU_SCALED_MM,
-        "recipe_pairs": (_TT, _RR, *V2_BLOCK_PAIRS),
-        "strided_key": "rowwise_layout",
-        "blockwise_m_multiple": 0,
-        "single_block_pairs": (),
-    },
+    recipe_pairs=(_TT, _RR, *V2_BLOCK_PAIRS),
+    strided_key="rowwise_layout",
+    blockwise_m_multiple=0,
+    single_block_pairs=(),
     converts_block_layouts=True,
     microscaling_archs=("sm100",),
 )
@@ -332,13 +333,13 @@ _V2_GPU = OpModel(
 # (built-in kernel, device kind) -> its op's model.
 BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     # CPU: tensorwise and rowwise recipes only; a rowwise scale needs stride(1) == 1.
-    ("aten_scaled_mm", "cpu"): OpModel(_CPU, raw_operands=True, **_CPU_SCALED_MM),
+    ("aten_scaled_mm", "cpu"): replace(_CPU_SCALED_MM, raw_operands=True),
     # cuBLASLt: also 1x128 x 128x128 blocks (and 128x128 x 1x128), M a multiple of 4 for the
     # former (the outer-dim-major scale_a's columns 16-byte aligned); scale pointers 16-byte
     # aligned (CUBLAS_STATUS_NOT_SUPPORTED otherwise: every `offset` layout of an odd-sized scale);
     # K and N multiples of 16; no e5m2 x e5m2; no bias with fp32 output; no fast accumulation
     # with block scales.
-    ("aten_scaled_mm", "gpu"): OpModel(_GPU, raw_operands=True, **_GPU_SCALED_MM),
+    ("aten_scaled_mm", "gpu"): replace(_GPU_SCALED_MM, raw_operands=True),
     # The recipes the v2 wrapper infers (kernels.scale_recipes): tensorwise and rowwise are taken;
     # its block recipes are refused on both devices; strided rowwise scales by its own check.
     ("scaled_mm_v2", "cpu"): _V2_CPU,
@@ -347,12 +348,12 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     ("scaled_mm_v2_functional", "cpu"): _V2_CPU,
     ("scaled_mm_v2_functional", "gpu"): _V2_GPU,
     # The serving wrapper calls torch._scaled_mm on tokens (per-tensor scales only, declared).
-    ("fp8_linear", "cpu"): OpModel(_CPU, **_CPU_SCALED_MM),
-    ("fp8_linear", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
-    ("fp8_linear_no_lift", "cpu"): OpModel(_CPU, **_CPU_SCALED_MM),
-    ("fp8_linear_no_lift", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
-    ("fp8_linear_rowwise", "cpu"): OpModel(_CPU, **_CPU_SCALED_MM),
-    ("fp8_linear_rowwise", "gpu"): OpModel(_GPU, **_GPU_SCALED_MM),
+    ("fp8_linear", "cpu"): _CPU_SCALED_MM,
+    ("fp8_linear", "gpu"): _GPU_SCALED_MM,
+    ("fp8_linear_no_lift", "cpu"): _CPU_SCALED_MM,
+    ("fp8_linear_no_lift", "gpu"): _GPU_SCALED_MM,
+    ("fp8_linear_rowwise", "cpu"): _CPU_SCALED_MM,
+    ("fp8_linear_rowwise", "gpu"): _GPU_SCALED_MM,
     # torch._scaled_grouped_mm: no CPU kernel (torch 2.13: NotImplementedError, eager and
     # compiled); on an H200 rowwise e4m3 with bf16 output, sizes in multiples of 16 (declared).
     ("scaled_grouped_mm", "cpu"): OpModel(_CPU, no_backend=True),
@@ -429,6 +430,8 @@ def support_model(kernel, arch: str) -> SupportModel:
     """The model of a KernelSpec on a target arch (a built-in's measured op model for the arch's
     device kind; a user kernel's declaration)."""
     declared = Support.of(kernel)
+    if declared is None:
+        raise TypeError("support_model needs a kernel, not None")
     op = BUILTIN_MODELS.get((kernel.name, device_kind(arch))) if declared.builtin else None
     divisors = {getattr(declared, key) for key in ("m_multiple", "k_multiple", "n_multiple")}
     if op is not None:
@@ -480,17 +483,21 @@ def families_of(modes) -> dict[str, list]:
     return {family: found[family] for family in FAMILIES if family in found}
 
 
+# The values of an axis that break fewest rules, most neutral first.
+_NEUTRAL_VALUES: dict[str, list[Any]] = {
+    "bias": [False],
+    "use_fast_accum": [False],
+    "scale_layout": ["contiguous"],
+    "activation_rank": [2],
+    "dtype_a": ["e4m3fn", "e4m3fnuz"],
+    "dtype_b": ["e4m3fn", "e4m3fnuz"],
+    "out_dtype": ["bf16", "fp16"],
+    "special_scale": ["none"],
+}
+
+
 def neutral_order(axis: str, values: list) -> list:
     """An axis's values with those that break fewest rules first (no bias, no fast accumulation,
     contiguous scales, 2-D activations, e4m3 and bf16)."""
-    prefer = {
-        "bias": [False],
-        "use_fast_accum": [False],
-        "scale_layout": ["contiguous"],
-        "activation_rank": [2],
-        "dtype_a": ["e4m3fn", "e4m3fnuz"],
-        "dtype_b": ["e4m3fn", "e4m3fnuz"],
-        "out_dtype": ["bf16", "fp16"],
-        "special_scale": ["none"],
-    }.get(axis) or ([KERNEL_AXES[axis][1]] if axis in KERNEL_AXES else [])
+    prefer = _NEUTRAL_VALUES.get(axis) or ([KERNEL_AXES[axis][1]] if axis in KERNEL_AXES else [])
     return [v for v in prefer if v in values] + [v for v in values if v not in prefer]
