@@ -6,6 +6,9 @@
 #                  its time limit, with the same workers
 #   STAGE=full     matrix.yaml's full profile
 #   STAGE=rerun    the repro scripts of earlier stages (.gpu_in/repros/*.tgz), rerun
+#   STAGE=same     PROFILE (default) under an earlier checkout (.gpu_in/base.tar, from
+#                  `git archive REV`) and under this one, then `scaledmm compare` of the two
+#                  reports (compare.txt): a change that should not change behaviour, checked here
 # Every stage reruns each repro script it wrote in a fresh process (exit status per script) and
 # writes under $OUT: results_<stage>.tgz (<name>.json and .log per run, repros_<stage>.txt,
 # seconds.txt: wall per run, versions.txt) and summary_<stage>.txt. DRY=1 runs the same steps on this machine's device with the smoke profiles and
@@ -95,6 +98,16 @@ case $STAGE in
     # rerun here, each torchao run's with its torchao.
     with_torchao 0.18 && with_torchao 0.17 && export PYTHONPATH=$REPO:$SITE
     mkdir -p "$REPROS" && for t in "$REPO"/.gpu_in/repros/*.tgz; do tar xzf "$t" -C "$REPROS" --strip-components=1; done
+    ;;
+  same)
+    base=/tmp/scaledmm-base && rm -rf "$base" && mkdir -p "$base" && tar xf "$REPO/.gpu_in/base.tar" -C "$base"
+    profile=$([ "${DRY:-0}" = 1 ] && echo smoke || echo "${PROFILE:-default}")
+    export PYTHONPATH=$base:$SITE && run before "$base/matrix.yaml" "$profile" 280
+    export PYTHONPATH=$REPO:$SITE && run after "$REPO/matrix.yaml" "$profile" 280
+    python3 -m pytest_scaledmm compare "$OUT/before.json" "$OUT/after.json" --max-rows 200 >"$OUT/compare.txt" 2>&1
+    echo "compare rc=$?" | tee -a "$OUT/seconds.txt"
+    head -40 "$OUT/compare.txt" | cut -c1-240
+    cp "$OUT/compare.txt" "$FINAL_OUT/compare_$STAGE.txt"
     ;;
   full)
     run full "$REPO/matrix.yaml" "$([ "${DRY:-0}" = 1 ] && echo smoke || echo full)" "${FULL_LIMIT_S:-450}"
