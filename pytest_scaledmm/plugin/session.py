@@ -210,7 +210,7 @@ class MatrixSession:
         if triage and result.failed:
             found = self.triage(case, result)
             if found:
-                result.extra["triage"] = found
+                result.observations.triage = found
         return result
 
     def _aoti_controlled(self, case: Case, result: oc.Outcome) -> oc.Outcome:

@@ -208,6 +208,38 @@ class ErrorInfo:
 
 
 @dataclass
+class Observations:
+    """What a case's run saw beside its verdict: the record's `extra` object. A field left None
+    is absent there; the others are written in this order, the order the run sets them in."""
+
+    changed_inputs: dict | None = None  # side -> {argument: what changed}: the kernel wrote its inputs
+    compiled_graphs: int | None = None  # frames Dynamo compiled
+    compiled_graph_calls: int | None = None  # calls that ran a compiled graph
+    kernel_choice: dict | None = None  # Inductor's GEMM kernel (kernel_choice.py)
+    dynamic_m: dict | None = None  # a dynamic-M mode: how M was marked, frames, the other M's results
+    kernel_slack: dict | None = None  # the kernel's declared tolerance slack and why
+    opcheck: dict | None = None  # torch.library.opcheck's result for a custom op
+    run_outcome: dict | None = None  # what the case itself did when opcheck's failure outranks it
+    isolation: str | None = None  # why the case did not run in (or ended) the isolated child
+    aoti_control: dict | None = None  # the AOTInductor control a failed aoti case was judged against
+    triage: dict | None = None  # the triage ladder's finding; the record keeps it beside `extra`
+    device: str | None = None  # the device the case ran on (which GPU, under xdist)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A mistyped name fails here, not as a silent new key (no slots=True before Python 3.10).
+        if name not in self.__dataclass_fields__:
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}")
+        object.__setattr__(self, name, value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Observations:
+        return cls(**data)
+
+
+@dataclass
 class Outcome:
     outcome: str
     signature: str | None = None
@@ -221,14 +253,17 @@ class Outcome:
     timing: dict = field(default_factory=dict)
     eager_error: ErrorInfo | None = None
     compiled_error: ErrorInfo | None = None
-    extra: dict = field(default_factory=dict)
+    observations: Observations = field(default_factory=Observations)
 
     @property
     def failed(self) -> bool:
         return self.outcome in FAILURES
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["observations"]  # written as `extra`, last, as reports have it
+        data["extra"] = self.observations.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> Outcome:
@@ -236,6 +271,7 @@ class Outcome:
         for key in ("eager_error", "compiled_error"):
             if data.get(key):
                 data[key] = ErrorInfo(**data[key])
+        data["observations"] = Observations.from_json(data.pop("extra", None) or {})
         return cls(**data)
 
 
