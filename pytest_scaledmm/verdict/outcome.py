@@ -9,7 +9,11 @@ tables and the heatmap all read the table.
 from __future__ import annotations
 
 import builtins
+import os
 import re
+import sys
+import sysconfig
+import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -360,9 +364,6 @@ def describe_exception(exc: BaseException, layer: str | None = None) -> ErrorInf
 
 def _not_user_dirs() -> tuple:
     """Path prefixes of frames that are not user code: torch, the harness, the standard library."""
-    import os
-    import sys
-    import sysconfig
 
     here = os.path.abspath(__file__)
     package = os.path.dirname(os.path.dirname(here))
@@ -380,8 +381,6 @@ def source_frame(exc: BaseException) -> str | None:
     """ "path:line in fn" of the innermost frame of user code: from the stack Dynamo was tracing
     (its `real_stack`, the frames a traceback of a compiled call lacks), else from the traceback,
     through the exception's causes; None when every frame is torch's, the harness's or Python's."""
-    import os
-    import traceback
 
     skip = _not_user_dirs()
 
@@ -420,7 +419,6 @@ def root_cause(exc: BaseException) -> BaseException:
 def harness_error(exc: BaseException, what: str = "") -> Outcome:
     """The outcome of a case the harness itself failed on (`what`: while doing what), with the
     traceback: the case keeps its record."""
-    import traceback
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     detail = f"the harness failed{what}, not the case:\n" + "\n".join(text.splitlines()[-40:])
