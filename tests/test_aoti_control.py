@@ -63,7 +63,7 @@ def test_a_control_that_fails_the_same_way_makes_the_case_skipped():
         "AOTInductor cannot load a package on this machine: a plain bf16 matmul control also "
         "crashed at aoti_load (CRASH: process killed by SIGSEGV)"
     )
-    assert result.extra["aoti_control"]["case"]["outcome"] == CRASH
+    assert result.observations.aoti_control["case"]["outcome"] == CRASH
     # Failing at load also explains a case that failed later, at run time.
     late = Outcome(COMPILE_ONLY_ERROR, "x", "runtime", compiled_error=_load_error("runtime"))
     assert apply_control(late, "runtime", CRASHED).outcome == "SKIPPED"
@@ -81,7 +81,7 @@ def test_a_control_that_passes_or_fails_otherwise_leaves_the_case_as_it_was():
         )
         result = apply_control(failing, "aoti_load", control)
         assert result.outcome == COMPILE_ONLY_ERROR, control
-        assert result.extra["aoti_control"]["verdict"].endswith("the case's failure stands")
+        assert result.observations.aoti_control["verdict"].endswith("the case's failure stands")
 
 
 def test_a_crash_inside_a_package_load_or_run_is_that_stage_whatever_torch_frame_is_innermost():

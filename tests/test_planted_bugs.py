@@ -108,12 +108,12 @@ def test_opcheck_runs_once_per_family():
     outcome."""
     buggy, reference = run_bug("wrong_fake_shape", {"m": [4, 8], "special_scale": ["none", "nan"]})
     for results in (buggy, reference):
-        ran = [r for _, r in results if not r.extra["opcheck"]["cached"]]
+        ran = [r for _, r in results if not r.observations.opcheck["cached"]]
         assert len(ran) == 1 and "opcheck_s" in ran[0].timing
     for _, result in buggy:
         assert "test_faketensor" in result.signature
-        assert result.extra["run_outcome"]["outcome"] == oc.PASS  # the kernel itself computes right
-    assert all(r.extra["opcheck"]["error"] is None for _, r in reference)
+        assert result.observations.run_outcome["outcome"] == oc.PASS  # the kernel itself computes right
+    assert all(r.observations.opcheck["error"] is None for _, r in reference)
 
 
 def test_plugin_reports_planted_bugs(matrix_project):

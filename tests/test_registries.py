@@ -16,10 +16,10 @@ from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.execution.triage import rungs_for
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.cases import make_case
-from pytest_scaledmm.matrix.compile_modes import MODES, compile_mode, compile_settings
+from pytest_scaledmm.matrix.compile_modes import MODES, compile_mode, compile_settings, inductor_modes
 from pytest_scaledmm.matrix.schema import COMPILE_MODES, MATRIX_SCHEMA, SCALE_FORMS, SCALE_RANK
 from pytest_scaledmm.matrix.spec import AXIS_DEFAULTS, BUILTIN_KERNELS
-from pytest_scaledmm.plugin.speed import INDUCTOR_MODES, likelihood
+from pytest_scaledmm.plugin.speed import likelihood
 from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.reports import render
 from pytest_scaledmm.verdict import draw
@@ -56,7 +56,7 @@ def test_compile_settings_are_what_this_torch_accepts(mode):
     if settings["mode"] is not None:
         assert settings["mode"] in torch._inductor.list_mode_options()
     assert set(settings["options"] or {}) <= set(torch._inductor.list_options())
-    assert mode.uses_inductor == (settings["backend"] == "inductor") == (mode.name in INDUCTOR_MODES)
+    assert mode.uses_inductor == (settings["backend"] == "inductor") == (mode.name in inductor_modes())
 
 
 @pytest.mark.parametrize("mode", MODES, ids=lambda m: m.name)

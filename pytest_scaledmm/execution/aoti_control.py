@@ -12,7 +12,7 @@ it passes, the case's own classification stands.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 from ..matrix.compile_modes import compile_mode
 from ..verdict import outcome as oc
@@ -108,7 +108,7 @@ def skip_reason(control: dict) -> str:
 def apply_control(result: Outcome, stage: str, control: dict) -> Outcome:
     """The case's outcome given the control: SKIPPED with the reason when the control failed at
     `stage` or earlier in the package's life, else `result` as it was. Either way the record
-    keeps the control (extra.aoti_control)."""
+    keeps the control (observations.aoti_control)."""
     block = {k: control.get(k) for k in ("ok", "outcome", "stage", "error", "dtype", "device", "seconds", "ran_for")}
     same = (
         not control.get("ok")
@@ -117,7 +117,7 @@ def apply_control(result: Outcome, stage: str, control: dict) -> Outcome:
     )
     if not same:
         block["verdict"] = "the control did not fail this way: the case's failure stands"
-        result.extra["aoti_control"] = block
+        result.observations.aoti_control = block
         return result
     block["verdict"] = "the control failed the same way: the case proves nothing about the kernel"
     # What the case itself did, kept for a reader; the record's verdict is the skip.
@@ -133,5 +133,5 @@ def apply_control(result: Outcome, stage: str, control: dict) -> Outcome:
         None,
         skip_reason(control),
         timing=result.timing,
-        extra={**result.extra, "aoti_control": block},
+        observations=replace(result.observations, aoti_control=block),
     )

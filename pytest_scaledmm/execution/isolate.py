@@ -368,7 +368,7 @@ class ChildRunner:
     def run(self, case: Case) -> Outcome:
         if self.refs.get(case["kernel"]) is None:
             result = self.in_process.run(case)
-            result.extra["isolation"] = "in-process: kernel cannot be imported by name"
+            result.observations.isolation = "in-process: kernel cannot be imported by name"
             return result
         answer = self._request(("case", case.id, dict(case.params), None), case)
         if isinstance(answer, Death):
@@ -379,7 +379,7 @@ class ChildRunner:
         if _poisons_context(result):
             # The context is gone for every later case; start over before the next one.
             self._stop(kill=True)
-            result.extra["isolation"] = "child replaced: the device context is unusable after this error"
+            result.observations.isolation = "child replaced: the device context is unusable after this error"
         return result
 
     def rung(self, case: Case, rung: dict) -> dict:

@@ -170,7 +170,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
         _restore_stance(saved_stance)
     result = sides.outcome
     if spec.slack:
-        result.extra["kernel_slack"] = {"slack": spec.slack, "reason": spec.slack_reason}
+        result.observations.kernel_slack = {"slack": spec.slack, "reason": spec.slack_reason}
     if result.outcome != oc.CRASH and result.eager_error is None:
         result = _with_opcheck(result, case, ctx, kernel, inputs)
     return result
@@ -274,10 +274,10 @@ def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) 
         _restore_stance(saved_stance)
     if not cached:
         result.timing["opcheck_s"] = round(time.perf_counter() - start, 6)
-    result.extra["opcheck"] = {**check.to_json(), "cached": cached}
+    result.observations.opcheck = {**check.to_json(), "cached": cached}
     if not check.failed:
         return result
-    result.extra["run_outcome"] = {"outcome": result.outcome, "signature": result.signature, "layer": result.layer}
+    result.observations.run_outcome = {"outcome": result.outcome, "signature": result.signature, "layer": result.layer}
     detail = f"torch.library.opcheck failed for this case family; the case itself: {result.outcome}"
     return Outcome(
         oc.OPCHECK_FAILED,
@@ -288,5 +288,5 @@ def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) 
         timing=result.timing,
         eager_error=result.eager_error,
         compiled_error=result.compiled_error,
-        extra=result.extra,
+        observations=result.observations,
     )

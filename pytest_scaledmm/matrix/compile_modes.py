@@ -14,6 +14,8 @@ M marked dynamic or unbacked: one compiled frame is the contract). A mode added 
 
 from __future__ import annotations
 
+import importlib.util
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -79,22 +81,23 @@ class CompileMode:
 def _cutlass_missing() -> str | None:
     """Inductor's CUTLASS backend needs the CUTLASS sources (config.cuda.cutlass_dir) and its
     Python package; without them it has no choice to offer (NoValidChoicesError)."""
-    import importlib.util
-    import os
 
-    import torch._inductor.config as inductor_config
+    import torch._inductor.config as inductor_config  # noqa: PLC0415  lazy: torch-free collection
 
     cuda = getattr(inductor_config, "cuda", None)
     where = getattr(cuda, "cutlass_dir", None)
     if not where or not os.path.isdir(where):
-        return f"Inductor's CUTLASS backend has no CUTLASS sources (torch._inductor.config.cuda.cutlass_dir {where!r} does not exist)"
+        return (
+            "Inductor's CUTLASS backend has no CUTLASS sources "
+            f"(torch._inductor.config.cuda.cutlass_dir {where!r} does not exist)"
+        )
     if importlib.util.find_spec("cutlass") is None and importlib.util.find_spec("cutlass_library") is None:
         return "Inductor's CUTLASS backend needs the cutlass Python package, which is not importable"
     return None
 
 
 def _no_mark_unbacked() -> str | None:
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     if getattr(torch._dynamo.decorators, "mark_unbacked", None) is None:
         return f"torch {torch.__version__} has no torch._dynamo.decorators.mark_unbacked"
@@ -102,7 +105,7 @@ def _no_mark_unbacked() -> str | None:
 
 
 def _no_aoti() -> str | None:
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     missing = [name for name in ("aoti_compile_and_package", "aoti_load_package") if not hasattr(torch._inductor, name)]
     if missing or not hasattr(torch, "export"):
@@ -195,6 +198,11 @@ def unregister_mode(name: str) -> None:
         MODE_NAMES.remove(name)
 
 
+def inductor_modes() -> set[str]:
+    """The names of the modes that compile with Inductor, registered ones included."""
+    return {m.name for m in _MODE_BY_NAME.values() if m.uses_inductor}
+
+
 def compile_mode(name: str) -> CompileMode:
     """The row of a mode name; KeyError for a name the table does not have."""
     return _MODE_BY_NAME[name]
@@ -206,7 +214,7 @@ def autotune_limit(mode: str, max_configs: int) -> dict | None:
     None when there is no cap or this torch has no such knob."""
     if not max_configs or not compile_mode(mode).autotunes:
         return None
-    import torch._inductor.config as inductor_config
+    import torch._inductor.config as inductor_config  # noqa: PLC0415  lazy: torch-free collection
 
     if "test_configs.max_mm_configs" not in inductor_config.get_config_copy():
         return None

@@ -353,8 +353,8 @@ class CaseItem(pytest.Item):
             if environment is not None:
                 self.user_properties.append(("scaledmm_env", environment))
             result = state.run(self.case)
+            result.observations.device = state.context().device  # which GPU, under xdist
             record = state.apply_known_failures(state.record(self.case, result))
-            record.setdefault("extra", {})["device"] = state.context().device  # which GPU, under xdist
         except Exception as exc:  # the harness, not the case: still a record of this case
             record = state.harness_error_record(self.case, exc)
             self.user_properties.append(("scaledmm", record))

@@ -137,7 +137,7 @@ class ExploreItem(pytest.Item):
         for case, result in found:
             triage = state.triage(case, result)
             if triage:
-                result.extra["triage"] = triage
+                result.observations.triage = triage
             record = state.record(case, result)
             record["explore"] = {"kernel": self.kernel.name, "seconds": round(time.monotonic() - start, 3)}
             records.append(record)

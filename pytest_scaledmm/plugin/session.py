@@ -23,6 +23,7 @@ from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel
 from ..execution.run import RunContext
 from ..execution.triage import Triage
 from ..matrix.cases import Case, generate_cases
+from ..matrix.compile_modes import inductor_modes
 from ..matrix.kernels import resolve_kernels
 from ..matrix.known_failures import Catalogue
 from ..matrix.replay_command import forced_options, replay_command
@@ -32,7 +33,6 @@ from ..reports.report import build_report, iso_time
 from ..verdict import outcome as oc
 from .settings import Settings
 from .shard import shard_block, shard_slice
-from .speed import INDUCTOR_MODES
 
 
 def plain_json(data):
@@ -191,7 +191,7 @@ class MatrixSession:
     def compiles_with_inductor(self) -> bool:
 
         modes = {mode for part in self.profile.leaves for mode in self.spec.axes_for(part).get("mode", ())}
-        return bool(modes & INDUCTOR_MODES)
+        return bool(modes & inductor_modes())
 
     def runner(self):
         """The child process that runs cases (or the in-process runner); started on first use."""
@@ -210,7 +210,7 @@ class MatrixSession:
         if triage and result.failed:
             found = self.triage(case, result)
             if found:
-                result.extra["triage"] = found
+                result.observations.triage = found
         return result
 
     def _aoti_controlled(self, case: Case, result: oc.Outcome) -> oc.Outcome:

@@ -10,18 +10,16 @@ from pathlib import Path
 
 from ..execution.device import threads_per_worker
 from ..execution.triage import headline
-from ..matrix.compile_modes import MODES
+from ..matrix.compile_modes import inductor_modes
 from ..matrix.schema import SCALE_RANK
 from ..reports.printable import printable
 from ..reports.report import ReportError, load_report
 from ..verdict import outcome as oc
 
-INDUCTOR_MODES = {m.name for m in MODES if m.uses_inductor}
-
 
 def likelihood(params: dict) -> int:
     """A prior on failing: mixed scale ranks under Inductor first, then any Inductor mode."""
-    inductor = params.get("mode") in INDUCTOR_MODES
+    inductor = params.get("mode") in inductor_modes()
     mixed = SCALE_RANK.get(str(params.get("scale_a"))) != SCALE_RANK.get(str(params.get("scale_b")))
     return 2 * (inductor and mixed) + inductor
 

@@ -25,7 +25,9 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from .microscaling import operand_values, scale_values
+import torch
+
+from .microscaling import is_fp4, operand_values, scale_values
 from .scale_forms import WHOLE, scale_form
 
 DYNAMIC = "dynamic"
@@ -66,7 +68,6 @@ FINEST = (1, 128)
 def _group_ids(params: Mapping[str, Any], m: int, k: int, blocks=None):
     """(M x K int64 group index of each element of a, number of groups) from scale_a's grid, or
     from `blocks` (rows, cols) when given."""
-    import torch
 
     row_block, col_block = blocks or scale_form(params["scale_a"]).block("a")
     rows = torch.zeros(m, dtype=torch.int64) if row_block is WHOLE else torch.arange(m) // row_block
@@ -77,7 +78,6 @@ def _group_ids(params: Mapping[str, Any], m: int, k: int, blocks=None):
 
 
 def _group_amax(values, ids, groups: int):
-    import torch
 
     flat = values.abs().reshape(-1)
     return torch.zeros(groups, dtype=flat.dtype).scatter_reduce_(0, ids.reshape(-1), flat, "amax", include_self=True)
@@ -88,9 +88,6 @@ def prepare_draw(a, scale_a, params: Mapping[str, Any]):
     of two and spread over 16x (element i of its grid times 2^-(i % 5): a quantiser coarser
     than the case's form loses the smaller groups' low bits), and the largest |element| of each
     token's 1 x 128 block set to the dtype's largest value."""
-    import torch
-
-    from .microscaling import is_fp4
 
     if isinstance(scale_a, tuple) or scale_a.dtype != torch.float32 or not a.numel() or is_fp4(a):
         return a, scale_a
@@ -119,7 +116,6 @@ def prepare_draw(a, scale_a, params: Mapping[str, Any]):
 def balance_range(scale_a, scale_b, a, params: Mapping[str, Any]):
     """(scale_a, scale_b) with a power of two moved from scale_a to scale_b where x would leave
     the activation dtype's range: the product, and so the output, is unchanged."""
-    import torch
 
     if isinstance(scale_a, tuple) or isinstance(scale_b, tuple) or not a.numel() or scale_a.dtype != torch.float32:
         return scale_a, scale_b
@@ -133,7 +129,6 @@ def balance_range(scale_a, scale_b, a, params: Mapping[str, Any]):
 
 def make_activation(a, expanded_scale_a, params: Mapping[str, Any]):
     """x = a * scale_a in the activation dtype (M x K, or a's 3-D shape), on the CPU."""
-    import torch
 
     m, k = params["m"], params["k"]
     quantised = operand_values(a).reshape(m, k)
@@ -152,7 +147,6 @@ def make_activation(a, expanded_scale_a, params: Mapping[str, Any]):
 def quantisation_term(params: Mapping[str, Any], x, big_b) -> tuple[Any, str]:
     """(M x N float64 bound on what quantising x costs through B, "exact" or "requantised").
     `x` is the activation as float64 M x K, `big_b` the dequantised K x N weight."""
-    import torch
 
     m, k = x.shape
     if not x.numel() or not big_b.numel():

@@ -30,6 +30,7 @@ from .outcome import (
     normalise_message,
     signature_of,
 )
+from .refusals import judge, outside_declared_support
 
 
 def plain_names(qualified: str) -> set:
@@ -63,7 +64,7 @@ def _off_by(check: dict) -> str:
     if check.get("problem"):
         return check["problem"]
     where = f"; {check['where']}" if check.get("where") else ""
-    return "max |err|/tol = %.3g (max abs %.3g)%s" % (check["ratio"], check["max_abs"], where)
+    return f"max |err|/tol = {check['ratio']:.3g} (max abs {check['max_abs']:.3g}){where}"
 
 
 def problem_of(check: dict) -> str:
@@ -100,7 +101,6 @@ def invalid_input(kernel, params: Mapping | None) -> bool:
         return purpose == "boundary"
     if kernel is None:
         return False
-    from .refusals import outside_declared_support
 
     return outside_declared_support(kernel, params) is not None
 
@@ -162,8 +162,6 @@ def classify(
     the input counts as valid."""
     if eager_error and compiled_error:
         if same_refusal(eager_error, compiled_error):
-            from .refusals import judge
-
             return judge(kernel, params, eager_error, compiled_error)
         boundary = invalid_input(kernel, params)
         sig = f"eager {signature_of(eager_error)} <> compiled {signature_of(compiled_error)}"

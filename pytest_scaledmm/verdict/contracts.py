@@ -20,17 +20,24 @@ case, its serving loop included: only the activation changes between calls.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Callable
+
+import torch
+
+from .draw import make_inputs, second_call_seed
+from .microscaling import is_fp4
+from .pipeline import PristineInputs
+from .scale_forms import WHOLE, scale_form
 
 CONTRACTS = ("call", "prepare", "module")
 OTHER_ACTIVATION_FACTOR = 0.75  # the serving loop's second activation, relative to the first
 
 
 def _is_op(fn) -> bool:
-    import torch
 
     return isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) or isinstance(
         getattr(fn, "_opoverload", None), torch._ops.OpOverload
@@ -108,8 +115,6 @@ def case_call(
         return CaseCall(scaled_mm_case, inputs.args(), ["a", "b", "scale_a", "scale_b", "bias", *extra_names])
     builder = kernel if contract == "module" else prepare
     if built is None:
-        from .pipeline import PristineInputs
-
         # Once, eagerly, outside any compiled region: what the kernel's library does at load time.
         # On copies: a step that rewrites its inputs cannot change what the reference is of.
         b, scale_b, bias = PristineInputs((inputs.b, inputs.scale_b, inputs.bias), ["b", "scale_b", "bias"]).fresh()
@@ -130,7 +135,6 @@ def case_call(
 
 def _same_layout(t, values):
     """A copy of tensor `t` (its storage, strides and offset kept) holding `values` in its view."""
-    import torch
 
     storage = t.untyped_storage().clone()
     copy = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, t.storage_offset(), t.size(), t.stride())
@@ -140,9 +144,6 @@ def _same_layout(t, values):
 
 def _other_values(t, flip: bool):
     """t's values negated (int8 clamped), rows of its token view reversed when `flip`."""
-    import torch
-
-    from .microscaling import is_fp4
 
     if is_fp4(t):
         return t  # packed pairs: left as they are
@@ -164,11 +165,6 @@ def other_activation(inputs, params: Mapping[str, Any]):
     quantiser's new scale is 3/4 of the first, exact, and a kept scale is off). For the serving loop of a kernel whose
         weights are built once: the weight object stays, only the activation changes, and the
         reference stays exact."""
-    import dataclasses
-
-    import torch
-
-    from .scale_forms import WHOLE, scale_form
 
     row_block, _ = scale_form(params["scale_a"]).block("a")
     flip = params["m"] > 1 and row_block in (1, WHOLE)
@@ -199,15 +195,12 @@ def serving_inputs(contract: str, params: Mapping[str, Any], inputs, seed: int, 
     """The serving loop's next inputs: new values of the same shape (second_call_seed) for a
     one-function kernel; another activation against the same built weights otherwise."""
     if contract == "call":
-        from .draw import make_inputs, second_call_seed
-
         return make_inputs(params, second_call_seed(seed), device)
     return other_activation(inputs, params)
 
 
 def with_weights_of(first, inputs, contract: str):
     """`inputs` (another M of the case) with the first inputs' weights when they are built once."""
-    import dataclasses
 
     if contract == "call":
         return inputs

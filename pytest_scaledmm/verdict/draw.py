@@ -16,12 +16,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
+
 from .activation import (
     balance_range,
     is_dynamic,
     make_activation,
     prepare_draw,
 )
+from .grouped import draw_grouped, grouped_shape
 from .layouts import DENSE, place_a, place_b, place_scale_a
 from .microscaling import (
     FP4_TORCH_NAMES,
@@ -57,7 +60,6 @@ SPECIAL_VALUES = {"zero": 0.0, "inf": math.inf, "nan": math.nan}  # "negative" n
 
 
 def torch_dtype(name: str):
-    import torch
 
     if name == "int8":
         return torch.int8
@@ -77,8 +79,6 @@ def expected_shape(params: Mapping[str, Any]) -> tuple:
     """(M, N) for 2-D activations, (B, M/B, N) for 3-D ones: the leading dims of `a` are kept.
     A grouped case's: grouped.grouped_shape."""
     if params.get("group_layout"):
-        from .grouped import grouped_shape
-
         return grouped_shape(params)
     m, n = params["m"], params["n"]
     batches = activation_batches(params)
@@ -126,7 +126,6 @@ def _operand(side: str, m: int, k: int, n: int) -> tuple[int, int]:
 def _scale_tensor(form_id: str, side: str, m: int, k: int, n: int, generator, grid=None):
     """One element per block of the operand (scale_forms.py), in the form's memory order; `grid`
     (rows x cols of the form's grid) gives the values instead of a draw."""
-    import torch
 
     def draw(*shape):
         # A spread over several powers of two, so a scale applied on the wrong axis shows.
@@ -176,7 +175,6 @@ def lay_out(t, layout: str):
     - expanded: stride 0 everywhere: one value broadcast to the form's shape (per-tensor scale
       expanded to rowwise, as frameworks do); a 0-D scale stays as it is.
     """
-    import torch
 
     if layout == "contiguous":
         return t
@@ -197,7 +195,6 @@ def lay_out(t, layout: str):
 
 def _move(t, device: str):
     """To the device, keeping strides (column-major b, outer-dim-major block scales)."""
-    import torch
 
     if t is None or device == "cpu":
         return t
@@ -223,7 +220,6 @@ def _placed(scale, device: str, layout: str):
 
 def _draw_operands(params: Mapping[str, Any], generator) -> tuple:
     """(a M x K, b K x N column-major) of the standard regime."""
-    import torch
 
     m, k, n = params["m"], params["k"], params["n"]
     if params["dtype_a"] == "int8":
@@ -296,7 +292,6 @@ def second_call_seed(seed: int) -> int:
 
 
 def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
-    import torch
 
     generator = torch.Generator().manual_seed(seed)
     if params.get("group_layout"):
@@ -428,9 +423,6 @@ def expand_scale(scale, form_id: str, side: str, rows: int, cols: int):
 
 def _grouped_inputs(params: Mapping[str, Any], generator, device: str) -> CaseInputs:
     """A grouped case's operands and rowwise scales (grouped.py), `offs` in the extras."""
-    import torch
-
-    from .grouped import draw_grouped
 
     dtypes = torch_dtype(params["dtype_a"]), torch_dtype(params["dtype_b"])
     a, b, scale_a, scale_b, offs = draw_grouped(params, generator, *dtypes)

@@ -4,7 +4,10 @@ run's."""
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping
+
+import torch
 
 INPUT_NAMES = ("a", "b", "scale_a", "scale_b", "bias")
 
@@ -14,9 +17,6 @@ def tensor_facts(t) -> dict | None:
         return None
     if isinstance(t, tuple):  # a two-level (NVFP4) scale: block scales, global scale
         return {"levels": [tensor_facts(level) for level in t]}
-    import zlib
-
-    import torch
 
     source = t.detach().cpu()
     if source.element_size() == 1:

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import torch
+
 ALIGN = 16  # group sizes are multiples of this
 
 
@@ -69,7 +71,6 @@ def grouped_shape(params: Mapping[str, Any]) -> tuple:
 
 
 def _draw_scale(generator, *shape):
-    import torch
 
     # A spread over several powers of two, so a scale applied to the wrong group shows.
     exponents = torch.randint(-2, 3, shape, generator=generator)
@@ -80,7 +81,6 @@ def draw_grouped(params: Mapping[str, Any], generator, dtype_a, dtype_b) -> tupl
     """(a, b, scale_a, scale_b, offs) of a grouped case on the CPU, drawn from `generator`: b
     column-major in its last two dims, rowwise float32 scales, offs a list of the group ends
     (None for 3d3d)."""
-    import torch
 
     layout, count = params["group_layout"], group_count(params)
     m, k, n = params["m"], params["k"], params["n"]
@@ -109,7 +109,6 @@ def group_products(params: Mapping[str, Any], a, b, scale_a, scale_b) -> list:
     """Per group, (A, B, rows): the float64 dequantised operands on the CPU (A: rows x K_g,
     B: K_g x N) and the output rows they make (a slice of the 2d3d output, or a group index).
     Each group on its own: its rows' scales, its own b and its b's scales (2d2d: its K slice)."""
-    import torch
 
     layout, count, m, n = params["group_layout"], group_count(params), params["m"], params["n"]
     a, b, sa, sb = (t.detach().to("cpu", torch.float64) for t in (a, b, scale_a, scale_b))

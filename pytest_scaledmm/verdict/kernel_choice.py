@@ -98,7 +98,7 @@ def output_code() -> Iterator[list]:
     """The code of every graph Inductor compiles or loads from its cache while open (a list
     filled in place); an earlier hook (run_and_get_code around this) still gets the code."""
     try:
-        from torch._inductor.graph import GraphLowering
+        from torch._inductor.graph import GraphLowering  # noqa: PLC0415  lazy: torch-free collection
     except Exception:
         yield []
         return

@@ -21,7 +21,7 @@ PAD = 16  # elements of padding: keeps 16-byte row alignment, as allocators and 
 
 
 def _filled(shape: tuple, like):
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     if like.dtype == torch.int8:
         return torch.full(shape, -128, dtype=torch.int8, device=like.device)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 # The magnitudes of e2m1 codes 0-7; codes 8-15 are their negatives.
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 E8M0_BIAS = 127
@@ -23,7 +25,6 @@ FP4_TORCH_NAMES = {"fp4e2m1": "float4_e2m1fn_x2"}
 
 
 def is_fp4(t) -> bool:
-    import torch
 
     packed = getattr(torch, "float4_e2m1fn_x2", None)
     return packed is not None and t.dtype == packed
@@ -31,7 +32,6 @@ def is_fp4(t) -> bool:
 
 def pack_fp4(codes):
     """uint8 codes 0-15 (rows x even cols) as fp4 e2m1 pairs (rows x cols/2), first in the low nibble."""
-    import torch
 
     codes = codes.to(torch.uint8)
     return (codes[..., ::2] | (codes[..., 1::2] << 4)).view(torch.float4_e2m1fn_x2)
@@ -39,14 +39,12 @@ def pack_fp4(codes):
 
 def fp4_codes_to_float64(codes):
     """float64 values of uint8 e2m1 codes 0-15."""
-    import torch
 
     magnitude = torch.tensor(E2M1_VALUES, dtype=torch.float64)[(codes & 7).long()]
     return torch.where((codes & 8) != 0, -magnitude, magnitude)
 
 
 def _unpack_last(packed):
-    import torch
 
     raw = packed.contiguous().view(torch.uint8)
     codes = torch.stack((raw & 0xF, raw >> 4), dim=-1).reshape(*raw.shape[:-1], raw.shape[-1] * 2)
@@ -56,7 +54,6 @@ def _unpack_last(packed):
 def operand_values(t):
     """An operand in float64 on the CPU. A 2-D fp4 operand is unpacked along its contiguous dim
     (a: M x K/2 row-major gives M x K; b: K/2 x N column-major gives K x N)."""
-    import torch
 
     t = t.detach().to("cpu")
     if not is_fp4(t):
@@ -69,7 +66,6 @@ def operand_values(t):
 def scale_values(scale):
     """A scale's multipliers in float64 on the CPU: e8m0 as powers of two from its bits, a
     two-level scale as its block scales times its global scale."""
-    import torch
 
     if isinstance(scale, (tuple, list)):
         values = scale_values(scale[0])
@@ -86,7 +82,6 @@ def scale_values(scale):
 
 def draw_fp4_operand(rows: int, cols: int, generator):
     """rows x cols fp4 values (cols even), packed to rows x cols/2; every code equally likely."""
-    import torch
 
     if cols % 2:
         raise ValueError(f"fp4 operands pack pairs along K: K = {cols} is odd")
@@ -96,7 +91,6 @@ def draw_fp4_operand(rows: int, cols: int, generator):
 def draw_block_scale(scale_dtype: str, shape: tuple, generator) -> Any:
     """Block scales of a microscaling form: e8m0 exponents 2^-2 .. 2^2, or e4m3 values spread
     over several powers of two (exact in e4m3)."""
-    import torch
 
     if scale_dtype == "e8m0":
         bits = torch.randint(E8M0_BIAS - 2, E8M0_BIAS + 3, shape, generator=generator, dtype=torch.uint8)
@@ -108,6 +102,5 @@ def draw_block_scale(scale_dtype: str, shape: tuple, generator) -> Any:
 
 def draw_global_scale(generator):
     """NVFP4's second-level fp32 per-tensor scale (0-D)."""
-    import torch
 
     return torch.pow(2.0, torch.randint(-3, 2, (), generator=generator).float()) * 1.25

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import math
 
+import torch
+
 # A band of rows or columns is off when at least this share of its elements is off, and none
 # outside it: a misread scale block looks like that, scattered rounding errors never do.
 BAND_DENSITY = 0.9
@@ -14,7 +16,6 @@ BAND_DENSITY = 0.9
 def _band(off_lines, dense_lines) -> tuple | None:
     """(first, last) of the lines holding off elements when they are one contiguous strict subset
     of all lines and each of them is dense with off elements, else None."""
-    import torch
 
     where = torch.nonzero(off_lines).flatten()
     if not where.numel() or where.numel() == off_lines.numel():
@@ -31,7 +32,6 @@ def off_pattern(got, value, tol, diff, finite_ref) -> dict:
     (every element is the reference times one number r, within twice the bound scaled by r: an
     ignored or doubled scale), "in a band of columns" / "in a band of rows" (one contiguous run,
     densely off, nothing off outside: a misread scale block). {} when they share none of these."""
-    import torch
 
     found: dict = {}
     # inf or nan where the reference is finite: an overflow or a 0/0, whatever else is off.

@@ -14,6 +14,8 @@ from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
+import torch
+
 from .outcome import ErrorInfo, describe_exception, signature_of
 
 _FALLBACK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
@@ -53,7 +55,6 @@ def opcheck_params(params: Mapping[str, Any]) -> dict:
 def _schema_check_refusal(dtype_name: str, device: str) -> str | None:
     """test_schema compares inputs before and after the call with torch.allclose, which some
     dtypes (fp8 on several releases) do not implement: a limitation of the checker, not the op."""
-    import torch
 
     dtype = getattr(torch, dtype_name)
     probe = torch.ones(2, device=device).to(dtype)
@@ -67,7 +68,6 @@ def _schema_check_refusal(dtype_name: str, device: str) -> str | None:
 def run_opcheck(op, inputs, family: str) -> OpcheckResult:
     """opcheck's default test utils on `inputs` (inputs.CaseInputs), less test_schema where its
     comparison cannot handle the operands' dtype."""
-    import torch
 
     result = OpcheckResult(family)
     opcheck = getattr(torch.library, "opcheck", None)

@@ -10,6 +10,11 @@ from __future__ import annotations
 import math
 from typing import Callable
 
+import torch
+
+from .draw import expected_shape
+from .reference import check_metadata, compare, parity, reference
+
 
 def worst(checks: list) -> dict:
     """The first failing check (reference before parity), else the closest one."""
@@ -22,8 +27,6 @@ def check_sides(params, inputs, eager_ran, eager_out, compiled_outs, slack, ref=
     negative scales, IEEE non-finite positions for inf and nan ones, the tolerance built from the
     finite scales). With a special scale value the compiled outputs must also match eager's
     (parity: the same NaN and inf positions, finite values within twice the tolerance)."""
-    from .draw import expected_shape
-    from .reference import check_metadata, compare, parity, reference
 
     shape, dtype = expected_shape(params), inputs.out_dtype
     ref = reference(params, inputs, slack) if ref is None else ref
@@ -46,7 +49,6 @@ def case_checker(params, inputs, slack: float) -> Callable:
     made: list = []  # the reference, built at the first check: the serving loop checks twice
 
     def check(eager_ran, eager_out, compiled_outs):
-        from .reference import reference
 
         if not made:
             made.append(reference(params, inputs, slack))
@@ -57,7 +59,6 @@ def case_checker(params, inputs, slack: float) -> Callable:
 
 def reference_checker(ref, shape, dtype) -> Callable:
     """A side-checker against a given inputs.Reference, without parity (triage's plain matmul)."""
-    from .reference import compare
 
     def check(eager_ran, eager_out, compiled_outs):
         eager_check = compare(eager_out, ref, shape, dtype) if eager_ran else None
@@ -72,7 +73,6 @@ def reference_checker(ref, shape, dtype) -> Callable:
 def device_problem(out, device: str) -> dict | None:
     """A failed check when `out` is a tensor on another device than the case's (a meta tensor,
     a GPU tensor from a CPU run); the oracle cannot read such an output."""
-    import torch
 
     if not isinstance(out, torch.Tensor):
         return None  # the oracle names what was returned instead

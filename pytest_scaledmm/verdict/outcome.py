@@ -9,7 +9,11 @@ tables and the heatmap all read the table.
 from __future__ import annotations
 
 import builtins
+import os
 import re
+import sys
+import sysconfig
+import traceback
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -208,6 +212,38 @@ class ErrorInfo:
 
 
 @dataclass
+class Observations:
+    """What a case's run saw beside its verdict: the record's `extra` object. A field left None
+    is absent there; the others are written in this order, the order the run sets them in."""
+
+    changed_inputs: dict | None = None  # side -> {argument: what changed}: the kernel wrote its inputs
+    compiled_graphs: int | None = None  # frames Dynamo compiled
+    compiled_graph_calls: int | None = None  # calls that ran a compiled graph
+    kernel_choice: dict | None = None  # Inductor's GEMM kernel (kernel_choice.py)
+    dynamic_m: dict | None = None  # a dynamic-M mode: how M was marked, frames, the other M's results
+    kernel_slack: dict | None = None  # the kernel's declared tolerance slack and why
+    opcheck: dict | None = None  # torch.library.opcheck's result for a custom op
+    run_outcome: dict | None = None  # what the case itself did when opcheck's failure outranks it
+    isolation: str | None = None  # why the case did not run in (or ended) the isolated child
+    aoti_control: dict | None = None  # the AOTInductor control a failed aoti case was judged against
+    triage: dict | None = None  # the triage ladder's finding; the record keeps it beside `extra`
+    device: str | None = None  # the device the case ran on (which GPU, under xdist)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        # A mistyped name fails here, not as a silent new key (no slots=True before Python 3.10).
+        if name not in self.__dataclass_fields__:
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}")
+        object.__setattr__(self, name, value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {key: value for key, value in asdict(self).items() if value is not None}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Observations:
+        return cls(**data)
+
+
+@dataclass
 class Outcome:
     outcome: str
     signature: str | None = None
@@ -221,14 +257,17 @@ class Outcome:
     timing: dict = field(default_factory=dict)
     eager_error: ErrorInfo | None = None
     compiled_error: ErrorInfo | None = None
-    extra: dict = field(default_factory=dict)
+    observations: Observations = field(default_factory=Observations)
 
     @property
     def failed(self) -> bool:
         return self.outcome in FAILURES
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["observations"]  # written as `extra`, last, as reports have it
+        data["extra"] = self.observations.to_json()
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> Outcome:
@@ -236,6 +275,7 @@ class Outcome:
         for key in ("eager_error", "compiled_error"):
             if data.get(key):
                 data[key] = ErrorInfo(**data[key])
+        data["observations"] = Observations.from_json(data.pop("extra", None) or {})
         return cls(**data)
 
 
@@ -324,9 +364,6 @@ def describe_exception(exc: BaseException, layer: str | None = None) -> ErrorInf
 
 def _not_user_dirs() -> tuple:
     """Path prefixes of frames that are not user code: torch, the harness, the standard library."""
-    import os
-    import sys
-    import sysconfig
 
     here = os.path.abspath(__file__)
     package = os.path.dirname(os.path.dirname(here))
@@ -344,8 +381,6 @@ def source_frame(exc: BaseException) -> str | None:
     """ "path:line in fn" of the innermost frame of user code: from the stack Dynamo was tracing
     (its `real_stack`, the frames a traceback of a compiled call lacks), else from the traceback,
     through the exception's causes; None when every frame is torch's, the harness's or Python's."""
-    import os
-    import traceback
 
     skip = _not_user_dirs()
 
@@ -384,7 +419,6 @@ def root_cause(exc: BaseException) -> BaseException:
 def harness_error(exc: BaseException, what: str = "") -> Outcome:
     """The outcome of a case the harness itself failed on (`what`: while doing what), with the
     traceback: the case keeps its record."""
-    import traceback
 
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     detail = f"the harness failed{what}, not the case:\n" + "\n".join(text.splitlines()[-40:])

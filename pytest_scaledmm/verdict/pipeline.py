@@ -29,7 +29,7 @@ from .classify import classify, crash_outcome, problem_of
 from .draw import make_inputs, second_call_seed
 from .kernel_choice import kernel_choice, output_code
 from .oracle import case_checker, guarded
-from .outcome import COMPILE_ONLY_ERROR, MISMATCH, ErrorInfo, Outcome, describe_exception
+from .outcome import COMPILE_ONLY_ERROR, MISMATCH, ErrorInfo, Observations, Outcome, describe_exception
 from .runners import CompiledSide, runner_named
 
 
@@ -92,7 +92,7 @@ def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -
             "; ".join(f"{s['label']}: {_shape_problem(s)}" for s in off),
             errors=result.errors,
             timing=result.timing,
-            extra=result.extra,
+            observations=result.observations,
         )
     if frames > 1:
         sizes = ", ".join(s["label"] for s in shapes)
@@ -104,7 +104,7 @@ def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -
             root_cause=f"recompiled under mark_{marked}",
             errors=result.errors,
             timing=result.timing,
-            extra=result.extra,
+            observations=result.observations,
         )
     return result
 
@@ -240,7 +240,7 @@ def changed_inputs_outcome(changed: Mapping[str, Mapping[str, str]], checked: Ou
         sides,
         f"the kernel changed {', '.join(names)} in place ({how}): its results cannot be trusted; "
         f"checked against the inputs as drawn they gave {said}",
-        extra={"changed_inputs": {side: dict(found) for side, found in changed.items() if found}},
+        observations=Observations(changed_inputs={side: dict(found) for side, found in changed.items() if found}),
     )
 
 
@@ -608,11 +608,11 @@ def eager_compile_check(
     result.timing = {k: round(v, 6) for k, v in timing.items()}
     result.eager_error, result.compiled_error = eager.error, compiled.error
     result.errors = {"eager": eager_check, "compiled": compiled_check}
-    result.extra["compiled_graphs"] = compiled_side.graphs
-    result.extra["compiled_graph_calls"] = compiled_side.calls
+    result.observations.compiled_graphs = compiled_side.graphs
+    result.observations.compiled_graph_calls = compiled_side.calls
     if inductor and (codes or compiled_side.graphs):
-        result.extra["kernel_choice"] = kernel_choice(codes)
+        result.observations.kernel_choice = kernel_choice(codes)
     if marked:
-        result.extra["dynamic_m"] = {"marked": marked, "frames": compiled_side.graphs, "shapes": compiled.shapes}
+        result.observations.dynamic_m = {"marked": marked, "frames": compiled_side.graphs, "shapes": compiled.shapes}
         result = dynamic_m_outcome(result, marked, compiled_side.graphs, compiled.shapes)
     return Sides(result, eager_out, compiled.outs, timing)

@@ -10,8 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import torch
+
 from .activation import divisor, dynamic_activation, quantisation_term, requantised_growth
 from .draw import FP8_TORCH_NAMES, CaseInputs, expand_scale, expected_shape, scale_result_of
+from .grouped import group_products, group_sizes
 from .microscaling import operand_values
 from .off_pattern import off_pattern
 
@@ -69,7 +72,6 @@ CALIBRATED_CAPABILITIES = ((9, 0),)
 
 def calibrated_device(device) -> bool:
     """Whether the tensor-core families were calibrated on this device (CUDA capability)."""
-    import torch
 
     if device.type != "cuda":
         return True
@@ -81,7 +83,6 @@ def calibrated_device(device) -> bool:
 def dequantised(params: Mapping[str, Any], inputs: CaseInputs, scale_a=None, scale_b=None):
     """(A, B, bias) in float64 on the CPU: A = a * scale_a (M x K, 3-D activations flattened to
     M tokens), B = b * scale_b (K x N), bias (N) or None. `scale_a` / `scale_b` replace the case's."""
-    import torch
 
     m, k, n = params["m"], params["k"], params["n"]
     x = dynamic_activation(params, inputs) if scale_a is None else None
@@ -139,7 +140,6 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
     ones their IEEE result). The tolerance is built from the finite scales (inputs.finite_scale_a)
     and, for its output-rounding term, the larger of the finite and the actual |value|. A 3-D
     activation is flattened to M tokens. `scale_a` replaces the case's scale for the value."""
-    import torch
 
     if params.get("group_layout"):
         return _grouped_reference(params, inputs, slack)
@@ -200,9 +200,6 @@ def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: flo
     """A grouped case's value in float64, group by group (grouped.group_products), and the bound
     of tolerance_of with each group's own K (2d2d: its K slice; an empty one makes exact zeros,
     held to the output dtype's smallest normal)."""
-    import torch
-
-    from .grouped import group_products, group_sizes
 
     value = torch.zeros(expected_shape(params), dtype=torch.float64)
     tolerance = torch.zeros_like(value)
@@ -234,7 +231,6 @@ def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: flo
 
 def check_metadata(out, expected_shape, expected_dtype) -> dict | None:
     """A failed check when `out` is not a tensor of the expected shape and dtype, else None."""
-    import torch
 
     if not isinstance(out, torch.Tensor):
         return {"ok": False, "problem": f"returned {type(out).__name__}, not a Tensor", "ratio": math.inf}
@@ -262,7 +258,6 @@ def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
     an infinity of the reference's sign where both are infinite. Where the reference exceeds the
     output dtype's range, a saturated value (max or inf) of the same sign is right. max_rel is
     the largest error relative to the largest finite |value|."""
-    import torch
 
     bad = check_metadata(out, expected_shape, expected_dtype)
     if bad:
@@ -298,7 +293,6 @@ def parity(eager_out, compiled_out, tolerance, expected_shape, expected_dtype, b
     """Compiled against eager, for special scale values (on top of each side against the
     reference): the same NaN positions, the same signed infinities, and finite values within
     twice the reference tolerance (computed from the finite scales)."""
-    import torch
 
     extra = {"bound": dict(bound) if bound else {"model": "twice the reference tolerance"}}
     bad = check_metadata(compiled_out, expected_shape, expected_dtype)

@@ -26,6 +26,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .scale_forms import WHOLE, scale_form
+
 REGIMES = ("standard", "full_range", "real_scales", "near_limit", "cancelling")
 STANDARD = "standard"
 # Largest finite value of each operand dtype (what a quantiser maps amax to).
@@ -54,7 +56,7 @@ def regime_of(params: Mapping[str, Any]) -> str:
 def _block_amax(x, block: tuple, whole):
     """Per scale block of a (rows x cols) float tensor: the amax over the block (a partial last
     block counts what it has)."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     rows, cols = x.shape
     rb = max(rows if block[0] is whole else block[0], 1)
@@ -78,7 +80,7 @@ def quantise(x, dtype_name: str, block: tuple, whole, generator):
     scale = amax / max of the dtype, q = x / scale rounded into the dtype; int8 clips at -128 as
     asymmetric schemes do, and a few elements are set to the dtype's smallest subnormal's
     neighbourhood (fp8) or -128 (int8), so every full-range tensor holds both ends."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     qmax = QMAX[dtype_name]
     amax = _block_amax(x, block, whole)
@@ -104,9 +106,7 @@ def quantise(x, dtype_name: str, block: tuple, whole, generator):
 def full_range_operands(params: Mapping[str, Any], generator):
     """(a M x K, b K x N column-major, scale grid of a, scale grid of b) for full_range: an
     activation with outlier channels and a weight, each quantised per its scale form's blocks."""
-    import torch
-
-    from .scale_forms import WHOLE, scale_form
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     m, k, n = params["m"], params["k"], params["n"]
     x = torch.randn(m, k, generator=generator, dtype=torch.float64)
@@ -134,7 +134,7 @@ def real_scale_factors(grid_a, grid_b, generator):
     scale_a large and spread upwards, scale_b tiny and spread downwards, so every element of
     scale_a stays above 2^10 and every one of scale_b below 2^-14; a multi-element scale spans
     four decades."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     def spread(grid, sign):
         if grid.numel() <= 1:
@@ -152,7 +152,7 @@ def _partners(k: int):
     """(first, second) indices along K that cancel: inside each block of CANCEL_BLOCK, element i
     of its first half with element i of its second half, so that a partial sum holds the large
     terms long before their partners cancel them (a chunked low-precision sum shows)."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     firsts, seconds = [], []
     for start in range(0, k, CANCEL_BLOCK):
@@ -168,7 +168,7 @@ def cancel(a, b, generator):
     first's and b's partner row negates the first's, for CANCEL_SHARE of the pairs; the other
     pairs keep 7/8 of a's value, so a small residual is left. Partners are half a block apart
     and never straddle a scale block (_partners)."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch-free collection
 
     k = a.shape[1]
     if k < 2:

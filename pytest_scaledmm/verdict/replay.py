@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from .classify import error_names, plain_names
 from .outcome import INTERNAL_ERROR, LENIENT, MISMATCH, PASS, REFUSED, UNSUPPORTED, Outcome
 
 REPRODUCED, NOT_REPRODUCED, FAILS_DIFFERENTLY = "REPRODUCED", "NOT REPRODUCED", "FAILS DIFFERENTLY"
@@ -19,7 +20,6 @@ RAISES_ALIKE = (UNSUPPORTED, REFUSED, INTERNAL_ERROR)
 def reproduces(expected: Mapping, observed: Outcome) -> bool:
     """The same outcome class (alike refusals count as one), the same error classes on each
     side that raised, the same side off the reference."""
-    from .classify import error_names, plain_names
 
     want = expected["outcome"]
     if observed.outcome != want and not (observed.outcome in RAISES_ALIKE and want in RAISES_ALIKE):
