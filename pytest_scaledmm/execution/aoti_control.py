@@ -16,7 +16,7 @@ from dataclasses import asdict, replace
 
 from ..matrix.compile_modes import compile_mode
 from ..verdict import outcome as oc
-from ..verdict.outcome import Outcome
+from ..verdict.outcome import Outcome, describe_exception, signature_of
 from ..verdict.runners import runner_named
 
 # The stages of a package's own life, in order; a failure at an earlier stage is no control.
@@ -37,10 +37,9 @@ def _plain_matmul(a, b):
 def run_control(device: str) -> dict:
     """export + aoti_compile_and_package + aoti_load_package + a call of a plain matmul on
     `device`, in this process: {"ok", "outcome", "stage", "error", "dtype", "seconds"}."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: imports torch
 
-    from ..verdict.outcome import describe_exception, signature_of
-    from ..verdict.pipeline import sync
+    from ..verdict.pipeline import sync  # noqa: PLC0415  lazy: imports torch
 
     dtype = control_dtype(device)
     m, k, n = SHAPE
@@ -98,7 +97,7 @@ def _dtype_name(dtype: str | None) -> str:
 def skip_reason(control: dict) -> str:
     stage = control.get("stage")
     cannot = "load a package" if stage == "aoti_load" else "run a loaded package"
-    how = {oc.CRASH: "crashed", oc.TIMEOUT: "hung"}.get(control.get("outcome"), "failed")
+    how = {oc.CRASH: "crashed", oc.TIMEOUT: "hung"}.get(str(control.get("outcome")), "failed")
     return (
         f"AOTInductor cannot {cannot} on this machine: a plain {_dtype_name(control.get('dtype'))} matmul "
         f"control also {how} at {stage} ({_short(control.get('error'))})"

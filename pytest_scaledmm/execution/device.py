@@ -5,8 +5,13 @@ from __future__ import annotations
 import os
 import platform
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
+from importlib import metadata
+
+from .. import __version__
 
 
 @dataclass(frozen=True)
@@ -20,7 +25,6 @@ class DeviceInfo:
 
 def package_version(name: str) -> str | None:
     """The installed version of a distribution, None when it is not installed."""
-    from importlib import metadata
 
     try:
         return metadata.version(name)
@@ -38,7 +42,7 @@ def xdist_worker() -> tuple[int, int]:
 def resolve_device(requested: str) -> str:
     """The device string cases run on. With xdist and several GPUs, worker gwN takes GPU N mod the
     GPU count, so -n <GPUs> puts one worker on each GPU."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch only when asked
 
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
@@ -60,7 +64,7 @@ def threads_per_worker() -> int:
 
 @cache
 def device_info(device: str) -> DeviceInfo:
-    import torch
+    import torch  # noqa: PLC0415  lazy: torch only when asked
 
     if device == "cpu":
         return DeviceInfo("cpu", "cpu", platform.processor() or platform.machine(), None, None)
@@ -74,9 +78,7 @@ def device_info(device: str) -> DeviceInfo:
 
 def environment(device: str) -> dict:
     """The environment block of a report."""
-    import torch
-
-    from .. import __version__
+    import torch  # noqa: PLC0415  lazy: torch only when asked
 
     info = device_info(device)
     return {
@@ -102,14 +104,13 @@ def probe_cpu_vector_isa_in_background() -> None:
     (~1.5-5 s each, one after another, redone in every fresh cache: most of a CPU run's cold
     start). Build them now, in parallel threads; Inductor's own check then finds them built.
     These are torch internals: where a release lacks them, nothing is done."""
-    import threading
 
     if platform.machine() not in ("x86_64", "AMD64"):
         return
     try:
         # Imported here, not in the thread: a thread importing Inductor while this one imports
         # Dynamo can see a half-initialised module.
-        from torch._inductor import codecache, cpp_builder, cpu_vec_isa  # noqa: F401
+        from torch._inductor import codecache, cpp_builder, cpu_vec_isa  # noqa: F401, PLC0415
 
         flags = cpu_vec_isa.x86_isa_checker()
         isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
@@ -117,7 +118,6 @@ def probe_cpu_vector_isa_in_background() -> None:
         return
 
     def build() -> None:
-        from concurrent.futures import ThreadPoolExecutor
 
         try:
             with ThreadPoolExecutor(max(1, len(isas))) as pool:

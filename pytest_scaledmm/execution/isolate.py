@@ -14,6 +14,10 @@ it. Every child learns what to run (kernels, settings) in a second step, the set
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
+import importlib
+import logging
+import multiprocessing
 import os
 import re
 import shutil
@@ -22,11 +26,13 @@ import sys
 import tempfile
 import time
 import traceback
-from typing import Callable
+from typing import Any, Callable
 
 from ..matrix.cases import Case
+from ..matrix.kernels import BUILTIN_IMPLS, added_import_dirs, load_impl
 from ..verdict import outcome as oc
 from ..verdict.outcome import Outcome
+from .device import probe_cpu_vector_isa_in_background
 
 STARTUP_TIMEOUT_S = 120.0
 # Errors after which a CUDA/HIP context cannot be used again: every later case would fail.
@@ -43,7 +49,6 @@ POISONED = re.compile(
 def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, str | None]:
     """How the child finds each kernel: 'builtin:NAME', 'impl:module:qualname', or None when the
     callable cannot be imported by name (a lambda, a closure from a hook): run it in-process."""
-    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
     refs: dict[str, str | None] = {}
     for name, fn in kernels.items():
@@ -71,7 +76,6 @@ def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, s
 
 
 def _load_kernel(ref: str) -> Callable:
-    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
 
     kind, _, rest = ref.partition(":")
     return BUILTIN_IMPLS[rest] if kind == "builtin" else load_impl(rest)
@@ -85,8 +89,6 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
     until told to stop. `import_dirs`: the project directories the parent put in front of
     sys.path after it imported torch; torch is imported here without them too, so that a
     project file named like a module torch imports (queue.py) does not replace it."""
-    import faulthandler
-    import logging
 
     if hasattr(os, "setpgrp"):
         os.setpgrp()  # own process group: a kill also reaches Inductor's compile workers
@@ -101,10 +103,10 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
     hidden = [directory for directory in dict.fromkeys(import_dirs) if directory in sys.path]
     sys.path[:] = [entry for entry in sys.path if entry not in hidden]
     try:
-        from .quiet import quiet_torch_imports
+        from .quiet import quiet_torch_imports  # noqa: PLC0415  lazy: the child imports it
 
         with quiet_torch_imports():
-            import torch  # noqa: F401
+            import torch  # noqa: F401, PLC0415
 
             logging.getLogger("torch.__trace").propagate = False
             _warm_up(requested_device, uses_inductor)
@@ -151,7 +153,7 @@ def _die_with_parent() -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        import ctypes
+        import ctypes  # noqa: PLC0415  lazy: the child imports it
 
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
@@ -163,7 +165,6 @@ def _warm_up(requested_device: str, uses_inductor: bool) -> None:
     """Import the compiler stack and open the device context now, while the parent collects (for
     a restarted child: within the start-up limit) rather than in the first case. Inductor only when
     the profile compiles with it: importing it starts its compile workers on some releases."""
-    import importlib
 
     modules = ["torch._dynamo", "torch._functorch.aot_autograd"]
     modules += ["torch._inductor.compile_fx"] if uses_inductor else []
@@ -173,18 +174,16 @@ def _warm_up(requested_device: str, uses_inductor: bool) -> None:
         except Exception:  # an older or trimmed torch: the case will say what is missing
             pass
     try:
-        from .device import resolve_device
+        from .device import resolve_device  # noqa: PLC0415  lazy: the child imports it
 
         device = resolve_device(requested_device)
         if device.startswith("cuda"):
-            import torch
+            import torch  # noqa: PLC0415  lazy: the child imports it
 
             torch.empty(1, device=device)
     except Exception:  # a missing or failing device: each case reports it
         return
     if device == "cpu" and uses_inductor:
-        from .device import probe_cpu_vector_isa_in_background
-
         probe_cpu_vector_isa_in_background()
 
 
@@ -195,14 +194,14 @@ def _serve(request, ctx):
     case = Case(case_id, params)
     start = time.perf_counter()
     if op == "case":
-        from . import run
+        from . import run  # noqa: PLC0415  lazy: the child imports it
 
         try:
             return run.run_case(case, ctx).to_json()
         except BaseException as exc:
             return oc.harness_error(exc, f" running case {case_id} in the isolated child").to_json()
     if op == "aoti_control":
-        from .aoti_control import run_control
+        from .aoti_control import run_control  # noqa: PLC0415  lazy: the child imports it
 
         try:
             return run_control(ctx.device)
@@ -215,7 +214,7 @@ def _serve(request, ctx):
                 "seconds": round(time.perf_counter() - start, 3),
             }
     if op == "rung":
-        from . import triage
+        from . import triage  # noqa: PLC0415  lazy: the child imports it
 
         try:
             return triage.execute_rung(case, extra, ctx)
@@ -258,7 +257,7 @@ class InProcessRunner:
         self.ctx = ctx
 
     def run(self, case: Case) -> Outcome:
-        from . import run
+        from . import run  # noqa: PLC0415  lazy: the child imports it
 
         try:
             return run.run_case(case, self.ctx)
@@ -266,7 +265,7 @@ class InProcessRunner:
             return oc.harness_error(exc, f" running case {case.id}")
 
     def rung(self, case: Case, rung: dict) -> dict:
-        from . import triage
+        from . import triage  # noqa: PLC0415  lazy: the child imports it
 
         start = time.perf_counter()
         try:
@@ -276,7 +275,7 @@ class InProcessRunner:
 
     def aoti_control(self, case: Case) -> dict:
         """aoti_control.run_control in this process."""
-        from .aoti_control import run_control
+        from .aoti_control import run_control  # noqa: PLC0415  lazy: the child imports it
 
         start = time.perf_counter()
         try:
@@ -295,9 +294,6 @@ class InProcessRunner:
 
 
 def _spawn(log_path: str, requested_device: str, uses_inductor: bool):
-    import multiprocessing
-
-    from ..matrix.kernels import added_import_dirs
 
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
@@ -353,7 +349,9 @@ class ChildRunner:
         self.uses_inductor = uses_inductor
         self.refs = kernel_refs(dict(ctx.kernels), dict(ctx.kernel_specs))
         self.in_process = InProcessRunner(ctx)
-        self._proc = self._conn = None
+        # The child and its pipe: set by _spawn (or taken from the spare) before any request.
+        self._proc: Any = None
+        self._conn: Any = None
         self._ready = False  # the child has its settings and answers requests
         if spare is not None:
             self._dir, self._log = spare.dir, spare.log
@@ -593,7 +591,8 @@ def _layer_from_stack(text: str) -> str | None:
     from a faulthandler dump (threads are listed most recent call first); "eager" when no
     compiler frame is on that stack, None without a dump. Inside an AOTInductor package's load
     or run (_AOTI_STAGE_FRAMES), that stage."""
-    blocks, current = [], []
+    blocks: list[list[str]] = []
+    current: list[str] = []
     for line in text.splitlines():
         if line.startswith(("Thread 0x", "Current thread")) and current:
             blocks.append(current)

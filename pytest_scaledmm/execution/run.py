@@ -14,11 +14,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Callable
 
+from packaging.version import Version
+
 from ..matrix.cases import Case, input_seed
-from ..matrix.compile_modes import compile_mode, compile_settings
+from ..matrix.compile_modes import OTHER_M_FACTORS, compile_mode, compile_settings
+from ..matrix.kernels import accepts_keyword, custom_op, kernel_accepts_fast_accum, prepare_callable, unavailable_reason
 from ..matrix.spec import KernelSpec
 from ..verdict import outcome as oc
-from ..verdict.outcome import Outcome
+from ..verdict.classify import classify
+from ..verdict.outcome import Outcome, describe_exception
+from .device import device_info
 
 
 @dataclass
@@ -35,20 +40,16 @@ class RunContext:
 
 
 def _torch_release():
-    import torch
-    from packaging.version import Version
+    import torch  # noqa: PLC0415  lazy: imports torch
 
     return Version(torch.__version__.split("+")[0])
 
 
 def not_applicable(case: Case, ctx: RunContext) -> str | None:
     """Why this machine cannot run the case at all, or None. Decided here, never at collection."""
-    import torch
-    from packaging.version import Version
+    import torch  # noqa: PLC0415  lazy: imports torch
 
-    from ..matrix.kernels import accepts_keyword, unavailable_reason
-    from ..verdict.draw import torch_dtype
-    from .device import device_info
+    from ..verdict.draw import torch_dtype  # noqa: PLC0415  lazy: imports torch
 
     arch = device_info(ctx.device).arch
     kernel = ctx.kernel_specs[case["kernel"]]
@@ -76,8 +77,6 @@ def not_applicable(case: Case, ctx: RunContext) -> str | None:
         return f"mode {case['mode']} needs M >= 2: Dynamo specialises sizes 0 and 1 whatever is marked"
     fn = ctx.kernels.get(case["kernel"])
     if kernel.contract != "call":
-        from ..matrix.kernels import prepare_callable
-
         fn = prepare_callable(kernel) if kernel.contract == "prepare" else fn
     if case.params.get("use_fast_accum") and fn is not None and not accepts_keyword(fn, "use_fast_accum"):
         return f"kernel {kernel.name} has no use_fast_accum parameter: it cannot be asked for fast accumulation"
@@ -96,7 +95,7 @@ def _deprecated_keys(config) -> frozenset:
 def _restore_dynamo_config(saved: dict) -> None:
     """Undo what a kernel changed in Dynamo's config (e.g. turning it off) so later cases are not
     affected; only changed keys are written, deprecated ones stay untouched."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: imports torch
 
     config = torch._dynamo.config
     deprecated = _deprecated_keys(config)
@@ -111,14 +110,14 @@ def _restore_dynamo_config(saved: dict) -> None:
 
 
 def _save_stance():
-    import torch
+    import torch  # noqa: PLC0415  lazy: imports torch
 
     return getattr(torch._dynamo.eval_frame, "_stance", None)
 
 
 def _restore_stance(saved) -> None:
     """A kernel may call torch.compiler.set_stance (torch>=2.6); put the caller's stance back."""
-    import torch
+    import torch  # noqa: PLC0415  lazy: imports torch
 
     setter = getattr(torch._dynamo.eval_frame, "_set_stance", None)
     if saved is not None and setter is not None and torch._dynamo.eval_frame._stance != saved:
@@ -126,11 +125,11 @@ def _restore_stance(saved) -> None:
 
 
 def run_case(case: Case, ctx: RunContext) -> Outcome:
-    import torch
+    import torch  # noqa: PLC0415  lazy: imports torch
 
-    from ..verdict.draw import make_inputs
-    from ..verdict.oracle import case_checker
-    from ..verdict.pipeline import eager_compile_check
+    from ..verdict.draw import make_inputs  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.oracle import case_checker  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.pipeline import eager_compile_check  # noqa: PLC0415  lazy: imports torch
 
     reason = not_applicable(case, ctx)
     if reason:
@@ -180,7 +179,6 @@ def other_m_sizes(case_id: str, m: int, run_seed: int) -> list:
     """[{"label", "m", "seed"}]: the other M values a dynamic-M mode runs
     (compile_modes.OTHER_M_FACTORS times the case's M), each with an input seed of its own.
     Repro scripts carry the same list."""
-    from ..matrix.compile_modes import OTHER_M_FACTORS
 
     return [
         {"label": f"m={m * f}", "m": m * f, "seed": input_seed(run_seed, f"{case_id}@m={m * f}")}
@@ -189,8 +187,7 @@ def other_m_sizes(case_id: str, m: int, run_seed: int) -> list:
 
 
 def _case_call(spec: KernelSpec, kernel, inputs, params, built=None):
-    from ..matrix.kernels import kernel_accepts_fast_accum, prepare_callable
-    from ..verdict.contracts import case_call
+    from ..verdict.contracts import case_call  # noqa: PLC0415  lazy: imports torch
 
     return case_call(
         kernel,
@@ -207,8 +204,6 @@ def _case_call(spec: KernelSpec, kernel, inputs, params, built=None):
 def _build_failed(exc: Exception, spec: KernelSpec, params) -> Outcome:
     """Judged as a refusal on both sides (classify): outside the kernel's declaration it is
     UNSUPPORTED, inside it the kernel's own failure."""
-    from ..verdict.classify import classify
-    from ..verdict.outcome import describe_exception
 
     error = describe_exception(exc, "eager")
     result = classify(error, describe_exception(exc, "eager"), 0, None, None, spec, params)
@@ -220,9 +215,9 @@ def _build_failed(exc: Exception, spec: KernelSpec, params) -> Outcome:
 
 def _second_call(spec: KernelSpec, kernel, inputs, params, seed: int, device: str, slack: float, call):
     """The serving loop's next call (contracts.serving_inputs), with its own checker."""
-    from ..verdict.contracts import serving_inputs
-    from ..verdict.oracle import case_checker
-    from ..verdict.pipeline import SECOND_CALL, OtherShape
+    from ..verdict.contracts import serving_inputs  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.oracle import case_checker  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.pipeline import SECOND_CALL, OtherShape  # noqa: PLC0415  lazy: imports torch
 
     other = serving_inputs(spec.contract, params, inputs, seed, device)
     return OtherShape(
@@ -233,10 +228,10 @@ def _second_call(spec: KernelSpec, kernel, inputs, params, seed: int, device: st
 def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, call, slack: float) -> list:
     """The case at the other M values of a dynamic-M mode (other_m_sizes), each with its own
     inputs and float64 reference; a kernel whose weights are built once keeps the first's."""
-    from ..verdict.contracts import with_weights_of
-    from ..verdict.draw import make_inputs
-    from ..verdict.oracle import case_checker
-    from ..verdict.pipeline import OtherShape
+    from ..verdict.contracts import with_weights_of  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.draw import make_inputs  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.oracle import case_checker  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.pipeline import OtherShape  # noqa: PLC0415  lazy: imports torch
 
     shapes = []
     for other in other_m_sizes(case.id, case["m"], ctx.run_seed):
@@ -250,16 +245,15 @@ def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, 
 def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) -> Outcome:
     """For a custom-op kernel, torch.library.opcheck once per case family; its failure outranks
     the case's own outcome (a wrong fake impl is the cause of what compile then does)."""
-    from ..matrix.kernels import custom_op
-    from .opcheck import check_custom_op
+    from .opcheck import check_custom_op  # noqa: PLC0415  lazy: imports torch
 
     op = custom_op(kernel)
     if op is None:
         return result
-    import torch
+    import torch  # noqa: PLC0415  lazy: imports torch
 
-    from ..verdict.draw import make_inputs
-    from ..verdict.opcheck import opcheck_params
+    from ..verdict.draw import make_inputs  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.opcheck import opcheck_params  # noqa: PLC0415  lazy: imports torch
 
     if case.params.get("special_scale", "none") != "none":
         inputs = make_inputs(opcheck_params(case.params), input_seed(ctx.run_seed, case.id), ctx.device)

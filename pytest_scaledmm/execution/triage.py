@@ -21,11 +21,14 @@ a time budget per process.
 from __future__ import annotations
 
 import contextlib
+import math
 import time
+from typing import Any
 
-from ..matrix.cases import Case
-from ..matrix.compile_modes import compile_mode
+from ..matrix.cases import Case, input_seed
+from ..matrix.compile_modes import compile_mode, compile_settings
 from ..matrix.schema import SCALE_RANK
+from ..matrix.spec import is_user_kernel
 from ..verdict import outcome as oc
 from ..verdict.scale_forms import per_tensor_of_rank, scale_form
 
@@ -55,7 +58,7 @@ def rungs_for(case: Case, device: str) -> list[dict]:
     """The ladder for one case; each rung is plain data so it can cross to the child."""
     params = case.params
     mode = params["mode"]
-    rungs = [
+    rungs: list[dict[str, Any]] = [
         {
             "name": f"backend={name}",
             "kind": "case",
@@ -81,7 +84,8 @@ def rungs_for(case: Case, device: str) -> list[dict]:
                 "kind": "case",
                 "fresh_cache": True,
                 "purpose": "knob",
-                "knob": "an empty Inductor cache (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 or a new TORCHINDUCTOR_CACHE_DIR)",
+                "knob": "an empty Inductor cache"
+                " (TORCHINDUCTOR_FORCE_DISABLE_CACHES=1 or a new TORCHINDUCTOR_CACHE_DIR)",
             }
         )
         # A mode passing its own GEMM backends as options would override the patch.
@@ -120,7 +124,7 @@ def rungs_for(case: Case, device: str) -> list[dict]:
 
 @contextlib.contextmanager
 def _fresh_cache():
-    import torch._inductor.utils as utils
+    import torch._inductor.utils as utils  # noqa: PLC0415  lazy: imports torch
 
     fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
     with fresh():
@@ -128,9 +132,9 @@ def _fresh_cache():
 
 
 def execute_rung(case: Case, rung: dict, ctx) -> dict:
-    import torch
+    import torch  # noqa: PLC0415  lazy: imports torch
 
-    from .run import run_case
+    from .run import run_case  # noqa: PLC0415  lazy: imports torch
 
     start = time.perf_counter()
     if rung["kind"] == "bf16":
@@ -139,7 +143,7 @@ def execute_rung(case: Case, rung: dict, ctx) -> dict:
         variant = Case(case.id, {**case.params, **rung.get("params", {})})  # same id: same inputs
         with contextlib.ExitStack() as stack:
             if rung.get("inductor"):
-                import torch._inductor.config  # noqa: F401
+                import torch._inductor.config  # noqa: F401, PLC0415
 
                 stack.enter_context(torch._inductor.config.patch(rung["inductor"]))
             if rung.get("fresh_cache"):
@@ -156,15 +160,12 @@ def execute_rung(case: Case, rung: dict, ctx) -> dict:
 def _bf16_matmul(case: Case, ctx):
     """The case's shapes, bias and compile mode as a plain bf16 matmul (no scales, no fp8),
     through the case's own pipeline."""
-    import math
 
-    import torch
+    import torch  # noqa: PLC0415  lazy: imports torch
 
-    from ..matrix.cases import input_seed
-    from ..matrix.compile_modes import compile_settings
-    from ..verdict.reference import Reference
-    from ..verdict.oracle import reference_checker
-    from ..verdict.pipeline import eager_compile_check
+    from ..verdict.oracle import reference_checker  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.pipeline import eager_compile_check  # noqa: PLC0415  lazy: imports torch
+    from ..verdict.reference import Reference  # noqa: PLC0415  lazy: imports torch
 
     m, k, n = case["m"], case["k"], case["n"]
     generator = torch.Generator().manual_seed(input_seed(ctx.run_seed, case.id))
@@ -268,7 +269,6 @@ def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
         for step in steps
         if step["purpose"] not in ("quantized", "cause") and step["outcome"] == oc.PASS
     ]
-    from ..matrix.spec import is_user_kernel
 
     found = {
         "case": case.id,
@@ -318,7 +318,7 @@ def one_line(triage: dict) -> str:
     parts = [f"breaks in {triage['layer']}"]
     rungs = [r for r in triage.get("rungs", []) if isinstance(r, dict)]
     if rungs:
-        tried = ", ".join(f"{RUNG_WORDS.get(r.get('name'), r.get('name'))} {r.get('outcome')}" for r in rungs)
+        tried = ", ".join(f"{RUNG_WORDS.get(str(r.get('name')), r.get('name'))} {r.get('outcome')}" for r in rungs)
         parts.append(f"tried one change at a time: {tried}")
     source = triage.get("source") if isinstance(triage.get("source"), str) and triage.get("user_kernel") else None
     eager_layer = str(triage.get("layer", "")).startswith("eager")

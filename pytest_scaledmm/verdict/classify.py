@@ -200,6 +200,8 @@ def classify(
             "dynamo",
             "torch.compile returned eager results without running a compiled graph",
         )
+    if eager_check is None or compiled_check is None:
+        raise ValueError("both sides returned, yet a side was not checked")  # the harness's fault
     off = [(side, check) for side, check in (("eager", eager_check), ("compiled", compiled_check)) if not check["ok"]]
     if off:
         sides = "+".join(side for side, _ in off)

@@ -114,6 +114,8 @@ def case_call(
 
         return CaseCall(scaled_mm_case, inputs.args(), ["a", "b", "scale_a", "scale_b", "bias", *extra_names])
     builder = kernel if contract == "module" else prepare
+    if builder is None:
+        raise TypeError("a prepare contract without its build step")
     if built is None:
         # Once, eagerly, outside any compiled region: what the kernel's library does at load time.
         # On copies: a step that rewrites its inputs cannot change what the reference is of.

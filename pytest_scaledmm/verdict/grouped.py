@@ -112,7 +112,7 @@ def group_products(params: Mapping[str, Any], a, b, scale_a, scale_b) -> list:
 
     layout, count, m, n = params["group_layout"], group_count(params), params["m"], params["n"]
     a, b, sa, sb = (t.detach().to("cpu", torch.float64) for t in (a, b, scale_a, scale_b))
-    found = []
+    found: list[tuple[Any, Any, int | slice]] = []
     if layout == "3d3d":
         for g in range(count):
             found.append((a[g] * sa[g][:, None], b[g] * sb[g][None, :], g))

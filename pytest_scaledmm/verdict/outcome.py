@@ -196,7 +196,7 @@ def strict_errors_of(session) -> bool:
 def outcome_class(name: str | None) -> OutcomeClass | None:
     """The row of a class name; None for a class this version does not know (a newer
     plugin's report), which readers treat as a failure."""
-    return _CLASS_BY_NAME.get(name)
+    return _CLASS_BY_NAME.get(name) if name is not None else None
 
 
 @dataclass
@@ -370,8 +370,9 @@ def _not_user_dirs() -> tuple:
     # Embedded in a repro script, this file is the script: only its own frames are the harness's.
     dirs = [package + os.sep] if os.path.basename(package) == "pytest_scaledmm" else [here]
     torch = sys.modules.get("torch")
-    if torch is not None and getattr(torch, "__file__", None):
-        dirs.append(os.path.dirname(os.path.abspath(torch.__file__)) + os.sep)
+    torch_file = getattr(torch, "__file__", None) if torch is not None else None
+    if torch_file:
+        dirs.append(os.path.dirname(os.path.abspath(torch_file)) + os.sep)
     paths = sysconfig.get_paths()
     dirs += [os.path.abspath(paths[key]) + os.sep for key in ("stdlib",) if paths.get(key)]
     return tuple(dirs)
@@ -392,7 +393,8 @@ def source_frame(exc: BaseException) -> str | None:
             return f"{name}:{frame.lineno} in {frame.name}"
         return None
 
-    seen, current = set(), exc
+    seen: set[int] = set()
+    current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         try:

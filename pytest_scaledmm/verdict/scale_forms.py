@@ -70,9 +70,10 @@ class ScaleForm:
 
     def grid(self, side: str, rows: int, cols: int) -> tuple[int, int]:
         """Scale elements along the rows and the cols of an operand of rows x cols."""
-        return tuple(
+        along_rows, along_cols = (
             1 if extent is WHOLE else -(-size // extent) for size, extent in zip((rows, cols), self.block(side))
         )
+        return along_rows, along_cols
 
     def shape(self, side: str, rows: int, cols: int) -> tuple:
         """The scale tensor's shape for an operand of rows x cols."""
