@@ -1,11 +1,15 @@
 """Configuration the pytest way: every option as an ini option and a SCALEDMM_* variable, with
 the command line first, then the environment, then the ini file, then the default; a bad value
 from the environment or an ini file is one usage error naming it; options without
---scaledmm-matrix say that the matrix did not run."""
+--scaledmm-matrix say that the matrix did not run, and without it the plugin is inert and imports
+no torch."""
+
+import subprocess
+import sys
 
 import pytest
 
-from matrices import IN_PROCESS, matrix_text
+from matrices import IN_PROCESS, matrix_text, planted
 
 # Two profiles of different sizes: which one ran shows in the collected count.
 PROFILES = {"default": {"cases": 2}, "smoke": {"cases": 1}}
@@ -178,3 +182,21 @@ def test_help_names_each_option_ini_and_variable_without_shouty_metavars(pyteste
     flat = " ".join(text.split())
     for option in PLUGIN_OPTIONS:
         assert f"ini {option.ini_name}, env {option.env_name}" in flat, option.flag
+
+
+# -- without --scaledmm-matrix ---------------------------------------------------------------------
+
+
+def test_inert_without_the_flag(matrix_project, pytester):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    pytester.makepyfile(test_plain="def test_one():\n    assert 1 + 1 == 2\n")
+    result = matrix_project.run()
+    result.assert_outcomes(passed=1)
+    assert "scaled-mm matrix" not in result.stdout.str()
+    assert not (pytester.path / ".scaledmm").exists()
+
+
+def test_plugin_import_does_not_import_torch():
+    code = "import sys, pytest_scaledmm.plugin.entry; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
