@@ -2,6 +2,7 @@
 (the routes by which the gate used to pass without proof are in test_gate_fail_closed.py)."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 from reports_factory import DATA, case, report, write
@@ -211,3 +212,29 @@ def test_gate_between_two_runs_of_one_environment(tmp_path, capsys):
     assert main(["gate", "--baseline", str(before), "--candidate", str(after)]) == 1
     err = capsys.readouterr().out
     assert "runner-a-after" in err and "PASS -> MISMATCH" in err
+
+
+# -- the gate's own interface ----------------------------------------------------------------------
+
+
+def test_run_gate_takes_the_looser_slack_flag_that_the_cli_and_the_plugin_pass():
+    """`scaledmm gate` and `pytest --scaledmm-baseline` both call run_gate(allow_looser_slack=...):
+    a TypeError on every gate."""
+    import inspect
+
+    from pytest_scaledmm.reports.gate import run_gate
+
+    assert "allow_looser_slack" in inspect.signature(run_gate).parameters
+
+
+@pytest.mark.parametrize("garbage", ["1000", [1000], 7])
+def test_the_gate_never_raises_on_a_kernel_slack_that_is_not_an_object(garbage):
+    from reports_factory import case, report
+
+    from pytest_scaledmm.reports.gate import check
+
+    base = report([case("k.1", "PASS")])
+    candidate = report([case("k.1", "PASS")])
+    candidate["cases"][0].setdefault("extra", {})["kernel_slack"] = garbage
+    result = check((Path("base.json"), base), (Path("cand.json"), candidate))  # AttributeError: 'str' ... 'get'
+    assert not result.passed
