@@ -123,8 +123,6 @@ EXPECTED_CLASS = {
 
 # Kernels of EXPECTED_CLASS that run another planted function, with their declarations.
 DECLARED = {"declares_m_at_least_8": planted("declares_m_at_least_8", "refuses_everywhere", min_m=8)}
-
-
 SPINE_MATRIX = matrix_text([DECLARED.get(name) or planted(name) for name in EXPECTED_CLASS])
 
 

@@ -1,7 +1,8 @@
 """What a run leaves for CI: the step summary (appended, never truncated, a warning when it
 cannot be written or is not a file), strict JSON, JSON-valued JUnit properties, file modes,
 ISO 8601 times and the schema version, the default report directory and --scaledmm-keep, and what
-each failure signature's cases share with the command that replays it."""
+each failure signature's cases share with the command that replays it. No output is ever
+appended to a report."""
 
 import contextlib
 import json
@@ -457,3 +458,32 @@ def test_a_report_written_with_bare_infinity_and_nan_is_read_and_rewritten_stric
 def test_doctor_json_is_strict(capsys):
     assert main(["doctor", "--json", "--no-probe"]) == 0
     _strict(capsys.readouterr().out)
+
+
+# -- a step summary or --markdown that names a report ----------------------------------------------
+
+
+BASE = dict(torch="2.11.0")
+CAND = dict(torch="2.13.0")
+
+
+def _two_reports(tmp_path):
+    b = write(tmp_path / "baseline.json", report([case("c1", "PASS")], **BASE))
+    c = write(tmp_path / "candidate.json", report([case("c1", "PASS")], **CAND))
+    return b, c
+
+
+def test_gate_markdown_never_appends_to_a_report(tmp_path, capsys):
+    b, c = _two_reports(tmp_path)
+    before = c.read_bytes()
+    assert main(["gate", "--baseline", str(b), "--candidate", str(c), "--markdown", str(c)]) == 2
+    assert c.read_bytes() == before and "never overwritten" in capsys.readouterr().err
+
+
+def test_a_step_summary_that_names_a_report_is_never_appended_to(tmp_path, monkeypatch, capsys):
+    b, c = _two_reports(tmp_path)
+    before = b.read_bytes()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(b))
+    assert main(["gate", "--baseline", str(b), "--candidate", str(c)]) == 0
+    assert b.read_bytes() == before
+    assert "never appended to" in capsys.readouterr().err

@@ -336,3 +336,30 @@ def test_the_report_help_names_the_real_default_directory():
     assert "--rootdir" in opt.REPORT.help
     assert "a directory stands for its matrix.yaml" in opt.MATRIX.help
     assert f"<project>/{REPORTS_SUBDIR.as_posix()}" in opt.KEEP.help
+
+
+# -- numeric settings ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("SCALEDMM_MAX_AUTOTUNE_CONFIGS", "-1"),
+        ("SCALEDMM_SEED", "-1"),
+        ("SCALEDMM_SEED", "\u0663"),
+        ("SCALEDMM_EXPLORE_EXAMPLES", "0"),
+    ],
+)
+def test_numeric_settings_out_of_range_are_one_usage_error(matrix_project, monkeypatch, variable, value):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    monkeypatch.setenv(variable, value)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and variable in errors[0], result.stderr.lines
+
+
+def test_a_seed_in_other_digits_on_the_command_line_is_refused(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-seed", "\u0663")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR

@@ -1,6 +1,7 @@
 """Coverage that counts: valid configurations first, a boundary slice on purpose (each refusal
 reason under each compile-mode family), shape classes in the covering array, ids that do not
-depend on the torch version, model mismatches and the coverage block of a run."""
+depend on the torch version, hash seed, loaded modules or xdist, model mismatches and the
+coverage block of a run (only cases checked against the reference count)."""
 
 import json
 import os
@@ -530,3 +531,21 @@ def test_case_ids_do_not_depend_on_loaded_modules(tmp_path):
     ]
     assert runs[0] == runs[1] and len(runs[0].split()) == 30
     assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_coverage_counts_only_cases_checked_against_the_reference():
+    from reports_factory import case
+
+    from pytest_scaledmm.reports.coverage import coverage_block, coverage_lines
+
+    records = [case("c1", "UNSUPPORTED", "ValueError: no"), case("c2", "ERROR_PARITY", "eager A <> compiled B")]
+    for r in records:
+        r["params"]["purpose"] = "valid"
+    possible = {"aten_scaled_mm": {"scale_pair_mode": [["tensor_0d", "tensor_1d", "inductor"]], "form_class": []}}
+    block = coverage_block(records, possible, "cpu")
+    assert block["cases"]["reference_checked_valid"] == 0
+    assert block["pairwise"]["scale_pair x mode"]["covered"] == 0
+    assert "scale_pair x mode 0/1 (0 %)" in coverage_lines(block)[1]
+    checked = case("c3", "PASS")
+    checked["params"]["purpose"] = "valid"
+    assert coverage_block(records + [checked], possible, "cpu")["pairwise"]["scale_pair x mode"]["covered"] == 1

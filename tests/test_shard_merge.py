@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from reports_factory import case, report, write
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
@@ -348,3 +349,15 @@ def test_merge_refuses_to_write_over_a_shard_or_a_run_report(tmp_path, capsys):
     assert main(["merge", str(blocker / "merged.json"), str(s1), str(s2)]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"scaledmm merge: error: cannot write {blocker / 'merged.json'}: ") and err.count("\n") == 1
+
+
+CAND = dict(torch="2.13.0")
+
+
+def test_merge_names_a_shard_given_twice_as_duplicated(tmp_path, capsys):
+    shard = report([case("c1", "PASS")], **CAND)
+    shard["shard"] = {"index": 1, "count": 2, "total_cases": 2, "total_ids_sha256": "0"}
+    s1 = write(tmp_path / "s1.json", shard)
+    assert main(["merge", str(tmp_path / "out.json"), str(s1), str(s1)]) == 1
+    err = capsys.readouterr().err
+    assert "shard 1/2 is duplicated: given 2 times" in err.splitlines()[0], err
