@@ -1,6 +1,6 @@
 """The report file: what a report holds and where it goes by default, writes that are atomic, the
 path a run claims and what it refuses to replace there, the earlier report moved aside, its mode,
-and readers that refuse a malformed or hostile file in one line."""
+and readers that refuse a malformed file, a FIFO or one nested too deep, in one line."""
 
 import json
 import os
