@@ -1,6 +1,7 @@
 """What the tool writes from a report is safe against that report: a repro script holds report
 values as data (never code, never comments), the HTML links only http(s), and the Markdown turns
-no report text into a link, an image or markup."""
+no report text into a link, an image or markup; gate and merge lines are printable, a replay
+command carries no option from the report, and repro imports nothing the report names."""
 
 import ast
 import atexit
@@ -19,6 +20,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from reports_factory import case, report, write
 
+from matrices import matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.reports import render, repro
 from pytest_scaledmm.reports.compare import compare_reports
@@ -413,3 +415,105 @@ def test_terminal_table_shows_control_characters_as_escapes(tmp_path):
     text = render.render_text(compare_reports(reports), width=400)
     assert not re.search(r"[\x00-\x09\x0b-\x1f\x7f]", text)
     assert "\\x1b[2J" in text and "\\rPASS\\nforged line" in text
+
+
+# -- gate and merge lines, replay commands, repro imports ------------------------------------------
+
+
+BASE = dict(torch="2.11.0")
+CAND = dict(torch="2.13.0")
+BAND = "MISMATCH: compiled values off the reference in a band of rows"
+
+
+def _gate(tmp_path, baseline, candidate, *extra):
+    b = write(tmp_path / "baseline.json", baseline)
+    c = write(tmp_path / "candidate.json", candidate)
+    return main(["gate", "--baseline", str(b), "--candidate", str(c), *extra])
+
+
+CRAFTED = "x\r\x1b[32mgate passed\x1b[0m\n::notice title=ok::all green\n::stop-commands::tok\u202e"
+
+
+def _no_command_lines(text):
+    for line in text.splitlines():
+        stripped = line.lstrip()
+        assert not stripped.startswith("::") and not stripped.startswith("##["), line
+    assert "\r" not in text and "\x1b" not in text and "\u202e" not in text
+
+
+def test_gate_and_merge_lines_are_printable_whatever_the_report_holds(tmp_path, capsys):
+    baseline = report([case("c1", "PASS"), case("c2", "PASS")], **BASE)
+    candidate = report(
+        [case("c1", "PASS"), case("c2", "MISMATCH", CRAFTED)],
+        session={"complete": False, "incomplete_reasons": [CRAFTED]},
+        **CAND,
+    )
+    assert _gate(tmp_path, baseline, candidate) == 1
+    out, err = capsys.readouterr()
+    assert "gate FAILED" in out and err == ""
+    _no_command_lines(out)
+    assert "\\r" in out and "\\x1b" in out and "\\n" in out
+    shard = report([case("c1", "PASS")], session={"complete": False, "incomplete_reasons": [CRAFTED]}, **CAND)
+    shard["shard"] = {"index": 1, "count": 1, "total_cases": 1, "total_ids_sha256": "0"}
+    write(tmp_path / "s1.json", shard)
+    assert main(["merge", str(tmp_path / "out.json"), str(tmp_path / "s1.json")]) == 1
+    out, err = capsys.readouterr()
+    assert "INCOMPLETE" in out + err
+    _no_command_lines(out + err)
+
+
+def test_a_replay_command_never_carries_an_option_from_the_report(tmp_path):
+    from pytest_scaledmm.matrix.replay_command import replay_command
+    from pytest_scaledmm.reports.compare import compare_reports
+    from pytest_scaledmm.reports.render import render_html, render_markdown
+
+    command = replay_command("--debug=FILE", "c1")
+    assert " --debug" not in command and "./--debug=FILE" in command
+    for crafted in ("--debug=x", "c1; touch y", "-k", "c1\nrm"):
+        assert replay_command("/m/matrix.yaml", crafted).startswith("(no replay command")
+    assert replay_command("/m/matrix.yaml", "c1", profile="--debug").startswith("(no replay command")
+    candidate = report([case("c1", "PASS"), case("--debug=FILE", "MISMATCH", BAND)], matrix_path="--debug=FILE", **CAND)
+    comparison = compare_reports(
+        [(tmp_path / "b.json", report([case("c1", "PASS")], **BASE)), (tmp_path / "c.json", candidate)]
+    )
+    for text in (render_markdown(comparison), render_html(comparison, None, ["kernel"])):
+        assert "pytest --debug" not in text and "--scaledmm-matrix --debug" not in text
+        assert "--scaledmm-case --debug" not in text and "--scaledmm-case &#x27;--debug" not in text
+        assert "no replay command" in text
+
+
+def _artifact(tmp_path):
+    """An unpacked CI artifact: a report naming a matrix beside it whose kernel module, imported,
+    leaves a marker file."""
+    art = tmp_path / "artifact"
+    art.mkdir()
+    marker = tmp_path / "imported"
+    (art / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\ndef mm(*a, **k):\n    raise RuntimeError('x')\n")
+    (art / "matrix.yaml").write_text(matrix_text([planted("mine", "mm", module="evil")]))
+    record = case(
+        "mine-s0d_x_s1d-m16k32n16-bf16-inductor-000000", "COMPILE_ONLY_ERROR", "RuntimeError: x", kernel="mine"
+    )
+    data = report([record], matrix_path="matrix.yaml", **CAND)
+    write(art / "report.json", data)
+    return art, marker
+
+
+def test_repro_imports_nothing_a_report_names_without_matrix(tmp_path, capsys, monkeypatch):
+    art, marker = _artifact(tmp_path)
+    monkeypatch.chdir(art)
+    before = list(sys.path)
+    assert main(["repro", "report.json", "--out", str(tmp_path / "out")]) == 0
+    assert not marker.exists(), "the artifact's Python ran"
+    assert sys.path == before
+    scripts = list((tmp_path / "out").glob("repro_*.py"))
+    assert scripts and "sys.path.insert(0" not in scripts[0].read_text()
+    assert "--matrix" in capsys.readouterr().err
+    # Confirmed with --matrix: its kernels are the user's to import, and the script appends their
+    # directories after the standard ones.
+    try:
+        assert main(["repro", "report.json", "--out", str(tmp_path / "out2"), "--matrix", "matrix.yaml"]) == 0
+    finally:
+        sys.path[:] = before
+        sys.modules.pop("evil", None)
+    text = next((tmp_path / "out2").glob("repro_*.py")).read_text()
+    assert "sys.path.append(repro_directory)" in text and "sys.path.insert(0" not in text

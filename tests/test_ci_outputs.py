@@ -1,11 +1,14 @@
 """What a run leaves for CI: the step summary (appended, never truncated, a warning when it
-cannot be written), JSON-valued JUnit properties, file modes, ISO 8601 times and the schema
-version, the default report directory and --scaledmm-keep, and what each failure signature's
-cases share with the command that replays it."""
+cannot be written or is not a file), strict JSON, JSON-valued JUnit properties, file modes,
+ISO 8601 times and the schema version, the default report directory and --scaledmm-keep, and what
+each failure signature's cases share with the command that replays it. No output is ever
+appended to a report."""
 
+import contextlib
 import json
 import os
 import shutil
+import signal
 import stat
 import xml.etree.ElementTree as ET
 from datetime import datetime
@@ -276,3 +279,211 @@ def test_each_signature_shows_what_its_cases_share_and_how_to_replay_it(matrix_p
     assert main(["compare", str(matrix_project.path / "r.json"), "--html", str(html)]) == 0
     page = html.read_text()
     assert '<td class="detail">kernel=ignores_scale_b</td>' in page and f"--scaledmm-case {example}</code>" in page
+
+
+# -- a step summary that is not a file -------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _no_hang(seconds=60):
+    """Fails the test instead of hanging it (a FIFO without a reader blocks its writer)."""
+
+    def hung(signum, frame):
+        raise TimeoutError(f"still blocked after {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_a_fifo_as_step_summary_is_one_warning_not_a_hung_run(matrix_project, monkeypatch):
+    fifo = matrix_project.path / "summary.fifo"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(fifo))
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    with _no_hang():
+        result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == 0
+    warnings = [line for line in result.outlines if "GITHUB_STEP_SUMMARY" in line]
+    assert warnings == [
+        f"warning: $GITHUB_STEP_SUMMARY: cannot append to {fifo}: it is a FIFO, not a file to append to"
+    ]
+    assert matrix_project.report("r.json")["session"]["complete"] is True
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory"])
+def test_gate_and_merge_warn_once_on_a_step_summary_that_is_not_a_file(tmp_path, monkeypatch, capsys, kind):
+    from reports_factory import case, report, write
+
+    target = tmp_path / "summary"
+    os.mkfifo(target) if kind == "fifo" else target.mkdir()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(target))
+    baseline = write(tmp_path / "b.json", report([case("k-1", "PASS")], torch="2.12.0"))
+    candidate = write(tmp_path / "c.json", report([case("k-1", "PASS")]))
+    with _no_hang():
+        assert (
+            main(["gate", "--baseline", str(baseline), "--candidate", str(candidate), "--markdown", str(target)]) == 0
+        )
+        assert main(["compare", str(baseline), str(candidate)]) == 0
+    err = capsys.readouterr().err.splitlines()
+    expected = f"$GITHUB_STEP_SUMMARY: cannot append to {target}: it is a {'FIFO' if kind == 'fifo' else 'directory'}, not a file to append to"
+    assert err == [
+        f"scaledmm gate: warning: --markdown: cannot append to {target}: it is a {'FIFO' if kind == 'fifo' else 'directory'}, not a file to append to",
+        f"scaledmm compare: warning: {expected}",
+    ]
+
+
+# -- --scaledmm-keep spares what is not this job's -------------------------------------------------
+
+
+def test_keep_prunes_only_this_matrix_profile_and_shard(matrix_project, pytester):
+    from pytest_scaledmm.reports.report import write_atomic
+
+    matrix_project.write_matrix(MATRIX)
+    matrix_project.write_matrix(MATRIX, "other.yaml")
+    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix")
+    directory = pytester.path / ".scaledmm" / "reports"
+    template = json.loads(next(directory.glob("report-*.json")).read_text())
+
+    def old(stamp, **changes):
+        data = json.loads(json.dumps(template))
+        for key, value in changes.items():
+            block, field = key.split("__")
+            data.setdefault(block, {})[field] = value
+        path = directory / f"report-{stamp}-000001-1.json"
+        write_atomic(path, data)  # as the plugin writes it: only what it names and wrote is ever pruned
+        return path.name
+
+    same = [old("20200101-000000"), old("20200102-000000")]
+    kept = [
+        old("20200103-000000", matrix__path=str(pytester.path / "other.yaml")),  # another matrix of the project
+        old("20200104-000000", matrix__profile="full"),  # another profile
+        old("20200105-000000", shard__index=1),  # a shard waiting to be merged
+    ]
+    mine = directory / "report-20200106-000000-000001-1.json"
+    mine.write_text('{"mine": true}')
+    previous = directory / "report.previous.json"
+    previous.write_text(json.dumps(template))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-keep", "1")
+    left = {p.name for p in directory.iterdir()}
+    assert not left & set(same)
+    assert set(kept) | {mine.name, previous.name} <= left
+    assert (
+        len([name for name in left if name.startswith("report-2") and name not in kept and name != mine.name]) == 1
+    )  # this run's
+    assert any(line.startswith("--scaledmm-keep 1: removed 3 older report(s)") for line in result.outlines)
+
+
+# -- every JSON file is strict JSON ----------------------------------------------------------------
+
+
+def _strict(text: str):
+    """json.loads that refuses NaN, Infinity and -Infinity, as jq and most parsers do."""
+
+    def refuse(token):
+        raise ValueError(f"not strict JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_reports_are_strict_json_and_non_finite_numbers_round_trip(matrix_project, pytester, tmp_path, capsys):
+    from pytest_scaledmm.reports.report import load_report, write_atomic
+
+    # returns_none fails with an infinite error ratio on both sides.
+    matrix_project.write_matrix(matrix_text([planted("correct"), planted("returns_none")]))
+    result = matrix_project.run(
+        *IN_PROCESS,
+        "--scaledmm-matrix",
+        "--scaledmm-report",
+        "r.json",
+        "--scaledmm-shard",
+        "1/1",
+        "--junitxml",
+        "junit.xml",
+        "--scaledmm-repro-dir",
+        "repros",
+    )
+    assert result.ret == 1
+    text = (pytester.path / "r.json").read_text()
+    data = _strict(text)
+    broken = next(c for c in data["cases"] if c["params"]["kernel"] == "returns_none")
+    assert broken["errors"]["eager"]["ratio"] == "inf"
+    for index in (pytester.path / "repros").glob("*.json"):
+        _strict(index.read_text())
+    # The readers take the report as written; rewritten, it is the same text.
+    loaded = load_report(pytester.path / "r.json")
+    write_atomic(tmp_path / "again.json", loaded)
+    assert (tmp_path / "again.json").read_text() == text
+    # Merged, compared and gated: strict again, and the same verdicts.
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), str(pytester.path / "r.json")]) == 0
+    _strict(merged.read_text())
+    assert main(["compare", str(pytester.path / "r.json"), str(merged)]) == 0
+    assert main(["gate", "--baseline", str(pytester.path / "r.json"), "--candidate", str(merged)]) == 0
+    capsys.readouterr()
+
+
+def test_a_report_written_with_bare_infinity_and_nan_is_read_and_rewritten_strict(tmp_path, capsys):
+    from reports_factory import case, report
+
+    from pytest_scaledmm.reports.gate import _bound_difference
+    from pytest_scaledmm.reports.report import load_report, write_atomic
+
+    record = case("k-1", "MISMATCH", "MISMATCH: wrong")
+    record["errors"] = {
+        side: {"ok": False, "ratio": float("inf"), "bound": {"slack": float("nan")}} for side in ("eager", "compiled")
+    }
+    old = report([record, case("k-2", "PASS")])
+    legacy = tmp_path / "legacy.json"
+    legacy.write_text(json.dumps(old))  # what earlier versions wrote
+    assert "Infinity" in legacy.read_text() and "NaN" in legacy.read_text()
+    loaded = load_report(legacy)
+    write_atomic(tmp_path / "strict.json", loaded)
+    rewritten = _strict((tmp_path / "strict.json").read_text())
+    assert rewritten["cases"][0]["errors"]["eager"] == {"ok": False, "ratio": "inf", "bound": {"slack": "nan"}}
+    strict = load_report(tmp_path / "strict.json")  # the schema takes "nan" for a slack
+    assert _bound_difference(loaded, strict) is None  # the same bound, however it was written
+    strict["cases"][0]["errors"]["eager"]["bound"]["slack"] = "lots"
+    (tmp_path / "bad.json").write_text(json.dumps(strict))
+    from pytest_scaledmm.reports.report import ReportError
+
+    with pytest.raises(ReportError, match=r"bound.slack' is 'lots', not a number \(nor inf, -inf or nan\)"):
+        load_report(tmp_path / "bad.json")
+
+
+def test_doctor_json_is_strict(capsys):
+    assert main(["doctor", "--json", "--no-probe"]) == 0
+    _strict(capsys.readouterr().out)
+
+
+# -- a step summary or --markdown that names a report ----------------------------------------------
+
+
+BASE = dict(torch="2.11.0")
+CAND = dict(torch="2.13.0")
+
+
+def _two_reports(tmp_path):
+    b = write(tmp_path / "baseline.json", report([case("c1", "PASS")], **BASE))
+    c = write(tmp_path / "candidate.json", report([case("c1", "PASS")], **CAND))
+    return b, c
+
+
+def test_gate_markdown_never_appends_to_a_report(tmp_path, capsys):
+    b, c = _two_reports(tmp_path)
+    before = c.read_bytes()
+    assert main(["gate", "--baseline", str(b), "--candidate", str(c), "--markdown", str(c)]) == 2
+    assert c.read_bytes() == before and "never overwritten" in capsys.readouterr().err
+
+
+def test_a_step_summary_that_names_a_report_is_never_appended_to(tmp_path, monkeypatch, capsys):
+    b, c = _two_reports(tmp_path)
+    before = b.read_bytes()
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(b))
+    assert main(["gate", "--baseline", str(b), "--candidate", str(c)]) == 0
+    assert b.read_bytes() == before
+    assert "never appended to" in capsys.readouterr().err

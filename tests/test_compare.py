@@ -1,6 +1,8 @@
-"""`scaledmm compare`: alignment by case id, transition kinds, Markdown/HTML output, report errors."""
+"""`scaledmm compare`: alignment by case id, transition kinds, Markdown/HTML output, report errors,
+output paths that never replace a report, and report names that are not UTF-8."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -243,3 +245,80 @@ def test_missing_report_and_empty_directory(tmp_path, capsys):
     assert "nope.json: no such report" in capsys.readouterr().err
     assert main(["compare", str(tmp_path)]) == 2
     assert "directory holds no *.json report" in capsys.readouterr().err
+
+
+# -- output paths: never a report, one line when unusable ------------------------------------------
+
+
+BASE = dict(torch="2.11.0")
+CAND = dict(torch="2.13.0")
+BAND = "MISMATCH: compiled values off the reference in a band of rows"
+
+
+def _two_reports(tmp_path):
+    b = write(tmp_path / "baseline.json", report([case("c1", "PASS")], **BASE))
+    c = write(tmp_path / "candidate.json", report([case("c1", "PASS")], **CAND))
+    return b, c
+
+
+@pytest.mark.parametrize("flag", ["--html", "--markdown"])
+def test_compare_never_writes_over_a_report(tmp_path, capsys, flag):
+    b, c = _two_reports(tmp_path)
+    before = b.read_bytes()
+    # `compare --html reports/*.json`: the shell made the first report the HTML's name.
+    assert main(["compare", flag, str(b), str(c)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(b) in err and "never overwritten" in err, err
+    assert b.read_bytes() == before
+    # A file of the user's that compare did not write is not replaced either; its own output is.
+    mine = tmp_path / "notes.txt"
+    mine.write_text("mine")
+    assert main(["compare", str(b), str(c), flag, str(mine)]) == 2
+    assert mine.read_text() == "mine"
+    out = tmp_path / "out.html"
+    assert main(["compare", str(b), str(c), flag, str(out)]) == 0
+    assert main(["compare", str(b), str(c), flag, str(out)]) == 0, capsys.readouterr()
+
+
+def test_compare_refuses_one_file_for_html_and_markdown(tmp_path, capsys):
+    b, c = _two_reports(tmp_path)
+    out = tmp_path / "both"
+    assert main(["compare", str(b), str(c), "--html", str(out), "--markdown", str(out)]) == 2
+    assert "same file" in capsys.readouterr().err and not out.exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["compare", "{b}", "--html", "{dir}"],
+        ["repro", "{b}", "--out", "{b}"],
+        ["compare", "{b}", "--markdown", "{dir}"],
+    ],
+)
+def test_path_errors_of_the_cli_are_one_line_exit_2(tmp_path, capsys, args):
+    b, _ = _two_reports(tmp_path)
+    (tmp_path / "d").mkdir()
+    before = b.read_bytes()
+    assert main([a.format(b=b, dir=tmp_path / "d") for a in args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert b.read_bytes() == before
+
+
+def test_a_report_name_that_is_not_utf8_is_shown_escaped(tmp_path):
+    b, _ = _two_reports(tmp_path)
+    odd = tmp_path / os.fsdecode(b"r\xff.json")
+    write(odd, report([case("c1", "PASS"), case("c2", "MISMATCH", BAND)], **CAND))
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}
+    same = write(tmp_path / "same-env.json", report([case("c1", "PASS")], **CAND))  # labels from the file names
+    for args in (
+        ["compare", str(same), str(odd)],
+        ["gate", "--baseline", str(b), "--candidate", str(odd)],
+        ["merge", str(tmp_path / "m.json"), str(odd)],
+    ):
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_scaledmm", *args], capture_output=True, env=env, timeout=120
+        )
+        assert b"Traceback" not in done.stderr and done.returncode in (0, 1), (args, done.stderr[-500:])
+        if args[0] != "gate":
+            assert b"\\udcff" in done.stdout + done.stderr, args

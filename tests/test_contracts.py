@@ -1,6 +1,8 @@
 """The kernel contracts beside the one-function call: weights built once by a prepare step (a
 tensor-subclass weight), a module factory, and a kernel that quantises its high-precision
-activation itself; each right kernel passes and its planted wrong twin is caught."""
+activation itself; each right kernel passes and its planted wrong twin is caught, a declaration
+that makes the bound meaningless is refused, and so are kernels at the contracts' edges
+(tests/planted_contract_edge_kernels.py)."""
 
 import sys
 from pathlib import Path
@@ -10,6 +12,8 @@ import torch
 from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text
+from pytest_scaledmm.matrix.errors import MatrixError
+from pytest_scaledmm.matrix.spec import parse_spec
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.reference import reference
@@ -311,3 +315,56 @@ def test_a_packed_kernel_without_its_library_is_skipped_with_the_install_command
     monkeypatch.setattr(metadata, "version", lambda name: "0.9.0")
     results = run_matrix(matrix_text(["torchao_fp8_inference_tensorwise"], cases=1))
     assert [r.detail for _, r in results] == [f"torchao 0.9.0 is older than {pack.MIN_VERSION}: {pack.INSTALL}"]
+
+
+# -- declarations, wrappers and prepare steps at the edges of the contracts ------------------------
+
+
+EDGE_MODULE = "planted_contract_edge_kernels"
+
+
+TENSORWISE = {
+    "scale_a": ["tensor_0d"],
+    "scale_b": ["tensor_0d"],
+    "out_dtype": ["bf16"],
+    "mode": ["aot_eager"],
+    "m": [8],
+    "k": [64],
+    "n": [16],
+}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"slack": float("nan"), "slack_reason": "because"},
+        {"activation": "dynamic", "activation_divisor": float("nan")},
+        {"activation": "dynamic", "activation_divisor": float("inf")},
+        # A divisor far from the dtype's range makes every element "off the grid": the bound grows
+        # to the group's amax and a kernel 10% off passes, with no slack_reason and no gate.
+        {"activation": "dynamic", "activation_divisor": 0.001},
+        # The matrix's own slack is capped at 16 ("a larger slack lets wrong results pass").
+        {"slack": 999999, "slack_reason": "because"},
+    ],
+)
+def test_a_kernel_declaration_that_makes_the_bound_meaningless_is_refused(entry):
+    text = matrix_text([{"name": "k", "impl": "planted_kernels:correct", **entry}])
+    with pytest.raises(MatrixError):
+        parse_spec(Path("matrix.yaml"), text)
+
+
+def test_a_wrapper_that_forwards_kwargs_is_not_handed_the_harness_only_forms_keyword():
+    results = run_matrix(matrix_text([{"name": "w", "impl": f"{EDGE_MODULE}:kwargs_wrapper"}], TENSORWISE, cases=1))
+    assert [r.outcome for _, r in results] == [oc.PASS], [r.detail for _, r in results]
+
+
+def test_a_prepare_step_that_rewrites_the_callers_weights_in_place_does_not_pass():
+    entries = [{"name": "p", "impl": f"{EDGE_MODULE}:keep", "prepare": f"{EDGE_MODULE}:doubling_prepare"}]
+    results = run_matrix(matrix_text(entries, TENSORWISE, cases=1))
+    assert oc.PASS not in [r.outcome for _, r in results]
+
+
+def test_a_module_that_keeps_its_first_calls_activation_scale_does_not_pass():
+    entries = [{"name": "s", "module": f"{EDGE_MODULE}:stale_scale", "activation": "dynamic"}]
+    results = run_matrix(matrix_text(entries, {**TENSORWISE, "value_regime": ["standard", "full_range"]}, cases=2))
+    assert oc.PASS not in [r.outcome for _, r in results]

@@ -1,8 +1,10 @@
 """Coverage that counts: valid configurations first, a boundary slice on purpose (each refusal
 reason under each compile-mode family), shape classes in the covering array, ids that do not
-depend on the torch version, model mismatches and the coverage block of a run."""
+depend on the torch version, hash seed, loaded modules or xdist, model mismatches and the
+coverage block of a run (only cases checked against the reference count)."""
 
 import json
+import os
 import subprocess
 import sys
 from collections import Counter
@@ -440,3 +442,110 @@ def test_a_refusal_of_an_older_torch_is_explained_not_a_mismatch():
     assert model_block(record, "sm90", "2.7.1+cu126")["mismatch"] is True  # not a GPU fact
     corpus = {**record, "params": {"kernel": "aten_scaled_mm"}}
     assert model_block(corpus, "cpu", "2.9.0")["mismatch"] is False
+
+
+# -- case ids and the default profile --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_ids_identical_over_two_runs_and_under_xdist(matrix_project):
+    # Built-in kernels: xdist workers rebuild sys.path from the controller's start-up copy, so
+    # they would not see the planted kernels' directory.
+    matrix_project.write_matrix(
+        """
+        version: 1
+        kernels: [aten_scaled_mm, int8_w8a8]
+        axes: {scale_a: [tensor_0d, tensor_1d, rowwise], scale_b: [tensor_0d, rowwise], mode: [eager, aot_eager], m: [32], k: [32], n: [32]}
+        profiles: {default: {cases: 8}}
+        """
+    )
+    first = matrix_project.collect()
+    second = matrix_project.collect()
+    assert len(first) == 8 and first == second
+    result = matrix_project.run("--scaledmm-matrix", "-n", "2", "--scaledmm-report", "report.json")
+    result.stdout.fnmatch_lines(["*2 workers*"])
+    report = matrix_project.report()
+    assert sorted(c["id"] for c in report["cases"]) == sorted(first)
+    assert report["matrix"]["cases"] == 8  # the controller never collects: it still says how many
+    outcomes = result.parseoutcomes()
+    # A boundary case whose sides raise differently is tolerated (it passes, shown apart).
+    assert sum(outcomes.get(k, 0) for k in ("passed", "failed", "skipped", "tolerated", "lenient")) == 8
+    assert report["environment"]["torch"]
+    assert report["session"]["complete"] is True
+
+
+def test_generation_is_independent_of_the_hash_seed(tmp_path):
+    code = (
+        "from pytest_scaledmm.matrix.spec import load_spec; from pytest_scaledmm.matrix.cases import generate_cases;"
+        f"s = load_spec({str(REPO / 'matrix.yaml')!r}); print('\\n'.join(c.id for c in generate_cases(s, s.profile('default'))[0]))"
+    )
+    runs = []
+    for hash_seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        runs.append(
+            subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+        )
+    assert runs[0] == runs[1]
+    assert len(runs[0].split()) == load_spec(REPO / "matrix.yaml").profile("default").cases
+
+
+def test_default_profile_covers_every_valid_scale_pairing_in_every_mode_on_the_cpu():
+    """On the CPU the default profile has room for every scale pairing the model accepts under
+    every mode that runs there; sizes eager refuses still come as boundary cases."""
+    spec = load_spec(REPO / "matrix.yaml")
+    cases, notes = generate_cases(spec, spec.profile("default"), "cpu")
+    assert len({c.id for c in cases}) == len(cases) == spec.profile("default").cases
+    assert notes["truncated"] == 0 and notes["left_out_modes"] == ["triton-gemm"]
+    valid = [c for c in cases if c["purpose"] == "valid"]
+    fp8 = {(c["scale_a"], c["scale_b"], c["mode"]) for c in valid if c["kernel"] == "aten_scaled_mm"}
+    possible = {tuple(t) for t in notes["possible"]["aten_scaled_mm"]["scale_pair_mode"]}
+    assert possible and not possible - fp8
+    # Pairings without a recipe are possible only where a scale degenerates to one element.
+    assert ("tensor_0d", "rowwise", "inductor") not in possible and ("rowwise", "rowwise", "inductor") in possible
+    assert any(c["m"] == 1 for c in valid) and any(c["k"] % 16 for c in valid)
+
+
+def test_case_ids_do_not_depend_on_loaded_modules(tmp_path):
+    # Hypothesis can mix integer constants from the user's loaded modules into its draws.
+    (tmp_path / "many_constants.py").write_text("A = [37, 101, 513, 7, 999, 4097, 333, 29, 61, 257, 1023]\n")
+    (tmp_path / "m.yaml").write_text(
+        "version: 1\nkernels: [aten_scaled_mm]\n"
+        "axes: {mode: [eager, inductor], m: {min: 1, max: 4096}, k: {min: 16, max: 1024}, n: {min: 16, max: 1024}}\n"
+        "profiles: {default: {cases: 30}}\n"
+    )
+    code = (
+        "{extra}from pytest_scaledmm.matrix.spec import load_spec; from pytest_scaledmm.matrix.cases import generate_cases;"
+        "s = load_spec('m.yaml'); print(' '.join(c.id for c in generate_cases(s, s.profile('default'))[0]))"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code.format(extra=extra)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for extra in ("", "import many_constants; ")
+    ]
+    assert runs[0] == runs[1] and len(runs[0].split()) == 30
+    assert not (tmp_path / ".hypothesis").exists()
+
+
+def test_coverage_counts_only_cases_checked_against_the_reference():
+    from reports_factory import case
+
+    from pytest_scaledmm.reports.coverage import coverage_block, coverage_lines
+
+    records = [case("c1", "UNSUPPORTED", "ValueError: no"), case("c2", "ERROR_PARITY", "eager A <> compiled B")]
+    for r in records:
+        r["params"]["purpose"] = "valid"
+    possible = {"aten_scaled_mm": {"scale_pair_mode": [["tensor_0d", "tensor_1d", "inductor"]], "form_class": []}}
+    block = coverage_block(records, possible, "cpu")
+    assert block["cases"]["reference_checked_valid"] == 0
+    assert block["pairwise"]["scale_pair x mode"]["covered"] == 0
+    assert "scale_pair x mode 0/1 (0 %)" in coverage_lines(block)[1]
+    checked = case("c3", "PASS")
+    checked["params"]["purpose"] = "valid"
+    assert coverage_block(records + [checked], possible, "cpu")["pairwise"]["scale_pair x mode"]["covered"] == 1

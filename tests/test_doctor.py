@@ -71,3 +71,20 @@ def test_scaledmm_doctor_subcommand(capsys):
     assert cli.main(["doctor", "--no-probe", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["ops"] == [] and data["environment"]
+
+
+def torch_has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def test_doctor_refuses_an_unknown_or_absent_device():
+    for device in ("tpu", "cuda:7"):
+        out = subprocess.run(
+            [sys.executable, "-m", "pytest_scaledmm", "doctor", "--device", device], capture_output=True, text=True
+        )
+        if device == "cuda:7" and torch_has_gpu():
+            continue
+        assert out.returncode == 2, out
+        assert "scaledmm doctor: error:" in out.stderr and "Traceback" not in out.stderr

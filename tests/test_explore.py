@@ -4,6 +4,7 @@ that includes the corpus replays it. Include errors name the file and the key.""
 import pytest
 import yaml
 
+from matrices import matrix_text
 from pytest_scaledmm.matrix.corpus import load_corpus
 from pytest_scaledmm.matrix.errors import MatrixError
 from pytest_scaledmm.matrix.spec import load_spec
@@ -126,3 +127,22 @@ def test_a_usage_error_for_a_bad_include_in_pytest(matrix_project):
     result = matrix_project.run("--scaledmm-matrix")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "include[0]" in result.stderr.str() and "Traceback" not in result.stderr.str()
+
+
+@pytest.mark.parametrize(
+    "target, expected",
+    [
+        ("/etc/passwd", "must be object, not text"),
+        ("/dev/zero", "not a regular file"),
+        ("/nonexistent", "no such file"),
+    ],
+)
+def test_an_include_that_is_no_corpus_is_one_short_error(tmp_path, target, expected):
+    from pytest_scaledmm.matrix.spec import load_spec
+
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text(["aten_scaled_mm"], include=[target]))
+    with pytest.raises(MatrixError) as excinfo:
+        load_spec(matrix)
+    message = str(excinfo.value)
+    assert expected in message and len(message) < 200 and "root:" not in message, message

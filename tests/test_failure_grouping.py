@@ -9,8 +9,9 @@ import sys
 import yaml
 from reports_factory import case, report, write
 
-from matrices import IN_PROCESS
+from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
+from pytest_scaledmm.verdict.outcome import ErrorInfo, normalise_message, signature_of
 
 KERNELS = """
 import torch
@@ -254,3 +255,28 @@ def test_markdown_words_the_change_as_the_terminal_does(tmp_path):
     markdown = (tmp_path / "s.md").read_text()
     assert "bias: stride 64, got 128 \\(case c0\\)" in markdown
     assert "eager ValueError: refused &lt;&gt;" not in markdown.split("### regression")[1]
+
+
+def test_failures_grouped_by_signature(matrix_project):
+    axes = {"scale_a": ["tensor_0d", "tensor_1d"], "scale_b": ["tensor_1x1", "rowwise"]}
+    matrix_project.write_matrix(matrix_text([planted("asserts_rank_under_compile")], axes))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    result.assert_outcomes(failed=4)
+    report = matrix_project.report()
+    (group,) = report["signatures"]
+    assert group["count"] == 4 and group["outcome"] == "COMPILE_ONLY_ERROR"
+    assert group["example"] in {c["id"] for c in report["cases"]}
+    assert "1 failing root cause(s), by tier:" in result.stdout.str()
+    result.stdout.fnmatch_lines(["*4 x COMPILE_ONLY_ERROR*scale ranks differ*"])
+
+
+def test_signature_strips_sizes_addresses_and_paths():
+    one = normalise_message(
+        "mat1 and mat2 shapes cannot be multiplied (4x32 and 31x16) at 0x7f3a in /usr/lib/x.py line 12"
+    )
+    two = normalise_message("mat1 and mat2 shapes cannot be multiplied (8x64 and 63x8) at 0x1 in /opt/y/z.py line 99")
+    assert one == two
+    error = ErrorInfo(
+        "torch._dynamo.exc.TorchRuntimeError", "wrapped", "builtins.RuntimeError", "dynamo", "size s0 vs s1"
+    )
+    assert signature_of(error) == "TorchRuntimeError <- RuntimeError: size s? vs s?"

@@ -1,13 +1,19 @@
-"""`scaledmm gate` and `pytest --scaledmm-baseline`: a new failure fails, a capability gained does not
-(the routes by which the gate used to pass without proof are in test_gate_fail_closed.py)."""
+"""`scaledmm gate` and `pytest --scaledmm-baseline`: what is a new failure (a regression, a changed
+signature, a failure grown worse, capability lost, a failing case the baseline never had) and what
+is not (capability gained, an old failure), and which known-failure catalogue applies."""
 
+import json
 import textwrap
+from pathlib import Path
 
 import pytest
 from reports_factory import DATA, case, report, write
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
+from pytest_scaledmm.matrix.errors import MatrixError
+from pytest_scaledmm.matrix.known_failures import Catalogue
+from pytest_scaledmm.matrix.spec import load_spec
 from pytest_scaledmm.reports.gate import GateFailure, check
 from pytest_scaledmm.reports.report import load_report
 
@@ -64,6 +70,171 @@ def test_gate_raises_its_own_exception_type():
     check(_load(BASELINE), _load(GATE / "candidate-torch213-capability.json")).raise_for_failure()
 
 
+def test_gate_markdown_is_appended(tmp_path):
+    summary = tmp_path / "step-summary.md"
+    summary.write_text("# earlier step\n")
+    main(
+        [
+            "gate",
+            "--baseline",
+            str(BASELINE),
+            "--candidate",
+            str(GATE / "candidate-torch213-regression.json"),
+            "--markdown",
+            str(summary),
+        ]
+    )
+    text = summary.read_text()
+    assert (
+        text.startswith("# earlier step\n")
+        and "**gate FAILED: 2 case\\(s\\) newly fail in torch213 against torch211**" in text
+    )
+    assert "&lt;script&gt;" in text and "<script>" not in text
+
+
+def test_gate_between_two_runs_of_one_environment(tmp_path, capsys):
+    # Same torch, same arch, no tox env: the labels collide and the file names tell them apart.
+    before = write(tmp_path / "runner-a-before.json", report([case("c1", "PASS"), case("c2", "PASS")]))
+    after = write(
+        tmp_path / "runner-a-after.json", report([case("c1", "PASS"), case("c2", "MISMATCH", "MISMATCH: compiled")])
+    )
+    assert main(["gate", "--baseline", str(before), "--candidate", str(after)]) == 1
+    err = capsys.readouterr().out
+    assert "runner-a-after" in err and "PASS -> MISMATCH" in err
+
+
+BASE = dict(torch="2.11.0")
+CAND = dict(torch="2.13.0")
+
+
+def _gate(tmp_path, baseline, candidate, *extra):
+    b = write(tmp_path / "baseline.json", baseline)
+    c = write(tmp_path / "candidate.json", candidate)
+    return main(["gate", "--baseline", str(b), "--candidate", str(c), *extra])
+
+
+def _three(outcome_of_c3="PASS", signature=None):
+    return [case("c1", "PASS"), case("c2", "PASS"), case("c3", outcome_of_c3, signature)]
+
+
+# -- failures grown worse, and strict against lax --------------------------------------------------
+
+
+BAND = "MISMATCH: compiled values off the reference in a band of rows"
+
+
+def _off(cid, ratio, rows, signature=BAND):
+    record = case(cid, "MISMATCH", signature)
+    check = {
+        "ok": False,
+        "ratio": ratio,
+        "max_abs": 1.0,
+        "pattern": "in a band of rows",
+        "where": f"rows {rows} of 16",
+        "bound": {"slack": 1.0},
+    }
+    record["errors"] = {"eager": {"ok": True, "ratio": 0.5, "bound": {"slack": 1.0}}, "compiled": check}
+    record["layer"] = "compiled"
+    return record
+
+
+def test_a_failure_grown_worse_is_a_regression_saying_by_how_much(tmp_path, capsys):
+    baseline = report([case("c1", "PASS"), _off("c2", 1e4, "3-3")], **BASE)
+    candidate = report([case("c1", "PASS"), _off("c2", 6e6, "1-15")], **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 1
+    out = capsys.readouterr().out
+    assert "gate FAILED: 1 case(s) newly fail or fail worse" in out, out
+    assert "worse: 1 case MISMATCH -> MISMATCH" in out
+    assert "error/bound 1e+04 -> 6e+06 (x600)" in out and "off rows 1 -> 15 (x15)" in out, out
+    # The opt-in turns it into a note that still says it.
+    assert _gate(tmp_path, baseline, candidate, "--allow-worse") == 0
+    out = capsys.readouterr().out
+    assert "gate passed" in out and "note: accepted (--allow-worse): worse: 1 case" in out
+
+
+def test_a_failure_about_as_bad_stays_no_news(tmp_path, capsys):
+    baseline = report([case("c1", "PASS"), _off("c2", 1e4, "3-4")], **BASE)
+    candidate = report([case("c1", "PASS"), _off("c2", 5e4, "3-6")], **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 0, capsys.readouterr()
+
+
+def test_a_failure_whose_measures_were_edited_out_is_not_no_news(tmp_path, capsys):
+    baseline = report([case("c1", "PASS"), _off("c2", 1e4, "3-3")], **BASE)
+    stripped = _off("c2", float("nan"), "3-3")
+    stripped["errors"]["compiled"].pop("where")
+    stripped["errors"]["compiled"]["ratio"] = "nan"
+    assert _gate(tmp_path, baseline, report([case("c1", "PASS"), stripped], **CAND)) == 1
+    out = capsys.readouterr().out
+    assert "error/bound 1e+04 in the baseline, not recorded in the candidate" in out, out
+
+
+def test_a_strict_baseline_judges_a_lax_candidate_strictly(tmp_path, capsys):
+    boundary = case("c2", "PASS", m=0, purpose="boundary")
+    parity = case("c2", "BOUNDARY_PARITY", "eager ValueError: M <> compiled InductorError: M", m=0, purpose="boundary")
+    baseline = report([case("c1", "PASS"), boundary], session={"strict_errors": True}, **BASE)
+    candidate = report([case("c1", "PASS"), parity], session={"strict_errors": False}, **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 1
+    out = capsys.readouterr().out
+    assert "regression: 1 case PASS -> BOUNDARY_PARITY" in out, out
+    assert "judged strictly" in out and "capability gained" not in out
+    # Both lax: tolerated, as before.
+    lax = report([case("c1", "PASS"), boundary], session={"strict_errors": False}, **BASE)
+    assert _gate(tmp_path, lax, candidate) == 0, capsys.readouterr()
+
+
+# -- a failing case the baseline never had ---------------------------------------------------------
+
+
+OFF = "MISMATCH: compiled LoweringException: AssertionError: target"
+
+
+def test_failing_case_missing_from_the_baseline_fails_the_gate(tmp_path, capsys):
+    # It used to be a note: "only in the candidate fail (not gated: no baseline)".
+    code = _gate(
+        tmp_path,
+        report([case("c1", "PASS")], **BASE),
+        report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND),
+    )
+    err = capsys.readouterr().out
+    assert code == 1
+    assert "1 case(s) fail in the candidate and have no record in the baseline, e.g. c2" in err
+
+
+def test_case_failing_where_the_baseline_did_not_run_it_fails_the_gate(tmp_path, capsys):
+    # UNSUPPORTED in the baseline, MISMATCH now: a failure the baseline did not have.
+    code = _gate(
+        tmp_path,
+        report([case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no")], **BASE),
+        report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND),
+    )
+    err = capsys.readouterr().out
+    assert code == 1
+    assert "1 case(s) ran for the first time and fail" in err and "c2" in err
+
+
+# -- capability lost -------------------------------------------------------------------------------
+
+
+def test_pass_becoming_unsupported_or_skipped_fails(tmp_path, capsys):
+    candidate = report([case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no"), case("c3", "SKIPPED")], **CAND)
+    code = _gate(tmp_path, report(_three(), **BASE), candidate)
+    err = capsys.readouterr().out
+    assert code == 1
+    assert (
+        "capability lost: 2 case(s) ran in the baseline and are UNSUPPORTED or SKIPPED in the candidate (2 passed there), e.g. c2"
+        in err
+    )
+
+
+def test_allow_capability_loss_turns_it_into_a_note(tmp_path, capsys):
+    candidate = report([case("c1", "PASS"), case("c2", "SKIPPED"), case("c3", "PASS")], **CAND)
+    assert _gate(tmp_path, report(_three(), **BASE), candidate, "--allow-capability-loss") == 0
+    assert "note: accepted (--allow-capability-loss): capability lost: 1 case(s)" in capsys.readouterr().out
+
+
+# -- the known-failure catalogue: recomputed, never trusted ----------------------------------------
+
+
 def test_gate_honours_the_known_failure_catalogue(tmp_path, capsys):
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(
@@ -115,36 +286,243 @@ def test_gate_honours_the_known_failure_catalogue(tmp_path, capsys):
     assert "regression: 1 case PASS -> XFAIL: InductorError <- RuntimeError" in out and "4d0e44" in out
 
 
-def test_reports_without_a_common_case_fail_the_gate(tmp_path):
-    a = write(tmp_path / "a.json", report([case("x-1", "PASS")], torch="2.11.0"))
-    b = write(tmp_path / "b.json", report([case("x-2", "PASS")], torch="2.13.0"))
-    result = check(_load(a), _load(b))
-    assert not result.passed and "no case in common" in result.reasons[0]
+def _self_declared_xfail(**extra):
+    record = case("c3", "XFAIL", "MISMATCH: compiled LoweringException: AssertionError")
+    record["known_failure"] = {"entry": 0, "signature": "MISMATCH", "original_outcome": "MISMATCH", **extra}
+    return record
 
 
-def test_gate_markdown_is_appended(tmp_path):
-    summary = tmp_path / "step-summary.md"
-    summary.write_text("# earlier step\n")
-    main(
-        [
-            "gate",
-            "--baseline",
-            str(BASELINE),
-            "--candidate",
-            str(GATE / "candidate-torch213-regression.json"),
-            "--markdown",
-            str(summary),
-        ]
+def test_candidate_labelling_its_own_failure_xfail_fails(tmp_path, capsys):
+    # No catalogue anywhere says c3 is expected to fail: it is the regression it is.
+    candidate = report(
+        [case("c1", "PASS"), case("c2", "PASS"), _self_declared_xfail()],
+        matrix_path=str(tmp_path / "gone.yaml"),
+        **CAND,
     )
-    text = summary.read_text()
+    code = _gate(tmp_path, report(_three(), **BASE), candidate)
+    captured = capsys.readouterr()
+    assert code == 1
+    assert "regression: 1 case PASS -> MISMATCH" in captured.out
+    assert "note: no known-failure catalogue:" in captured.out
+
+
+CATALOGUE_MATRIX = """\
+    version: 1
+    kernels: [aten_scaled_mm]
+    axes: {mode: [inductor]}
+    profiles: {default: {cases: 2}}
+    known_failures:
+      - match: {kernel: aten_scaled_mm}
+        torch: ">=2.11"
+        signature: "LoweringException: AssertionError"
+    """
+
+
+def test_catalogue_of_the_named_matrix_applies_only_when_its_hash_matches(tmp_path, capsys):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(textwrap.dedent(CATALOGUE_MATRIX))
+    digest = load_spec(matrix).digest
+    candidate_cases = [case("c1", "PASS"), case("c2", "PASS"), _self_declared_xfail()]
+    # The matrix the candidate ran, unchanged: the catalogue makes c3 expected.
+    same = report(candidate_cases, matrix_path=str(matrix), matrix_hash=digest, **CAND)
+    assert _gate(tmp_path, report(_three(), matrix_path=str(matrix), matrix_hash=digest, **BASE), same) == 0
+    assert "1 case(s) known failure" in capsys.readouterr().out
+    # Another matrix file under that name (its hash differs): no catalogue, c3 regresses.
+    other = report(candidate_cases, matrix_path=str(matrix), matrix_hash="ffffffffffffffff", **CAND)
+    assert _gate(tmp_path, report(_three(), **BASE), other) == 1
+    err = capsys.readouterr().out
+    assert "regression: 1 case PASS -> MISMATCH" in err
+    assert f"note: no known-failure catalogue: {matrix} has changed since the candidate ran" in err
+    # Given explicitly with --matrix, it applies: the user chose it.
+    assert _gate(tmp_path, report(_three(), **BASE), other, "--matrix", str(matrix)) == 0
+
+
+def test_catalogue_is_reapplied_to_the_baseline_too(tmp_path, capsys):
+    # The baseline's XFAIL is restored to its MISMATCH: the same MISMATCH now is no news, and a
+    # candidate that passes is a fix, not a regression from "XFAIL".
+    base_xfail = _self_declared_xfail()
+    baseline = report([case("c1", "PASS"), case("c2", "PASS"), base_xfail], **BASE)
+    candidate = report(_three("MISMATCH", "MISMATCH: compiled LoweringException: AssertionError"), **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 0
+
+
+def _matrix(tmp_path, entries, name="matrix.yaml"):
+    path = tmp_path / name
+    path.write_text(
+        textwrap.dedent(
+            """\
+            version: 1
+            kernels: [aten_scaled_mm]
+            axes: {mode: [inductor]}
+            profiles: {default: {cases: 1}}
+            """
+        )
+        + "known_failures:\n"
+        + "".join(f"  - {json.dumps(entry)}\n" for entry in entries)
+    )
+    return path
+
+
+def _xfail(cid, original="MISMATCH", signature=OFF, entry=0):
+    record = case(cid, "XFAIL", signature)
+    record["known_failure"] = {
+        "entry": entry,
+        "signature": "LoweringException: AssertionError",
+        "original_outcome": original,
+    }
+    return record
+
+
+def test_catch_all_signature_given_to_the_gate_is_exit_2(tmp_path, capsys):
+    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": " "}])
+    code = _gate(
+        tmp_path,
+        report([case("c1", "PASS")], **BASE),
+        report([case("c1", "MISMATCH", OFF)], **CAND),
+        "--matrix",
+        str(matrix),
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "known_failures[0].signature" in err
+
+
+@pytest.mark.parametrize("torch, passes", [(">=2.13", False), (">=2.11", True)])
+def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_the_baseline(
+    tmp_path, capsys, torch, passes
+):
+    # The entry's range leaves out the baseline's torch: the baseline passed and nothing said it
+    # might fail there, so PASS -> XFAIL is a new failure (it used to be a note). An entry that
+    # covered the baseline too (its pass there was "fixed upstream") keeps it a known failure.
+    matrix = _matrix(
+        tmp_path,
+        [{"match": {"kernel": "aten_scaled_mm"}, "torch": torch, "signature": "LoweringException: AssertionError"}],
+    )
+    code = _gate(
+        tmp_path,
+        report([case("c1", "PASS")], **BASE),
+        report([case("c1", "MISMATCH", OFF)], **CAND),
+        "--matrix",
+        str(matrix),
+    )
+    captured = capsys.readouterr()
+    if passes:
+        assert code == 0 and "1 case(s) known failure" in captured.out
+    else:
+        assert code == 1
+        assert "regression: 1 case PASS -> XFAIL" in captured.out
+
+
+def test_candidate_cannot_choose_its_catalogue_by_naming_another_matrix(tmp_path, capsys):
+    # The candidate names a lenient matrix (path and matching hash) that the baseline never ran.
+    lenient = _matrix(
+        tmp_path,
+        [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}],
+        "lenient.yaml",
+    )
+    digest = load_spec(lenient).digest
+    baseline = report(
+        [case("c1", "PASS"), case("c2", "PASS")],
+        matrix_path=str(tmp_path / "strict.yaml"),
+        matrix_hash="a" * 16,
+        **BASE,
+    )
+    candidate = report([case("c1", "PASS"), _xfail("c2")], matrix_path=str(lenient), matrix_hash=digest, **CAND)
+    code = _gate(tmp_path, baseline, candidate)
+    err = capsys.readouterr().out
+    assert code == 1
+    assert "regression: 1 case PASS -> MISMATCH" in err
+    assert "note: no known-failure catalogue:" in err and "the baseline" in err
+
+
+def test_candidate_matrix_named_by_both_reports_is_the_catalogue(tmp_path, capsys):
+    matrix = _matrix(
+        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    )
+    digest = load_spec(matrix).digest
+    same = dict(matrix_path=str(matrix), matrix_hash=digest)
+    baseline = report([case("c1", "PASS"), case("c2", "PASS")], **same, **BASE)
+    candidate = report([case("c1", "PASS"), _xfail("c2")], **same, **CAND)
+    assert _gate(tmp_path, baseline, candidate) == 0
+    assert "1 case(s) known failure" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("params", [[1, 2], None, "x"])
+def test_malformed_params_with_a_catalogue_is_exit_2(tmp_path, capsys, params):
+    matrix = _matrix(
+        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    )
+    bad = report([case("c1", "MISMATCH", OFF)], **CAND)
+    bad["cases"][0]["params"] = params
+    assert _gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cases[0].params" in err
+
+
+def test_signature_that_is_not_text_with_a_catalogue_is_exit_2(tmp_path, capsys):
+    matrix = _matrix(
+        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    )
+    bad = report([case("c1", "MISMATCH", OFF)], **CAND)
+    bad["cases"][0]["signature"] = 5
+    assert _gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
+    assert "cases[0].signature" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "values off the reference",
+        "eager+compiled",
+        "InductorError",
+        "MISMATCH: eager+compiled values off the reference by one constant factor",
+    ],
+)
+def test_a_known_failure_made_of_harness_words_is_a_usage_error(tmp_path, capsys, signature):
+    with pytest.raises(MatrixError, match=r"known_failures\[0\]\.signature.*names no root cause"):
+        Catalogue.from_entries([{"match": {"kernel": "my_fp8"}, "signature": signature}], tmp_path / "matrix.yaml")
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        matrix_text(
+            ["aten_scaled_mm"], known_failures=[{"match": {"kernel": "aten_scaled_mm"}, "signature": signature}]
+        )
+    )
+    baseline = report([case("c1", "PASS")], **BASE)
+    candidate = report([case("c1", "MISMATCH", BAND)], **CAND)
+    assert _gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "known_failures[0].signature" in err and "matrix.yaml" in err
+
+
+def test_a_pass_that_fails_under_the_same_torch_release_is_never_known(tmp_path, capsys):
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(
+        matrix_text(
+            ["aten_scaled_mm"],
+            known_failures=[
+                {"match": {"kernel": "aten_scaled_mm"}, "signature": "RuntimeError: scale must be contiguous"}
+            ],
+        )
+    )
+    signature = "COMPILE_ONLY_ERROR: RuntimeError: scale must be contiguous"
+    baseline = report([case("c1", "PASS"), case("c2", "PASS")], torch="2.13.0")
+    candidate = report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], torch="2.13.0+cu128")
+    assert _gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 1
+    out = capsys.readouterr().out
+    assert "regression: 1 case" in out and "(case c2))" in out and "same torch release (2.13.0)" in out, out
+    # Another release: the entry covers both runs, so the failure is the known one.
     assert (
-        text.startswith("# earlier step\n")
-        and "**gate FAILED: 2 case\\(s\\) newly fail in torch213 against torch211**" in text
-    )
-    assert "&lt;script&gt;" in text and "<script>" not in text
+        _gate(
+            tmp_path,
+            report([case("c1", "PASS"), case("c2", "PASS")], **BASE),
+            report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], **CAND),
+            "--matrix",
+            str(matrix),
+        )
+        == 0
+    ), capsys.readouterr()
 
 
-# -- the same gate inside pytest ----------------------------------------------------------------
+# -- the same gate inside pytest -------------------------------------------------------------------
 
 
 # The gate is about the catalogue and the reports: cases run in the pytest process without
@@ -202,12 +580,59 @@ def test_unusable_baseline_is_a_usage_error_naming_the_file(matrix_project):
     assert "Traceback" not in result.stderr.str()
 
 
-def test_gate_between_two_runs_of_one_environment(tmp_path, capsys):
-    # Same torch, same arch, no tox env: the labels collide and the file names tell them apart.
-    before = write(tmp_path / "runner-a-before.json", report([case("c1", "PASS"), case("c2", "PASS")]))
-    after = write(
-        tmp_path / "runner-a-after.json", report([case("c1", "PASS"), case("c2", "MISMATCH", "MISMATCH: compiled")])
+def test_baseline_option_keeps_exit_1_for_a_failure_the_baseline_lacks(matrix_project):
+    # The baseline ran one kernel; the candidate adds a failing one. pytest used to exit 0 and
+    # say "every failing case failed the same way in the baseline".
+    matrix_project.write_matrix(matrix_text([planted("a", "correct")]))
+    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "baseline.json").assert_outcomes(passed=1)
+    matrix_project.write_matrix(matrix_text([planted("a", "correct"), planted("b", "ignores_scale_b")]))
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json"
     )
-    assert main(["gate", "--baseline", str(before), "--candidate", str(after)]) == 1
-    err = capsys.readouterr().out
-    assert "runner-a-after" in err and "PASS -> MISMATCH" in err
+    result.assert_outcomes(passed=1, failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "every failing case failed the same way" not in result.stdout.str()
+    result.stdout.fnmatch_lines(
+        ["gate FAILED*", "*1 case(s) fail in the candidate and have no record in the baseline*"]
+    )
+
+
+def test_baseline_option_keeps_exit_1_for_a_case_the_baseline_refused(matrix_project):
+    # UNSUPPORTED in the baseline (the kernel declared M >= 8), MISMATCH now: it used to exit 0.
+    matrix_project.write_matrix(matrix_text([planted("k", "refuses_everywhere", min_m=8)]))
+    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "baseline.json").assert_outcomes(
+        skipped=1
+    )
+    matrix_project.write_matrix(matrix_text([planted("k", "ignores_scale_b")]))
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "now.json", "--scaledmm-baseline", "baseline.json"
+    )
+    result.assert_outcomes(failed=1)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert "every failing case failed the same way" not in result.stdout.str()
+
+
+# -- the gate's own interface ----------------------------------------------------------------------
+
+
+def test_run_gate_takes_the_looser_slack_flag_that_the_cli_and_the_plugin_pass():
+    """`scaledmm gate` and `pytest --scaledmm-baseline` both call run_gate(allow_looser_slack=...):
+    a TypeError on every gate."""
+    import inspect
+
+    from pytest_scaledmm.reports.gate import run_gate
+
+    assert "allow_looser_slack" in inspect.signature(run_gate).parameters
+
+
+@pytest.mark.parametrize("garbage", ["1000", [1000], 7])
+def test_the_gate_never_raises_on_a_kernel_slack_that_is_not_an_object(garbage):
+    from reports_factory import case, report
+
+    from pytest_scaledmm.reports.gate import check
+
+    base = report([case("k.1", "PASS")])
+    candidate = report([case("k.1", "PASS")])
+    candidate["cases"][0].setdefault("extra", {})["kernel_slack"] = garbage
+    result = check((Path("base.json"), base), (Path("cand.json"), candidate))  # AttributeError: 'str' ... 'get'
+    assert not result.passed

@@ -322,3 +322,21 @@ def test_hook_kernels_collect_identically_under_xdist(matrix_project):
     )
     assert result.ret == 0
     assert sorted(f"matrix.yaml::{c['id']}" for c in matrix_project.report()["cases"]) == plain
+
+
+@pytest.mark.slow
+def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project, cpu_fp8_mm):
+    matrix_project.write_matrix(
+        """
+        version: 1
+        kernels: [aten_scaled_mm]
+        axes: {scale_a: [tensor_0d], scale_b: [tensor_1d], mode: [inductor], m: [17], k: [32], n: [16]}
+        profiles: {default: {cases: 1}}
+        """
+    )
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    (case,) = matrix_project.report()["cases"]
+    assert case["id"].startswith("fp8e4m3-s0d_x_s1d-m17k32n16-bf16-inductor-")
+    # Measured on torch 2.13 CPU: both paths agree with the reference for this pairing.
+    assert case["outcome"] == "PASS", case
+    result.assert_outcomes(passed=1)

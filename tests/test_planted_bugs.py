@@ -127,3 +127,14 @@ def test_plugin_reports_planted_bugs(matrix_project):
     result.stdout.fnmatch_lines(["*1 x MISMATCH*", "*1 x OPCHECK_FAILED [[]opcheck[]] opcheck test_faketensor*"])
     outcomes = {c["params"]["kernel"]: c["outcome"] for c in matrix_project.report()["cases"]}
     assert outcomes == {"drops_bias": oc.MISMATCH, "wrong_fake_shape": oc.OPCHECK_FAILED, "correct": oc.PASS}
+
+
+def test_mismatch_names_the_side_off_the_reference(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("wrong_only_compiled")]))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    result.assert_outcomes(failed=1)
+    (case,) = matrix_project.report()["cases"]
+    assert case["outcome"] == "MISMATCH"
+    assert case["layer"] == "compiled"
+    assert case["errors"]["eager"]["ok"] is True
+    assert case["errors"]["compiled"]["ratio"] > 1

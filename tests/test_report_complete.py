@@ -1,11 +1,13 @@
 """The report says whether the run was complete, and why not; every case that ran has a record;
-bad settings and an unusable report path stop the run before any case.
+bad settings and an unusable report path stop the run before any case; a killed or refused
+rerun leaves no complete-looking report behind; repeated signals end the run as interrupted.
 
 Runs are real small matrices of planted kernels, in-process (no isolation, no triage) unless
 isolation or a separate process is what is being tested.
 """
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -14,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from matrices import IN_PROCESS, matrix_text, planted
+from pytest_scaledmm.cli import main
 from pytest_scaledmm.execution import isolate
 from pytest_scaledmm.plugin import entry as plugin
 from pytest_scaledmm.plugin.session import MatrixSession
@@ -358,3 +361,173 @@ def test_stale_lock_of_a_dead_run_is_taken_over_and_released(matrix_project, pyt
     _run(matrix_project).assert_outcomes(passed=2)
     assert matrix_project.report()["session"]["complete"] is True
     assert not lock.exists()
+
+
+# -- a stale report at the path --------------------------------------------------------------------
+
+
+ONE_CASE = matrix_text([planted("correct")])
+IN_PROGRESS = "run in progress or killed before it wrote its report"
+
+
+def _complete_run(matrix_project) -> bytes:
+    matrix_project.write_matrix(ONE_CASE)
+    matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json").assert_outcomes(passed=1)
+    first = matrix_project.path / "report.json"
+    assert json.loads(first.read_text())["session"]["complete"] is True
+    return first.read_bytes()
+
+
+def _assert_not_complete_and_previous_kept(matrix_project, old: bytes, reason=None):
+    session = matrix_project.report()["session"]
+    assert session["complete"] is False, session
+    if reason:
+        assert session["incomplete_reasons"] == [reason]
+    assert (matrix_project.path / "report.previous.json").read_bytes() == old
+
+
+def test_killed_rerun_leaves_no_complete_looking_report(matrix_project, pytester, capsys):
+    # SIGKILL in the first case of a rerun: the earlier complete report used to stay, byte for
+    # byte, and the gate passed on it.
+    old = _complete_run(matrix_project)
+    pytester.makeconftest(
+        """
+        import os, signal
+        def pytest_runtest_call(item):
+            os.kill(os.getpid(), signal.SIGKILL)
+        """
+    )
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", timeout=300
+    )
+    assert result.ret == -signal.SIGKILL
+    _assert_not_complete_and_previous_kept(matrix_project, old, IN_PROGRESS)
+    capsys.readouterr()
+    path = str(matrix_project.path / "report.json")
+    previous = str(matrix_project.path / "report.previous.json")
+    assert main(["gate", "--baseline", previous, "--candidate", path]) == 1
+    assert "the candidate run is incomplete: " + IN_PROGRESS in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--scaledmm-profile", "no-such-profile"],  # a matrix error, after the options are read
+        ["--scaledmm-timeout=nan"],  # an option error, before the report path is resolved
+    ],
+)
+def test_usage_error_leaves_no_complete_looking_report(matrix_project, args):
+    old = _complete_run(matrix_project)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    _assert_not_complete_and_previous_kept(matrix_project, old)
+
+
+def test_an_unfinished_report_never_replaces_the_previous_one(matrix_project):
+    old = _complete_run(matrix_project)
+    for _ in range(2):  # the second refused run finds the first one's unfinished report
+        result = matrix_project.run(
+            *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-profile", "nope"
+        )
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+    _assert_not_complete_and_previous_kept(matrix_project, old)
+
+
+def test_baseline_at_the_report_path_is_read_before_the_path_is_claimed(matrix_project):
+    # `--scaledmm-baseline report.json --scaledmm-report report.json`: gate against the last run.
+    old = _complete_run(matrix_project)
+    result = matrix_project.run(
+        *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "--scaledmm-baseline", "report.json"
+    )
+    result.assert_outcomes(passed=1)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["gate passed*"])
+    assert (matrix_project.path / "report.previous.json").read_bytes() == old
+    assert matrix_project.report()["session"]["complete"] is True
+
+
+# -- repeated signals and signals after the last case ----------------------------------------------
+
+
+HERE = os.path.dirname(__file__)
+
+
+def _signalled_run(tmp_path, wait_s, name="SIGINT", count=2):
+    """pytest on a matrix whose kernel hangs, sent `count` signals 0.3 s apart (the first to
+    pytest, the others to its process group, as `timeout -s INT` and a CI cancel do), `wait_s`
+    after it claimed its report path."""
+    import shutil
+    import time
+
+    shutil.copy(os.path.join(HERE, "planted_crash.py"), tmp_path)
+    (tmp_path / "matrix.yaml").write_text(matrix_text([planted("hangs", module="planted_crash")], {"m": [4, 8]}))
+    report_path = tmp_path / "r.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "--scaledmm-matrix",
+            "matrix.yaml",
+            "--scaledmm-report",
+            "r.json",
+            "--no-scaledmm-triage",
+            "--scaledmm-timeout",
+            "120",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 120
+    while not report_path.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    time.sleep(wait_s)
+    number = getattr(signal, name)
+    os.kill(proc.pid, number)
+    for _ in range(count - 1):
+        time.sleep(0.3)
+        try:
+            os.killpg(proc.pid, number)
+        except ProcessLookupError:
+            break
+    out, _ = proc.communicate(timeout=120)
+    return proc.returncode, out.decode(errors="replace"), json.loads(report_path.read_text())["session"]
+
+
+@pytest.mark.parametrize("wait_s, name", [(0.0, "SIGINT"), (1.0, "SIGINT"), (4.0, "SIGINT"), (4.0, "SIGTERM")])
+def test_repeated_signals_end_the_run_with_exit_2_and_no_traceback(tmp_path, wait_s, name):
+    code, out, session = _signalled_run(tmp_path, wait_s, name)
+    assert code == 2, out[-3000:]
+    assert "Traceback (most recent call last)" not in out and len(out.splitlines()) < 40, out[-3000:]
+    assert session["complete"] is False
+    reasons = " ".join(session["incomplete_reasons"])
+    assert ("interrupted" if name == "SIGINT" else "terminated") in reasons, reasons
+
+
+SIGNAL_AT_THE_END = """
+import os, signal, pytest
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session):
+    # After the last case, before the report is written: another plugin's teardown.
+    os.kill(os.getpid(), signal.SIGINT)
+    os.kill(os.getpid(), signal.SIGINT)
+"""
+
+
+def test_signals_after_the_last_case_still_end_the_run_as_interrupted(matrix_project, pytester):
+    pytester.makeconftest(SIGNAL_AT_THE_END)
+    matrix_project.write_matrix(matrix_text([planted("correct")]))
+    before = signal.getsignal(signal.SIGINT)
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    assert "Traceback (most recent call last)" not in result.stdout.str() + result.stderr.str()
+    session = matrix_project.report("r.json")["session"]
+    assert session["complete"] is False and "interrupted (SIGINT)" in session["incomplete_reasons"], session
+    assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+    signal.signal(signal.SIGINT, before)  # this process's own handler, past the run's grace

@@ -1,5 +1,5 @@
 """Repro scripts run in a fresh process: exit 10 (repro.EXIT_REPRODUCED) while the failure exists,
-0 once fixed; they need nothing from this package."""
+0 once fixed; they need nothing from this package; each root cause gets a script name of its own."""
 
 import ast
 import json
@@ -447,3 +447,47 @@ def test_a_repro_of_a_mark_unbacked_case_marks_m_unbacked(matrix_project, pytest
     code, out = _run_script(script, cwd=pytester.path, timeout=INDUCTOR_SCRIPT_S)
     assert code == repro.EXIT_REPRODUCED, out
     assert "M marked unbacked: 0 frame(s) compiled" in out, out
+
+
+# -- script names ----------------------------------------------------------------------------------
+
+
+def _mismatch_record(kernel, cid):
+    from test_artifact_safety import BASE_PARAMS
+
+    return {
+        "id": cid,
+        "params": {**BASE_PARAMS, "kernel": kernel},
+        "outcome": "MISMATCH",
+        "signature": "MISMATCH: compiled values off the reference",
+        "layer": "compiled",
+    }
+
+
+def test_repro_scripts_are_named_per_root_cause_and_never_replace_another(tmp_path):
+    from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
+    from pytest_scaledmm.reports import repro
+
+    code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
+    one = repro.write_script(tmp_path, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
+    two = repro.write_script(tmp_path, _mismatch_record("aten_scaled_mm_other", "b-1"), {}, 1, code, 10.0)
+    assert one != two and one.exists() and two.exists()
+    index = json.loads((tmp_path / "index.json").read_text())
+    assert {e["case"] for e in index.values()} == {"a-1", "b-1"}
+    # An index that claims the second cause's name for the first: the first gets a name of its own.
+    index[one.name] = {**index[one.name], "kernel": "someone_else"}
+    (tmp_path / "index.json").write_text(json.dumps(index))
+    again = repro.write_script(tmp_path, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
+    assert again != one and again.name.endswith("_2.py")
+    # A file there that pytest-scaledmm did not write, or an index that is not one, is never replaced.
+    other = tmp_path / "foreign"
+    other.mkdir()
+    (other / one.name).write_text("print('mine')\n")
+    with pytest.raises(repro.ReproError, match="never replaced"):
+        repro.write_script(other, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
+    assert (other / one.name).read_text() == "print('mine')\n"
+    (other / one.name).unlink()
+    (other / "index.json").write_text('{"schema": "something else"}')
+    with pytest.raises(repro.ReproError, match="never overwritten"):
+        repro.write_script(other, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
+    assert json.loads((other / "index.json").read_text()) == {"schema": "something else"}

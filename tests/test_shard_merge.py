@@ -1,5 +1,6 @@
 """--scaledmm-shard I/N and `scaledmm merge`: the shards of a run, merged, are the unsharded run;
-a missing or duplicated shard makes an incomplete report that the gate fails on."""
+a missing or duplicated shard makes an incomplete report that the gate fails on; a shard gated
+alone is told to merge first, a shard may hold no case, and a merge never writes over its inputs."""
 
 import json
 import os
@@ -9,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from reports_factory import case, report, write
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
@@ -190,3 +192,172 @@ def test_shards_under_xdist_run_the_same_cases(runs):
     report = json.loads((root / "x.json").read_text())
     assert _outcomes(report) == _outcomes(done["s1"]) and report["session"]["complete"] is True
     assert report["shard"] == done["s1"]["shard"]
+
+
+# -- a shard's report gated or compared alone ------------------------------------------------------
+
+
+TWO_KERNELS = matrix_text([planted("correct"), planted("ignores_scale_b")], {"out_dtype": ["bf16", "fp16"]})
+
+
+def _usage_lines(result):
+    return [line for line in result.stderr.lines if line.strip()]
+
+
+def _shard_report(cases, index, count, total_ids, **env):
+    from reports_factory import report
+
+    from pytest_scaledmm.reports.report import ids_sha256
+
+    data = report(cases, **env)
+    data["shard"] = {
+        "index": index,
+        "count": count,
+        "cases": len(cases),
+        "total_cases": len(total_ids),
+        "total_ids_sha256": ids_sha256(total_ids),
+        "ids_sha256": ids_sha256(c["id"] for c in cases),
+    }
+    return data
+
+
+def test_a_shard_gated_or_compared_alone_says_to_merge_first(tmp_path, capsys):
+    from reports_factory import case, report, write
+
+    cases = [case(f"k-{i}", "PASS") for i in range(4)]
+    ids = [c["id"] for c in cases]
+    full = write(tmp_path / "full.json", report(cases))
+    shard = write(tmp_path / "s1.json", _shard_report(cases[:2], 1, 2, ids, torch="2.14.0"))
+    advice = "this is shard 1/2 of a sharded run: merge the shards first (scaledmm merge)"
+
+    assert main(["gate", "--baseline", str(full), "--candidate", str(shard)]) == 1
+    err = capsys.readouterr().out
+    assert f"the candidate: {advice}, then gate the merged report" in err.splitlines()[1]
+    assert main(["gate", "--baseline", str(shard), "--candidate", str(full)]) == 1
+    assert f"the baseline: {advice}" in capsys.readouterr().out
+    # --allow-missing is the opt-in for a partial comparison: a note then.
+    assert main(["gate", "--baseline", str(full), "--candidate", str(shard), "--allow-missing"]) == 0
+    assert f"note: skipped (--allow-missing): the candidate: {advice}" in capsys.readouterr().out
+    # The same shard of the same cases on both sides is a like-for-like comparison of that slice.
+    old_shard = write(tmp_path / "old-s1.json", _shard_report(cases[:2], 1, 2, ids))
+    assert main(["gate", "--baseline", str(old_shard), "--candidate", str(shard)]) == 0
+    assert "both reports are shard 1/2 of the same cases: only that slice is gated" in capsys.readouterr().out
+    other = write(tmp_path / "s1-other.json", _shard_report(cases[:2], 1, 2, ids + ["k-9"], torch="2.14.0"))
+    assert main(["gate", "--baseline", str(old_shard), "--candidate", str(other)]) == 1
+    capsys.readouterr()
+
+    assert main(["compare", str(full), str(shard)]) == 0
+    assert advice in capsys.readouterr().out
+
+    # Merged, the shards are the whole run: no advice.
+    second = write(tmp_path / "s2.json", _shard_report(cases[2:], 2, 2, ids, torch="2.14.0"))
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), str(shard), str(second)]) == 0
+    assert main(["gate", "--baseline", str(full), "--candidate", str(merged)]) == 0
+    assert "merge the shards first" not in capsys.readouterr().out
+
+
+def test_shard_1_of_1_is_the_whole_run_and_gates_as_one(tmp_path, capsys):
+    from reports_factory import case, report, write
+
+    cases = [case(f"k-{i}", "PASS") for i in range(2)]
+    full = write(tmp_path / "full.json", report(cases))
+    whole = write(tmp_path / "s1.json", _shard_report(cases, 1, 1, [c["id"] for c in cases], torch="2.14.0"))
+    assert main(["gate", "--baseline", str(full), "--candidate", str(whole)]) == 0
+    assert "merge the shards first" not in capsys.readouterr().out
+
+
+# -- a shard that gets no case, and explore --------------------------------------------------------
+
+
+def test_a_shard_with_no_case_is_a_complete_empty_slice_that_merges(matrix_project, tmp_path, capsys):
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"out_dtype": ["bf16", "fp16"]}))  # 2 cases
+    for index in (1, 2, 3):
+        result = matrix_project.run(
+            *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-shard", f"{index}/3", "--scaledmm-report", f"s{index}.json"
+        )
+        assert result.ret == 0, result.stdout.str()[-2000:]
+    assert any(line.startswith("shard 3/3 holds none of the matrix's 2 case(s)") for line in result.outlines)
+    empty = matrix_project.report("s3.json")
+    assert empty["cases"] == [] and empty["session"]["complete"] is True and empty["shard"]["cases"] == 0
+    merged = tmp_path / "merged.json"
+    capsys.readouterr()
+    assert main(["merge", str(merged), *(str(matrix_project.path / f"s{i}.json") for i in (1, 2, 3))]) == 0
+    assert capsys.readouterr().out.strip() == f"merged 3 shard(s) into {merged}: 2 case(s), complete"
+
+
+def test_an_empty_shard_with_a_baseline_is_still_gated(matrix_project, pytester):
+    # Its exit status turned from "no tests collected" to 0: the gate must still judge it.
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"out_dtype": ["bf16", "fp16"]}))
+    assert matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "full.json").ret == 0
+    result = matrix_project.run(
+        *IN_PROCESS,
+        "--scaledmm-matrix",
+        "--scaledmm-shard",
+        "3/3",
+        "--scaledmm-report",
+        "s3.json",
+        "--scaledmm-baseline",
+        "full.json",
+    )
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    text = result.stdout.str()
+    assert "gate FAILED" in text and "the candidate: this is shard 3/3 of a sharded run: merge the shards first" in text
+
+
+def test_explore_is_not_sharded(matrix_project, monkeypatch):
+    matrix_project.write_matrix(TWO_KERNELS)
+    monkeypatch.setenv("SCALEDMM_SHARD", "1/2")
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-explore", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert _usage_lines(result) == [
+        "ERROR: SCALEDMM_SHARD=1/2: --scaledmm-explore searches the axes; it is not split into shards"
+    ]
+
+
+# -- scaledmm merge never loses an input or a run's report -----------------------------------------
+
+
+def test_merge_refuses_to_write_over_a_shard_or_a_run_report(tmp_path, capsys):
+    from reports_factory import case, report, write
+
+    cases = [case(f"k-{i}", "PASS") for i in range(2)]
+    ids = [c["id"] for c in cases]
+    s1 = write(tmp_path / "s1.json", _shard_report(cases[:1], 1, 2, ids))
+    s2 = write(tmp_path / "s2.json", _shard_report(cases[1:], 2, 2, ids))
+    baseline = write(tmp_path / "baseline.json", report(cases))
+    before = {p: p.read_text() for p in (s1, s2, baseline)}
+    for out in (s1, baseline):  # an input given as OUT too, or the baseline by a slip
+        assert main(["merge", str(out), str(s1), str(s2)]) == 2
+        err = capsys.readouterr().err
+        assert (
+            err
+            == f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten; name another file for the merged report\n"
+        )
+    assert {p: p.read_text() for p in before} == before
+    # An earlier merge is replaced, also inside the directory of shards it was merged from.
+    merged = tmp_path / "merged.json"
+    assert main(["merge", str(merged), str(s1), str(s2)]) == 0
+    assert main(["merge", str(merged), str(tmp_path / "s1.json"), str(tmp_path / "s2.json")]) == 0
+    (tmp_path / "baseline.json").unlink()
+    assert main(["merge", str(merged), str(tmp_path)]) == 0
+    assert json.loads(merged.read_text())["shard"]["count"] == 2
+    capsys.readouterr()
+    # OUT that cannot be written: one line, usage exit code.
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["merge", str(blocker / "merged.json"), str(s1), str(s2)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"scaledmm merge: error: cannot write {blocker / 'merged.json'}: ") and err.count("\n") == 1
+
+
+CAND = dict(torch="2.13.0")
+
+
+def test_merge_names_a_shard_given_twice_as_duplicated(tmp_path, capsys):
+    shard = report([case("c1", "PASS")], **CAND)
+    shard["shard"] = {"index": 1, "count": 2, "total_cases": 2, "total_ids_sha256": "0"}
+    s1 = write(tmp_path / "s1.json", shard)
+    assert main(["merge", str(tmp_path / "out.json"), str(s1), str(s1)]) == 1
+    err = capsys.readouterr().err
+    assert "shard 1/2 is duplicated: given 2 times" in err.splitlines()[0], err

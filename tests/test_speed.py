@@ -84,3 +84,17 @@ def test_n_auto_runs_the_matrix_on_a_worker_per_core(matrix_project, cpu_fp8_mm)
     result.assert_outcomes(passed=2)
     assert any(re.fullmatch(r"created: (\d+)/\1 workers", line) for line in result.outlines), result.outlines
     assert len(matrix_project.report()["cases"]) == 2 and matrix_project.report()["session"]["complete"] is True
+
+
+MATRIX = matrix_text([planted("correct"), planted("ignores_scale_b")], {"out_dtype": ["bf16", "fp16"]})
+
+
+def test_first_failure_in_a_real_run_reads_the_last_results_not_its_own_placeholder(matrix_project):
+    # The run claims its report path (an unfinished placeholder) before collection: that newest
+    # file held no case, so the last run's failures were never put first outside --collect-only.
+    matrix_project.write_matrix(MATRIX)
+    assert matrix_project.run(*IN_PROCESS, "--scaledmm-matrix").ret == 1
+    assert matrix_project.collect()[0].startswith("correct.")  # the plain order starts with passes
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-first-failure", "-v")
+    ran = [line.split("::", 1)[1].split(" ")[0] for line in result.outlines if line.startswith("matrix.yaml::")]
+    assert len(ran) == 4 and all(cid.startswith("ignores_scale_b.") for cid in ran[:2])

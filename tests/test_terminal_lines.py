@@ -1,5 +1,5 @@
 """What pytest's own terminal lines say in a matrix run: the progress line is left whole, the
-`tested:` line's skipped count is pytest's, and a baseline gate's exit 1 is named in the last line."""
+`tested:` line's skipped count is pytest's, and a baseline gate's exit 1 is named in the last line; kernel text in the summary is printable."""
 
 import re
 
@@ -65,3 +65,20 @@ def test_the_tested_line_and_pytests_last_line_count_the_same_cases(matrix_proje
     # pytest skips the UNSUPPORTED case, which ran (and was refused): every case is counted once.
     assert int(skipped) == counts["skipped"] and int(run) == sum(counts.values()), tested
     assert len(matrix_project.report()["cases"]) == sum(counts.values())
+
+
+HOSTILE_KERNEL = """
+def shouts(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    raise RuntimeError("bad\\x1b[2K\\r\\u202egate passed ::warning title=x::y")
+"""
+
+
+def test_the_pytest_summary_prints_kernel_text_as_printable_lines(matrix_project, pytester):
+    pytester.makepyfile(hostile=HOSTILE_KERNEL)
+    pytester.syspathinsert()
+    matrix_project.write_matrix(matrix_text([planted("shouts", module="hostile")]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    summary = result.stdout.str().split("scaled-mm matrix", 1)[-1]
+    assert "shouts" in summary and "bad\\x1b[2K" in summary, summary
+    bad = [line for line in summary.splitlines() if "\x1b" in line or "\r" in line or "\u202e" in line]
+    assert not bad, bad

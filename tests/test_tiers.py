@@ -389,3 +389,21 @@ def test_the_summary_is_ordered_by_tier(matrix_project, pytester):
     assert "(tolerated)" in render.render_markdown(
         cmp.compare_reports([(pytester.path / "lenient.json", matrix_project.report("lenient.json"))])
     )
+
+
+def test_wrong_eager_result_outranks_a_compile_error():
+    from pytest_scaledmm.verdict.classify import classify
+    from pytest_scaledmm.verdict.outcome import ErrorInfo
+
+    compiled = ErrorInfo(
+        "torch._inductor.exc.InductorError",
+        "LoweringException: AssertionError:",
+        "torch._inductor.exc.LoweringException",
+        "inductor",
+    )
+    wrong = {"ok": False, "ratio": 9.0, "max_abs": 3.0}
+    right = {"ok": True, "ratio": 0.1, "max_abs": 0.0}
+    masked = classify(None, compiled, 0, wrong, None)
+    assert (masked.outcome, masked.layer) == ("MISMATCH", "eager")
+    assert "compiled raised InductorError" in masked.detail
+    assert classify(None, compiled, 0, right, None).outcome == "COMPILE_ONLY_ERROR"

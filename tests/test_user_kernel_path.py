@@ -1,6 +1,7 @@
 """User kernels import like tests do: `impl: module:function` finds a module beside the matrix
 file or in the rootdir without PYTHONPATH, in the pytest process, in the isolated child and in
-xdist workers; the replay command a failure prints works from any directory."""
+xdist workers; the replay command a failure prints works from any directory; a project file
+named like a standard module does not shadow it, and a kernel module so named is one clear error."""
 
 import os
 import re
@@ -12,7 +13,7 @@ import textwrap
 import pytest
 import yaml
 
-from matrices import IN_PROCESS
+from matrices import IN_PROCESS, matrix_text, planted
 
 KERNELS = """
 import torch
@@ -305,3 +306,35 @@ def test_a_repro_script_imports_the_kernel_as_the_run_did(pytester, clean_path, 
     )
     done = _run_repro_from_root(next((project / "later").glob("repro_*.py")))
     assert done.returncode == 10, done.stdout + done.stderr
+
+
+# -- project files named like standard modules -----------------------------------------------------
+
+
+def _usage_lines(result):
+    return [line for line in result.stderr.lines if line.strip()]
+
+
+def test_a_project_file_named_like_a_module_torch_imports_does_not_break_the_isolated_child(matrix_project, pytester):
+    # queue.py beside the matrix: the child imported torch with the matrix's directory in front of
+    # sys.path, so torch's `import queue` took it, and every case was a HARNESS_ERROR.
+    pytester.makepyfile(
+        queue="raise RuntimeError('not the standard library queue')",
+        mykernels="from planted_kernels import correct as mm",
+    )
+    matrix_project.write_matrix(matrix_text([planted("mine", "mm", module="mykernels")], {"mode": ["eager"]}))
+    result = matrix_project.run("--no-scaledmm-triage", "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert [c["outcome"] for c in matrix_project.report("r.json")["cases"]] == ["PASS"]
+
+
+def test_a_kernel_module_named_like_a_loaded_module_is_one_clear_error(matrix_project, pytester):
+    pytester.makepyfile(queue="from planted_kernels import correct as mm")
+    matrix_project.write_matrix(matrix_text([planted("mine", "mm", module="queue")]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    (line,) = _usage_lines(result)
+    assert (
+        "cannot load 'queue:mm'" in line
+        and f"not {pytester.path / 'queue.py'}: give your kernel module a name of its own" in line
+    )

@@ -1,6 +1,6 @@
-"""A user's own project, outside this repository, puts its kernels through the matrix with the
-installed plugin: its own kernel module, matrix.yaml and conftest hook, run by `pytest
---scaledmm-matrix` in a fresh interpreter that finds the plugin through its entry point."""
+"""End to end, the README's main job: a user's own project, outside this repository, puts its
+kernels through the matrix with the installed plugin; and a run of planted kernels classifies each
+case (matrix.yaml -> cases -> eager vs compiled vs float64 reference -> outcome class in the report)."""
 
 import json
 import os
@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from matrices import matrix_text, planted
+
+# -- a user's own project --------------------------------------------------------------------------
+
+
 REPO = Path(__file__).resolve().parents[1]
+
 
 KERNELS = '''
 """The user's kernels: a per-tensor fp8 linear in their framework's style, in plain torch."""
@@ -31,6 +37,7 @@ def rowwise_only(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum
     return scaled_mm(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype)
 '''
 
+
 CONFTEST = """
 import mykernels
 from pytest_scaledmm.matrix.kernels import Kernel
@@ -39,6 +46,7 @@ from pytest_scaledmm.matrix.kernels import Kernel
 def pytest_scaledmm_kernels(config):
     return [Kernel("my_rowwise", mykernels.rowwise_only, scale_forms=["rowwise"])]
 """
+
 
 MATRIX = """
 version: 1
@@ -97,3 +105,40 @@ def test_user_project_runs_its_own_kernels(tmp_path):
     assert {c["outcome"] for c in report["cases"]} == {"PASS"}
     assert {c["params"]["scale_a"] for c in report["cases"] if c["params"]["kernel"] == "my_rowwise"} == {"rowwise"}
     assert {c["params"]["activation_rank"] for c in report["cases"]} == {2, 3}
+
+
+# -- each outcome class from a planted kernel ------------------------------------------------------
+
+
+EXPECTED_CLASS = {
+    "correct": "PASS",
+    "ignores_scale_b": "MISMATCH",
+    "asserts_rank_under_compile": "COMPILE_ONLY_ERROR",
+    "refuses_only_in_eager": "ERROR_PARITY",
+    "refuses_everywhere": "REFUSED",  # a user kernel refusing what it declares to support
+    "declares_m_at_least_8": "UNSUPPORTED",  # the same kernel declaring min_m: 8, at M = 4
+    "forces_eager": "FALLBACK",
+}
+
+
+# Kernels of EXPECTED_CLASS that run another planted function, with their declarations.
+DECLARED = {"declares_m_at_least_8": planted("declares_m_at_least_8", "refuses_everywhere", min_m=8)}
+SPINE_MATRIX = matrix_text([DECLARED.get(name) or planted(name) for name in EXPECTED_CLASS])
+
+
+def test_each_outcome_class_from_a_planted_kernel(matrix_project):
+    matrix_project.write_matrix(SPINE_MATRIX)
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
+    # UNSUPPORTED is a skip; PASS a pass; the five others fail.
+    result.assert_outcomes(passed=1, skipped=1, failed=5)
+    report = matrix_project.report()
+    found = {case["params"]["kernel"]: case["outcome"] for case in report["cases"]}
+    assert found == EXPECTED_CLASS
+    by_kernel = {case["params"]["kernel"]: case for case in report["cases"]}
+    assert by_kernel["ignores_scale_b"]["layer"] == "eager+compiled"
+    assert by_kernel["forces_eager"]["extra"]["compiled_graph_calls"] == 0
+    assert by_kernel["correct"]["extra"]["compiled_graph_calls"] >= 1
+    assert by_kernel["refuses_only_in_eager"]["eager_error"]["type"] == "builtins.ValueError"
+    summary = result.stdout.str()
+    assert "PASS 1, UNSUPPORTED 1, MISMATCH 1, COMPILE_ONLY_ERROR 1, ERROR_PARITY 1, FALLBACK 1, REFUSED 1" in summary
+    assert "min_m: 8" in by_kernel["declares_m_at_least_8"]["detail"]

@@ -1,4 +1,6 @@
-"""Kernels for tests/test_review_contracts.py (a hostile review of the kernel contracts)."""
+"""Kernels for tests/test_contracts.py at the edges of the kernel contracts: a wrapper that forwards
+every keyword, a prepare step that changes the caller's weight scale, a module that keeps a stale
+activation scale."""
 
 import torch
 

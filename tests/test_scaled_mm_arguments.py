@@ -1,5 +1,5 @@
-"""More arguments of the fp8 ops: fp8 output with scale_result, bias dtypes, and rowwise scales of
-3-D activations that arrive keepdim ([B, T, 1])."""
+"""The fp8 ops' optional arguments: scale_result with an fp8 output, bias dtypes, and rowwise
+scales of 3-D activations that arrive keepdim ([B, T, 1])."""
 
 import pytest
 import torch
