@@ -63,7 +63,7 @@ def _ceil(a: int, b: int) -> int:
 
 @lru_cache(maxsize=65536)
 def scale_memory(form_id: str, side: str, layout: str, m: int, k: int, n: int) -> tuple:
-    """(shape, strides, storage offset in elements) of a case's scale, as verdict/inputs.py lays
+    """(shape, strides, storage offset in elements) of a case's scale, as verdict/draw.py lays
     it out: row-major, or outer-dim-major for column-major forms; `noncontiguous` doubles the
     strides, `expanded` zeroes them, `offset` starts one copy into the storage."""
     form = scale_form(form_id)

@@ -100,7 +100,7 @@ SUPPORT_FIELDS = (
         judged=True,
         group=RULE,
     ),
-    # How its fp8 products are summed on a GPU (verdict/inputs.py ACCUMULATORS): it is held to
+    # How its fp8 products are summed on a GPU (verdict/reference.py ACCUMULATORS): it is held to
     # fp32 sums, tensor-core sums, or fast (unpromoted) ones.
     SupportField(
         "accumulation", AS_GIVEN, {"enum": list(ACCUMULATION)}, "fp32, tensor-core or fast: its bound on a GPU"
