@@ -29,13 +29,30 @@ import types
 from pathlib import Path
 from typing import Callable, Optional
 
-from .. import verdict
+from .. import __version__, verdict
 from ..errors import ScaledmmError
 from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
 from ..execution.cache import OWNED_CACHE_ENV
+from ..execution.quiet import TORCH_IMPORT_NOISE
+from ..execution.run import other_m_sizes
+from ..execution.triage import one_line
+from ..matrix.cases import input_seed
+from ..matrix.compile_modes import compile_mode, compile_settings
+from ..matrix.corpus import CORPUS_SCHEMA
+from ..matrix.kernels import BUILTIN_IMPLS, accepts_keyword, add_import_dirs, load_impl
+from ..matrix.kernels import kernel_accepts_fast_accum as spec_accepts_fast_accum
+from ..matrix.packs import PACK_KERNELS
+from ..matrix.replay_command import valid_case_id
+from ..matrix.schema import DEFAULT_LIMITS
+from ..matrix.spec import load_spec, pack_kernel_spec, size_problem
 from ..verdict import outcome as oc
+from ..verdict.draw import make_inputs
+from ..verdict.facts import input_facts
+from ..verdict.refusals import Support
 from ..verdict.runners import runner_named
-from .report import iso_time
+from .files import SCRIPT_MODE, write_text_atomic
+from .report import iso_time, load_report, root_cause_of, write_atomic
+from .report_dir import project_dir
 
 # Failures, known ones, and the informational LENIENT (its script shows the compiled side's
 # result on the input eager refuses, and reproduces while compiled still accepts it).
@@ -48,8 +65,22 @@ VERDICT_MODULES = ("draw", "facts", "opcheck", "refusals", "oracle", "pipeline",
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
 TEXT_LIMIT = 4000  # characters of one recorded text (a signature, an error message) kept in FOUND
-ENV_FIELDS = ("torch", "cuda", "hip", "triton", "python", "platform", "plugin", "hypothesis", "device", "device_name",
-              "arch", "capability", "sm_count", "tox_env")
+ENV_FIELDS = (
+    "torch",
+    "cuda",
+    "hip",
+    "triton",
+    "python",
+    "platform",
+    "plugin",
+    "hypothesis",
+    "device",
+    "device_name",
+    "arch",
+    "capability",
+    "sm_count",
+    "tox_env",
+)
 
 
 class ReproError(ScaledmmError):
@@ -65,8 +96,6 @@ def script_name(outcome: str, cause: str, kernel: Optional[str] = None) -> str:
 
 def cause_key(record: dict) -> tuple:
     """(outcome, root cause, kernel): what one script stands for."""
-    from .report import root_cause_of
-
     kernel = _mapping(record.get("params")).get("kernel")
     return record["outcome"], root_cause_of(record), kernel if isinstance(kernel, str) else None
 
@@ -153,7 +182,9 @@ def _top_level_names(tree: ast.Module) -> list:
     repeats: an embedded module must not rebind another's name."""
     names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         for target in targets:
             elements = target.elts if isinstance(target, ast.Tuple) else [target]
             names += [e.id for e in elements if isinstance(e, ast.Name)]
@@ -175,8 +206,10 @@ def _sibling_imports(module: types.ModuleType) -> dict:
             continue
         renamed = [alias.name for alias in node.names if alias.asname not in (None, alias.name)]
         if node.level != 1 or not node.module or renamed:
-            raise ReproError(f"{module.__name__} imports from the plugin other than by `from .<sibling> import name`; "
-                             "it cannot be embedded in a repro script")
+            raise ReproError(
+                f"{module.__name__} imports from the plugin other than by `from .<sibling> import name`; "
+                "it cannot be embedded in a repro script"
+            )
         siblings.setdefault(node.module, set()).update(alias.name for alias in node.names)
     return siblings
 
@@ -284,8 +317,6 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_d
     `import_dirs`: the directories the run imported from (the matrix's, the rootdir), which a
     user kernel's module may need for its own imports of the project's packages. `resolve`
     False: the module is not imported here (a report's kernel, its matrix not confirmed)."""
-    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
-
     if fn is not None and BUILTIN_IMPLS.get(name) is fn:
         return f"# A built-in kernel of pytest-scaledmm, embedded.\n{function_source(fn)}\n\n\nkernel = {fn.__name__}"
     reference = impl
@@ -348,7 +379,9 @@ def contract_code(spec) -> str:
         except ReproError:
             reference = None
     if reference is None:
-        note = "# This kernel's prepare step cannot be imported by name: define it here." if contract == "prepare" else ""
+        note = (
+            "# This kernel's prepare step cannot be imported by name: define it here." if contract == "prepare" else ""
+        )
         return "\n".join(lines + ([note] if note else []) + ["prepare = None"])
     module_name, attrs = check_reference(reference)
     lines += [
@@ -361,9 +394,6 @@ def contract_code(spec) -> str:
 
 def pack_kernel_specs() -> dict:
     """Name -> KernelSpec of every packed kernel, as a matrix listing it by name declares it."""
-    from ..matrix.packs import PACK_KERNELS
-    from ..matrix.spec import pack_kernel_spec
-
     return {name: pack_kernel_spec(name) for name in PACK_KERNELS}
 
 
@@ -381,30 +411,21 @@ def kernel_reference(spec) -> Optional[str]:
 def tensor_facts(params: dict, seed: int) -> dict:
     """Shape, strides, storage offset, dtype and a checksum of every input, generated on the CPU
     exactly as the run did."""
-    from ..verdict.draw import make_inputs
-    from ..verdict.facts import input_facts
-
     return input_facts(make_inputs(params, seed, "cpu"))
 
 
 def kernel_support(spec) -> Optional[dict]:
     """What the kernel declares it supports (refusals.Support), as plain data, from its KernelSpec;
     None without one (the script then judges alike refusals as triage does: UNSUPPORTED)."""
-    from ..verdict.refusals import Support
-
     return Support.of(spec).to_json() if spec is not None else None
 
 
 def kernel_accepts_fast_accum(spec) -> bool:
-    from ..matrix.kernels import kernel_accepts_fast_accum as accepts
-
-    return accepts(spec)
+    return spec_accepts_fast_accum(spec)
 
 
 def takes_fast_accum(fn: Optional[Callable]) -> bool:
     """Whether the run passes use_fast_accum to this kernel (only where its signature takes it)."""
-    from ..matrix.kernels import accepts_keyword
-
     return fn is None or accepts_keyword(fn, "use_fast_accum")
 
 
@@ -443,8 +464,6 @@ def _found(record: dict, environment: dict) -> dict:
     summary = None
     if triage:
         try:
-            from ..execution.triage import one_line
-
             summary = one_line(triage)
         except Exception:  # a triage block this version cannot read: shown as it is
             summary = triage
@@ -463,9 +482,13 @@ def _found(record: dict, environment: dict) -> dict:
         "detail": _text(record.get("detail")),
         "eager_error": error("eager_error"),
         "compiled_error": error("compiled_error"),
-        "known_failure": {k: _text(known.get(k)) for k in ("signature", "link", "reason") if known.get(k) is not None} or None,
+        "known_failure": {k: _text(known.get(k)) for k in ("signature", "link", "reason") if known.get(k) is not None}
+        or None,
         "triage": _text(summary),
-        "workarounds": [_text(_mapping(w).get("knob")) for w in triage.get("workarounds", []) or [] if isinstance(w, dict)] or None,
+        "workarounds": [
+            _text(_mapping(w).get("knob")) for w in triage.get("workarounds", []) or [] if isinstance(w, dict)
+        ]
+        or None,
         "environment": {k: _text(env.get(k)) for k in ENV_FIELDS if env.get(k) is not None},
         "written": iso_time(),
     }
@@ -490,12 +513,6 @@ def render_script(
     """The script's text. Every value from `record` and `environment` goes in through `literal`;
     the result is compiled here, so a script that would not parse is never written. `support`:
     kernel_support of the case's kernel; `fast_accum_keyword`: takes_fast_accum of it."""
-    from .. import __version__
-    from ..execution.quiet import TORCH_IMPORT_NOISE
-    from ..execution.run import other_m_sizes
-    from ..matrix.cases import input_seed
-    from ..matrix.compile_modes import compile_mode, compile_settings
-
     if type(timeout_s) not in (int, float) or not math.isfinite(timeout_s) or timeout_s <= 0:
         raise ReproError(f"timeout must be a finite number of seconds greater than 0, not {timeout_s!r}")
     if type(slack) not in (int, float) or not math.isfinite(slack) or slack <= 0:
@@ -551,14 +568,20 @@ def render_script(
     return text
 
 
-def write_script(directory, record: dict, environment: dict, run_seed: int, kernel_text: str, timeout_s: float,
-                 slack: float = 1.0, max_autotune_configs: int = 0, support: Optional[dict] = None,
-                 fast_accum_keyword: bool = True) -> Path:
+def write_script(
+    directory,
+    record: dict,
+    environment: dict,
+    run_seed: int,
+    kernel_text: str,
+    timeout_s: float,
+    slack: float = 1.0,
+    max_autotune_configs: int = 0,
+    support: Optional[dict] = None,
+    fast_accum_keyword: bool = True,
+) -> Path:
     """Write (or replace) the script of this record's signature and update index.json
     (render_script says what `support` and `fast_accum_keyword` are)."""
-    from .files import SCRIPT_MODE, write_text_atomic
-    from .report import write_atomic
-
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise ReproError(f"{directory} is there and is not a directory")
@@ -566,20 +589,37 @@ def write_script(directory, record: dict, environment: dict, run_seed: int, kern
     index_path = directory / "index.json"
     index = _read_index(index_path)
     outcome, cause, kernel = cause_key(record)
-    entry = {"outcome": outcome, "signature": record["signature"], "cause": cause, "kernel": kernel, "case": record["id"]}
+    entry = {
+        "outcome": outcome,
+        "signature": record["signature"],
+        "cause": cause,
+        "kernel": kernel,
+        "case": record["id"],
+    }
     name = record_script_name(record)
     for attempt in range(2, 1000):  # another cause's script under this name is never replaced
         known = index.get(name)
-        if not isinstance(known, dict) or (known.get("outcome"), known.get("cause", known.get("signature")),
-                                            known.get("kernel")) == (outcome, cause, kernel):
+        if not isinstance(known, dict) or (
+            known.get("outcome"),
+            known.get("cause", known.get("signature")),
+            known.get("kernel"),
+        ) == (outcome, cause, kernel):
             break
         name = f"{record_script_name(record)[:-3]}_{attempt}.py"
     path = directory / name
     if os.path.lexists(path) and not _our_script(path):
         raise ReproError(f"{path} is there and was not written by pytest-scaledmm: it is never replaced")
-    text = render_script(record, environment, run_seed, kernel_text, timeout_s, slack,
-                         max_autotune_configs=max_autotune_configs, support=support,
-                         fast_accum_keyword=fast_accum_keyword)
+    text = render_script(
+        record,
+        environment,
+        run_seed,
+        kernel_text,
+        timeout_s,
+        slack,
+        max_autotune_configs=max_autotune_configs,
+        support=support,
+        fast_accum_keyword=fast_accum_keyword,
+    )
     write_text_atomic(path, text, SCRIPT_MODE)
     index[path.name] = entry
     write_atomic(index_path, dict(sorted(index.items())))
@@ -615,8 +655,7 @@ def _read_index(path: Path) -> dict:
 class ReproWriter:
     """Writes the first failing record of each signature as it arrives (on the controller)."""
 
-    def __init__(self, directory, spec, kernels: dict, timeout_s: float, max_autotune_configs: int = 0,
-                 import_dirs=()):
+    def __init__(self, directory, spec, kernels: dict, timeout_s: float, max_autotune_configs: int = 0, import_dirs=()):
         self.directory = Path(directory)
         self.import_dirs = tuple(import_dirs)
         self.max_autotune_configs = max_autotune_configs
@@ -638,9 +677,18 @@ class ReproWriter:
             fn = self.kernels.get(name)
             text = kernel_code(name, fn, kernel_reference(spec), self.import_dirs) + "\n" + contract_code(spec)
             slack = self.spec.slack * ((spec.slack if spec else None) or 1.0)
-            path = write_script(self.directory, record, environment, run_seed, text, self.timeout_s, slack,
-                                self.max_autotune_configs, kernel_support(spec),
-                                kernel_accepts_fast_accum(spec) if spec else takes_fast_accum(fn))
+            path = write_script(
+                self.directory,
+                record,
+                environment,
+                run_seed,
+                text,
+                self.timeout_s,
+                slack,
+                self.max_autotune_configs,
+                kernel_support(spec),
+                kernel_accepts_fast_accum(spec) if spec else takes_fast_accum(fn),
+            )
         except Exception as exc:  # a repro that cannot be written must not stop the run
             self.errors[key] = f"{record['id']}: {type(exc).__name__}: {exc}"
             return None
@@ -662,17 +710,13 @@ def _record_problem(record, limits) -> Optional[str]:
     """Why a report's record cannot make a script (a key and what is wrong with it), or None:
     the script regenerates the case from these values, so they must be a case of this plugin,
     within the matrix's tensor-element limits."""
-    import jsonschema
-
-    from ..matrix.corpus import CORPUS_SCHEMA
-    from ..matrix.spec import size_problem
+    import jsonschema  # noqa: PLC0415 (0.3 s start-up)
 
     if not isinstance(record, dict):
         return "the record is not an object"
     for key in ("id", "outcome"):
         if not isinstance(record.get(key), str):
             return f"key {key!r} is not a string"
-    from ..matrix.replay_command import valid_case_id
 
     if not valid_case_id(record["id"]):
         return "key 'id' is not a case id this plugin writes"
@@ -695,12 +739,6 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     for the given case ids), after the fact. Kernels are found through the matrix the report
     names (or `matrix`); the tensors are regenerated from the recorded seed. A report is data
     from elsewhere: a record whose values are not a case of this plugin is refused, by id."""
-    from ..matrix.kernels import BUILTIN_IMPLS, add_import_dirs, load_impl
-    from ..matrix.schema import DEFAULT_LIMITS
-    from ..matrix.spec import load_spec
-    from .report import load_report
-    from .report_dir import project_dir
-
     report = load_report(report_path)
     if os.path.lexists(directory) and not Path(directory).is_dir():
         raise ReproError(f"--out {directory}: it is there and is not a directory")
@@ -725,7 +763,9 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         impls.setdefault(name, kernel_reference(entry))
     seed = matrix_block.get("seed")
     if type(seed) is not int:
-        what = "does not record its seed" if seed is None else f"records a seed that is not an integer ({_text(seed)!r})"
+        what = (
+            "does not record its seed" if seed is None else f"records a seed that is not an integer ({_text(seed)!r})"
+        )
         raise ReproError(f"{report_path}: the report {what} (key 'matrix.seed')")
     cases = report.get("cases") if isinstance(report.get("cases"), list) else []
     cases = [r for r in cases if isinstance(r, dict)]
@@ -759,9 +799,21 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         record = {**record, "signature": record.get("signature") or record["outcome"]}
         own_slack = (specs[name].slack if name in specs else None) or 1.0
         try:
-            written.append(write_script(directory, record, _mapping(report.get("environment")), seed, text, timeout_s,
-                                        slack * own_slack, support=support,
-                                        fast_accum_keyword=kernel_accepts_fast_accum(specs[name]) if name in specs else takes_fast_accum(fn)))
+            written.append(
+                write_script(
+                    directory,
+                    record,
+                    _mapping(report.get("environment")),
+                    seed,
+                    text,
+                    timeout_s,
+                    slack * own_slack,
+                    support=support,
+                    fast_accum_keyword=kernel_accepts_fast_accum(specs[name])
+                    if name in specs
+                    else takes_fast_accum(fn),
+                )
+            )
         except OSError as exc:
             raise ReproError(f"cannot write into {directory}: {exc.strerror or exc}") from None
     missing = wanted - ids
