@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
 
 from ..matrix.shapes import CLASSES, classes_of
 from ..verdict import outcome as oc
@@ -31,7 +31,7 @@ def original_outcome(record: Mapping) -> str:
     return outcome
 
 
-def wrong_error(record: Mapping) -> Optional[Mapping]:
+def wrong_error(record: Mapping) -> Mapping | None:
     """The recorded error of the side that is wrong: eager's where the record's layer says eager
     (or compiled raised nothing), else compiled's; None when neither side raised."""
     eager, compiled = record.get("eager_error"), record.get("compiled_error")
@@ -85,7 +85,7 @@ def example_text(record: Mapping) -> str:
     return ""  # nothing recorded beyond the signature: the case id alone is the example
 
 
-def source_of(record: Mapping) -> Optional[str]:
+def source_of(record: Mapping) -> str | None:
     """The user-code frame ("path:line in fn") the wrong side's error came from, else the other
     side's; None when neither error has one (built-in kernels, errors inside torch)."""
     first = wrong_error(record)
@@ -112,7 +112,7 @@ RATIO_BANDS = (
 )
 
 
-def _number(value) -> Optional[float]:
+def _number(value) -> float | None:
     """A number as a report holds it (report.number, not imported: report imports this module)."""
     if type(value) in (int, float):
         return float(value)
@@ -151,13 +151,13 @@ def _how_far(check: Mapping) -> str:
     ratio, max_abs = _number(check.get("ratio")), _number(check.get("max_abs"))
     parts = [check["problem"]] if isinstance(check.get("problem"), str) and check["problem"] else []
     if ratio is not None and max_abs is not None:
-        parts.append("max |err|/tol = %.3g (max abs %.3g)" % (ratio, max_abs))
+        parts.append(f"max |err|/tol = {ratio:.3g} (max abs {max_abs:.3g})")
     if isinstance(check.get("where"), str) and check["where"]:
         parts.append(check["where"])
     return "; ".join(parts) or "off the reference"
 
 
-def mismatch_cause(record: Mapping) -> Optional[str]:
+def mismatch_cause(record: Mapping) -> str | None:
     """`kernel doubled: values off the reference by one constant factor`: the cause of a
     MISMATCH by its kernel and by what its first wrong side has off; None for other classes."""
     if original_outcome(record) != oc.MISMATCH:
@@ -171,7 +171,7 @@ def mismatch_cause(record: Mapping) -> Optional[str]:
 # -- shape classes a group's failures alone have -------------------------------------------------------
 
 
-def _shape_classes(params: Mapping) -> Optional[set]:
+def _shape_classes(params: Mapping) -> set | None:
 
     try:
         return set(classes_of(params).values())

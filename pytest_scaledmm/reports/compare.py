@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence
 
 from packaging.version import InvalidVersion, Version
 
@@ -68,7 +68,7 @@ def severity(outcome: str) -> int:
 DEFAULT_GROUP_BY = ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b")
 
 
-def category(outcome: Optional[str], strict: bool = True) -> Optional[str]:
+def category(outcome: str | None, strict: bool = True) -> str | None:
     """OK, KNOWN, ABSENT or FAILING (outcome.OutcomeClass.category_when); None for no record.
     `strict`: whether strict-only failures fail (the newer report's session.strict_errors)."""
     if outcome is None:
@@ -87,7 +87,7 @@ def _failure_key(record: Mapping) -> tuple:
     return outcome, record.get("signature")
 
 
-def classify(before: Optional[Mapping], after: Optional[Mapping], strict: bool = True) -> Optional[str]:
+def classify(before: Mapping | None, after: Mapping | None, strict: bool = True) -> str | None:
     """The transition from one record of a case to the next; None when nothing changed.
     `strict`: the newer report's rule for strict-only failures, applied to both records."""
     if before is None and after is None:
@@ -140,8 +140,8 @@ class Transition:
     case_id: str
     before_label: str
     after_label: str
-    before: Optional[Mapping]
-    after: Optional[Mapping]
+    before: Mapping | None
+    after: Mapping | None
 
     @property
     def before_outcome(self) -> str:
@@ -181,16 +181,19 @@ class KernelChange:
     after_kernels: tuple = ()
 
 
-def kernel_change(case_id: str, before_label: str, after_label: str,
-                  before: Optional[Mapping], after: Optional[Mapping]) -> Optional[KernelChange]:
+def kernel_change(
+    case_id: str, before_label: str, after_label: str, before: Mapping | None, after: Mapping | None
+) -> KernelChange | None:
     """The change of chosen kernel between two records of a case; None unless both name one."""
     extras = [r.get("extra") if isinstance(r, Mapping) else None for r in (before, after)]
     choices = [extra.get("kernel_choice") if isinstance(extra, Mapping) else None for extra in extras]
     was, now = (label_of(c) for c in choices)
     if was is None or now is None or was == now:
         return None
-    raw = [tuple(k for k in c["kernels"] if isinstance(k, str)) if isinstance(c.get("kernels"), list) else ()
-           for c in choices]
+    raw = [
+        tuple(k for k in c["kernels"] if isinstance(k, str)) if isinstance(c.get("kernels"), list) else ()
+        for c in choices
+    ]
     return KernelChange(case_id, before_label, after_label, was, now, raw[0], raw[1])
 
 
@@ -198,7 +201,7 @@ def kernel_change(case_id: str, before_label: str, after_label: str,
 class Comparison:
     columns: list[Column]
     case_ids: list[str]
-    grid: dict[str, list[Optional[dict]]]
+    grid: dict[str, list[dict | None]]
     transitions: list[Transition]
     notes: list[str] = field(default_factory=list)
     # The notes about single reports (an incomplete run, duplicate ids): the gate has reasons of
@@ -212,11 +215,12 @@ class Comparison:
             out[t.kind].append(t)
         return out
 
-    def kind_counts(self, before_label: Optional[str] = None, after_label: Optional[str] = None) -> Counter:
+    def kind_counts(self, before_label: str | None = None, after_label: str | None = None) -> Counter:
         return Counter(
             t.kind
             for t in self.transitions
-            if (before_label is None or t.before_label == before_label) and (after_label is None or t.after_label == after_label)
+            if (before_label is None or t.before_label == before_label)
+            and (after_label is None or t.after_label == after_label)
         )
 
     def params(self, case_id: str) -> Mapping:
@@ -263,8 +267,8 @@ def _unique_labels(reports: Sequence[tuple[Path, dict]]) -> list[str]:
     labels = [column_label(r.get("environment") or {}) for _, r in reports]
     archs = [str((r.get("environment") or {}).get("arch") or "") for _, r in reports]
     out = list(labels)
-    for label in {l for l in labels if labels.count(l) > 1}:
-        members = [i for i, l in enumerate(labels) if l == label]
+    for label in {name for name in labels if labels.count(name) > 1}:
+        members = [i for i, name in enumerate(labels) if name == label]
         by_arch = len({archs[i] for i in members}) == len(members) and "/" not in label
         for i in members:
             stem = Path(reports[i][0]).stem
@@ -296,12 +300,16 @@ def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
         for cid in case_ids:
             kind = classify(grid[cid][i - 1], grid[cid][i], columns[i].strict)
             if kind:
-                transitions.append(Transition(kind, cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i]))
+                transitions.append(
+                    Transition(kind, cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i])
+                )
             moved = kernel_change(cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i])
             if moved:
                 kernel_changes.append(moved)
     report_notes = _report_notes(columns, reports)
-    return Comparison(columns, case_ids, grid, transitions, _notes(columns) + report_notes, report_notes, kernel_changes)
+    return Comparison(
+        columns, case_ids, grid, transitions, _notes(columns) + report_notes, report_notes, kernel_changes
+    )
 
 
 def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, dict]]) -> list[str]:
@@ -309,14 +317,19 @@ def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, dict]
     for column, (_, report) in zip(columns, reports):
         if column.session.get("complete") is False:
             why = "; ".join(str(r) for r in column.session.get("incomplete_reasons") or [])
-            notes.append(f"{column.label}: the run did not finish; its report is partial" + (f" ({why})" if why else ""))
+            notes.append(
+                f"{column.label}: the run did not finish; its report is partial" + (f" ({why})" if why else "")
+            )
         advice = shard_advice(report)
         if advice:
             notes.append(f"{column.label}: {advice}; this column holds only that shard's cases")
         duplicates = duplicate_ids(report)
         if duplicates:
             cid, count = next(iter(duplicates.items()))
-            notes.append(f"{column.label}: {len(duplicates)} case id(s) recorded more than once (e.g. {cid}, {count} times); the last record is shown")
+            notes.append(
+                f"{column.label}: {len(duplicates)} case id(s) recorded more than once"
+                f" (e.g. {cid}, {count} times); the last record is shown"
+            )
     return notes
 
 
@@ -324,11 +337,14 @@ def _notes(columns: Sequence[Column]) -> list[str]:
     notes = []
     hashes = {c.matrix.get("hash") for c in columns if c.matrix.get("hash")}
     if len(hashes) > 1:
-        notes.append("the reports come from different matrix files or profiles: only cases present in both sides compare")
+        notes.append(
+            "the reports come from different matrix files or profiles: only cases present in both sides compare"
+        )
     hypotheses = {c.environment.get("hypothesis") for c in columns if c.environment.get("hypothesis")}
     if len(hypotheses) > 1:
         notes.append(
-            f"hypothesis versions differ ({', '.join(sorted(hypotheses))}): drawn cases may not line up; pin one version"
+            f"hypothesis versions differ ({', '.join(sorted(hypotheses))}):"
+            " drawn cases may not line up; pin one version"
         )
     return notes
 
@@ -343,7 +359,10 @@ def group_label(params: Mapping, group_by: Sequence[str]) -> str:
     if "kernel" in keys:
         parts.append(KERNEL_SHORT.get(params.get("kernel"), str(params.get("kernel"))))
     if "dtype_a" in keys or "dtype_b" in keys:
-        a, b = _DTYPE_SHORT.get(params.get("dtype_a"), params.get("dtype_a")), _DTYPE_SHORT.get(params.get("dtype_b"), params.get("dtype_b"))
+        a, b = (
+            _DTYPE_SHORT.get(params.get("dtype_a"), params.get("dtype_a")),
+            _DTYPE_SHORT.get(params.get("dtype_b"), params.get("dtype_b")),
+        )
         if a != "int8":
             parts.append(str(a) if a == b or "dtype_b" not in keys else f"{a}×{b}")
     if "scale_a" in keys or "scale_b" in keys:
@@ -357,7 +376,7 @@ def group_label(params: Mapping, group_by: Sequence[str]) -> str:
     return " · ".join(parts)
 
 
-def worst(outcomes: Iterable[str]) -> Optional[str]:
+def worst(outcomes: Iterable[str]) -> str | None:
     return min(outcomes, key=lambda o: (severity(o), o), default=None)
 
 

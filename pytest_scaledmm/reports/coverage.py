@@ -10,7 +10,8 @@ profile's axes.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..matrix.shapes import classes_of
 from ..matrix.spec import is_user_kernel
@@ -79,7 +80,7 @@ def _ran(record: Mapping) -> bool:
     return _outcome(record) not in NOT_RUN
 
 
-def coverage_block(records: Iterable[Mapping], possible: Optional[Mapping], arch: Optional[str]) -> dict:
+def coverage_block(records: Iterable[Mapping], possible: Mapping | None, arch: str | None) -> dict:
     """The report's `coverage` block from the records and the generation's possible pairs (per
     kernel: scale_pair_mode [a, b, mode] and form_class [side, form, class])."""
     records = list(records)

@@ -11,8 +11,8 @@ reason per problem, so that `scaledmm gate` fails on it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
 
 from .coverage import coverage_block
 from .gate import incompleteness
@@ -25,8 +25,8 @@ CHECKED_ENVIRONMENT = ("torch", "cuda", "hip", "triton", "hypothesis", "arch", "
 @dataclass
 class ShardInput:
     path: str
-    report: Optional[dict] = None
-    error: Optional[str] = None  # why it could not be read: one line naming the file
+    report: dict | None = None
+    error: str | None = None  # why it could not be read: one line naming the file
 
 
 @dataclass
@@ -89,7 +89,9 @@ def _shard_set(shards: Sequence[ShardInput], reasons: list[str]) -> int:
             reasons.append(f"shard {index}/{count} is duplicated: given {times} times ({paths})")
     missing = [i for i in range(1, count + 1) if not given.get(i)]
     if missing:
-        reasons.append(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: {len(missing)} of {count} not given")
+        reasons.append(
+            f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: {len(missing)} of {count} not given"
+        )
     for index in sorted(given):
         if index > count:
             reasons.append(f"shard {index} is beyond N = {count}")
@@ -123,11 +125,13 @@ def merge_shards(inputs: Sequence[ShardInput]) -> MergeResult:
     total = (first.get("shard") or {}).get("total_cases")
     expected = (first.get("shard") or {}).get("total_ids_sha256")
     if shards and not reasons and ids_sha256(owners) != expected:
-        reasons.append(f"the shards' {len(owners)} case(s) are not the {total} case(s) of the run they name (total_ids_sha256)")
+        reasons.append(
+            f"the shards' {len(owners)} case(s) are not the {total} case(s) of the run they name (total_ids_sha256)"
+        )
     return MergeResult(_merged_report(shards, count, total, reasons), reasons)
 
 
-def _merged_report(shards: Sequence[ShardInput], count: int, total: Optional[int], reasons: list[str]) -> dict:
+def _merged_report(shards: Sequence[ShardInput], count: int, total: int | None, reasons: list[str]) -> dict:
     first = shards[0].report if shards else {}
     records = [record for shard in shards for record in shard.report["cases"]]  # duplicates kept: the gate names them
     sessions = [s.report.get("session") or {} for s in shards]
@@ -156,8 +160,12 @@ def _merged_report(shards: Sequence[ShardInput], count: int, total: Optional[int
         "total_ids_sha256": block.get("total_ids_sha256") or "",
         "ids_sha256": ids_sha256(r["id"] for r in records),
         "merged": [
-            {"index": _index(s), "path": s.path, "cases": len(s.report["cases"]),
-             "complete": (s.report.get("session") or {}).get("complete") is True}
+            {
+                "index": _index(s),
+                "path": s.path,
+                "cases": len(s.report["cases"]),
+                "complete": (s.report.get("session") or {}).get("complete") is True,
+            }
             for s in shards
         ],
     }

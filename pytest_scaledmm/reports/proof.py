@@ -5,7 +5,7 @@ then). A record set to PASS by an edit, without that proof, is named by the gate
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..verdict import outcome as oc
 
@@ -20,7 +20,8 @@ def _proven(check) -> bool:
 def unproven_passes(report: Mapping) -> list[str]:
     """One line for the passing records that lack a passing check of both sides, or none."""
     bad = [
-        c["id"] for c in report["cases"]
+        c["id"]
+        for c in report["cases"]
         if c["outcome"] in (oc.PASS, oc.FIXED_UPSTREAM)
         and not all(_proven((c.get("errors") or {}).get(side)) for side in ("eager", "compiled"))
     ]

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
 from urllib.parse import urlsplit
 
 import jinja2
@@ -98,7 +98,7 @@ def md_code(value) -> MdSafe:
     return MdSafe(f"{fence} {text} {fence}")
 
 
-def safe_url(value) -> Optional[str]:
+def safe_url(value) -> str | None:
     """`value` when it is an absolute http or https URL with a host and no whitespace or
     control character (what a link may point to), else None: a `javascript:` or `data:` link
     from a catalogue or a report is shown as text."""
@@ -136,13 +136,13 @@ def _environment(kind: str) -> jinja2.Environment:
     return env
 
 
-def _replayer(comparison: Comparison, matrix_path: Optional[str]):
+def _replayer(comparison: Comparison, matrix_path: str | None):
     """case id (and the label of the report it is read from; default the newest) -> its replay
     command, with that report's profile, seed and device (reports/replay.py)."""
     blocks = {c.label: c for c in comparison.columns}
     newest = comparison.columns[-1] if comparison.columns else None
 
-    def replay(case_id: str, label: Optional[str] = None) -> str:
+    def replay(case_id: str, label: str | None = None) -> str:
         column = blocks.get(label, newest)
         if column is None:
             return report_replay({}, case_id, matrix_path)
@@ -151,7 +151,7 @@ def _replayer(comparison: Comparison, matrix_path: Optional[str]):
     return replay
 
 
-def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) -> dict:
+def _context(comparison: Comparison, matrix_path: str | None, max_rows: int) -> dict:
     matrix = matrix_path or next((c.matrix.get("path") for c in comparison.columns if c.matrix.get("path")), None)
     replay = _replayer(comparison, matrix_path)
     by_kind = comparison.by_kind()
@@ -225,7 +225,7 @@ def kernel_change_rows(comparison: Comparison) -> list[dict]:
     ]
 
 
-def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -> list[dict]:
+def root_cause_rows(comparison: Comparison, matrix_path: str | None = None) -> list[dict]:
     """The newest report's root causes, one row per bug (report.signature_groups): failing ones by
     tier, then tolerated, then informational, under that report's own strictness. `matrix_path`:
     the matrix replay commands name instead of the one the report recorded."""
@@ -235,8 +235,8 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
     records = [row[-1] for row in comparison.grid.values() if row[-1] is not None]
     rows = []
     failing, tolerated, lenient = sorted_out(signature_groups(records), column.strict)
-    for status, groups in (("failing", failing), ("tolerated", tolerated), ("informational", lenient)):
-        for g in groups:
+    for status, of_status in (("failing", failing), ("tolerated", tolerated), ("informational", lenient)):
+        for g in of_status:
             outcomes = g.get("outcomes") or {}
             met = list((g.get("met") or {}).items())
             rows.append(
@@ -260,11 +260,11 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
     return rows
 
 
-def render_markdown(comparison: Comparison, matrix_path: Optional[str] = None, max_rows: int = 30) -> str:
+def render_markdown(comparison: Comparison, matrix_path: str | None = None, max_rows: int = 30) -> str:
     return _environment("md").get_template("summary.md.j2").render(**_context(comparison, matrix_path, max_rows))
 
 
-def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optional[str]) -> list[dict]:
+def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: str | None) -> list[dict]:
     rows = []
     for label, ids in groups(comparison, group_by):
         cells = []
@@ -329,7 +329,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optio
 
 def render_html(
     comparison: Comparison,
-    matrix_path: Optional[str] = None,
+    matrix_path: str | None = None,
     group_by: Sequence[str] = DEFAULT_GROUP_BY,
     max_rows: int = 200,
     title: str = "scaled-mm compatibility matrix",
@@ -353,7 +353,7 @@ def _link_text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, matrix_path: Optional[str] = None) -> str:
+def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, matrix_path: str | None = None) -> str:
     """The terminal table: outcome counts per environment, then transitions per neighbouring pair,
     each change with the command that replays one of its cases where it was recorded."""
     replay = _replayer(comparison, matrix_path)

@@ -19,9 +19,10 @@ import os
 import stat
 import tempfile
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, cast
+from typing import Any, cast
 
 from ..errors import ScaledmmError
 from ..records import CaseRecord, Report, SignatureGroup
@@ -68,7 +69,7 @@ def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, A
     return cast("dict[str, Any]", report)
 
 
-def iso_time(epoch: Optional[float] = None) -> str:
+def iso_time(epoch: float | None = None) -> str:
     """A moment as ISO 8601 in UTC with microseconds: 2026-05-01T12:00:00.123456+00:00."""
     moment = datetime.now(timezone.utc) if epoch is None else datetime.fromtimestamp(epoch, timezone.utc)
     return moment.isoformat(timespec="microseconds")
@@ -228,7 +229,7 @@ def strict_json(value: Any) -> Any:
     return value
 
 
-def number(value: Any) -> Optional[float]:
+def number(value: Any) -> float | None:
     """A number as a report holds it (a JSON number or one of NON_FINITE's strings), else None."""
     if type(value) in (int, float):
         return float(value)
@@ -259,7 +260,7 @@ def ids_sha256(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def shard_of(report: Report) -> Optional[tuple[int, int]]:
+def shard_of(report: Report) -> tuple[int, int] | None:
     """(I, N) when the report is shard I of N of a sharded run (not a merge of the shards)."""
     block = report.get("shard")
     if isinstance(block, dict) and type(block.get("index")) is int and type(block.get("count")) is int:
@@ -267,7 +268,7 @@ def shard_of(report: Report) -> Optional[tuple[int, int]]:
     return None
 
 
-def shard_advice(report: Report) -> Optional[str]:
+def shard_advice(report: Report) -> str | None:
     """What to do with a shard's report before comparing or gating it, or None."""
     position = shard_of(report)
     if position is None or position[1] == 1:  # shard 1/1 holds every case: it is the whole run
@@ -416,7 +417,7 @@ def _is_unfinished_stub(path: Path) -> bool:
     )
 
 
-def start_report(path: Path, reason: str = IN_PROGRESS) -> Optional[Path]:
+def start_report(path: Path, reason: str = IN_PROGRESS) -> Path | None:
     """Claim `path` for a run, under its lock: an earlier report there moves to
     `<name>.previous.json` (an unfinished one is simply replaced, so that it never displaces
     the last real report), and an unfinished report takes its place until the run writes its
@@ -709,7 +710,8 @@ def load_report(path) -> Report:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ReportError(
             path,
-            f"not a pytest-scaledmm report (key 'schema' is {data.get('schema') if isinstance(data, dict) else None!r})",
+            "not a pytest-scaledmm report"
+            f" (key 'schema' is {data.get('schema') if isinstance(data, dict) else None!r})",
         )
     version = data.get("schema_version")
     if type(version) is not int or version not in READABLE_VERSIONS:

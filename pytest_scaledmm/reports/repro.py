@@ -27,7 +27,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable
 
 from .. import __version__, verdict
 from ..errors import ScaledmmError
@@ -87,7 +87,7 @@ class ReproError(ScaledmmError):
     """A script could not be written for this case (the reason is in the message)."""
 
 
-def script_name(outcome: str, cause: str, kernel: Optional[str] = None) -> str:
+def script_name(outcome: str, cause: str, kernel: str | None = None) -> str:
     """The script's file name: a short hash of the outcome, the root cause and the kernel (one
     "values off the reference" in two kernels is two bugs)."""
     key = f"{outcome}\0{cause}" + (f"\0{kernel}" if kernel is not None else "")
@@ -162,7 +162,7 @@ def _plain(value):
         raise ReproError(f"a recorded value is not plain data ({type(exc).__name__})") from None
 
 
-def _text(value) -> Optional[str]:
+def _text(value) -> str | None:
     """A recorded value as text for FOUND, cut to TEXT_LIMIT characters."""
     if value is None:
         return None
@@ -312,7 +312,7 @@ def check_reference(reference: str) -> tuple[str, list[str]]:
     return module_name, attr_path.split(".")
 
 
-def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_dirs=(), *, resolve: bool = True) -> str:
+def kernel_code(name: str, fn: Callable | None, impl: str | None, import_dirs=(), *, resolve: bool = True) -> str:
     """Code that defines `kernel` in the script. `name` appears in no code or comment.
     `import_dirs`: the directories the run imported from (the matrix's, the rootdir), which a
     user kernel's module may need for its own imports of the project's packages. `resolve`
@@ -397,7 +397,7 @@ def pack_kernel_specs() -> dict:
     return {name: pack_kernel_spec(name) for name in PACK_KERNELS}
 
 
-def kernel_reference(spec) -> Optional[str]:
+def kernel_reference(spec) -> str | None:
     """What a script imports as `kernel`: a module kernel's factory, else its impl."""
     if spec is None:
         return None
@@ -414,7 +414,7 @@ def tensor_facts(params: dict, seed: int) -> dict:
     return input_facts(make_inputs(params, seed, "cpu"))
 
 
-def kernel_support(spec) -> Optional[dict]:
+def kernel_support(spec) -> dict | None:
     """What the kernel declares it supports (refusals.Support), as plain data, from its KernelSpec;
     None without one (the script then judges alike refusals as triage does: UNSUPPORTED)."""
     return Support.of(spec).to_json() if spec is not None else None
@@ -424,7 +424,7 @@ def kernel_accepts_fast_accum(spec) -> bool:
     return spec_accepts_fast_accum(spec)
 
 
-def takes_fast_accum(fn: Optional[Callable]) -> bool:
+def takes_fast_accum(fn: Callable | None) -> bool:
     """Whether the run passes use_fast_accum to this kernel (only where its signature takes it)."""
     return fn is None or accepts_keyword(fn, "use_fast_accum")
 
@@ -432,7 +432,7 @@ def takes_fast_accum(fn: Optional[Callable]) -> bool:
 # -- the script ------------------------------------------------------------------------------
 
 
-def _error_names(error) -> Optional[list]:
+def _error_names(error) -> list | None:
     error = _mapping(error)
     if not error:
         return None
@@ -505,9 +505,9 @@ def render_script(
     kernel_text: str,
     timeout_s: float,
     slack: float = 1.0,
-    env_vars: Optional[dict] = None,
+    env_vars: dict | None = None,
     max_autotune_configs: int = 0,
-    support: Optional[dict] = None,
+    support: dict | None = None,
     fast_accum_keyword: bool = True,
 ) -> str:
     """The script's text. Every value from `record` and `environment` goes in through `literal`;
@@ -535,7 +535,8 @@ def render_script(
             f"RUN_SEED = {literal(_plain(run_seed))}",
             "SEED = " + literal(seed) + "  # zlib.crc32(f'{RUN_SEED}::{CASE_ID}'.encode()): the run's input seed",
             f"DEVICE = {literal(device if isinstance(device, str) and device else 'cpu')}",
-            f"COMPILE = {literal(compile_settings(params['mode'], max_autotune_configs))}  # {_compile_comment(row.runner)}",
+            f"COMPILE = {literal(compile_settings(params['mode'], max_autotune_configs))}"
+            f"  # {_compile_comment(row.runner)}",
             f"RUNNER = {literal(row.runner)}  # how the compiled side is made (pipeline.make_compiled)",
             f"OTHER_M = {literal(other_m)}  # the other M a dynamic-M mode runs, each with its input seed",
             f"KERNEL_SUPPORT = {literal(_plain(support))}  # what the kernel declares: how alike refusals are judged",
@@ -577,7 +578,7 @@ def write_script(
     timeout_s: float,
     slack: float = 1.0,
     max_autotune_configs: int = 0,
-    support: Optional[dict] = None,
+    support: dict | None = None,
     fast_accum_keyword: bool = True,
 ) -> Path:
     """Write (or replace) the script of this record's signature and update index.json
@@ -665,7 +666,7 @@ class ReproWriter:
         self.written: dict[str, Path] = {}
         self.errors: dict[str, str] = {}
 
-    def add(self, record: dict, environment: dict, run_seed: int) -> Optional[Path]:
+    def add(self, record: dict, environment: dict, run_seed: int) -> Path | None:
         if record["outcome"] not in REPRODUCIBLE or not record.get("signature"):
             return None
         key = cause_key(record)
@@ -706,7 +707,7 @@ class ReproWriter:
         return lines
 
 
-def _record_problem(record, limits) -> Optional[str]:
+def _record_problem(record, limits) -> str | None:
     """Why a report's record cannot make a script (a key and what is wrong with it), or None:
     the script regenerates the case from these values, so they must be a case of this plugin,
     within the matrix's tensor-element limits."""

@@ -86,12 +86,16 @@ def root_cause_lines(groups: Sequence[SignatureGroup], strict_errors: bool, repl
         if len(failing) > max_groups:
             lines.append(f"  ... {len(failing) - max_groups} more in the report")
     if tolerated:
-        lines.append(f"{len(tolerated)} tolerated root cause(s), {tier_heading(tolerated[0]['tier'])}"
-                     " (--scaledmm-strict-errors fails on them):")
+        lines.append(
+            f"{len(tolerated)} tolerated root cause(s), {tier_heading(tolerated[0]['tier'])}"
+            " (--scaledmm-strict-errors fails on them):"
+        )
         for group in tolerated[:max_groups]:
             lines += group_lines(group, replay)
     if lenient:
-        lines.append(f"{len(lenient)} informational root cause(s), compiled accepts invalid input with the reference's result:")
+        lines.append(
+            f"{len(lenient)} informational root cause(s), compiled accepts invalid input with the reference's result:"
+        )
         for group in lenient[:max_groups]:
             lines += group_lines(group, replay)
     return lines
@@ -101,7 +105,8 @@ def control_skip_lines(records) -> list[str]:
     """The cases SKIPPED because a control failed the same way (execution/aoti_control.py), by
     reason: failures the run cannot pin on the kernel, so not proven."""
     reasons = Counter(
-        r.get("detail") for r in records
+        r.get("detail")
+        for r in records
         if r.get("outcome") == oc.SKIPPED and isinstance((r.get("extra") or {}).get("aoti_control"), dict)
     )
     if not reasons:
