@@ -22,6 +22,7 @@ from ..verdict import outcome as oc
 from .options import ALLOW_CAPABILITY_LOSS, ALLOW_LOOSER_SLACK, ALLOW_MISSING, ALLOW_WORSE, add_pytest_options
 
 if TYPE_CHECKING:
+    from ..records import Report
     from ..reports.report import ReportLock
     from .session import MatrixSession
 
@@ -776,7 +777,7 @@ def pytest_report_teststatus(report, config):
     return None
 
 
-def build_session_report(state) -> dict:
+def build_session_report(state) -> Report:
     """The session's report with how strict it was: the gate judges strict-only failures by the
     candidate's session.strict_errors."""
     report = state.build_report()
@@ -784,7 +785,7 @@ def build_session_report(state) -> dict:
     return report
 
 
-def _load_baseline(path: str) -> dict:
+def _load_baseline(path: str) -> Report:
     from ..reports.report import ReportError, load_report
 
     try:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..matrix.shapes import CLASSES, classes_of
 from ..verdict import outcome as oc
@@ -20,7 +21,7 @@ from ..verdict import outcome as oc
 EXAMPLE_LIMIT = 200  # characters of an example message shown beside its root cause
 
 
-def original_outcome(record: Mapping) -> str:
+def original_outcome(record: Mapping) -> str | None:
     """The class before the known-failure catalogue: an XFAIL's original outcome."""
     outcome = record.get("outcome")
     if outcome in (oc.XFAIL, oc.FIXED_UPSTREAM):
@@ -122,7 +123,8 @@ def _number(value) -> float | None:
 
 
 def _off_checks(record: Mapping) -> list[Mapping]:
-    checks = record.get("errors") if isinstance(record.get("errors"), Mapping) else {}
+    raw = record.get("errors")
+    checks: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     return [
         checks[side]
         for side in ("eager", "compiled")
@@ -198,14 +200,15 @@ def shape_classes(failing: Iterable[Mapping], passing: Mapping) -> list[str]:
 
     failing = list(failing)
     classes = [_shape_classes(r.get("params") or {}) for r in failing]
-    if len(failing) < 2 or any(c is None for c in classes):
+    known = [c for c in classes if c is not None]
+    if len(failing) < 2 or len(known) < len(classes):
         return []
     kernels = {(r.get("params") or {}).get("kernel") for r in failing}
     passed = [c for kernel in kernels for c in passing.get(kernel, ())]
     if not passed:
         return []
     order = [c.name for c in CLASSES]
-    return sorted((c for c in set.intersection(*classes) if not any(c in p for p in passed)), key=order.index)
+    return sorted((c for c in set.intersection(*known) if not any(c in p for p in passed)), key=order.index)
 
 
 def all_text(group: Mapping) -> str:

@@ -26,10 +26,12 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, overload
 
 from packaging.version import InvalidVersion, Version
 
 from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
+from ..records import CaseRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
 from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
@@ -68,6 +70,10 @@ def severity(outcome: str) -> int:
 DEFAULT_GROUP_BY = ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b")
 
 
+@overload
+def category(outcome: str, strict: bool = True) -> str: ...
+@overload
+def category(outcome: None, strict: bool = True) -> None: ...
 def category(outcome: str | None, strict: bool = True) -> str | None:
     """OK, KNOWN, ABSENT or FAILING (outcome.OutcomeClass.category_when); None for no record.
     `strict`: whether strict-only failures fail (the newer report's session.strict_errors)."""
@@ -77,8 +83,8 @@ def category(outcome: str | None, strict: bool = True) -> str | None:
     return known.category_when(strict) if known else FAILING  # a class a newer plugin adds counts as failing
 
 
-def _failure_key(record: Mapping) -> tuple:
-    outcome = record["outcome"]
+def _failure_key(record: CaseRecord) -> tuple:
+    outcome: str | None = record["outcome"]
     if outcome == oc.XFAIL:
         outcome = (record.get("known_failure") or {}).get("original_outcome", outcome)
     known = oc.outcome_class(outcome)
@@ -87,7 +93,7 @@ def _failure_key(record: Mapping) -> tuple:
     return outcome, record.get("signature")
 
 
-def classify(before: Mapping | None, after: Mapping | None, strict: bool = True) -> str | None:
+def classify(before: CaseRecord | None, after: CaseRecord | None, strict: bool = True) -> str | None:
     """The transition from one record of a case to the next; None when nothing changed.
     `strict`: the newer report's rule for strict-only failures, applied to both records."""
     if before is None and after is None:
@@ -140,8 +146,8 @@ class Transition:
     case_id: str
     before_label: str
     after_label: str
-    before: Mapping | None
-    after: Mapping | None
+    before: CaseRecord | None
+    after: CaseRecord | None
 
     @property
     def before_outcome(self) -> str:
@@ -154,8 +160,9 @@ class Transition:
     @property
     def signature(self) -> str:
         for record in (self.after, self.before):
-            if record and record.get("signature") and category(record["outcome"]) != OK:
-                return record["signature"]
+            signature = record.get("signature") if record else None
+            if record and signature and category(record["outcome"]) != OK:
+                return signature
         return ""
 
     @property
@@ -182,7 +189,7 @@ class KernelChange:
 
 
 def kernel_change(
-    case_id: str, before_label: str, after_label: str, before: Mapping | None, after: Mapping | None
+    case_id: str, before_label: str, after_label: str, before: CaseRecord | None, after: CaseRecord | None
 ) -> KernelChange | None:
     """The change of chosen kernel between two records of a case; None unless both name one."""
     extras = [r.get("extra") if isinstance(r, Mapping) else None for r in (before, after)]
@@ -191,7 +198,9 @@ def kernel_change(
     if was is None or now is None or was == now:
         return None
     raw = [
-        tuple(k for k in c["kernels"] if isinstance(k, str)) if isinstance(c.get("kernels"), list) else ()
+        tuple(k for k in c["kernels"] if isinstance(k, str))
+        if isinstance(c, Mapping) and isinstance(c.get("kernels"), list)
+        else ()
         for c in choices
     ]
     return KernelChange(case_id, before_label, after_label, was, now, raw[0], raw[1])
@@ -201,7 +210,7 @@ def kernel_change(
 class Comparison:
     columns: list[Column]
     case_ids: list[str]
-    grid: dict[str, list[dict | None]]
+    grid: dict[str, list[CaseRecord | None]]
     transitions: list[Transition]
     notes: list[str] = field(default_factory=list)
     # The notes about single reports (an incomplete run, duplicate ids): the gate has reasons of
@@ -230,7 +239,7 @@ class Comparison:
         return list(zip(self.columns, self.columns[1:]))
 
 
-def torch_sort_key(report: Mapping):
+def torch_sort_key(report: Report):
     env = report.get("environment") or {}
     try:
         version = Version(str(env.get("torch")))
@@ -239,10 +248,10 @@ def torch_sort_key(report: Mapping):
     return (version, str(env.get("arch") or ""), str(env.get("tox_env") or ""))
 
 
-def load_reports(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, dict]]:
+def load_reports(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, Report]]:
     """Load every report; a directory stands for its *.json files ordered by torch version
     (2.3 before 2.13: versions, never strings), files keep the order they were given in."""
-    loaded: list[tuple[Path, dict]] = []
+    loaded: list[tuple[Path, Report]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -261,7 +270,7 @@ def column_label(environment: Mapping) -> str:
     return f"torch{environment.get('torch', '?')}/{environment.get('arch', '?')}"
 
 
-def _unique_labels(reports: Sequence[tuple[Path, dict]]) -> list[str]:
+def _unique_labels(reports: Sequence[tuple[Path, Report]]) -> list[str]:
     """Environment labels; where two reports share one, the arch tells them apart (same tox env on
     two runners), else the file name."""
     labels = [column_label(r.get("environment") or {}) for _, r in reports]
@@ -278,7 +287,7 @@ def _unique_labels(reports: Sequence[tuple[Path, dict]]) -> list[str]:
     return out
 
 
-def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
+def compare_reports(reports: Sequence[tuple[Path, Report]]) -> Comparison:
     labels = _unique_labels(reports)
     columns = [
         Column(
@@ -312,7 +321,7 @@ def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
     )
 
 
-def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, dict]]) -> list[str]:
+def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, Report]]) -> list[str]:
     notes = []
     for column, (_, report) in zip(columns, reports):
         if column.session.get("complete") is False:
@@ -340,7 +349,7 @@ def _notes(columns: Sequence[Column]) -> list[str]:
         notes.append(
             "the reports come from different matrix files or profiles: only cases present in both sides compare"
         )
-    hypotheses = {c.environment.get("hypothesis") for c in columns if c.environment.get("hypothesis")}
+    hypotheses = {h for h in (c.environment.get("hypothesis") for c in columns) if h}
     if len(hypotheses) > 1:
         notes.append(
             f"hypothesis versions differ ({', '.join(sorted(hypotheses))}):"
@@ -353,21 +362,22 @@ def _notes(columns: Sequence[Column]) -> list[str]:
 _DTYPE_SHORT = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e4m3fnuz": "e4m3fnuz", "e5m2fnuz": "e5m2fnuz", "int8": "int8"}
 
 
+def _short(names: Mapping[str, str], value: Any) -> Any:
+    """A parameter value's short name, else the value itself."""
+    return names.get(value, value) if isinstance(value, str) else value
+
+
 def group_label(params: Mapping, group_by: Sequence[str]) -> str:
     parts = []
     keys = list(group_by)
     if "kernel" in keys:
-        parts.append(KERNEL_SHORT.get(params.get("kernel"), str(params.get("kernel"))))
+        parts.append(str(_short(KERNEL_SHORT, params.get("kernel"))))
     if "dtype_a" in keys or "dtype_b" in keys:
-        a, b = (
-            _DTYPE_SHORT.get(params.get("dtype_a"), params.get("dtype_a")),
-            _DTYPE_SHORT.get(params.get("dtype_b"), params.get("dtype_b")),
-        )
+        a, b = _short(_DTYPE_SHORT, params.get("dtype_a")), _short(_DTYPE_SHORT, params.get("dtype_b"))
         if a != "int8":
             parts.append(str(a) if a == b or "dtype_b" not in keys else f"{a}×{b}")
     if "scale_a" in keys or "scale_b" in keys:
-        a = SCALE_SHORT.get(params.get("scale_a"), params.get("scale_a"))
-        b = SCALE_SHORT.get(params.get("scale_b"), params.get("scale_b"))
+        a, b = _short(SCALE_SHORT, params.get("scale_a")), _short(SCALE_SHORT, params.get("scale_b"))
         parts.append(f"{a}×{b}" if "scale_b" in keys and "scale_a" in keys else str(a if "scale_a" in keys else b))
     for key in keys:
         if key not in ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b"):

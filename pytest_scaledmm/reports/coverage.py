@@ -24,7 +24,7 @@ NOT_RUN = (oc.SKIPPED, oc.HARNESS_ERROR)
 SHOWN_MISSING = 5  # uncovered pairs a report lists per measure
 
 
-def _outcome(record: Mapping) -> str:
+def _outcome(record: Mapping) -> str | None:
     known = record.get("known_failure")
     original = known.get("original_outcome") if isinstance(known, dict) else None
     return original if isinstance(original, str) else record.get("outcome")

@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ..errors import ScaledmmError
 from ..matrix.known_failures import Catalogue, restore_original_outcomes, torch_release
@@ -69,6 +69,9 @@ from .compare import (
 from .printable import printable_lines
 from .proof import unproven_passes
 from .report import dumps_strict, duplicate_ids, number, shard_advice, shard_of
+
+if TYPE_CHECKING:
+    from typing import TypeGuard  # Python 3.10
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
 # A case that fails in both reports with one signature, but by more: its error/bound grew past
@@ -220,7 +223,7 @@ def _tolerated(outcome: str) -> bool:
     return known is not None and known.strict_only
 
 
-def _whole(value) -> bool:
+def _whole(value) -> TypeGuard[int]:
     return type(value) is int
 
 
@@ -309,9 +312,10 @@ def kernel_slacks(report: Mapping) -> dict[str, tuple[float, str | None]]:
     found: dict[str, tuple[float, str | None]] = {}
     declared = ((report.get("matrix") or {}).get("tolerance") or {}).get("kernels") or {}
     for name, entry in declared.items() if isinstance(declared, Mapping) else ():
-        if isinstance(entry, Mapping) and number(entry.get("slack")) is not None:
+        slack = number(entry.get("slack")) if isinstance(entry, Mapping) else None
+        if slack is not None:
             found[str(name)] = (
-                number(entry["slack"]),
+                slack,
                 entry.get("reason") if isinstance(entry.get("reason"), str) else None,
             )
     for record in report["cases"]:
@@ -398,6 +402,8 @@ def _same_report(baseline: Mapping, candidate: Mapping) -> bool:
 def _covered_in_baseline(t: Transition, catalogue, environment: Mapping) -> bool:
     """A pass that now fails as an entry predicts is no news only when that same entry covered
     the case in the baseline's run too (its pass there read "fixed upstream")."""
+    if t.before is None or t.after is None:
+        return False
     index = (t.after.get("known_failure") or {}).get("entry")
     if not catalogue or type(index) is not int or not 0 <= index < len(catalogue.entries):
         return False
@@ -544,17 +550,18 @@ def _restore(ctx: GateContext) -> tuple[list[tuple[Path, Report]], list[Finding]
     found = []
     for role, (path, data) in ctx.reports.items():
         outcomes = {c["id"]: c["outcome"] for c in data["cases"]}
-        data, unexplained = restore_original_outcomes(data)
+        # The catalogue's side reads and writes plain dicts.
+        plain, unexplained = restore_original_outcomes(cast("dict[str, Any]", data))
         by_outcome: dict[str, list[str]] = {}
         for cid in unexplained:
             by_outcome.setdefault(outcomes[cid], []).append(cid)
         for outcome, ids in sorted(by_outcome.items()):
             found.append(Finding(f"{role}: {len(ids)} case(s) {outcome} without its original outcome, e.g. {ids[0]}"))
         if ctx.catalogue:
-            data = ctx.catalogue.apply_report(data)
+            plain = ctx.catalogue.apply_report(plain)
         if role == "candidate" and ctx.judged_strictly:
-            data = {**data, "session": {**(data.get("session") or {}), "strict_errors": True}}
-        restored.append((path, data))
+            plain = {**plain, "session": {**(plain.get("session") or {}), "strict_errors": True}}
+        restored.append((path, cast("Report", plain)))
     if ctx.catalogue_note:
         found.append(_note(ctx.catalogue_note))
     return restored, found
@@ -578,7 +585,8 @@ def _judge(ctx: GateContext, comparison: Comparison) -> Judgement:
 
 
 def _common_check(j: Judgement) -> list[Finding]:
-    common = [row for row in j.comparison.grid.values() if row[0] is not None and row[1] is not None]
+    # The candidate's record of each case both reports have.
+    common = [after for row in j.comparison.grid.values() if row[0] is not None and (after := row[1]) is not None]
     if not common and j.context.candidate[1]["cases"]:
         return [
             Finding(
@@ -586,7 +594,7 @@ def _common_check(j: Judgement) -> list[Finding]:
                 "Nothing was compared, so nothing passed"
             )
         ]
-    if common and all(category(row[1]["outcome"]) == ABSENT for row in common):
+    if common and all(category(after["outcome"]) == ABSENT for after in common):
         return [
             Finding(
                 "not proven: no case in common was run and checked"
@@ -842,8 +850,8 @@ def resolve_catalogue(matrix_path: str | None, candidate: Mapping, spec=None, ba
 
 
 def run_gate(
-    baseline: tuple[Path, dict],
-    candidate: tuple[Path, dict],
+    baseline: tuple[Path, Report],
+    candidate: tuple[Path, Report],
     *,
     matrix_path: str | None = None,
     spec=None,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import cast
 
 from ..verdict import outcome as oc
 
@@ -14,7 +15,10 @@ def _proven(check) -> bool:
     if not isinstance(check, Mapping) or check.get("ok") is not True:
         return False
     ratio = check.get("ratio")
-    return type(ratio) in (int, float) and math.isfinite(ratio) and ratio <= 1.0
+    if type(ratio) not in (int, float):  # exactly: a bool is no ratio
+        return False
+    value = cast("float", ratio)
+    return math.isfinite(value) and value <= 1.0
 
 
 def unproven_passes(report: Mapping) -> list[str]:

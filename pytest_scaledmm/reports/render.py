@@ -14,6 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import jinja2
@@ -143,7 +144,7 @@ def _replayer(comparison: Comparison, matrix_path: str | None):
     newest = comparison.columns[-1] if comparison.columns else None
 
     def replay(case_id: str, label: str | None = None) -> str:
-        column = blocks.get(label, newest)
+        column = blocks.get(label, newest) if label is not None else newest
         if column is None:
             return report_replay({}, case_id, matrix_path)
         return report_replay(column.matrix, case_id, matrix_path, column.environment)
@@ -164,7 +165,7 @@ def _context(comparison: Comparison, matrix_path: str | None, max_rows: int) -> 
         )
     grouped = {}
     for kind, moved in by_kind.items():
-        rows = []
+        rows: list[dict[str, Any]] = []
         for pair, members in _by_pair(moved):
             for change, ts in group_changes(members):
                 rows.append(
@@ -276,7 +277,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: str |
                 {"outcome": o, "count": counts[o], "pct": round(100.0 * counts[o] / len(present), 2)}
                 for o in sorted(counts, key=lambda o: (severity(o), o))
             ]
-            changes = Counter()
+            changes: Counter[str] = Counter()
             cases = []
             for cid, record in zip(ids, records):
                 if record is None:

@@ -17,7 +17,8 @@ def report_replay(
     and from its environment block, the torch, device and tox env that recorded it."""
 
     matrix = matrix if isinstance(matrix, Mapping) else {}
-    forced = matrix.get("forced") if isinstance(matrix.get("forced"), Mapping) else {}
+    raw_forced = matrix.get("forced")
+    forced = raw_forced if isinstance(raw_forced, Mapping) else {}
     seed = forced.get("seed") if type(forced.get("seed")) is int else None
     device = forced.get("device") if isinstance(forced.get("device"), str) else None
     profile = matrix.get("profile") if isinstance(matrix.get("profile"), str) else None

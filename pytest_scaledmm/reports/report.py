@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import ScaledmmError
-from ..records import CaseRecord, Report, SignatureGroup
+from ..records import CaseRecord, MatrixBlock, Report, SessionBlock, SignatureGroup
 from ..verdict import outcome as oc
 from .causes import example_text, mismatch_cause, passing_classes, shape_classes, source_of
 from .files import write_text_atomic
@@ -52,21 +52,22 @@ class ReportError(ScaledmmError):
         super().__init__(f"{self.path}: {message}")
 
 
-def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, Any]], session: dict) -> dict[str, Any]:
-    """A report of these records; a plain dict, to which the plugin adds its own blocks (coverage)."""
+def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, Any]], session: dict) -> Report:
+    """A report of these records; a plain dict, to which the plugin adds its own blocks (coverage).
+    The blocks are the writers' plain dicts: here they become the report's typed blocks."""
     records = cast("list[CaseRecord]", sorted(cases, key=lambda c: c["id"]))
     counts = Counter(c["outcome"] for c in records)
     report: Report = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "environment": environment,
-        "matrix": matrix,
-        "session": session,
+        "matrix": cast("MatrixBlock", matrix),
+        "session": cast("SessionBlock", session),
         "summary": dict(sorted(counts.items())),
         "signatures": signature_groups(records),
         "cases": records,
     }
-    return cast("dict[str, Any]", report)
+    return report
 
 
 def iso_time(epoch: float | None = None) -> str:
@@ -158,7 +159,7 @@ def signature_groups(cases: Iterable[Mapping[str, Any]]) -> list[SignatureGroup]
         met = case.get("met")
         if isinstance(met, str) and met:
             group["met"][met] = group["met"].get(met, 0) + 1
-    out = []
+    out: list[SignatureGroup] = []
     common = shared_params(case.get("params") or {} for case in cases)
     passed = passing_classes(cases)
     for group in groups.values():
@@ -263,9 +264,10 @@ def ids_sha256(ids: Iterable[str]) -> str:
 def shard_of(report: Report) -> tuple[int, int] | None:
     """(I, N) when the report is shard I of N of a sharded run (not a merge of the shards)."""
     block = report.get("shard")
-    if isinstance(block, dict) and type(block.get("index")) is int and type(block.get("count")) is int:
-        return block["index"], block["count"]
-    return None
+    if not isinstance(block, dict):
+        return None
+    index, count = block.get("index"), block.get("count")
+    return (index, count) if type(index) is int and type(count) is int else None
 
 
 def shard_advice(report: Report) -> str | None:
@@ -394,7 +396,7 @@ def previous_path(path: Path) -> Path:
     return path.with_name(f"{stem}.previous.json")
 
 
-def unfinished_report(reason: str = IN_PROGRESS) -> dict[str, Any]:
+def unfinished_report(reason: str = IN_PROGRESS) -> Report:
     """A report that says only that its run did not finish: no record, complete false."""
     session = {"started": iso_time(), "complete": False, "incomplete_reasons": [reason]}
     return build_report({}, {}, [], session)
@@ -601,6 +603,7 @@ def _too_deep(data, limit: int) -> bool:
     stack = [(data, 1)]
     while stack:
         node, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):
@@ -644,8 +647,8 @@ def _schema_message(error) -> str:
     where = _json_path(error.absolute_path)
     value = error.instance
     if error.validator == "type":
-        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        wanted = " or ".join(_SCHEMA_TYPES.get(w, w) for w in wanted)
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        wanted = " or ".join(_SCHEMA_TYPES.get(t, str(t)) for t in types)
         return f"key '{where}' must be {wanted}, not {_JSON_TYPES.get(type(value), type(value).__name__)}"
     if error.validator == "required":
         missing = next((k for k in error.validator_value if isinstance(value, dict) and k not in value), "?")

@@ -84,8 +84,9 @@ def report_series(report) -> tuple:
     """What makes reports successive runs of one job: matrix file, profile and shard."""
     if not isinstance(report, dict):
         return (None, None, None)
-    matrix = report.get("matrix") if isinstance(report.get("matrix"), dict) else {}
-    shard = report.get("shard") if isinstance(report.get("shard"), dict) else {}
+    raw_matrix, raw_shard = report.get("matrix"), report.get("shard")
+    matrix = raw_matrix if isinstance(raw_matrix, dict) else {}
+    shard = raw_shard if isinstance(raw_shard, dict) else {}
     position = (shard.get("index"), shard.get("count")) if shard else None
     return (matrix.get("path"), matrix.get("profile"), position)
 

@@ -14,7 +14,9 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from ..errors import ScaledmmError
 
@@ -53,7 +55,7 @@ def _displace(path: Path, stem: str) -> Path:
     return Path(fresh)
 
 
-def claim(path: Path, stub: dict, write, previous: Path, is_stub) -> Path | None:
+def claim(path: Path, stub: Mapping[str, Any], write, previous: Path, is_stub) -> Path | None:
     """Move an earlier report at `path` to `previous` and write `stub` there (reports/report.py,
     start_report). Raises ClaimRefused, after neutralising `path`, when that cannot be done."""
     moved = None
@@ -91,7 +93,7 @@ def _previous_problem(previous: Path) -> str | None:
     return f"{previous} is there and is not a pytest-scaledmm report: it is never overwritten"
 
 
-def _neutralise(path: Path, previous: Path, stub: dict, write) -> str:
+def _neutralise(path: Path, previous: Path, stub: Mapping[str, Any], write) -> str:
     """Keep an earlier complete report at `path` from passing for this run; say where it went."""
     try:
         if path.is_symlink():

@@ -30,7 +30,7 @@ def group_lines(group: SignatureGroup, replay) -> list[str]:
     layer = f" [{group['layer']}]" if group.get("layer") else ""
     outcomes = group.get("outcomes") or {group["outcome"]: group["count"]}
     mixed = f" ({', '.join(f'{n} {name}' for name, n in outcomes.items())})" if len(outcomes) > 1 else ""
-    cause = shown_cause(group.get("root_cause") or group["signature"], outcomes)
+    cause = shown_cause(str(group.get("root_cause") or group["signature"]), outcomes)
     lines = [f"  {group['count']:4d} x {group['outcome']}{mixed}{layer} {cause}"]
     if group.get("source"):
         lines.append(f"         in user code: {group['source']}")
