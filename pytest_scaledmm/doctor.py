@@ -23,6 +23,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from . import __version__
 from .execution.device import device_info, package_version, resolve_device
@@ -140,7 +141,7 @@ def _probes(device: str):
 
     def scaled_v2():
         functional = torch.nn.functional
-        recipes = getattr(functional, "ScalingType", None) or torch._C._ScalingType
+        recipes = getattr(functional, "ScalingType", None) or torch._C._ScalingType  # type: ignore[attr-defined]  # private, older torch
         a, b = fp8(16, 32, 16)
         sa, sb = torch.tensor([0.5], device=device), torch.tensor([2.0], device=device)
         if hasattr(functional, "scaled_mm"):
@@ -275,7 +276,7 @@ def caches() -> dict:
             from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # noqa: PLC0415 (torch: doctor only)
         except ImportError:  # older torch
 
-            def default_cache_dir():
+            def default_cache_dir() -> str:
                 return os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
 
         inductor = Path(default_cache_dir())
@@ -409,7 +410,7 @@ def environment_variables(extra: list | None = None) -> list[dict]:
 
 
 def collect(device: str = "auto", probe: bool = True) -> dict:
-    data = {"versions": versions(), "device": device_block(device)}
+    data: dict[str, Any] = {"versions": versions(), "device": device_block(device)}
     data["ops"] = probe_ops(data["device"]["device"]) if probe else []
     data["caches"] = caches()
     data["environment"] = environment_variables()
@@ -420,12 +421,12 @@ def _size(count: int | None) -> str:
     if count is None:
         return "absent"
     prefix = "at least " if count < 0 else ""
-    count = abs(count)
+    size: float = abs(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{prefix}{count:.0f} {unit}" if unit == "B" else f"{prefix}{count:.1f} {unit}"
-        count /= 1024
-    return str(count)
+        if size < 1024 or unit == "GiB":
+            return f"{prefix}{size:.0f} {unit}" if unit == "B" else f"{prefix}{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 def render(data: dict) -> str:

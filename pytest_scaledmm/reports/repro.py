@@ -27,7 +27,7 @@ import sys
 import textwrap
 import types
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, cast
 
 from .. import __version__, verdict
 from ..errors import ScaledmmError
@@ -45,6 +45,7 @@ from ..matrix.packs import PACK_KERNELS
 from ..matrix.replay_command import valid_case_id
 from ..matrix.schema import DEFAULT_LIMITS
 from ..matrix.spec import load_spec, pack_kernel_spec, size_problem
+from ..records import CaseRecord
 from ..verdict import outcome as oc
 from ..verdict.draw import make_inputs
 from ..verdict.facts import input_facts
@@ -94,13 +95,13 @@ def script_name(outcome: str, cause: str, kernel: str | None = None) -> str:
     return f"repro_{hashlib.sha256(key.encode()).hexdigest()[:10]}.py"
 
 
-def cause_key(record: dict) -> tuple:
+def cause_key(record: CaseRecord) -> tuple:
     """(outcome, root cause, kernel): what one script stands for."""
     kernel = _mapping(record.get("params")).get("kernel")
     return record["outcome"], root_cause_of(record), kernel if isinstance(kernel, str) else None
 
 
-def record_script_name(record: dict) -> str:
+def record_script_name(record: CaseRecord) -> str:
     return script_name(*cause_key(record))
 
 
@@ -241,11 +242,13 @@ def _module_body(module: types.ModuleType) -> str:
         missing = names - set(_top_level_names(ast.parse(inspect.getsource(_verdict_module(sibling)))))
         if missing:
             raise ReproError(f"{module.__name__} imports {sorted(missing)}, which {sibling} does not define")
-    skip = set()
+    skip: set[int] = set()
     for node in ast.walk(tree):
+        if not isinstance(node, (ast.Expr, ast.ImportFrom)):
+            continue
         docstring = node is tree.body[0] and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
         if docstring or (isinstance(node, ast.ImportFrom) and (node.level or node.module == "__future__")):
-            skip.update(range(node.lineno - 1, node.end_lineno))
+            skip.update(range(node.lineno - 1, node.end_lineno or node.lineno))
     return "\n".join(line for i, line in enumerate(source.splitlines()) if i not in skip).strip("\n")
 
 
@@ -317,8 +320,10 @@ def kernel_code(name: str, fn: Callable | None, impl: str | None, import_dirs=()
     `import_dirs`: the directories the run imported from (the matrix's, the rootdir), which a
     user kernel's module may need for its own imports of the project's packages. `resolve`
     False: the module is not imported here (a report's kernel, its matrix not confirmed)."""
-    if fn is not None and BUILTIN_IMPLS.get(name) is fn:
-        return f"# A built-in kernel of pytest-scaledmm, embedded.\n{function_source(fn)}\n\n\nkernel = {fn.__name__}"
+    builtin = BUILTIN_IMPLS.get(name)
+    if fn is not None and builtin is fn:
+        source = function_source(builtin)
+        return f"# A built-in kernel of pytest-scaledmm, embedded.\n{source}\n\n\nkernel = {builtin.__name__}"
     reference = impl
     if reference is None and fn is not None:
         candidate = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}"
@@ -339,10 +344,11 @@ def kernel_code(name: str, fn: Callable | None, impl: str | None, import_dirs=()
         if not resolve:
             raise LookupError(module_name)
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
-        if getattr(module, "__file__", None):
+        file = getattr(module, "__file__", None)
+        if file:
             # mypkg.kernels lives in <root>/mypkg/kernels.py: <root> goes on sys.path.
-            folder = Path(module.__file__).resolve().parent
-            if Path(module.__file__).name == "__init__.py":
+            folder = Path(file).resolve().parent
+            if Path(file).name == "__init__.py":
                 folder = folder.parent
             where = str(folder.parents[module_name.count(".") - 1] if "." in module_name else folder)
     except Exception:
@@ -417,7 +423,8 @@ def tensor_facts(params: dict, seed: int) -> dict:
 def kernel_support(spec) -> dict | None:
     """What the kernel declares it supports (refusals.Support), as plain data, from its KernelSpec;
     None without one (the script then judges alike refusals as triage does: UNSUPPORTED)."""
-    return Support.of(spec).to_json() if spec is not None else None
+    support = Support.of(spec)
+    return support.to_json() if support is not None else None
 
 
 def kernel_accepts_fast_accum(spec) -> bool:
@@ -444,7 +451,7 @@ def _error_names(error) -> list | None:
     return [short("type"), short("root_type")]
 
 
-def _expected(record: dict) -> dict:
+def _expected(record: CaseRecord) -> dict:
     outcome = record["outcome"]
     if outcome == oc.XFAIL:  # a known failure: the script checks the failure the catalogue expects
         outcome = _mapping(record.get("known_failure")).get("original_outcome") or outcome
@@ -458,10 +465,10 @@ def _expected(record: dict) -> dict:
     }
 
 
-def _found(record: dict, environment: dict) -> dict:
+def _found(record: CaseRecord, environment: dict) -> dict:
     """What the run recorded, for a reader (printed when the script starts)."""
     triage = _mapping(record.get("triage"))
-    summary = None
+    summary: str | dict | None = None
     if triage:
         try:
             summary = one_line(triage)
@@ -499,7 +506,7 @@ def _compile_comment(runner: str) -> str:
 
 
 def render_script(
-    record: dict,
+    record: CaseRecord,
     environment: dict,
     run_seed: int,
     kernel_text: str,
@@ -571,7 +578,7 @@ def render_script(
 
 def write_script(
     directory,
-    record: dict,
+    record: CaseRecord,
     environment: dict,
     run_seed: int,
     kernel_text: str,
@@ -663,10 +670,10 @@ class ReproWriter:
         self.spec = spec
         self.kernels = kernels
         self.timeout_s = timeout_s
-        self.written: dict[str, Path] = {}
-        self.errors: dict[str, str] = {}
+        self.written: dict[tuple, Path] = {}  # by cause_key
+        self.errors: dict[tuple, str] = {}
 
-    def add(self, record: dict, environment: dict, run_seed: int) -> Path | None:
+    def add(self, record: CaseRecord, environment: dict, run_seed: int) -> Path | None:
         if record["outcome"] not in REPRODUCIBLE or not record.get("signature"):
             return None
         key = cause_key(record)
@@ -723,7 +730,7 @@ def _record_problem(record, limits) -> str | None:
         return "key 'id' is not a case id this plugin writes"
     if record.get("signature") is not None and not isinstance(record["signature"], str):
         return "key 'signature' is not a string"
-    schema = CORPUS_SCHEMA["properties"]["cases"]["items"]["properties"]["params"]
+    schema = cast("dict[str, Any]", CORPUS_SCHEMA)["properties"]["cases"]["items"]["properties"]["params"]
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(record.get("params")))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path)
@@ -789,9 +796,10 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         name = record["params"]["kernel"]
         fn = BUILTIN_IMPLS.get(name) if impls.get(name) is None else None
         text = kernel_code(name, fn, impls.get(name), import_dirs) + "\n" + contract_code(specs.get(name))
-        if impls.get(name) is not None:
+        impl = impls.get(name)
+        if impl is not None:
             try:
-                fn = load_impl(impls[name])
+                fn = load_impl(impl)
             except Exception:  # the script imports it itself, and says so when it cannot
                 fn = None
         support = kernel_support(specs.get(name))
