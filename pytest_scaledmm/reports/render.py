@@ -235,8 +235,8 @@ def root_cause_rows(comparison: Comparison, matrix_path: str | None = None) -> l
     column = comparison.columns[-1]
     records = [row[-1] for row in comparison.grid.values() if row[-1] is not None]
     rows = []
-    failing, tolerated, lenient = sorted_out(signature_groups(records), column.strict)
-    for status, of_status in (("failing", failing), ("tolerated", tolerated), ("informational", lenient)):
+    failing, tolerated, informational = sorted_out(signature_groups(records), column.strict)
+    for status, of_status in (("failing", failing), ("tolerated", tolerated), ("informational", informational)):
         for g in of_status:
             outcomes = g.get("outcomes") or {}
             met = list((g.get("met") or {}).items())

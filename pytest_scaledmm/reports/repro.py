@@ -55,9 +55,15 @@ from .files import SCRIPT_MODE, write_text_atomic
 from .report import iso_time, load_report, root_cause_of, write_atomic
 from .report_dir import project_dir
 
-# Failures, known ones, and the informational LENIENT (its script shows the compiled side's
-# result on the input eager refuses, and reproduces while compiled still accepts it).
-REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL, oc.LENIENT}
+
+def reproducible(outcome: str | None) -> bool:
+    """Whether a record of this class gets a script: a failure, a known one (xfailed), or an
+    informational class (LENIENT: its script shows the compiled side's result on the input eager
+    refuses, and reproduces while compiled still accepts it). Read from the outcome table."""
+    known = oc.outcome_class(outcome)
+    return known is not None and (known.fails or known.pytest_status == "xfailed" or known.informational)
+
+
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
 EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
 # The verdict modules the template calls; the script embeds them and every sibling they import.
@@ -674,7 +680,7 @@ class ReproWriter:
         self.errors: dict[tuple, str] = {}
 
     def add(self, record: CaseRecord, environment: dict, run_seed: int) -> Path | None:
-        if record["outcome"] not in REPRODUCIBLE or not record.get("signature"):
+        if not reproducible(record["outcome"]) or not record.get("signature"):
             return None
         key = cause_key(record)
         if key in self.written or key in self.errors:
@@ -784,7 +790,7 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         if wanted and not (isinstance(record.get("id"), str) and record["id"] in wanted):
             continue
         outcome = record.get("outcome")
-        if not wanted and not (isinstance(outcome, str) and outcome in REPRODUCIBLE and record.get("signature")):
+        if not wanted and not (isinstance(outcome, str) and reproducible(outcome) and record.get("signature")):
             continue
         problem = _record_problem(record, limits)
         if problem:

@@ -54,26 +54,48 @@ def example_of(group: SignatureGroup) -> str:
     return f"{message} (case {group['example']})" if isinstance(message, str) and message else str(group["example"])
 
 
-def sorted_out(groups: Sequence[SignatureGroup], strict_errors: bool) -> tuple[list, list, list]:
+# What the root causes of an informational class have in common, as their heading says it; a
+# class without an entry here is named instead.
+INFORMATIONAL_HEADINGS = {oc.LENIENT: "compiled accepts invalid input with the reference's result"}
+
+
+def informational_heading(outcome: str) -> str:
+    return INFORMATIONAL_HEADINGS.get(outcome, f"outcome {outcome}")
+
+
+def sorted_out(
+    groups: Sequence[SignatureGroup], strict_errors: bool
+) -> tuple[list[SignatureGroup], list[SignatureGroup], list[SignatureGroup]]:
     """(failing, tolerated, informational) root-cause groups, each in the groups' order (failures
     by tier): tolerated are strict-only failures of a run without strict errors, informational
-    the LENIENT ones."""
-    failing, tolerated, lenient = [], [], []
+    those of the classes the outcome table marks informational (LENIENT)."""
+    failing: list[SignatureGroup] = []
+    tolerated: list[SignatureGroup] = []
+    informational: list[SignatureGroup] = []
     for group in groups:
         known = oc.outcome_class(group["outcome"])
         if known is None or known.fails_when(strict_errors):
             failing.append(group)
         elif known.fails:
             tolerated.append(group)
-        elif group["outcome"] == oc.LENIENT:
-            lenient.append(group)
-    return failing, tolerated, lenient
+        elif known.informational:
+            informational.append(group)
+    return failing, tolerated, informational
+
+
+def by_class(groups: Sequence[SignatureGroup]) -> list[tuple[str, list[SignatureGroup]]]:
+    """(class name, its groups in their order) in the outcome table's order."""
+    order = {c.name: i for i, c in enumerate(oc.CLASSES)}
+    out: dict[str, list[SignatureGroup]] = {}
+    for group in groups:
+        out.setdefault(group["outcome"], []).append(group)
+    return sorted(out.items(), key=lambda item: order.get(item[0], len(order)))
 
 
 def root_cause_lines(groups: Sequence[SignatureGroup], strict_errors: bool, replay, max_groups: int = 30) -> list[str]:
     """The root-cause part of the summary: failing causes by tier, then tolerated ones, then
     informational ones (sorted_out); `replay`: case id -> its replay command."""
-    failing, tolerated, lenient = sorted_out(groups, strict_errors)
+    failing, tolerated, informational = sorted_out(groups, strict_errors)
     lines = []
     if failing:
         lines.append(f"{len(failing)} failing root cause(s), by tier:")
@@ -92,11 +114,9 @@ def root_cause_lines(groups: Sequence[SignatureGroup], strict_errors: bool, repl
         )
         for group in tolerated[:max_groups]:
             lines += group_lines(group, replay)
-    if lenient:
-        lines.append(
-            f"{len(lenient)} informational root cause(s), compiled accepts invalid input with the reference's result:"
-        )
-        for group in lenient[:max_groups]:
+    for outcome, members in by_class(informational):
+        lines.append(f"{len(members)} informational root cause(s), {informational_heading(outcome)}:")
+        for group in members[:max_groups]:
             lines += group_lines(group, replay)
     return lines
 
