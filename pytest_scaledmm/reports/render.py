@@ -248,14 +248,15 @@ def root_cause_rows(comparison: Comparison, matrix_path: str | None = None) -> l
                     "outcome": g["outcome"],
                     "classes": ", ".join(f"{n} {name}" for name, n in outcomes.items()) if len(outcomes) > 1 else "",
                     "layer": g.get("layer") or "",
-                    "root_cause": shown_cause(g["root_cause"], outcomes or (g["outcome"],)),
+                    # signature_groups always names a cause and an example: str() only types them.
+                    "root_cause": shown_cause(str(g["root_cause"]), outcomes or (g["outcome"],)),
                     "met": "; ".join(f"{n} × {what}" for what, n in met[:MET_SHOWN])
                     + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
                     "example": g["example"],
                     "example_message": g.get("example_message") or "",
                     "source": g.get("source") or "",
                     "shared": all_text(g),
-                    "replay": report_replay(column.matrix, g["example"], matrix_path, column.environment),
+                    "replay": report_replay(column.matrix, str(g["example"]), matrix_path, column.environment),
                 }
             )
     return rows
