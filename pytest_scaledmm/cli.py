@@ -117,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     for stream in (sys.stdout, sys.stderr):
         try:  # a file name that is not UTF-8 is shown escaped, never a traceback
-            stream.reconfigure(errors="backslashreplace")
+            stream.reconfigure(errors="backslashreplace")  # type: ignore[union-attr]  # a stand-in may lack it
         except (AttributeError, ValueError, OSError):
             pass
     try:
@@ -233,7 +233,7 @@ def _append_summary(command: str, markdown: str, also: str | None = None) -> Non
     (once when both name one file). A file that cannot be written is one warning line on stderr;
     the exit status stays the command's."""
 
-    targets = [also] if also else []
+    targets: list[str | Path] = [also] if also else []
     summary = step_summary_path()
     if summary is not None and not any(same_file(summary, t) for t in targets):
         targets.append(summary)

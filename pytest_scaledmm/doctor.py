@@ -10,13 +10,25 @@ the CUDA runtime) actually reads it, found by searching the installed sources.
 from __future__ import annotations
 
 import argparse
+import getpass
+import importlib.util
 import json
+import mmap
 import os
+import platform
 import re
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .execution.device import device_info, package_version, resolve_device
+from .execution.quiet import import_torch
+from .reports.report import dumps_strict
 
 # Variables troubleshooting guides recommend for compile problems; each is checked, set or not.
 RECOMMENDED = [
@@ -64,12 +76,7 @@ _USER_ENV = dict(os.environ)
 
 
 def versions() -> dict:
-    import platform
-
-    import torch
-
-    from . import __version__
-    from .execution.device import package_version
+    import torch  # noqa: PLC0415 (torch: doctor only)
 
     cudnn = None
     try:
@@ -89,9 +96,7 @@ def versions() -> dict:
 
 
 def device_block(requested: str) -> dict:
-    import torch
-
-    from .execution.device import device_info, resolve_device
+    import torch  # noqa: PLC0415 (torch: doctor only)
 
     device = resolve_device(requested)
     info = device_info(device)
@@ -110,7 +115,7 @@ def device_block(requested: str) -> dict:
 
 def _probes(device: str):
     """(name, thunk) pairs; each thunk returns (output, float64 expected) or raises."""
-    import torch
+    import torch  # noqa: PLC0415 (torch: doctor only)
 
     def fp8(m, k, n):
         g = torch.Generator().manual_seed(0)
@@ -136,7 +141,7 @@ def _probes(device: str):
 
     def scaled_v2():
         functional = torch.nn.functional
-        recipes = getattr(functional, "ScalingType", None) or torch._C._ScalingType
+        recipes = getattr(functional, "ScalingType", None) or torch._C._ScalingType  # type: ignore[attr-defined]  # private, older torch
         a, b = fp8(16, 32, 16)
         sa, sb = torch.tensor([0.5], device=device), torch.tensor([2.0], device=device)
         if hasattr(functional, "scaled_mm"):
@@ -174,7 +179,7 @@ def _probes(device: str):
 
 
 def _colmajor(b, device):
-    import torch
+    import torch  # noqa: PLC0415 (torch: doctor only)
 
     return torch.empty_strided(b.size(), b.stride(), dtype=b.dtype, device=device).copy_(b)
 
@@ -182,7 +187,7 @@ def _colmajor(b, device):
 def run_probes(device: str) -> None:
     """Child side: one JSON line before and after each probe, flushed, so the parent knows which
     op was running if the process dies."""
-    import torch
+    import torch  # noqa: PLC0415 (torch: doctor only)
 
     for name, present, thunk in _probes(device):
         if not present:
@@ -235,8 +240,6 @@ def probe_ops(device: str, timeout: float = 180.0) -> list[dict]:
 
 
 def _death(code: int) -> str:
-    import signal
-
     if code < 0:
         try:
             return f"was killed by {signal.Signals(-code).name}"
@@ -270,12 +273,10 @@ def caches() -> dict:
         inductor = Path(inductor_env)
     else:
         try:
-            from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+            from torch._inductor.runtime.cache_dir_utils import default_cache_dir  # noqa: PLC0415 (torch: doctor only)
         except ImportError:  # older torch
-            import getpass
-            import tempfile
 
-            def default_cache_dir():
+            def default_cache_dir() -> str:
                 return os.path.join(tempfile.gettempdir(), f"torchinductor_{getpass.getuser()}")
 
         inductor = Path(default_cache_dir())
@@ -299,8 +300,6 @@ def caches() -> dict:
 
 
 def _python_files(package: str):
-    import importlib.util
-
     spec = importlib.util.find_spec(package)
     if spec is None or not spec.submodule_search_locations:
         return None, []
@@ -342,9 +341,7 @@ def _python_reads(package: str, names: list[str]) -> tuple[bool, dict]:
 def _native_reads(names: list[str]) -> dict:
     """name -> [library] where the name is a standalone string constant (as getenv's argument is)
     in torch's native libraries; a name inside a message does not count."""
-    import mmap
-
-    import torch
+    import torch  # noqa: PLC0415 (torch: doctor only)
 
     found: dict[str, list] = {name: [] for name in names}
     if not names:
@@ -413,7 +410,7 @@ def environment_variables(extra: list | None = None) -> list[dict]:
 
 
 def collect(device: str = "auto", probe: bool = True) -> dict:
-    data = {"versions": versions(), "device": device_block(device)}
+    data: dict[str, Any] = {"versions": versions(), "device": device_block(device)}
     data["ops"] = probe_ops(data["device"]["device"]) if probe else []
     data["caches"] = caches()
     data["environment"] = environment_variables()
@@ -424,12 +421,12 @@ def _size(count: int | None) -> str:
     if count is None:
         return "absent"
     prefix = "at least " if count < 0 else ""
-    count = abs(count)
+    size: float = abs(count)
     for unit in ("B", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return f"{prefix}{count:.0f} {unit}" if unit == "B" else f"{prefix}{count:.1f} {unit}"
-        count /= 1024
-    return str(count)
+        if size < 1024 or unit == "GiB":
+            return f"{prefix}{size:.0f} {unit}" if unit == "B" else f"{prefix}{size:.1f} {unit}"
+        size /= 1024
+    return str(size)
 
 
 def render(data: dict) -> str:
@@ -469,13 +466,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def run(args) -> int:
-    from .execution.quiet import import_torch
-
     import_torch()  # first: without torch's import-time noise (execution/quiet.py)
     data = collect(args.device, probe=not args.no_probe)
     if args.json:
-        from .reports.report import dumps_strict
-
         print(dumps_strict(data, indent=1))  # strict JSON: a non-finite number as "inf" or "nan"
     else:
         print(render(data))

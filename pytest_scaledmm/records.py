@@ -131,9 +131,11 @@ class SessionBlock(TypedDict, total=False):
 class ShardBlock(TypedDict, total=False):
     index: int | None  # None: a merged report
     count: int
+    cases: int  # of this shard (of all shards, merged)
     total_cases: int
     total_ids_sha256: str
     ids_sha256: str
+    possible: dict[str, Any]  # what the whole run can cover (reports/coverage.py)
     merged: list[Any]
 
 

@@ -777,7 +777,7 @@ def pytest_report_teststatus(report, config):
     return None
 
 
-def build_session_report(state) -> dict:
+def build_session_report(state) -> Report:
     """The session's report with how strict it was: the gate judges strict-only failures by the
     candidate's session.strict_errors."""
     report = state.build_report()

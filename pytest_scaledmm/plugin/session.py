@@ -28,6 +28,7 @@ from ..matrix.kernels import resolve_kernels
 from ..matrix.known_failures import Catalogue
 from ..matrix.replay_command import forced_options, replay_command
 from ..matrix.spec import Spec
+from ..records import Report, ShardBlock
 from ..reports.coverage import coverage_block, coverage_lines, model_block
 from ..reports.report import build_report, iso_time
 from ..verdict import outcome as oc
@@ -71,7 +72,7 @@ class MatrixSession:
         self.started = time.time()
         self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
         self._cases: list[Case] | None = None
-        self._shard: dict | None = None  # the report's shard block, for a --scaledmm-shard run
+        self._shard: ShardBlock | None = None  # the report's shard block, for a --scaledmm-shard run
         self._generation_notes: dict = {}
         self._possible: dict = {}  # per kernel, what valid cases can cover (reports/coverage.py)
         self._target_arch: str | None = None
@@ -394,7 +395,7 @@ class MatrixSession:
             )
         return lines
 
-    def build_report(self) -> dict:
+    def build_report(self) -> Report:
         """The report as it stands: partial (complete: false) until the session has finished."""
 
         reasons = self.incomplete_reasons()

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..matrix.shapes import CLASSES, classes_of
 from ..verdict import outcome as oc
@@ -20,7 +21,7 @@ from ..verdict import outcome as oc
 EXAMPLE_LIMIT = 200  # characters of an example message shown beside its root cause
 
 
-def original_outcome(record: Mapping) -> str:
+def original_outcome(record: Mapping) -> str | None:
     """The class before the known-failure catalogue: an XFAIL's original outcome."""
     outcome = record.get("outcome")
     if outcome in (oc.XFAIL, oc.FIXED_UPSTREAM):
@@ -31,7 +32,7 @@ def original_outcome(record: Mapping) -> str:
     return outcome
 
 
-def wrong_error(record: Mapping) -> Optional[Mapping]:
+def wrong_error(record: Mapping) -> Mapping | None:
     """The recorded error of the side that is wrong: eager's where the record's layer says eager
     (or compiled raised nothing), else compiled's; None when neither side raised."""
     eager, compiled = record.get("eager_error"), record.get("compiled_error")
@@ -85,7 +86,7 @@ def example_text(record: Mapping) -> str:
     return ""  # nothing recorded beyond the signature: the case id alone is the example
 
 
-def source_of(record: Mapping) -> Optional[str]:
+def source_of(record: Mapping) -> str | None:
     """The user-code frame ("path:line in fn") the wrong side's error came from, else the other
     side's; None when neither error has one (built-in kernels, errors inside torch)."""
     first = wrong_error(record)
@@ -112,7 +113,7 @@ RATIO_BANDS = (
 )
 
 
-def _number(value) -> Optional[float]:
+def _number(value) -> float | None:
     """A number as a report holds it (report.number, not imported: report imports this module)."""
     if type(value) in (int, float):
         return float(value)
@@ -122,7 +123,8 @@ def _number(value) -> Optional[float]:
 
 
 def _off_checks(record: Mapping) -> list[Mapping]:
-    checks = record.get("errors") if isinstance(record.get("errors"), Mapping) else {}
+    raw = record.get("errors")
+    checks: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     return [
         checks[side]
         for side in ("eager", "compiled")
@@ -151,13 +153,13 @@ def _how_far(check: Mapping) -> str:
     ratio, max_abs = _number(check.get("ratio")), _number(check.get("max_abs"))
     parts = [check["problem"]] if isinstance(check.get("problem"), str) and check["problem"] else []
     if ratio is not None and max_abs is not None:
-        parts.append("max |err|/tol = %.3g (max abs %.3g)" % (ratio, max_abs))
+        parts.append(f"max |err|/tol = {ratio:.3g} (max abs {max_abs:.3g})")
     if isinstance(check.get("where"), str) and check["where"]:
         parts.append(check["where"])
     return "; ".join(parts) or "off the reference"
 
 
-def mismatch_cause(record: Mapping) -> Optional[str]:
+def mismatch_cause(record: Mapping) -> str | None:
     """`kernel doubled: values off the reference by one constant factor`: the cause of a
     MISMATCH by its kernel and by what its first wrong side has off; None for other classes."""
     if original_outcome(record) != oc.MISMATCH:
@@ -171,7 +173,7 @@ def mismatch_cause(record: Mapping) -> Optional[str]:
 # -- shape classes a group's failures alone have -------------------------------------------------------
 
 
-def _shape_classes(params: Mapping) -> Optional[set]:
+def _shape_classes(params: Mapping) -> set | None:
 
     try:
         return set(classes_of(params).values())
@@ -198,14 +200,15 @@ def shape_classes(failing: Iterable[Mapping], passing: Mapping) -> list[str]:
 
     failing = list(failing)
     classes = [_shape_classes(r.get("params") or {}) for r in failing]
-    if len(failing) < 2 or any(c is None for c in classes):
+    known = [c for c in classes if c is not None]
+    if len(failing) < 2 or len(known) < len(classes):
         return []
     kernels = {(r.get("params") or {}).get("kernel") for r in failing}
     passed = [c for kernel in kernels for c in passing.get(kernel, ())]
     if not passed:
         return []
     order = [c.name for c in CLASSES]
-    return sorted((c for c in set.intersection(*classes) if not any(c in p for p in passed)), key=order.index)
+    return sorted((c for c in set.intersection(*known) if not any(c in p for p in passed)), key=order.index)
 
 
 def all_text(group: Mapping) -> str:

@@ -8,8 +8,8 @@ No torch import here.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
 
 from .causes import example_line
 from .compare import OK, Transition, category
@@ -33,7 +33,7 @@ class Change:
         return f"{self.before} -> {self.after}" + (f": {self.cause}" if self.cause else "")
 
 
-def failing_record(t: Transition) -> Optional[Mapping]:
+def failing_record(t: Transition) -> Mapping | None:
     """The record whose cause names the change: the newer one when it fails, else the older."""
     for record in (t.after, t.before):
         if record and record.get("signature") and category(record["outcome"]) != OK:
@@ -41,7 +41,7 @@ def failing_record(t: Transition) -> Optional[Mapping]:
     return None
 
 
-def change_of(t: Transition, kind: Optional[str] = None) -> Change:
+def change_of(t: Transition, kind: str | None = None) -> Change:
     """The change a transition is (`kind`: instead of the transition's own, as the gate's
     "worse" is)."""
     cause = shown_cause(t.root_cause, (t.before_outcome, t.after_outcome)) if t.root_cause else ""
@@ -54,7 +54,7 @@ def example_of(t: Transition) -> str:
     return example_line(record) if record is not None else f"case {t.case_id}"
 
 
-def grouped(transitions: Iterable[Transition], kind: Optional[str] = None) -> list[tuple[Change, list[Transition]]]:
+def grouped(transitions: Iterable[Transition], kind: str | None = None) -> list[tuple[Change, list[Transition]]]:
     """Transitions by change, the largest first (then by key): one group per bug and change."""
     groups: dict[Change, list[Transition]] = {}
     for t in transitions:

@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import os
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping, Optional, Sequence
+from typing import Any, overload
 
 from packaging.version import InvalidVersion, Version
 
 from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
+from ..records import CaseRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
 from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
@@ -68,7 +70,11 @@ def severity(outcome: str) -> int:
 DEFAULT_GROUP_BY = ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b")
 
 
-def category(outcome: Optional[str], strict: bool = True) -> Optional[str]:
+@overload
+def category(outcome: str, strict: bool = True) -> str: ...
+@overload
+def category(outcome: None, strict: bool = True) -> None: ...
+def category(outcome: str | None, strict: bool = True) -> str | None:
     """OK, KNOWN, ABSENT or FAILING (outcome.OutcomeClass.category_when); None for no record.
     `strict`: whether strict-only failures fail (the newer report's session.strict_errors)."""
     if outcome is None:
@@ -77,8 +83,8 @@ def category(outcome: Optional[str], strict: bool = True) -> Optional[str]:
     return known.category_when(strict) if known else FAILING  # a class a newer plugin adds counts as failing
 
 
-def _failure_key(record: Mapping) -> tuple:
-    outcome = record["outcome"]
+def _failure_key(record: CaseRecord) -> tuple:
+    outcome: str | None = record["outcome"]
     if outcome == oc.XFAIL:
         outcome = (record.get("known_failure") or {}).get("original_outcome", outcome)
     known = oc.outcome_class(outcome)
@@ -87,7 +93,7 @@ def _failure_key(record: Mapping) -> tuple:
     return outcome, record.get("signature")
 
 
-def classify(before: Optional[Mapping], after: Optional[Mapping], strict: bool = True) -> Optional[str]:
+def classify(before: CaseRecord | None, after: CaseRecord | None, strict: bool = True) -> str | None:
     """The transition from one record of a case to the next; None when nothing changed.
     `strict`: the newer report's rule for strict-only failures, applied to both records."""
     if before is None and after is None:
@@ -140,8 +146,8 @@ class Transition:
     case_id: str
     before_label: str
     after_label: str
-    before: Optional[Mapping]
-    after: Optional[Mapping]
+    before: CaseRecord | None
+    after: CaseRecord | None
 
     @property
     def before_outcome(self) -> str:
@@ -154,8 +160,9 @@ class Transition:
     @property
     def signature(self) -> str:
         for record in (self.after, self.before):
-            if record and record.get("signature") and category(record["outcome"]) != OK:
-                return record["signature"]
+            signature = record.get("signature") if record else None
+            if record and signature and category(record["outcome"]) != OK:
+                return signature
         return ""
 
     @property
@@ -181,16 +188,21 @@ class KernelChange:
     after_kernels: tuple = ()
 
 
-def kernel_change(case_id: str, before_label: str, after_label: str,
-                  before: Optional[Mapping], after: Optional[Mapping]) -> Optional[KernelChange]:
+def kernel_change(
+    case_id: str, before_label: str, after_label: str, before: CaseRecord | None, after: CaseRecord | None
+) -> KernelChange | None:
     """The change of chosen kernel between two records of a case; None unless both name one."""
     extras = [r.get("extra") if isinstance(r, Mapping) else None for r in (before, after)]
     choices = [extra.get("kernel_choice") if isinstance(extra, Mapping) else None for extra in extras]
     was, now = (label_of(c) for c in choices)
     if was is None or now is None or was == now:
         return None
-    raw = [tuple(k for k in c["kernels"] if isinstance(k, str)) if isinstance(c.get("kernels"), list) else ()
-           for c in choices]
+    raw = [
+        tuple(k for k in c["kernels"] if isinstance(k, str))
+        if isinstance(c, Mapping) and isinstance(c.get("kernels"), list)
+        else ()
+        for c in choices
+    ]
     return KernelChange(case_id, before_label, after_label, was, now, raw[0], raw[1])
 
 
@@ -198,7 +210,7 @@ def kernel_change(case_id: str, before_label: str, after_label: str,
 class Comparison:
     columns: list[Column]
     case_ids: list[str]
-    grid: dict[str, list[Optional[dict]]]
+    grid: dict[str, list[CaseRecord | None]]
     transitions: list[Transition]
     notes: list[str] = field(default_factory=list)
     # The notes about single reports (an incomplete run, duplicate ids): the gate has reasons of
@@ -212,11 +224,12 @@ class Comparison:
             out[t.kind].append(t)
         return out
 
-    def kind_counts(self, before_label: Optional[str] = None, after_label: Optional[str] = None) -> Counter:
+    def kind_counts(self, before_label: str | None = None, after_label: str | None = None) -> Counter:
         return Counter(
             t.kind
             for t in self.transitions
-            if (before_label is None or t.before_label == before_label) and (after_label is None or t.after_label == after_label)
+            if (before_label is None or t.before_label == before_label)
+            and (after_label is None or t.after_label == after_label)
         )
 
     def params(self, case_id: str) -> Mapping:
@@ -226,7 +239,7 @@ class Comparison:
         return list(zip(self.columns, self.columns[1:]))
 
 
-def torch_sort_key(report: Mapping):
+def torch_sort_key(report: Report):
     env = report.get("environment") or {}
     try:
         version = Version(str(env.get("torch")))
@@ -235,10 +248,10 @@ def torch_sort_key(report: Mapping):
     return (version, str(env.get("arch") or ""), str(env.get("tox_env") or ""))
 
 
-def load_reports(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, dict]]:
+def load_reports(paths: Iterable[str | os.PathLike]) -> list[tuple[Path, Report]]:
     """Load every report; a directory stands for its *.json files ordered by torch version
     (2.3 before 2.13: versions, never strings), files keep the order they were given in."""
-    loaded: list[tuple[Path, dict]] = []
+    loaded: list[tuple[Path, Report]] = []
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
@@ -257,14 +270,14 @@ def column_label(environment: Mapping) -> str:
     return f"torch{environment.get('torch', '?')}/{environment.get('arch', '?')}"
 
 
-def _unique_labels(reports: Sequence[tuple[Path, dict]]) -> list[str]:
+def _unique_labels(reports: Sequence[tuple[Path, Report]]) -> list[str]:
     """Environment labels; where two reports share one, the arch tells them apart (same tox env on
     two runners), else the file name."""
     labels = [column_label(r.get("environment") or {}) for _, r in reports]
     archs = [str((r.get("environment") or {}).get("arch") or "") for _, r in reports]
     out = list(labels)
-    for label in {l for l in labels if labels.count(l) > 1}:
-        members = [i for i, l in enumerate(labels) if l == label]
+    for label in {name for name in labels if labels.count(name) > 1}:
+        members = [i for i, name in enumerate(labels) if name == label]
         by_arch = len({archs[i] for i in members}) == len(members) and "/" not in label
         for i in members:
             stem = Path(reports[i][0]).stem
@@ -274,7 +287,7 @@ def _unique_labels(reports: Sequence[tuple[Path, dict]]) -> list[str]:
     return out
 
 
-def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
+def compare_reports(reports: Sequence[tuple[Path, Report]]) -> Comparison:
     labels = _unique_labels(reports)
     columns = [
         Column(
@@ -296,27 +309,36 @@ def compare_reports(reports: Sequence[tuple[Path, dict]]) -> Comparison:
         for cid in case_ids:
             kind = classify(grid[cid][i - 1], grid[cid][i], columns[i].strict)
             if kind:
-                transitions.append(Transition(kind, cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i]))
+                transitions.append(
+                    Transition(kind, cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i])
+                )
             moved = kernel_change(cid, columns[i - 1].label, columns[i].label, grid[cid][i - 1], grid[cid][i])
             if moved:
                 kernel_changes.append(moved)
     report_notes = _report_notes(columns, reports)
-    return Comparison(columns, case_ids, grid, transitions, _notes(columns) + report_notes, report_notes, kernel_changes)
+    return Comparison(
+        columns, case_ids, grid, transitions, _notes(columns) + report_notes, report_notes, kernel_changes
+    )
 
 
-def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, dict]]) -> list[str]:
+def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, Report]]) -> list[str]:
     notes = []
     for column, (_, report) in zip(columns, reports):
         if column.session.get("complete") is False:
             why = "; ".join(str(r) for r in column.session.get("incomplete_reasons") or [])
-            notes.append(f"{column.label}: the run did not finish; its report is partial" + (f" ({why})" if why else ""))
+            notes.append(
+                f"{column.label}: the run did not finish; its report is partial" + (f" ({why})" if why else "")
+            )
         advice = shard_advice(report)
         if advice:
             notes.append(f"{column.label}: {advice}; this column holds only that shard's cases")
         duplicates = duplicate_ids(report)
         if duplicates:
             cid, count = next(iter(duplicates.items()))
-            notes.append(f"{column.label}: {len(duplicates)} case id(s) recorded more than once (e.g. {cid}, {count} times); the last record is shown")
+            notes.append(
+                f"{column.label}: {len(duplicates)} case id(s) recorded more than once"
+                f" (e.g. {cid}, {count} times); the last record is shown"
+            )
     return notes
 
 
@@ -324,11 +346,14 @@ def _notes(columns: Sequence[Column]) -> list[str]:
     notes = []
     hashes = {c.matrix.get("hash") for c in columns if c.matrix.get("hash")}
     if len(hashes) > 1:
-        notes.append("the reports come from different matrix files or profiles: only cases present in both sides compare")
-    hypotheses = {c.environment.get("hypothesis") for c in columns if c.environment.get("hypothesis")}
+        notes.append(
+            "the reports come from different matrix files or profiles: only cases present in both sides compare"
+        )
+    hypotheses = {h for h in (c.environment.get("hypothesis") for c in columns) if h}
     if len(hypotheses) > 1:
         notes.append(
-            f"hypothesis versions differ ({', '.join(sorted(hypotheses))}): drawn cases may not line up; pin one version"
+            f"hypothesis versions differ ({', '.join(sorted(hypotheses))}):"
+            " drawn cases may not line up; pin one version"
         )
     return notes
 
@@ -337,18 +362,22 @@ def _notes(columns: Sequence[Column]) -> list[str]:
 _DTYPE_SHORT = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e4m3fnuz": "e4m3fnuz", "e5m2fnuz": "e5m2fnuz", "int8": "int8"}
 
 
+def _short(names: Mapping[str, str], value: Any) -> Any:
+    """A parameter value's short name, else the value itself."""
+    return names.get(value, value) if isinstance(value, str) else value
+
+
 def group_label(params: Mapping, group_by: Sequence[str]) -> str:
     parts = []
     keys = list(group_by)
     if "kernel" in keys:
-        parts.append(KERNEL_SHORT.get(params.get("kernel"), str(params.get("kernel"))))
+        parts.append(str(_short(KERNEL_SHORT, params.get("kernel"))))
     if "dtype_a" in keys or "dtype_b" in keys:
-        a, b = _DTYPE_SHORT.get(params.get("dtype_a"), params.get("dtype_a")), _DTYPE_SHORT.get(params.get("dtype_b"), params.get("dtype_b"))
+        a, b = _short(_DTYPE_SHORT, params.get("dtype_a")), _short(_DTYPE_SHORT, params.get("dtype_b"))
         if a != "int8":
             parts.append(str(a) if a == b or "dtype_b" not in keys else f"{a}×{b}")
     if "scale_a" in keys or "scale_b" in keys:
-        a = SCALE_SHORT.get(params.get("scale_a"), params.get("scale_a"))
-        b = SCALE_SHORT.get(params.get("scale_b"), params.get("scale_b"))
+        a, b = _short(SCALE_SHORT, params.get("scale_a")), _short(SCALE_SHORT, params.get("scale_b"))
         parts.append(f"{a}×{b}" if "scale_b" in keys and "scale_a" in keys else str(a if "scale_a" in keys else b))
     for key in keys:
         if key not in ("kernel", "dtype_a", "dtype_b", "scale_a", "scale_b"):
@@ -357,7 +386,7 @@ def group_label(params: Mapping, group_by: Sequence[str]) -> str:
     return " · ".join(parts)
 
 
-def worst(outcomes: Iterable[str]) -> Optional[str]:
+def worst(outcomes: Iterable[str]) -> str | None:
     return min(outcomes, key=lambda o: (severity(o), o), default=None)
 
 

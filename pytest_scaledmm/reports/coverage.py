@@ -10,7 +10,8 @@ profile's axes.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Optional
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from ..matrix.shapes import classes_of
 from ..matrix.spec import is_user_kernel
@@ -23,7 +24,7 @@ NOT_RUN = (oc.SKIPPED, oc.HARNESS_ERROR)
 SHOWN_MISSING = 5  # uncovered pairs a report lists per measure
 
 
-def _outcome(record: Mapping) -> str:
+def _outcome(record: Mapping) -> str | None:
     known = record.get("known_failure")
     original = known.get("original_outcome") if isinstance(known, dict) else None
     return original if isinstance(original, str) else record.get("outcome")
@@ -79,7 +80,7 @@ def _ran(record: Mapping) -> bool:
     return _outcome(record) not in NOT_RUN
 
 
-def coverage_block(records: Iterable[Mapping], possible: Optional[Mapping], arch: Optional[str]) -> dict:
+def coverage_block(records: Iterable[Mapping], possible: Mapping | None, arch: str | None) -> dict:
     """The report's `coverage` block from the records and the generation's possible pairs (per
     kernel: scale_pair_mode [a, b, mode] and form_class [side, form, class])."""
     records = list(records)

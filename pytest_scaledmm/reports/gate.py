@@ -36,9 +36,10 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Callable, cast
 
 from ..errors import ScaledmmError
 from ..matrix.known_failures import Catalogue, restore_original_outcomes, torch_release
@@ -68,6 +69,9 @@ from .compare import (
 from .printable import printable_lines
 from .proof import unproven_passes
 from .report import dumps_strict, duplicate_ids, number, shard_advice, shard_of
+
+if TYPE_CHECKING:
+    from typing import TypeGuard  # Python 3.10
 
 FAILING_KINDS = (REGRESSION, SIGNATURE_CHANGED)
 # A case that fails in both reports with one signature, but by more: its error/bound grew past
@@ -166,7 +170,7 @@ def _group_reasons(transitions: list[Transition], limit: int) -> list[str]:
 _BAND = re.compile(r"\b(rows|columns) (\d+)-(\d+) of \d+")
 
 
-def _how_bad(record: Optional[Mapping]) -> dict[str, float]:
+def _how_bad(record: Mapping | None) -> dict[str, float]:
     """How far a failing record is off, per measure, over its failed checks: error/bound (the
     largest ratio), off elements (a count a check records) and the width of a band of off rows
     or columns (from its `where`)."""
@@ -189,7 +193,7 @@ def _how_bad(record: Optional[Mapping]) -> dict[str, float]:
     return found
 
 
-def _growth(before: Optional[Mapping], after: Optional[Mapping]) -> list[str]:
+def _growth(before: Mapping | None, after: Mapping | None) -> list[str]:
     """Each measure that grew past its factor, as "error/bound 1e+04 -> 6e+06 (x600)"; a
     measure the baseline's record has and the candidate's lost (or made NaN) cannot be shown
     not to have grown."""
@@ -208,7 +212,7 @@ def _growth(before: Optional[Mapping], after: Optional[Mapping]) -> list[str]:
     return grown
 
 
-def _release(report: Mapping) -> Optional[str]:
+def _release(report: Mapping) -> str | None:
 
     release = torch_release(str((report.get("environment") or {}).get("torch") or ""))
     return release.base_version if release is not None else None
@@ -219,11 +223,11 @@ def _tolerated(outcome: str) -> bool:
     return known is not None and known.strict_only
 
 
-def _whole(value) -> bool:
+def _whole(value) -> TypeGuard[int]:
     return type(value) is int
 
 
-def incompleteness(report: Mapping) -> Optional[str]:
+def incompleteness(report: Mapping) -> str | None:
     """Why a report does not cover its run, or None. A report that does not say it completed did
     not; one that does not count its generated and recorded cases as whole numbers equal to its
     number of records did not either, whatever it says."""
@@ -279,7 +283,7 @@ def _carries_a_failure(record: Mapping) -> bool:
     )
 
 
-def _slacks(report: Mapping) -> tuple[Optional[float], dict[str, frozenset]]:
+def _slacks(report: Mapping) -> tuple[float | None, dict[str, frozenset]]:
     """The tolerance slack the matrix block names (or None) and, per case id, the slacks its
     records say they were held to."""
     matrix = report.get("matrix") or {}
@@ -302,15 +306,16 @@ def _slacks(report: Mapping) -> tuple[Optional[float], dict[str, frozenset]]:
     return block, per_case
 
 
-def kernel_slacks(report: Mapping) -> dict[str, tuple[float, Optional[str]]]:
+def kernel_slacks(report: Mapping) -> dict[str, tuple[float, str | None]]:
     """Kernel -> (its own tolerance slack, the reason given), from the records (a kernel without
     one: 1); the matrix block's declarations where no record says."""
-    found: dict[str, tuple[float, Optional[str]]] = {}
+    found: dict[str, tuple[float, str | None]] = {}
     declared = ((report.get("matrix") or {}).get("tolerance") or {}).get("kernels") or {}
     for name, entry in declared.items() if isinstance(declared, Mapping) else ():
-        if isinstance(entry, Mapping) and number(entry.get("slack")) is not None:
+        slack = number(entry.get("slack")) if isinstance(entry, Mapping) else None
+        if slack is not None:
             found[str(name)] = (
-                number(entry["slack"]),
+                slack,
                 entry.get("reason") if isinstance(entry.get("reason"), str) else None,
             )
     for record in report["cases"]:
@@ -350,7 +355,7 @@ def kernel_slack_changes(baseline: Mapping, candidate: Mapping) -> tuple[list[st
     return looser, unreadable
 
 
-def _own_slack_block(record: Mapping) -> Optional[Mapping]:
+def _own_slack_block(record: Mapping) -> Mapping | None:
     """A record's extra.kernel_slack ({} when absent); None when it is not an object."""
     extra = record.get("extra")
     block = extra.get("kernel_slack") if isinstance(extra, Mapping) else None
@@ -365,7 +370,7 @@ def _record_kernel_slack(record: Mapping) -> float:
     return own if own is not None and (own > 0 or math.isnan(own)) else 1.0
 
 
-def _bound_difference(baseline: Mapping, candidate: Mapping) -> Optional[str]:
+def _bound_difference(baseline: Mapping, candidate: Mapping) -> str | None:
     """A reason when the two runs were held to different bounds: the comparison would then
     say nothing about the kernels."""
     (b_block, b_cases), (c_block, c_cases) = _slacks(baseline), _slacks(candidate)
@@ -374,7 +379,10 @@ def _bound_difference(baseline: Mapping, candidate: Mapping) -> Optional[str]:
     if differ:
         cid = differ[0]
         shown = [", ".join(str(s) for s in sorted(slacks, key=str)) for slacks in (b_cases[cid], c_cases[cid])]
-        return f"{head} ({len(differ)} case(s) in common, e.g. {cid}: slack {shown[0]} in the baseline, {shown[1]} in the candidate)"
+        return (
+            f"{head} ({len(differ)} case(s) in common, e.g. {cid}:"
+            f" slack {shown[0]} in the baseline, {shown[1]} in the candidate)"
+        )
     if b_block is not None and c_block is not None and not (b_block == c_block):
         return f"{head} (tolerance slack {b_block} in the baseline's matrix, {c_block} in the candidate's)"
     return None
@@ -394,6 +402,8 @@ def _same_report(baseline: Mapping, candidate: Mapping) -> bool:
 def _covered_in_baseline(t: Transition, catalogue, environment: Mapping) -> bool:
     """A pass that now fails as an entry predicts is no news only when that same entry covered
     the case in the baseline's run too (its pass there read "fixed upstream")."""
+    if t.before is None or t.after is None:
+        return False
     index = (t.after.get("known_failure") or {}).get("entry")
     if not catalogue or type(index) is not int or not 0 <= index < len(catalogue.entries):
         return False
@@ -409,7 +419,7 @@ class Finding:
 
     text: str
     note: bool = False
-    opt_in: Optional[str] = None
+    opt_in: str | None = None
     verb: str = "skipped"
     failure: bool = False
     cases: tuple[Transition, ...] = ()
@@ -427,7 +437,7 @@ class GateContext:
     candidate: tuple[Path, Report]
     catalogue: Any
     limit: int
-    catalogue_note: Optional[str]
+    catalogue_note: str | None
 
     @property
     def reports(self) -> dict[str, tuple[Path, Report]]:
@@ -540,17 +550,18 @@ def _restore(ctx: GateContext) -> tuple[list[tuple[Path, Report]], list[Finding]
     found = []
     for role, (path, data) in ctx.reports.items():
         outcomes = {c["id"]: c["outcome"] for c in data["cases"]}
-        data, unexplained = restore_original_outcomes(data)
+        # The catalogue's side reads and writes plain dicts.
+        plain, unexplained = restore_original_outcomes(cast("dict[str, Any]", data))
         by_outcome: dict[str, list[str]] = {}
         for cid in unexplained:
             by_outcome.setdefault(outcomes[cid], []).append(cid)
         for outcome, ids in sorted(by_outcome.items()):
             found.append(Finding(f"{role}: {len(ids)} case(s) {outcome} without its original outcome, e.g. {ids[0]}"))
         if ctx.catalogue:
-            data = ctx.catalogue.apply_report(data)
+            plain = ctx.catalogue.apply_report(plain)
         if role == "candidate" and ctx.judged_strictly:
-            data = {**data, "session": {**(data.get("session") or {}), "strict_errors": True}}
-        restored.append((path, data))
+            plain = {**plain, "session": {**(plain.get("session") or {}), "strict_errors": True}}
+        restored.append((path, cast("Report", plain)))
     if ctx.catalogue_note:
         found.append(_note(ctx.catalogue_note))
     return restored, found
@@ -574,7 +585,8 @@ def _judge(ctx: GateContext, comparison: Comparison) -> Judgement:
 
 
 def _common_check(j: Judgement) -> list[Finding]:
-    common = [row for row in j.comparison.grid.values() if row[0] is not None and row[1] is not None]
+    # The candidate's record of each case both reports have.
+    common = [after for row in j.comparison.grid.values() if row[0] is not None and (after := row[1]) is not None]
     if not common and j.context.candidate[1]["cases"]:
         return [
             Finding(
@@ -582,10 +594,11 @@ def _common_check(j: Judgement) -> list[Finding]:
                 "Nothing was compared, so nothing passed"
             )
         ]
-    if common and all(category(row[1]["outcome"]) == ABSENT for row in common):
+    if common and all(category(after["outcome"]) == ABSENT for after in common):
         return [
             Finding(
-                "not proven: no case in common was run and checked (every one is UNSUPPORTED or SKIPPED in the candidate)"
+                "not proven: no case in common was run and checked"
+                " (every one is UNSUPPORTED or SKIPPED in the candidate)"
             )
         ]
     return []
@@ -599,7 +612,8 @@ def _removed_check(j: Judgement) -> list[Finding]:
     of_them = f" ({passed} of them passed there)" if passed else ""
     return [
         Finding(
-            f"{len(removed)} case(s) of the baseline are missing from the candidate{of_them}, e.g. {removed[0].case_id}",
+            f"{len(removed)} case(s) of the baseline are missing from the candidate{of_them},"
+            f" e.g. {removed[0].case_id}",
             opt_in="allow_missing",
         )
     ]
@@ -754,7 +768,7 @@ def check(
     allow_capability_loss: bool = False,
     allow_worse: bool = False,
     allow_looser_slack: bool = False,
-    catalogue_note: Optional[str] = None,
+    catalogue_note: str | None = None,
     flags: Mapping[str, str] = CLI_FLAGS,
 ) -> GateResult:
     """Gate `candidate` against `baseline`, each a (path, loaded report) pair; `catalogue` is the
@@ -788,7 +802,7 @@ def _same_path(a: str, b) -> bool:
         return False
 
 
-def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None, baseline: Optional[Mapping] = None):
+def resolve_catalogue(matrix_path: str | None, candidate: Mapping, spec=None, baseline: Mapping | None = None):
     """(catalogue, note): the catalogue of the matrix given (`spec`, or the file `matrix_path`),
     else of the matrix the candidate names when the baseline names the same file and recorded
     the same hash, and that file's digest is still that hash (a candidate cannot pick its own
@@ -813,11 +827,17 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None,
             why = f"the candidate's matrix cannot be used ({exc})"
         else:
             if named.digest != matrix.get("hash"):
-                why = f"{path} has changed since the candidate ran (hash {named.digest}, the report has {matrix.get('hash')})"
+                why = (
+                    f"{path} has changed since the candidate ran"
+                    f" (hash {named.digest}, the report has {matrix.get('hash')})"
+                )
             elif not _same_path(path, base.get("path")):
                 why = f"the baseline ran another matrix ({base.get('path')!r}; the candidate names {path!r})"
             elif base.get("hash") != matrix.get("hash"):
-                why = f"the baseline ran {path} with other contents (hash {base.get('hash')}, the candidate's {matrix.get('hash')})"
+                why = (
+                    f"the baseline ran {path} with other contents"
+                    f" (hash {base.get('hash')}, the candidate's {matrix.get('hash')})"
+                )
             else:
                 try:
                     return Catalogue.from_spec(named), None
@@ -830,10 +850,10 @@ def resolve_catalogue(matrix_path: Optional[str], candidate: Mapping, spec=None,
 
 
 def run_gate(
-    baseline: tuple[Path, dict],
-    candidate: tuple[Path, dict],
+    baseline: tuple[Path, Report],
+    candidate: tuple[Path, Report],
     *,
-    matrix_path: Optional[str] = None,
+    matrix_path: str | None = None,
     spec=None,
     allow_missing: bool = False,
     allow_capability_loss: bool = False,

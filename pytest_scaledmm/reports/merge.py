@@ -11,9 +11,11 @@ reason per problem, so that `scaledmm gate` fails on it.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, cast
 
+from ..records import Report
 from .coverage import coverage_block
 from .gate import incompleteness
 from .report import build_report, ids_sha256, iso_time
@@ -25,13 +27,22 @@ CHECKED_ENVIRONMENT = ("torch", "cuda", "hip", "triton", "hypothesis", "arch", "
 @dataclass
 class ShardInput:
     path: str
-    report: Optional[dict] = None
-    error: Optional[str] = None  # why it could not be read: one line naming the file
+    report: Report | None = None
+    error: str | None = None  # why it could not be read: one line naming the file
+
+
+@dataclass
+class _Shard:
+    """A shard input that was read and is a shard's report: what the merge joins."""
+
+    path: str
+    report: Report
+    index: int  # I of I/N
 
 
 @dataclass
 class MergeResult:
-    report: dict
+    report: Report
     reasons: list[str] = field(default_factory=list)
 
     @property
@@ -39,39 +50,41 @@ class MergeResult:
         return not self.reasons
 
 
-def _index(shard: ShardInput):
-    return shard.report["shard"]["index"]
-
-
-def _differences(shards: Sequence[ShardInput], block: str, keys: Sequence[str]) -> list[str]:
+def _differences(shards: Sequence[_Shard], block: str, keys: Sequence[str]) -> list[str]:
     reasons = []
     for key in keys:
         values: dict[str, list[str]] = {}
         for shard in shards:
-            values.setdefault(repr((shard.report.get(block) or {}).get(key)), []).append(shard.path)
+            values.setdefault(repr(_block(shard.report, block).get(key)), []).append(shard.path)
         if len(values) > 1:
             shown = "; ".join(f"{value} in {', '.join(paths)}" for value, paths in values.items())
             reasons.append(f"the shards come from different runs: key '{block}.{key}' differs ({shown})")
     return reasons
 
 
-def _usable(inputs: Sequence[ShardInput], reasons: list[str]) -> list[ShardInput]:
+def _block(report: Report, name: str) -> Mapping[str, Any]:
+    """A block of the report by name (matrix, environment, shard), {} when absent."""
+    return cast("Mapping[str, Any]", report.get(name) or {})
+
+
+def _usable(inputs: Sequence[ShardInput], reasons: list[str]) -> list[_Shard]:
     shards = []
     for item in inputs:
-        if item.error:
-            reasons.append(item.error)
+        if item.error or item.report is None:
+            reasons.append(item.error or f"{item.path}: not read")
             continue
         block = item.report.get("shard")
+        index = block.get("index") if isinstance(block, dict) else None
         if not isinstance(block, dict):
             reasons.append(f"{item.path}: not a shard report (no 'shard' block: run pytest with --scaledmm-shard I/N)")
-        elif block.get("index") is None:
+        elif index is None:
             reasons.append(f"{item.path}: a merged report, not a shard: merge the shard reports themselves")
         else:
-            shards.append(item)
-    return sorted(shards, key=lambda s: (_index(s), s.path))
+            shards.append(_Shard(item.path, item.report, index))
+    return sorted(shards, key=lambda s: (s.index, s.path))
 
 
-def _shard_set(shards: Sequence[ShardInput], reasons: list[str]) -> int:
+def _shard_set(shards: Sequence[_Shard], reasons: list[str]) -> int:
     """N, after a reason for each shard 1..N missing or given twice."""
     counts = Counter(s.report["shard"]["count"] for s in shards)
     if not counts:
@@ -79,17 +92,19 @@ def _shard_set(shards: Sequence[ShardInput], reasons: list[str]) -> int:
         return 0
     count = max(counts)
     if len(counts) > 1:
-        shown = ", ".join(f"{s.path} is {_index(s)}/{s.report['shard']['count']}" for s in shards)
+        shown = ", ".join(f"{s.path} is {s.index}/{s.report['shard']['count']}" for s in shards)
         reasons.append(f"the shards disagree on N: {shown}")
-    given = Counter(_index(s) for s in shards)
+    given = Counter(s.index for s in shards)
     # A shard given twice first: it is why another looks missing (`merge OUT s1.json s1.json`).
     for index, times in sorted(given.items()):
         if times > 1:
-            paths = ", ".join(s.path for s in shards if _index(s) == index)
+            paths = ", ".join(s.path for s in shards if s.index == index)
             reasons.append(f"shard {index}/{count} is duplicated: given {times} times ({paths})")
     missing = [i for i in range(1, count + 1) if not given.get(i)]
     if missing:
-        reasons.append(f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: {len(missing)} of {count} not given")
+        reasons.append(
+            f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: {len(missing)} of {count} not given"
+        )
     for index in sorted(given):
         if index > count:
             reasons.append(f"shard {index} is beyond N = {count}")
@@ -109,7 +124,7 @@ def merge_shards(inputs: Sequence[ShardInput]) -> MergeResult:
     for shard in shards:
         why = incompleteness(shard.report)
         if why:
-            reasons.append(f"{shard.path}: shard {_index(shard)}/{shard.report['shard']['count']} is incomplete: {why}")
+            reasons.append(f"{shard.path}: shard {shard.index}/{shard.report['shard']['count']} is incomplete: {why}")
 
     owners: dict[str, list[str]] = {}
     for shard in shards:
@@ -119,18 +134,20 @@ def merge_shards(inputs: Sequence[ShardInput]) -> MergeResult:
     if duplicated:
         cid, paths = min(duplicated.items())
         reasons.append(f"{len(duplicated)} case id(s) recorded more than once, e.g. {cid} in {', '.join(paths)}")
-    first = shards[0].report if shards else {}
-    total = (first.get("shard") or {}).get("total_cases")
-    expected = (first.get("shard") or {}).get("total_ids_sha256")
+    first_shard: Mapping[str, Any] = shards[0].report.get("shard") or {} if shards else {}
+    total = first_shard.get("total_cases")
+    expected = first_shard.get("total_ids_sha256")
     if shards and not reasons and ids_sha256(owners) != expected:
-        reasons.append(f"the shards' {len(owners)} case(s) are not the {total} case(s) of the run they name (total_ids_sha256)")
+        reasons.append(
+            f"the shards' {len(owners)} case(s) are not the {total} case(s) of the run they name (total_ids_sha256)"
+        )
     return MergeResult(_merged_report(shards, count, total, reasons), reasons)
 
 
-def _merged_report(shards: Sequence[ShardInput], count: int, total: Optional[int], reasons: list[str]) -> dict:
-    first = shards[0].report if shards else {}
+def _merged_report(shards: Sequence[_Shard], count: int, total: int | None, reasons: list[str]) -> Report:
+    first: Mapping[str, Any] = shards[0].report if shards else {}
     records = [record for shard in shards for record in shard.report["cases"]]  # duplicates kept: the gate names them
-    sessions = [s.report.get("session") or {} for s in shards]
+    sessions = [_block(s.report, "session") for s in shards]
     started = sorted(str(s["started"]) for s in sessions if s.get("started"))
     walls = [s["wall_s"] for s in sessions if type(s.get("wall_s")) in (int, float)]
     session = {
@@ -156,8 +173,12 @@ def _merged_report(shards: Sequence[ShardInput], count: int, total: Optional[int
         "total_ids_sha256": block.get("total_ids_sha256") or "",
         "ids_sha256": ids_sha256(r["id"] for r in records),
         "merged": [
-            {"index": _index(s), "path": s.path, "cases": len(s.report["cases"]),
-             "complete": (s.report.get("session") or {}).get("complete") is True}
+            {
+                "index": s.index,
+                "path": s.path,
+                "cases": len(s.report["cases"]),
+                "complete": (s.report.get("session") or {}).get("complete") is True,
+            }
             for s in shards
         ],
     }

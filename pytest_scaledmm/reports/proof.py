@@ -5,7 +5,8 @@ then). A record set to PASS by an edit, without that proof, is named by the gate
 from __future__ import annotations
 
 import math
-from typing import Mapping
+from collections.abc import Mapping
+from typing import cast
 
 from ..verdict import outcome as oc
 
@@ -14,13 +15,17 @@ def _proven(check) -> bool:
     if not isinstance(check, Mapping) or check.get("ok") is not True:
         return False
     ratio = check.get("ratio")
-    return type(ratio) in (int, float) and math.isfinite(ratio) and ratio <= 1.0
+    if type(ratio) not in (int, float):  # exactly: a bool is no ratio
+        return False
+    value = cast("float", ratio)
+    return math.isfinite(value) and value <= 1.0
 
 
 def unproven_passes(report: Mapping) -> list[str]:
     """One line for the passing records that lack a passing check of both sides, or none."""
     bad = [
-        c["id"] for c in report["cases"]
+        c["id"]
+        for c in report["cases"]
         if c["outcome"] in (oc.PASS, oc.FIXED_UPSTREAM)
         and not all(_proven((c.get("errors") or {}).get(side)) for side in ("eager", "compiled"))
     ]

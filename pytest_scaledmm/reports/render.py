@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any
 from urllib.parse import urlsplit
 
 import jinja2
@@ -98,7 +99,7 @@ def md_code(value) -> MdSafe:
     return MdSafe(f"{fence} {text} {fence}")
 
 
-def safe_url(value) -> Optional[str]:
+def safe_url(value) -> str | None:
     """`value` when it is an absolute http or https URL with a host and no whitespace or
     control character (what a link may point to), else None: a `javascript:` or `data:` link
     from a catalogue or a report is shown as text."""
@@ -136,14 +137,14 @@ def _environment(kind: str) -> jinja2.Environment:
     return env
 
 
-def _replayer(comparison: Comparison, matrix_path: Optional[str]):
+def _replayer(comparison: Comparison, matrix_path: str | None):
     """case id (and the label of the report it is read from; default the newest) -> its replay
     command, with that report's profile, seed and device (reports/replay.py)."""
     blocks = {c.label: c for c in comparison.columns}
     newest = comparison.columns[-1] if comparison.columns else None
 
-    def replay(case_id: str, label: Optional[str] = None) -> str:
-        column = blocks.get(label, newest)
+    def replay(case_id: str, label: str | None = None) -> str:
+        column = blocks.get(label, newest) if label is not None else newest
         if column is None:
             return report_replay({}, case_id, matrix_path)
         return report_replay(column.matrix, case_id, matrix_path, column.environment)
@@ -151,7 +152,7 @@ def _replayer(comparison: Comparison, matrix_path: Optional[str]):
     return replay
 
 
-def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) -> dict:
+def _context(comparison: Comparison, matrix_path: str | None, max_rows: int) -> dict:
     matrix = matrix_path or next((c.matrix.get("path") for c in comparison.columns if c.matrix.get("path")), None)
     replay = _replayer(comparison, matrix_path)
     by_kind = comparison.by_kind()
@@ -164,7 +165,7 @@ def _context(comparison: Comparison, matrix_path: Optional[str], max_rows: int) 
         )
     grouped = {}
     for kind, moved in by_kind.items():
-        rows = []
+        rows: list[dict[str, Any]] = []
         for pair, members in _by_pair(moved):
             for change, ts in group_changes(members):
                 rows.append(
@@ -225,7 +226,7 @@ def kernel_change_rows(comparison: Comparison) -> list[dict]:
     ]
 
 
-def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -> list[dict]:
+def root_cause_rows(comparison: Comparison, matrix_path: str | None = None) -> list[dict]:
     """The newest report's root causes, one row per bug (report.signature_groups): failing ones by
     tier, then tolerated, then informational, under that report's own strictness. `matrix_path`:
     the matrix replay commands name instead of the one the report recorded."""
@@ -234,9 +235,9 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
     column = comparison.columns[-1]
     records = [row[-1] for row in comparison.grid.values() if row[-1] is not None]
     rows = []
-    failing, tolerated, lenient = sorted_out(signature_groups(records), column.strict)
-    for status, groups in (("failing", failing), ("tolerated", tolerated), ("informational", lenient)):
-        for g in groups:
+    failing, tolerated, informational = sorted_out(signature_groups(records), column.strict)
+    for status, of_status in (("failing", failing), ("tolerated", tolerated), ("informational", informational)):
+        for g in of_status:
             outcomes = g.get("outcomes") or {}
             met = list((g.get("met") or {}).items())
             rows.append(
@@ -247,24 +248,25 @@ def root_cause_rows(comparison: Comparison, matrix_path: Optional[str] = None) -
                     "outcome": g["outcome"],
                     "classes": ", ".join(f"{n} {name}" for name, n in outcomes.items()) if len(outcomes) > 1 else "",
                     "layer": g.get("layer") or "",
-                    "root_cause": shown_cause(g["root_cause"], outcomes or (g["outcome"],)),
+                    # signature_groups always names a cause and an example: str() only types them.
+                    "root_cause": shown_cause(str(g["root_cause"]), outcomes or (g["outcome"],)),
                     "met": "; ".join(f"{n} × {what}" for what, n in met[:MET_SHOWN])
                     + (f"; and {len(met) - MET_SHOWN} more" if len(met) > MET_SHOWN else ""),
                     "example": g["example"],
                     "example_message": g.get("example_message") or "",
                     "source": g.get("source") or "",
                     "shared": all_text(g),
-                    "replay": report_replay(column.matrix, g["example"], matrix_path, column.environment),
+                    "replay": report_replay(column.matrix, str(g["example"]), matrix_path, column.environment),
                 }
             )
     return rows
 
 
-def render_markdown(comparison: Comparison, matrix_path: Optional[str] = None, max_rows: int = 30) -> str:
+def render_markdown(comparison: Comparison, matrix_path: str | None = None, max_rows: int = 30) -> str:
     return _environment("md").get_template("summary.md.j2").render(**_context(comparison, matrix_path, max_rows))
 
 
-def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optional[str]) -> list[dict]:
+def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: str | None) -> list[dict]:
     rows = []
     for label, ids in groups(comparison, group_by):
         cells = []
@@ -276,7 +278,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optio
                 {"outcome": o, "count": counts[o], "pct": round(100.0 * counts[o] / len(present), 2)}
                 for o in sorted(counts, key=lambda o: (severity(o), o))
             ]
-            changes = Counter()
+            changes: Counter[str] = Counter()
             cases = []
             for cid, record in zip(ids, records):
                 if record is None:
@@ -329,7 +331,7 @@ def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: Optio
 
 def render_html(
     comparison: Comparison,
-    matrix_path: Optional[str] = None,
+    matrix_path: str | None = None,
     group_by: Sequence[str] = DEFAULT_GROUP_BY,
     max_rows: int = 200,
     title: str = "scaled-mm compatibility matrix",
@@ -353,7 +355,7 @@ def _link_text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
-def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, matrix_path: Optional[str] = None) -> str:
+def render_text(comparison: Comparison, max_rows: int = 20, width: int = 110, matrix_path: str | None = None) -> str:
     """The terminal table: outcome counts per environment, then transitions per neighbouring pair,
     each change with the command that replays one of its cases where it was recorded."""
     replay = _replayer(comparison, matrix_path)

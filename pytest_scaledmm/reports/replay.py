@@ -4,20 +4,21 @@ the summaries (terminal, Markdown, HTML) print them beside each root cause."""
 from __future__ import annotations
 
 import json
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from ..matrix.replay_command import replay_command
 
 
 def report_replay(
-    matrix: Optional[Mapping], case_id: str, matrix_path: Optional[str] = None, environment: Optional[Mapping] = None
+    matrix: Mapping | None, case_id: str, matrix_path: str | None = None, environment: Mapping | None = None
 ) -> str:
     """The replay command of a report's case (matrix/replay_command.py), from the report's matrix
     block: its path (or `matrix_path`), its profile, and the seed and device its run was given;
     and from its environment block, the torch, device and tox env that recorded it."""
 
     matrix = matrix if isinstance(matrix, Mapping) else {}
-    forced = matrix.get("forced") if isinstance(matrix.get("forced"), Mapping) else {}
+    raw_forced = matrix.get("forced")
+    forced = raw_forced if isinstance(raw_forced, Mapping) else {}
     seed = forced.get("seed") if type(forced.get("seed")) is int else None
     device = forced.get("device") if isinstance(forced.get("device"), str) else None
     profile = matrix.get("profile") if isinstance(matrix.get("profile"), str) else None
@@ -31,7 +32,7 @@ def shown_cause(cause: str, outcomes) -> str:
     return rest if colon and rest and head in set(outcomes) else cause
 
 
-def shared_text(shared: Optional[Mapping]) -> str:
+def shared_text(shared: Mapping | None) -> str:
     """`out_dtype=fp16, bias=true`: a group's shared parameters (report.signature_groups) as
     matrix.yaml spells values; empty when there are none."""
     if not isinstance(shared, Mapping):

@@ -19,12 +19,13 @@ import os
 import stat
 import tempfile
 from collections import Counter
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Optional, cast
+from typing import Any, cast
 
 from ..errors import ScaledmmError
-from ..records import CaseRecord, Report, SignatureGroup
+from ..records import CaseRecord, MatrixBlock, Report, SessionBlock, SignatureGroup
 from ..verdict import outcome as oc
 from .causes import example_text, mismatch_cause, passing_classes, shape_classes, source_of
 from .files import write_text_atomic
@@ -51,24 +52,25 @@ class ReportError(ScaledmmError):
         super().__init__(f"{self.path}: {message}")
 
 
-def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, Any]], session: dict) -> dict[str, Any]:
-    """A report of these records; a plain dict, to which the plugin adds its own blocks (coverage)."""
+def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, Any]], session: dict) -> Report:
+    """A report of these records; a plain dict, to which the plugin adds its own blocks (coverage).
+    The blocks are the writers' plain dicts: here they become the report's typed blocks."""
     records = cast("list[CaseRecord]", sorted(cases, key=lambda c: c["id"]))
     counts = Counter(c["outcome"] for c in records)
     report: Report = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "environment": environment,
-        "matrix": matrix,
-        "session": session,
+        "matrix": cast("MatrixBlock", matrix),
+        "session": cast("SessionBlock", session),
         "summary": dict(sorted(counts.items())),
         "signatures": signature_groups(records),
         "cases": records,
     }
-    return cast("dict[str, Any]", report)
+    return report
 
 
-def iso_time(epoch: Optional[float] = None) -> str:
+def iso_time(epoch: float | None = None) -> str:
     """A moment as ISO 8601 in UTC with microseconds: 2026-05-01T12:00:00.123456+00:00."""
     moment = datetime.now(timezone.utc) if epoch is None else datetime.fromtimestamp(epoch, timezone.utc)
     return moment.isoformat(timespec="microseconds")
@@ -157,7 +159,7 @@ def signature_groups(cases: Iterable[Mapping[str, Any]]) -> list[SignatureGroup]
         met = case.get("met")
         if isinstance(met, str) and met:
             group["met"][met] = group["met"].get(met, 0) + 1
-    out = []
+    out: list[SignatureGroup] = []
     common = shared_params(case.get("params") or {} for case in cases)
     passed = passing_classes(cases)
     for group in groups.values():
@@ -228,7 +230,7 @@ def strict_json(value: Any) -> Any:
     return value
 
 
-def number(value: Any) -> Optional[float]:
+def number(value: Any) -> float | None:
     """A number as a report holds it (a JSON number or one of NON_FINITE's strings), else None."""
     if type(value) in (int, float):
         return float(value)
@@ -259,15 +261,16 @@ def ids_sha256(ids: Iterable[str]) -> str:
     return digest.hexdigest()
 
 
-def shard_of(report: Report) -> Optional[tuple[int, int]]:
+def shard_of(report: Report) -> tuple[int, int] | None:
     """(I, N) when the report is shard I of N of a sharded run (not a merge of the shards)."""
     block = report.get("shard")
-    if isinstance(block, dict) and type(block.get("index")) is int and type(block.get("count")) is int:
-        return block["index"], block["count"]
-    return None
+    if not isinstance(block, dict):
+        return None
+    index, count = block.get("index"), block.get("count")
+    return (index, count) if type(index) is int and type(count) is int else None
 
 
-def shard_advice(report: Report) -> Optional[str]:
+def shard_advice(report: Report) -> str | None:
     """What to do with a shard's report before comparing or gating it, or None."""
     position = shard_of(report)
     if position is None or position[1] == 1:  # shard 1/1 holds every case: it is the whole run
@@ -393,7 +396,7 @@ def previous_path(path: Path) -> Path:
     return path.with_name(f"{stem}.previous.json")
 
 
-def unfinished_report(reason: str = IN_PROGRESS) -> dict[str, Any]:
+def unfinished_report(reason: str = IN_PROGRESS) -> Report:
     """A report that says only that its run did not finish: no record, complete false."""
     session = {"started": iso_time(), "complete": False, "incomplete_reasons": [reason]}
     return build_report({}, {}, [], session)
@@ -416,7 +419,7 @@ def _is_unfinished_stub(path: Path) -> bool:
     )
 
 
-def start_report(path: Path, reason: str = IN_PROGRESS) -> Optional[Path]:
+def start_report(path: Path, reason: str = IN_PROGRESS) -> Path | None:
     """Claim `path` for a run, under its lock: an earlier report there moves to
     `<name>.previous.json` (an unfinished one is simply replaced, so that it never displaces
     the last real report), and an unfinished report takes its place until the run writes its
@@ -600,6 +603,7 @@ def _too_deep(data, limit: int) -> bool:
     stack = [(data, 1)]
     while stack:
         node, depth = stack.pop()
+        children: Iterable[Any]
         if isinstance(node, dict):
             children = node.values()
         elif isinstance(node, list):
@@ -643,8 +647,8 @@ def _schema_message(error) -> str:
     where = _json_path(error.absolute_path)
     value = error.instance
     if error.validator == "type":
-        wanted = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        wanted = " or ".join(_SCHEMA_TYPES.get(w, w) for w in wanted)
+        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
+        wanted = " or ".join(_SCHEMA_TYPES.get(t, str(t)) for t in types)
         return f"key '{where}' must be {wanted}, not {_JSON_TYPES.get(type(value), type(value).__name__)}"
     if error.validator == "required":
         missing = next((k for k in error.validator_value if isinstance(value, dict) and k not in value), "?")
@@ -709,7 +713,8 @@ def load_report(path) -> Report:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise ReportError(
             path,
-            f"not a pytest-scaledmm report (key 'schema' is {data.get('schema') if isinstance(data, dict) else None!r})",
+            "not a pytest-scaledmm report"
+            f" (key 'schema' is {data.get('schema') if isinstance(data, dict) else None!r})",
         )
     version = data.get("schema_version")
     if type(version) is not int or version not in READABLE_VERSIONS:

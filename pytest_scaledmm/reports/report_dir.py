@@ -22,8 +22,8 @@ import os
 import re
 import stat
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable, Optional
 
 PROJECT_MARKERS = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", "setup.py")
 REPORTS_SUBDIR = Path(".scaledmm") / "reports"
@@ -43,19 +43,19 @@ def project_dir(matrix_path: Path) -> Path:
     return start
 
 
-def default_report_dir(matrix_path: Path, rootdir: Optional[str] = None) -> Path:
+def default_report_dir(matrix_path: Path, rootdir: str | None = None) -> Path:
     base = Path(rootdir).resolve() if rootdir else project_dir(matrix_path)
     return base / REPORTS_SUBDIR
 
 
-def default_report_name(now: Optional[float] = None) -> str:
+def default_report_name(now: float | None = None) -> str:
     # Second, microsecond and pid: two runs never share a name, so no earlier report is replaced.
     now = time.time() if now is None else now
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + f"-{int(now % 1 * 1e6):06d}"
     return f"report-{stamp}-{os.getpid()}.json"
 
 
-def check_keep(keep) -> Optional[str]:
+def check_keep(keep) -> str | None:
     """None when `keep` is absent or a whole number >= 1, else the problem."""
     if keep is None or (type(keep) is int and keep >= 1):
         return None
@@ -84,8 +84,9 @@ def report_series(report) -> tuple:
     """What makes reports successive runs of one job: matrix file, profile and shard."""
     if not isinstance(report, dict):
         return (None, None, None)
-    matrix = report.get("matrix") if isinstance(report.get("matrix"), dict) else {}
-    shard = report.get("shard") if isinstance(report.get("shard"), dict) else {}
+    raw_matrix, raw_shard = report.get("matrix"), report.get("shard")
+    matrix = raw_matrix if isinstance(raw_matrix, dict) else {}
+    shard = raw_shard if isinstance(raw_shard, dict) else {}
     position = (shard.get("index"), shard.get("count")) if shard else None
     return (matrix.get("path"), matrix.get("profile"), position)
 
@@ -98,7 +99,9 @@ def _series_of(path: Path) -> tuple:
         return (None, None, None)
 
 
-def prune_reports(directory: Path, keep: int, protected: Iterable[Path] = (), series: Optional[tuple] = None) -> tuple[list[Path], list[str]]:
+def prune_reports(
+    directory: Path, keep: int, protected: Iterable[Path] = (), series: tuple | None = None
+) -> tuple[list[Path], list[str]]:
     """Remove all but the `keep` newest reports this plugin wrote in `directory` (of `series`,
     when given: report_series). Returns (the paths removed, one line per failure)."""
     directory = Path(directory)
@@ -113,7 +116,8 @@ def prune_reports(directory: Path, keep: int, protected: Iterable[Path] = (), se
         (
             (match.group(1), int(match.group(2)), name)
             for name in names
-            if (match := _NAME.match(name)) and _written_here(directory / name)
+            if (match := _NAME.match(name))
+            and _written_here(directory / name)
             and (series is None or _series_of(directory / name) == series)
         ),
         reverse=True,

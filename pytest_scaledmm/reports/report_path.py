@@ -14,8 +14,9 @@ import json
 import os
 import stat
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Optional
+from typing import Any
 
 from ..errors import ScaledmmError
 
@@ -54,7 +55,7 @@ def _displace(path: Path, stem: str) -> Path:
     return Path(fresh)
 
 
-def claim(path: Path, stub: dict, write, previous: Path, is_stub) -> Optional[Path]:
+def claim(path: Path, stub: Mapping[str, Any], write, previous: Path, is_stub) -> Path | None:
     """Move an earlier report at `path` to `previous` and write `stub` there (reports/report.py,
     start_report). Raises ClaimRefused, after neutralising `path`, when that cannot be done."""
     moved = None
@@ -62,7 +63,9 @@ def claim(path: Path, stub: dict, write, previous: Path, is_stub) -> Optional[Pa
         try:
             mode = os.stat(path).st_mode
         except OSError:
-            raise ClaimRefused(f"{path}: it is a link to nothing, not a regular file: a report never replaces it") from None
+            raise ClaimRefused(
+                f"{path}: it is a link to nothing, not a regular file: a report never replaces it"
+            ) from None
         if not stat.S_ISREG(mode):
             raise ClaimRefused(f"{path}: {NOT_REGULAR}")
         if not is_stub(path):
@@ -82,7 +85,7 @@ def claim(path: Path, stub: dict, write, previous: Path, is_stub) -> Optional[Pa
     return moved
 
 
-def _previous_problem(previous: Path) -> Optional[str]:
+def _previous_problem(previous: Path) -> str | None:
     if not os.path.lexists(previous):
         return None
     if is_report_file(previous):
@@ -90,7 +93,7 @@ def _previous_problem(previous: Path) -> Optional[str]:
     return f"{previous} is there and is not a pytest-scaledmm report: it is never overwritten"
 
 
-def _neutralise(path: Path, previous: Path, stub: dict, write) -> str:
+def _neutralise(path: Path, previous: Path, stub: Mapping[str, Any], write) -> str:
     """Keep an earlier complete report at `path` from passing for this run; say where it went."""
     try:
         if path.is_symlink():

@@ -27,19 +27,43 @@ import sys
 import textwrap
 import types
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, cast
 
-from .. import verdict
+from .. import __version__, verdict
 from ..errors import ScaledmmError
 from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
 from ..execution.cache import OWNED_CACHE_ENV
+from ..execution.quiet import TORCH_IMPORT_NOISE
+from ..execution.run import other_m_sizes
+from ..execution.triage import one_line
+from ..matrix.cases import input_seed
+from ..matrix.compile_modes import compile_mode, compile_settings
+from ..matrix.corpus import CORPUS_SCHEMA
+from ..matrix.kernels import BUILTIN_IMPLS, accepts_keyword, add_import_dirs, load_impl
+from ..matrix.kernels import kernel_accepts_fast_accum as spec_accepts_fast_accum
+from ..matrix.packs import PACK_KERNELS
+from ..matrix.replay_command import valid_case_id
+from ..matrix.schema import DEFAULT_LIMITS
+from ..matrix.spec import load_spec, pack_kernel_spec, size_problem
+from ..records import CaseRecord
 from ..verdict import outcome as oc
+from ..verdict.draw import make_inputs
+from ..verdict.facts import input_facts
+from ..verdict.refusals import Support
 from ..verdict.runners import runner_named
-from .report import iso_time
+from .files import SCRIPT_MODE, write_text_atomic
+from .report import iso_time, load_report, root_cause_of, write_atomic
+from .report_dir import project_dir
 
-# Failures, known ones, and the informational LENIENT (its script shows the compiled side's
-# result on the input eager refuses, and reproduces while compiled still accepts it).
-REPRODUCIBLE = set(oc.FAILURES) | {oc.XFAIL, oc.LENIENT}
+
+def reproducible(outcome: str | None) -> bool:
+    """Whether a record of this class gets a script: a failure, a known one (xfailed), or an
+    informational class (LENIENT: its script shows the compiled side's result on the input eager
+    refuses, and reproduces while compiled still accepts it). Read from the outcome table."""
+    known = oc.outcome_class(outcome)
+    return known is not None and (known.fails or known.pytest_status == "xfailed" or known.informational)
+
+
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
 EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
 # The verdict modules the template calls; the script embeds them and every sibling they import.
@@ -48,30 +72,42 @@ VERDICT_MODULES = ("draw", "facts", "opcheck", "refusals", "oracle", "pipeline",
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
 TEXT_LIMIT = 4000  # characters of one recorded text (a signature, an error message) kept in FOUND
-ENV_FIELDS = ("torch", "cuda", "hip", "triton", "python", "platform", "plugin", "hypothesis", "device", "device_name",
-              "arch", "capability", "sm_count", "tox_env")
+ENV_FIELDS = (
+    "torch",
+    "cuda",
+    "hip",
+    "triton",
+    "python",
+    "platform",
+    "plugin",
+    "hypothesis",
+    "device",
+    "device_name",
+    "arch",
+    "capability",
+    "sm_count",
+    "tox_env",
+)
 
 
 class ReproError(ScaledmmError):
     """A script could not be written for this case (the reason is in the message)."""
 
 
-def script_name(outcome: str, cause: str, kernel: Optional[str] = None) -> str:
+def script_name(outcome: str, cause: str, kernel: str | None = None) -> str:
     """The script's file name: a short hash of the outcome, the root cause and the kernel (one
     "values off the reference" in two kernels is two bugs)."""
     key = f"{outcome}\0{cause}" + (f"\0{kernel}" if kernel is not None else "")
     return f"repro_{hashlib.sha256(key.encode()).hexdigest()[:10]}.py"
 
 
-def cause_key(record: dict) -> tuple:
+def cause_key(record: CaseRecord) -> tuple:
     """(outcome, root cause, kernel): what one script stands for."""
-    from .report import root_cause_of
-
     kernel = _mapping(record.get("params")).get("kernel")
     return record["outcome"], root_cause_of(record), kernel if isinstance(kernel, str) else None
 
 
-def record_script_name(record: dict) -> str:
+def record_script_name(record: CaseRecord) -> str:
     return script_name(*cause_key(record))
 
 
@@ -133,7 +169,7 @@ def _plain(value):
         raise ReproError(f"a recorded value is not plain data ({type(exc).__name__})") from None
 
 
-def _text(value) -> Optional[str]:
+def _text(value) -> str | None:
     """A recorded value as text for FOUND, cut to TEXT_LIMIT characters."""
     if value is None:
         return None
@@ -153,7 +189,9 @@ def _top_level_names(tree: ast.Module) -> list:
     repeats: an embedded module must not rebind another's name."""
     names = [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))]
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         for target in targets:
             elements = target.elts if isinstance(target, ast.Tuple) else [target]
             names += [e.id for e in elements if isinstance(e, ast.Name)]
@@ -175,8 +213,10 @@ def _sibling_imports(module: types.ModuleType) -> dict:
             continue
         renamed = [alias.name for alias in node.names if alias.asname not in (None, alias.name)]
         if node.level != 1 or not node.module or renamed:
-            raise ReproError(f"{module.__name__} imports from the plugin other than by `from .<sibling> import name`; "
-                             "it cannot be embedded in a repro script")
+            raise ReproError(
+                f"{module.__name__} imports from the plugin other than by `from .<sibling> import name`; "
+                "it cannot be embedded in a repro script"
+            )
         siblings.setdefault(node.module, set()).update(alias.name for alias in node.names)
     return siblings
 
@@ -208,11 +248,13 @@ def _module_body(module: types.ModuleType) -> str:
         missing = names - set(_top_level_names(ast.parse(inspect.getsource(_verdict_module(sibling)))))
         if missing:
             raise ReproError(f"{module.__name__} imports {sorted(missing)}, which {sibling} does not define")
-    skip = set()
+    skip: set[int] = set()
     for node in ast.walk(tree):
+        if not isinstance(node, (ast.Expr, ast.ImportFrom)):
+            continue
         docstring = node is tree.body[0] and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
         if docstring or (isinstance(node, ast.ImportFrom) and (node.level or node.module == "__future__")):
-            skip.update(range(node.lineno - 1, node.end_lineno))
+            skip.update(range(node.lineno - 1, node.end_lineno or node.lineno))
     return "\n".join(line for i, line in enumerate(source.splitlines()) if i not in skip).strip("\n")
 
 
@@ -279,15 +321,15 @@ def check_reference(reference: str) -> tuple[str, list[str]]:
     return module_name, attr_path.split(".")
 
 
-def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_dirs=(), *, resolve: bool = True) -> str:
+def kernel_code(name: str, fn: Callable | None, impl: str | None, import_dirs=(), *, resolve: bool = True) -> str:
     """Code that defines `kernel` in the script. `name` appears in no code or comment.
     `import_dirs`: the directories the run imported from (the matrix's, the rootdir), which a
     user kernel's module may need for its own imports of the project's packages. `resolve`
     False: the module is not imported here (a report's kernel, its matrix not confirmed)."""
-    from ..matrix.kernels import BUILTIN_IMPLS, load_impl
-
-    if fn is not None and BUILTIN_IMPLS.get(name) is fn:
-        return f"# A built-in kernel of pytest-scaledmm, embedded.\n{function_source(fn)}\n\n\nkernel = {fn.__name__}"
+    builtin = BUILTIN_IMPLS.get(name)
+    if fn is not None and builtin is fn:
+        source = function_source(builtin)
+        return f"# A built-in kernel of pytest-scaledmm, embedded.\n{source}\n\n\nkernel = {builtin.__name__}"
     reference = impl
     if reference is None and fn is not None:
         candidate = f"{getattr(fn, '__module__', '')}:{getattr(fn, '__qualname__', '')}"
@@ -308,10 +350,11 @@ def kernel_code(name: str, fn: Optional[Callable], impl: Optional[str], import_d
         if not resolve:
             raise LookupError(module_name)
         module = sys.modules.get(module_name) or importlib.import_module(module_name)
-        if getattr(module, "__file__", None):
+        file = getattr(module, "__file__", None)
+        if file:
             # mypkg.kernels lives in <root>/mypkg/kernels.py: <root> goes on sys.path.
-            folder = Path(module.__file__).resolve().parent
-            if Path(module.__file__).name == "__init__.py":
+            folder = Path(file).resolve().parent
+            if Path(file).name == "__init__.py":
                 folder = folder.parent
             where = str(folder.parents[module_name.count(".") - 1] if "." in module_name else folder)
     except Exception:
@@ -348,7 +391,9 @@ def contract_code(spec) -> str:
         except ReproError:
             reference = None
     if reference is None:
-        note = "# This kernel's prepare step cannot be imported by name: define it here." if contract == "prepare" else ""
+        note = (
+            "# This kernel's prepare step cannot be imported by name: define it here." if contract == "prepare" else ""
+        )
         return "\n".join(lines + ([note] if note else []) + ["prepare = None"])
     module_name, attrs = check_reference(reference)
     lines += [
@@ -361,13 +406,10 @@ def contract_code(spec) -> str:
 
 def pack_kernel_specs() -> dict:
     """Name -> KernelSpec of every packed kernel, as a matrix listing it by name declares it."""
-    from ..matrix.packs import PACK_KERNELS
-    from ..matrix.spec import pack_kernel_spec
-
     return {name: pack_kernel_spec(name) for name in PACK_KERNELS}
 
 
-def kernel_reference(spec) -> Optional[str]:
+def kernel_reference(spec) -> str | None:
     """What a script imports as `kernel`: a module kernel's factory, else its impl."""
     if spec is None:
         return None
@@ -381,37 +423,29 @@ def kernel_reference(spec) -> Optional[str]:
 def tensor_facts(params: dict, seed: int) -> dict:
     """Shape, strides, storage offset, dtype and a checksum of every input, generated on the CPU
     exactly as the run did."""
-    from ..verdict.draw import make_inputs
-    from ..verdict.facts import input_facts
-
     return input_facts(make_inputs(params, seed, "cpu"))
 
 
-def kernel_support(spec) -> Optional[dict]:
+def kernel_support(spec) -> dict | None:
     """What the kernel declares it supports (refusals.Support), as plain data, from its KernelSpec;
     None without one (the script then judges alike refusals as triage does: UNSUPPORTED)."""
-    from ..verdict.refusals import Support
-
-    return Support.of(spec).to_json() if spec is not None else None
+    support = Support.of(spec)
+    return support.to_json() if support is not None else None
 
 
 def kernel_accepts_fast_accum(spec) -> bool:
-    from ..matrix.kernels import kernel_accepts_fast_accum as accepts
-
-    return accepts(spec)
+    return spec_accepts_fast_accum(spec)
 
 
-def takes_fast_accum(fn: Optional[Callable]) -> bool:
+def takes_fast_accum(fn: Callable | None) -> bool:
     """Whether the run passes use_fast_accum to this kernel (only where its signature takes it)."""
-    from ..matrix.kernels import accepts_keyword
-
     return fn is None or accepts_keyword(fn, "use_fast_accum")
 
 
 # -- the script ------------------------------------------------------------------------------
 
 
-def _error_names(error) -> Optional[list]:
+def _error_names(error) -> list | None:
     error = _mapping(error)
     if not error:
         return None
@@ -423,7 +457,7 @@ def _error_names(error) -> Optional[list]:
     return [short("type"), short("root_type")]
 
 
-def _expected(record: dict) -> dict:
+def _expected(record: CaseRecord) -> dict:
     outcome = record["outcome"]
     if outcome == oc.XFAIL:  # a known failure: the script checks the failure the catalogue expects
         outcome = _mapping(record.get("known_failure")).get("original_outcome") or outcome
@@ -437,14 +471,12 @@ def _expected(record: dict) -> dict:
     }
 
 
-def _found(record: dict, environment: dict) -> dict:
+def _found(record: CaseRecord, environment: dict) -> dict:
     """What the run recorded, for a reader (printed when the script starts)."""
     triage = _mapping(record.get("triage"))
-    summary = None
+    summary: str | dict | None = None
     if triage:
         try:
-            from ..execution.triage import one_line
-
             summary = one_line(triage)
         except Exception:  # a triage block this version cannot read: shown as it is
             summary = triage
@@ -463,9 +495,13 @@ def _found(record: dict, environment: dict) -> dict:
         "detail": _text(record.get("detail")),
         "eager_error": error("eager_error"),
         "compiled_error": error("compiled_error"),
-        "known_failure": {k: _text(known.get(k)) for k in ("signature", "link", "reason") if known.get(k) is not None} or None,
+        "known_failure": {k: _text(known.get(k)) for k in ("signature", "link", "reason") if known.get(k) is not None}
+        or None,
         "triage": _text(summary),
-        "workarounds": [_text(_mapping(w).get("knob")) for w in triage.get("workarounds", []) or [] if isinstance(w, dict)] or None,
+        "workarounds": [
+            _text(_mapping(w).get("knob")) for w in triage.get("workarounds", []) or [] if isinstance(w, dict)
+        ]
+        or None,
         "environment": {k: _text(env.get(k)) for k in ENV_FIELDS if env.get(k) is not None},
         "written": iso_time(),
     }
@@ -476,26 +512,20 @@ def _compile_comment(runner: str) -> str:
 
 
 def render_script(
-    record: dict,
+    record: CaseRecord,
     environment: dict,
     run_seed: int,
     kernel_text: str,
     timeout_s: float,
     slack: float = 1.0,
-    env_vars: Optional[dict] = None,
+    env_vars: dict | None = None,
     max_autotune_configs: int = 0,
-    support: Optional[dict] = None,
+    support: dict | None = None,
     fast_accum_keyword: bool = True,
 ) -> str:
     """The script's text. Every value from `record` and `environment` goes in through `literal`;
     the result is compiled here, so a script that would not parse is never written. `support`:
     kernel_support of the case's kernel; `fast_accum_keyword`: takes_fast_accum of it."""
-    from .. import __version__
-    from ..execution.quiet import TORCH_IMPORT_NOISE
-    from ..execution.run import other_m_sizes
-    from ..matrix.cases import input_seed
-    from ..matrix.compile_modes import compile_mode, compile_settings
-
     if type(timeout_s) not in (int, float) or not math.isfinite(timeout_s) or timeout_s <= 0:
         raise ReproError(f"timeout must be a finite number of seconds greater than 0, not {timeout_s!r}")
     if type(slack) not in (int, float) or not math.isfinite(slack) or slack <= 0:
@@ -518,7 +548,8 @@ def render_script(
             f"RUN_SEED = {literal(_plain(run_seed))}",
             "SEED = " + literal(seed) + "  # zlib.crc32(f'{RUN_SEED}::{CASE_ID}'.encode()): the run's input seed",
             f"DEVICE = {literal(device if isinstance(device, str) and device else 'cpu')}",
-            f"COMPILE = {literal(compile_settings(params['mode'], max_autotune_configs))}  # {_compile_comment(row.runner)}",
+            f"COMPILE = {literal(compile_settings(params['mode'], max_autotune_configs))}"
+            f"  # {_compile_comment(row.runner)}",
             f"RUNNER = {literal(row.runner)}  # how the compiled side is made (pipeline.make_compiled)",
             f"OTHER_M = {literal(other_m)}  # the other M a dynamic-M mode runs, each with its input seed",
             f"KERNEL_SUPPORT = {literal(_plain(support))}  # what the kernel declares: how alike refusals are judged",
@@ -551,14 +582,20 @@ def render_script(
     return text
 
 
-def write_script(directory, record: dict, environment: dict, run_seed: int, kernel_text: str, timeout_s: float,
-                 slack: float = 1.0, max_autotune_configs: int = 0, support: Optional[dict] = None,
-                 fast_accum_keyword: bool = True) -> Path:
+def write_script(
+    directory,
+    record: CaseRecord,
+    environment: dict,
+    run_seed: int,
+    kernel_text: str,
+    timeout_s: float,
+    slack: float = 1.0,
+    max_autotune_configs: int = 0,
+    support: dict | None = None,
+    fast_accum_keyword: bool = True,
+) -> Path:
     """Write (or replace) the script of this record's signature and update index.json
     (render_script says what `support` and `fast_accum_keyword` are)."""
-    from .files import SCRIPT_MODE, write_text_atomic
-    from .report import write_atomic
-
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise ReproError(f"{directory} is there and is not a directory")
@@ -566,20 +603,37 @@ def write_script(directory, record: dict, environment: dict, run_seed: int, kern
     index_path = directory / "index.json"
     index = _read_index(index_path)
     outcome, cause, kernel = cause_key(record)
-    entry = {"outcome": outcome, "signature": record["signature"], "cause": cause, "kernel": kernel, "case": record["id"]}
+    entry = {
+        "outcome": outcome,
+        "signature": record["signature"],
+        "cause": cause,
+        "kernel": kernel,
+        "case": record["id"],
+    }
     name = record_script_name(record)
     for attempt in range(2, 1000):  # another cause's script under this name is never replaced
         known = index.get(name)
-        if not isinstance(known, dict) or (known.get("outcome"), known.get("cause", known.get("signature")),
-                                            known.get("kernel")) == (outcome, cause, kernel):
+        if not isinstance(known, dict) or (
+            known.get("outcome"),
+            known.get("cause", known.get("signature")),
+            known.get("kernel"),
+        ) == (outcome, cause, kernel):
             break
         name = f"{record_script_name(record)[:-3]}_{attempt}.py"
     path = directory / name
     if os.path.lexists(path) and not _our_script(path):
         raise ReproError(f"{path} is there and was not written by pytest-scaledmm: it is never replaced")
-    text = render_script(record, environment, run_seed, kernel_text, timeout_s, slack,
-                         max_autotune_configs=max_autotune_configs, support=support,
-                         fast_accum_keyword=fast_accum_keyword)
+    text = render_script(
+        record,
+        environment,
+        run_seed,
+        kernel_text,
+        timeout_s,
+        slack,
+        max_autotune_configs=max_autotune_configs,
+        support=support,
+        fast_accum_keyword=fast_accum_keyword,
+    )
     write_text_atomic(path, text, SCRIPT_MODE)
     index[path.name] = entry
     write_atomic(index_path, dict(sorted(index.items())))
@@ -615,19 +669,18 @@ def _read_index(path: Path) -> dict:
 class ReproWriter:
     """Writes the first failing record of each signature as it arrives (on the controller)."""
 
-    def __init__(self, directory, spec, kernels: dict, timeout_s: float, max_autotune_configs: int = 0,
-                 import_dirs=()):
+    def __init__(self, directory, spec, kernels: dict, timeout_s: float, max_autotune_configs: int = 0, import_dirs=()):
         self.directory = Path(directory)
         self.import_dirs = tuple(import_dirs)
         self.max_autotune_configs = max_autotune_configs
         self.spec = spec
         self.kernels = kernels
         self.timeout_s = timeout_s
-        self.written: dict[str, Path] = {}
-        self.errors: dict[str, str] = {}
+        self.written: dict[tuple, Path] = {}  # by cause_key
+        self.errors: dict[tuple, str] = {}
 
-    def add(self, record: dict, environment: dict, run_seed: int) -> Optional[Path]:
-        if record["outcome"] not in REPRODUCIBLE or not record.get("signature"):
+    def add(self, record: CaseRecord, environment: dict, run_seed: int) -> Path | None:
+        if not reproducible(record["outcome"]) or not record.get("signature"):
             return None
         key = cause_key(record)
         if key in self.written or key in self.errors:
@@ -638,9 +691,18 @@ class ReproWriter:
             fn = self.kernels.get(name)
             text = kernel_code(name, fn, kernel_reference(spec), self.import_dirs) + "\n" + contract_code(spec)
             slack = self.spec.slack * ((spec.slack if spec else None) or 1.0)
-            path = write_script(self.directory, record, environment, run_seed, text, self.timeout_s, slack,
-                                self.max_autotune_configs, kernel_support(spec),
-                                kernel_accepts_fast_accum(spec) if spec else takes_fast_accum(fn))
+            path = write_script(
+                self.directory,
+                record,
+                environment,
+                run_seed,
+                text,
+                self.timeout_s,
+                slack,
+                self.max_autotune_configs,
+                kernel_support(spec),
+                kernel_accepts_fast_accum(spec) if spec else takes_fast_accum(fn),
+            )
         except Exception as exc:  # a repro that cannot be written must not stop the run
             self.errors[key] = f"{record['id']}: {type(exc).__name__}: {exc}"
             return None
@@ -658,27 +720,23 @@ class ReproWriter:
         return lines
 
 
-def _record_problem(record, limits) -> Optional[str]:
+def _record_problem(record, limits) -> str | None:
     """Why a report's record cannot make a script (a key and what is wrong with it), or None:
     the script regenerates the case from these values, so they must be a case of this plugin,
     within the matrix's tensor-element limits."""
-    import jsonschema
-
-    from ..matrix.corpus import CORPUS_SCHEMA
-    from ..matrix.spec import size_problem
+    import jsonschema  # noqa: PLC0415 (0.3 s start-up)
 
     if not isinstance(record, dict):
         return "the record is not an object"
     for key in ("id", "outcome"):
         if not isinstance(record.get(key), str):
             return f"key {key!r} is not a string"
-    from ..matrix.replay_command import valid_case_id
 
     if not valid_case_id(record["id"]):
         return "key 'id' is not a case id this plugin writes"
     if record.get("signature") is not None and not isinstance(record["signature"], str):
         return "key 'signature' is not a string"
-    schema = CORPUS_SCHEMA["properties"]["cases"]["items"]["properties"]["params"]
+    schema = cast("dict[str, Any]", CORPUS_SCHEMA)["properties"]["cases"]["items"]["properties"]["params"]
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(record.get("params")))
     if error is not None:
         where = ".".join(str(p) for p in error.absolute_path)
@@ -695,12 +753,6 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     for the given case ids), after the fact. Kernels are found through the matrix the report
     names (or `matrix`); the tensors are regenerated from the recorded seed. A report is data
     from elsewhere: a record whose values are not a case of this plugin is refused, by id."""
-    from ..matrix.kernels import BUILTIN_IMPLS, add_import_dirs, load_impl
-    from ..matrix.schema import DEFAULT_LIMITS
-    from ..matrix.spec import load_spec
-    from .report import load_report
-    from .report_dir import project_dir
-
     report = load_report(report_path)
     if os.path.lexists(directory) and not Path(directory).is_dir():
         raise ReproError(f"--out {directory}: it is there and is not a directory")
@@ -725,7 +777,9 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         impls.setdefault(name, kernel_reference(entry))
     seed = matrix_block.get("seed")
     if type(seed) is not int:
-        what = "does not record its seed" if seed is None else f"records a seed that is not an integer ({_text(seed)!r})"
+        what = (
+            "does not record its seed" if seed is None else f"records a seed that is not an integer ({_text(seed)!r})"
+        )
         raise ReproError(f"{report_path}: the report {what} (key 'matrix.seed')")
     cases = report.get("cases") if isinstance(report.get("cases"), list) else []
     cases = [r for r in cases if isinstance(r, dict)]
@@ -736,7 +790,7 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         if wanted and not (isinstance(record.get("id"), str) and record["id"] in wanted):
             continue
         outcome = record.get("outcome")
-        if not wanted and not (isinstance(outcome, str) and outcome in REPRODUCIBLE and record.get("signature")):
+        if not wanted and not (isinstance(outcome, str) and reproducible(outcome) and record.get("signature")):
             continue
         problem = _record_problem(record, limits)
         if problem:
@@ -748,9 +802,10 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         name = record["params"]["kernel"]
         fn = BUILTIN_IMPLS.get(name) if impls.get(name) is None else None
         text = kernel_code(name, fn, impls.get(name), import_dirs) + "\n" + contract_code(specs.get(name))
-        if impls.get(name) is not None:
+        impl = impls.get(name)
+        if impl is not None:
             try:
-                fn = load_impl(impls[name])
+                fn = load_impl(impl)
             except Exception:  # the script imports it itself, and says so when it cannot
                 fn = None
         support = kernel_support(specs.get(name))
@@ -759,9 +814,21 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         record = {**record, "signature": record.get("signature") or record["outcome"]}
         own_slack = (specs[name].slack if name in specs else None) or 1.0
         try:
-            written.append(write_script(directory, record, _mapping(report.get("environment")), seed, text, timeout_s,
-                                        slack * own_slack, support=support,
-                                        fast_accum_keyword=kernel_accepts_fast_accum(specs[name]) if name in specs else takes_fast_accum(fn)))
+            written.append(
+                write_script(
+                    directory,
+                    record,
+                    _mapping(report.get("environment")),
+                    seed,
+                    text,
+                    timeout_s,
+                    slack * own_slack,
+                    support=support,
+                    fast_accum_keyword=kernel_accepts_fast_accum(specs[name])
+                    if name in specs
+                    else takes_fast_accum(fn),
+                )
+            )
         except OSError as exc:
             raise ReproError(f"cannot write into {directory}: {exc.strerror or exc}") from None
     missing = wanted - ids

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping, Optional
 
 from .report_path import is_report_file
 
 ENV = "GITHUB_STEP_SUMMARY"
 
 
-def step_summary_path(environ: Mapping[str, str] = os.environ) -> Optional[Path]:
+def step_summary_path(environ: Mapping[str, str] = os.environ) -> Path | None:
     value = environ.get(ENV, "").strip()
     return Path(value) if value else None
 
@@ -27,7 +27,7 @@ def same_file(a, b) -> bool:
         return os.path.abspath(a) == os.path.abspath(b)
 
 
-def _not_appendable(mode: int) -> Optional[str]:
+def _not_appendable(mode: int) -> str | None:
     # A FIFO would block the run until a reader comes (or forever); a regular file or a
     # character device (/dev/null, a terminal) takes the text at once.
     if stat.S_ISREG(mode) or stat.S_ISCHR(mode):
@@ -70,7 +70,7 @@ def append_markdown(path, markdown: str) -> None:
         handle.write("\n" + markdown.rstrip("\n") + "\n")
 
 
-def append_step_summary(markdown: str, environ: Mapping[str, str] = os.environ) -> Optional[str]:
+def append_step_summary(markdown: str, environ: Mapping[str, str] = os.environ) -> str | None:
     """Append to the step summary when there is one. Returns a one-line warning when it could
     not be written, else None."""
     path = step_summary_path(environ)

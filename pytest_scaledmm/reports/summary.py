@@ -30,7 +30,7 @@ def group_lines(group: SignatureGroup, replay) -> list[str]:
     layer = f" [{group['layer']}]" if group.get("layer") else ""
     outcomes = group.get("outcomes") or {group["outcome"]: group["count"]}
     mixed = f" ({', '.join(f'{n} {name}' for name, n in outcomes.items())})" if len(outcomes) > 1 else ""
-    cause = shown_cause(group.get("root_cause") or group["signature"], outcomes)
+    cause = shown_cause(str(group.get("root_cause") or group["signature"]), outcomes)
     lines = [f"  {group['count']:4d} x {group['outcome']}{mixed}{layer} {cause}"]
     if group.get("source"):
         lines.append(f"         in user code: {group['source']}")
@@ -54,26 +54,48 @@ def example_of(group: SignatureGroup) -> str:
     return f"{message} (case {group['example']})" if isinstance(message, str) and message else str(group["example"])
 
 
-def sorted_out(groups: Sequence[SignatureGroup], strict_errors: bool) -> tuple[list, list, list]:
+# What the root causes of an informational class have in common, as their heading says it; a
+# class without an entry here is named instead.
+INFORMATIONAL_HEADINGS = {oc.LENIENT: "compiled accepts invalid input with the reference's result"}
+
+
+def informational_heading(outcome: str) -> str:
+    return INFORMATIONAL_HEADINGS.get(outcome, f"outcome {outcome}")
+
+
+def sorted_out(
+    groups: Sequence[SignatureGroup], strict_errors: bool
+) -> tuple[list[SignatureGroup], list[SignatureGroup], list[SignatureGroup]]:
     """(failing, tolerated, informational) root-cause groups, each in the groups' order (failures
     by tier): tolerated are strict-only failures of a run without strict errors, informational
-    the LENIENT ones."""
-    failing, tolerated, lenient = [], [], []
+    those of the classes the outcome table marks informational (LENIENT)."""
+    failing: list[SignatureGroup] = []
+    tolerated: list[SignatureGroup] = []
+    informational: list[SignatureGroup] = []
     for group in groups:
         known = oc.outcome_class(group["outcome"])
         if known is None or known.fails_when(strict_errors):
             failing.append(group)
         elif known.fails:
             tolerated.append(group)
-        elif group["outcome"] == oc.LENIENT:
-            lenient.append(group)
-    return failing, tolerated, lenient
+        elif known.informational:
+            informational.append(group)
+    return failing, tolerated, informational
+
+
+def by_class(groups: Sequence[SignatureGroup]) -> list[tuple[str, list[SignatureGroup]]]:
+    """(class name, its groups in their order) in the outcome table's order."""
+    order = {c.name: i for i, c in enumerate(oc.CLASSES)}
+    out: dict[str, list[SignatureGroup]] = {}
+    for group in groups:
+        out.setdefault(group["outcome"], []).append(group)
+    return sorted(out.items(), key=lambda item: order.get(item[0], len(order)))
 
 
 def root_cause_lines(groups: Sequence[SignatureGroup], strict_errors: bool, replay, max_groups: int = 30) -> list[str]:
     """The root-cause part of the summary: failing causes by tier, then tolerated ones, then
     informational ones (sorted_out); `replay`: case id -> its replay command."""
-    failing, tolerated, lenient = sorted_out(groups, strict_errors)
+    failing, tolerated, informational = sorted_out(groups, strict_errors)
     lines = []
     if failing:
         lines.append(f"{len(failing)} failing root cause(s), by tier:")
@@ -86,13 +108,15 @@ def root_cause_lines(groups: Sequence[SignatureGroup], strict_errors: bool, repl
         if len(failing) > max_groups:
             lines.append(f"  ... {len(failing) - max_groups} more in the report")
     if tolerated:
-        lines.append(f"{len(tolerated)} tolerated root cause(s), {tier_heading(tolerated[0]['tier'])}"
-                     " (--scaledmm-strict-errors fails on them):")
+        lines.append(
+            f"{len(tolerated)} tolerated root cause(s), {tier_heading(tolerated[0]['tier'])}"
+            " (--scaledmm-strict-errors fails on them):"
+        )
         for group in tolerated[:max_groups]:
             lines += group_lines(group, replay)
-    if lenient:
-        lines.append(f"{len(lenient)} informational root cause(s), compiled accepts invalid input with the reference's result:")
-        for group in lenient[:max_groups]:
+    for outcome, members in by_class(informational):
+        lines.append(f"{len(members)} informational root cause(s), {informational_heading(outcome)}:")
+        for group in members[:max_groups]:
             lines += group_lines(group, replay)
     return lines
 
@@ -101,7 +125,8 @@ def control_skip_lines(records) -> list[str]:
     """The cases SKIPPED because a control failed the same way (execution/aoti_control.py), by
     reason: failures the run cannot pin on the kernel, so not proven."""
     reasons = Counter(
-        r.get("detail") for r in records
+        r.get("detail")
+        for r in records
         if r.get("outcome") == oc.SKIPPED and isinstance((r.get("extra") or {}).get("aoti_control"), dict)
     )
     if not reasons:

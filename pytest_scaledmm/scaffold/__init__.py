@@ -35,7 +35,9 @@ class Plan:
     shards: int
     hypothesis: str  # pinned in every env so that case ids line up
 
-    def env(self, version: str) -> str:
+    @staticmethod
+    def env(version: str) -> str:
+        """The tox env of a torch release: one per minor release."""
         major, minor = version.split(".")[:2]
         return f"torch{major}{minor}"
 
@@ -86,9 +88,9 @@ def make_plan(
     versions = tuple(_version(v) for v in torch)
     if len(versions) < 2:
         raise InitError("--torch: name at least two releases, the pinned one first (e.g. --torch 2.11.0 2.13.0)")
-    plan_envs = {}
+    plan_envs: dict[str, str] = {}
     for version in versions:
-        name = Plan.env(None, version)
+        name = Plan.env(version)
         if name in plan_envs:
             raise InitError(f"--torch {plan_envs[name]} and {version}: one env per minor release ({name})")
         plan_envs[name] = version
