@@ -33,7 +33,7 @@ class BoundRecord(TypedDict, total=False):
 
 
 class CheckRecord(TypedDict, total=False):
-    """One side's result against the reference (verdict/inputs.py)."""
+    """One side's result against the reference (verdict/reference.py: compare)."""
 
     ok: bool
     ratio: Number  # error / bound
