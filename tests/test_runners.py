@@ -50,3 +50,23 @@ def test_a_registered_runner_runs_a_matrix(matrix_project, counted_runner):
     # Each case's compiled side came from the runner, given the mode row's settings.
     assert len(counted_runner.BUILDS) == 2 and all(b["backend"] == "eager" for b in counted_runner.BUILDS)
     result.assert_outcomes(passed=1, failed=1)
+
+
+@pytest.mark.slow
+def test_a_registered_runner_runs_in_the_child_and_its_script_says_it_cannot(matrix_project, counted_runner):
+    """The isolated child imports the module that registered the runner; a standalone repro script
+    embeds the built-in runners only, so it says it cannot run the case (exit 12), never a verdict."""
+    import subprocess
+
+    kernels = [planted("correct"), planted("wrong_only_compiled")]
+    matrix_project.write_matrix(matrix_text(kernels, {"mode": [counted_runner.MODE]}))
+    matrix_project.run(
+        "--no-scaledmm-triage", "--scaledmm-matrix", "matrix.yaml", "--scaledmm-report", "r.json",
+        "--scaledmm-repro-dir", "repros",
+    )  # fmt: skip
+    records = {r["params"]["kernel"]: r for r in json.loads((matrix_project.path / "r.json").read_text())["cases"]}
+    assert {k: r["outcome"] for k, r in records.items()} == {"correct": "PASS", "wrong_only_compiled": "MISMATCH"}
+    (script,) = (matrix_project.path / "repros").glob("repro_*.py")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=script.parent)
+    assert done.returncode == 12, done.stdout + done.stderr
+    assert "runner 'counted-aot-eager', registered by module counted_runner" in done.stdout

@@ -29,6 +29,7 @@ import traceback
 from typing import Any, Callable
 
 from ..matrix.cases import Case
+from ..matrix.compile_modes import extension_modules
 from ..matrix.kernels import BUILTIN_IMPLS, added_import_dirs, load_impl
 from ..verdict import outcome as oc
 from ..verdict.outcome import Outcome
@@ -122,8 +123,11 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
         return
     if setup[0] != "setup":
         return
-    _, ctx_blob, refs, hooked = setup
+    _, ctx_blob, refs, hooked, extensions = setup
     try:
+        for module in extensions:  # runners and modes a plugin registered in the parent
+            if module not in sys.modules:
+                importlib.import_module(module)
         kernels = {name: _load_kernel(ref) for name, ref in refs.items()}
         specs = dict(ctx_blob.kernel_specs)
         for name in hooked:
@@ -424,7 +428,7 @@ class ChildRunner:
         hooked = {name for name, spec in self.ctx.kernel_specs.items() if spec.fn is not None}
         start = time.monotonic()
         try:
-            self._conn.send(("setup", blob, refs, hooked))
+            self._conn.send(("setup", blob, refs, hooked, extension_modules()))
         except OSError:
             pass  # it is gone already: what it left in the pipe, or its exit status, says why
         if not self._conn.poll(self.startup_timeout):

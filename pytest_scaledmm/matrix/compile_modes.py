@@ -16,12 +16,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Callable
 
-from ..verdict.runners import RUNNERS, Runner, runner_named
+from ..verdict.runners import RUNNERS, Runner, registering_modules, runner_named
 
 # The other M values a dynamic-M mode runs (times the case's M): odd factors keep M's parity
 # (a 3-D activation's batch split) and every divisor of M (block scales).
@@ -177,16 +178,20 @@ MODES: tuple[CompileMode, ...] = (
 _MODE_BY_NAME = {m.name: m for m in MODES}
 # The `mode` axis's values (schema.COMPILE_MODES is this list): register_mode adds to it.
 MODE_NAMES = [m.name for m in MODES]
+_MODE_REGISTERED_BY: dict[str, str] = {}  # a registered mode -> the module that registered it
 
 
 def register_mode(row: CompileMode) -> None:
-    """Adds a compile mode; its runner must be in RUNNERS and its name new."""
+    """Adds a compile mode; its runner must be in RUNNERS and its name new. Register it in the
+    module that registers its runner (runners.registering_modules): a child process imports that
+    module to know the mode."""
     if row.name in _MODE_BY_NAME:
         raise ValueError(f"a compile mode named {row.name!r} exists")
     if row.runner not in RUNNERS:
         raise ValueError(f"compile mode {row.name!r}: no runner named {row.runner!r}")
     _MODE_BY_NAME[row.name] = row
     MODE_NAMES.append(row.name)
+    _MODE_REGISTERED_BY[row.name] = sys._getframe(1).f_globals.get("__name__", "")
 
 
 def unregister_mode(name: str) -> None:
@@ -194,6 +199,7 @@ def unregister_mode(name: str) -> None:
     if name in {m.name for m in MODES}:
         raise ValueError(f"{name!r} is a built-in mode")
     _MODE_BY_NAME.pop(name, None)
+    _MODE_REGISTERED_BY.pop(name, None)
     if name in MODE_NAMES:
         MODE_NAMES.remove(name)
 
@@ -231,3 +237,10 @@ def compile_settings(mode: str, max_autotune_configs: int = 0) -> dict:
     if limit:
         options = {**(options or {}), **limit}
     return {"backend": row.backend, "mode": row.mode, "options": options, "dynamic": row.dynamic}
+
+
+def extension_modules() -> list[str]:
+    """The modules that registered runners and modes, in order: a child process or a repro
+    script imports them to know the same modes."""
+    found = registering_modules() + list(_MODE_REGISTERED_BY.values())
+    return [name for name in dict.fromkeys(found) if name and name != "__main__"]

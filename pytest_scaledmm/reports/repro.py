@@ -50,7 +50,7 @@ from ..verdict import outcome as oc
 from ..verdict.draw import make_inputs
 from ..verdict.facts import input_facts
 from ..verdict.refusals import Support
-from ..verdict.runners import runner_named
+from ..verdict.runners import REGISTERED_BY, runner_named
 from .files import SCRIPT_MODE, write_text_atomic
 from .report import iso_time, load_report, root_cause_of, write_atomic
 from .report_dir import project_dir
@@ -551,6 +551,7 @@ def render_script(
             f"COMPILE = {literal(compile_settings(params['mode'], max_autotune_configs))}"
             f"  # {_compile_comment(row.runner)}",
             f"RUNNER = {literal(row.runner)}  # how the compiled side is made (pipeline.make_compiled)",
+            f"RUNNER_MODULE = {literal(REGISTERED_BY.get(row.runner, ''))}  # the module of a registered runner",
             f"OTHER_M = {literal(other_m)}  # the other M a dynamic-M mode runs, each with its input seed",
             f"KERNEL_SUPPORT = {literal(_plain(support))}  # what the kernel declares: how alike refusals are judged",
             f"FAST_ACCUM_KEYWORD = {literal(bool(fast_accum_keyword))}  # whether the kernel is passed use_fast_accum",

@@ -259,6 +259,9 @@ RUNNERS: dict[str, Runner] = {
 
 
 BUILT_IN = tuple(RUNNERS)
+# The module that defines each registered runner: a child process or a repro script imports it
+# to register the runner again.
+REGISTERED_BY: dict[str, str] = {}
 
 
 def register_runner(runner: Runner) -> None:
@@ -266,6 +269,7 @@ def register_runner(runner: Runner) -> None:
     if runner.name in RUNNERS:
         raise ValueError(f"a runner named {runner.name!r} exists")
     RUNNERS[runner.name] = runner
+    REGISTERED_BY[runner.name] = type(runner).__module__
 
 
 def unregister_runner(name: str) -> None:
@@ -273,8 +277,15 @@ def unregister_runner(name: str) -> None:
     if name in BUILT_IN:
         raise ValueError(f"{name!r} is a built-in runner")
     RUNNERS.pop(name, None)
+    REGISTERED_BY.pop(name, None)
 
 
 def runner_named(name: str) -> Runner:
     """The runner of a mode's `runner` name; KeyError for a name none has."""
     return RUNNERS[name]
+
+
+def registering_modules() -> list[str]:
+    """The modules that registered runners, in registration order: importing them again (in a
+    child process) registers the same runners and the modes that use them."""
+    return list(dict.fromkeys(REGISTERED_BY.values()))
