@@ -7,25 +7,30 @@ from dataclasses import fields, is_dataclass
 from ..matrix.errors import MatrixError
 from ..matrix.spec import kernel_from_declaration
 
+HOOK = "pytest_scaledmm_kernels"
 
-def _answer_sources(hook, answers: list) -> list[str]:
-    """Where each answer came from, for messages: pluggy drops None answers, so plugin names pair
-    with answers only when every implementation answered."""
-    impls = [impl for impl in reversed(hook.get_hookimpls()) if not (impl.hookwrapper or impl.wrapper)]
-    if len(impls) == len(answers):
-        return [f"pytest_scaledmm_kernels in {impl.plugin_name}" for impl in impls]
-    return [f"pytest_scaledmm_kernels answer {number}" for number in range(1, len(answers) + 1)]
+
+def _answers(config) -> list[tuple[str, object]]:
+    """(where, answer) of each implementation that answered, in pluggy's order. Each plugin is
+    asked through pluggy, by a caller without the others: its answer keeps its name even beside
+    a plugin that answers None (which a call of the whole hook drops)."""
+    impls = [i for i in reversed(getattr(config.hook, HOOK).get_hookimpls()) if not (i.hookwrapper or i.wrapper)]
+    plugins = [impl.plugin for impl in impls]
+    found = []
+    for impl in impls:
+        others = [plugin for plugin in plugins if plugin is not impl.plugin]
+        caller = config.pluginmanager.subset_hook_caller(HOOK, remove_plugins=others)
+        found += [(f"{HOOK} in {impl.plugin_name}", answer) for answer in caller(config=config)]
+    return found
 
 
 def declared_kernels(config) -> list:
     """KernelSpecs from every pytest_scaledmm_kernels implementation, in pluggy's order (as every
     pytest hook: the latest registered first, so a conftest's kernels come before an installed
     plugin's); a bad declaration is a MatrixError naming the plugin that made it."""
-    hook = config.hook.pytest_scaledmm_kernels
-    answers = hook(config=config)
     found = []
     seen: dict[str, str] = {}
-    for where, answer in zip(_answer_sources(hook, answers), answers):
+    for where, answer in _answers(config):
         if not isinstance(answer, (list, tuple)):
             raise MatrixError(where, "", f"must return a list of kernels, got {type(answer).__name__}")
         for index, item in enumerate(answer):

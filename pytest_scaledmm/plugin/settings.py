@@ -9,12 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ..execution.device import resolve_device
-from ..matrix.corpus import DEFAULT_NAME
 from ..matrix.replay_command import parse_recorded_on
 from ..reports.report_dir import check_keep, default_report_dir, default_report_name
 from . import options as opt
-from .shard import parse_shard, shard_problem
 from .sources import resolve_options
 
 
@@ -86,6 +83,8 @@ class Settings:
         if problem:
             raise pytest.UsageError(problem)
         if device.startswith("cuda"):
+            from ..execution.device import resolve_device  # noqa: PLC0415  lazy: every pytest session loads settings
+
             try:  # an explicit GPU that is not there: one usage error now, not one per case
                 resolve_device(device)
             except RuntimeError as exc:
@@ -103,6 +102,8 @@ class Settings:
                 )
 
             corpus = get(opt.CORPUS.dest)
+            from ..matrix.corpus import DEFAULT_NAME  # noqa: PLC0415  lazy: every pytest session loads settings
+
             explore = ExploreSettings(
                 max(1, get(opt.EXPLORE_EXAMPLES.dest)),
                 Path(corpus).resolve() if corpus else matrix_path.parent / DEFAULT_NAME,
@@ -206,6 +207,8 @@ def _ci_settings(get, sources) -> dict:
     if problem:
         raise pytest.UsageError(sources.problem(opt.KEEP, problem))
     shard = get(opt.SHARD.dest)
+    from .shard import parse_shard, shard_problem  # noqa: PLC0415  lazy: every pytest session loads settings
+
     problem = shard_problem(shard) if shard is not None else None
     if problem:
         raise pytest.UsageError(sources.problem(opt.SHARD, problem))
