@@ -154,6 +154,9 @@ class ReportFormat:
     render: Callable[[Comparison, str | None, argparse.Namespace], str]  # (comparison, matrix, args)
     stdout: bool = False  # '-' prints it after the text verdict
     step_summary: bool = False  # appended, never replaced, when it names $GITHUB_STEP_SUMMARY
+    # Whether the renderer escapes report text for a terminal itself (the built-in ones do);
+    # otherwise '-' prints its lines through printable().
+    escapes: bool = False
 
 
 def _markdown(comparison: Comparison, matrix: str | None, args: argparse.Namespace) -> str:
@@ -177,6 +180,7 @@ RENDERERS: tuple[ReportFormat, ...] = (
         _markdown,
         stdout=True,
         step_summary=True,
+        escapes=True,
     ),
     ReportFormat(
         "html",
@@ -184,6 +188,7 @@ RENDERERS: tuple[ReportFormat, ...] = (
         "write one self-contained HTML file with the heatmap",
         '<meta name="generator" content="pytest-scaledmm compare">',
         _html,
+        escapes=True,
     ),
 )
 
@@ -305,16 +310,20 @@ def compare_command(args) -> int:
     # Files first: a closed stdout (`| head`) must not cost one.
     for row in RENDERERS:
         path = getattr(args, row.name)
-        text = (markdown if row.render is _markdown else row.render(comparison, matrix, args)) if path else ""
+        wanted = bool(path) or row.step_summary
+        text = (markdown if row.render is _markdown else row.render(comparison, matrix, args)) if wanted else ""
+        if path and row.mark not in text[:4096]:
+            # Written without it, the file could never be replaced by this command (check_output).
+            raise OutputRefused(f"{row.flag}: its renderer's output does not begin with its mark {row.mark!r}")
         if path == "-" and row.stdout:
-            printed.append(text)
+            printed.append(text if row.escapes else "\n".join(printable(line) for line in text.splitlines()))
         elif path and row.step_summary and summary is not None and same_file(summary, path):
             written.append(f"{row.name}: appended to {path}")  # a step summary is never truncated
         elif path:
             _write(path, text, row.flag)
             written.append(f"{row.name}: {path}")
         if row.step_summary:
-            _append_summary("compare", markdown)
+            _append_summary("compare", text)
     print(render_text(comparison, max_rows=args.max_rows, matrix_path=matrix))
     for text in printed:
         print(text)

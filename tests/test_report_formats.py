@@ -98,3 +98,24 @@ def test_markdown_and_html_still_write_and_print(with_csv, two_reports, tmp_path
     assert capsys.readouterr().out.splitlines()[-2:] == [f"markdown: {md}", f"html: {html}"]
     assert cli.main(["compare", "--markdown", "-", *map(str, two_reports)]) == cli.EXIT_OK
     assert "## scaled-mm compatibility matrix" in capsys.readouterr().out
+
+
+def test_an_added_format_printed_to_stdout_is_escaped_for_the_terminal(monkeypatch, tmp_path, capsys):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    printed = cli.ReportFormat("csv", "--csv", "CSV", CSV_MARK, _csv, stdout=True)
+    monkeypatch.setattr(cli, "RENDERERS", (*cli.RENDERERS, printed))
+    base = write(tmp_path / "base.json", report([case("a", "PASS")]))
+    evil = write(tmp_path / "evil.json", report([case("a\x1b[31m", "PASS")]))
+    assert cli.main(["compare", "--csv", "-", str(base), str(evil)]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "a\\x1b[31m" in out
+
+
+def test_a_format_whose_output_lacks_its_mark_is_refused(monkeypatch, two_reports, tmp_path, capsys):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    unmarked = cli.ReportFormat("csv", "--csv", "CSV", "no such mark", _csv)
+    monkeypatch.setattr(cli, "RENDERERS", (*cli.RENDERERS, unmarked))
+    out = tmp_path / "out.csv"
+    assert cli.main(["compare", "--csv", str(out), *map(str, two_reports)]) == 2
+    assert not out.exists()
+    assert "--csv: its renderer's output does not begin with its mark" in capsys.readouterr().err

@@ -211,8 +211,18 @@ class ErrorInfo:
     source: str | None = None
 
 
+class FieldsOnly:
+    """A dataclass base whose instances take no attribute but their fields: a misspelt one fails
+    here instead of vanishing from the report (no slots=True before Python 3.10)."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in getattr(type(self), "__dataclass_fields__", {}):
+            raise AttributeError(f"{type(self).__name__} has no field {name!r}")
+        object.__setattr__(self, name, value)
+
+
 @dataclass
-class Observations:
+class Observations(FieldsOnly):
     """What a case's run saw beside its verdict: the record's `extra` object. A field left None
     is absent there; the others are written in this order, the order the run sets them in."""
 
@@ -229,12 +239,6 @@ class Observations:
     triage: dict | None = None  # the triage ladder's finding; the record keeps it beside `extra`
     device: str | None = None  # the device the case ran on (which GPU, under xdist)
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        # A mistyped name fails here, not as a silent new key (no slots=True before Python 3.10).
-        if name not in self.__dataclass_fields__:
-            raise AttributeError(f"{type(self).__name__} has no field {name!r}")
-        object.__setattr__(self, name, value)
-
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
 
@@ -244,7 +248,7 @@ class Observations:
 
 
 @dataclass
-class Outcome:
+class Outcome(FieldsOnly):
     outcome: str
     signature: str | None = None
     layer: str | None = None
