@@ -134,7 +134,7 @@ def test_a_usage_error_for_a_bad_include_in_pytest(matrix_project):
     [
         ("/etc/passwd", "must be object, not text"),
         ("/dev/zero", "not a regular file"),
-        ("/nonexistent", "no such file"),
+        ("no-such-corpus.yaml", "no such file"),  # beside the matrix, in a fresh directory
     ],
 )
 def test_an_include_that_is_no_corpus_is_one_short_error(tmp_path, target, expected):

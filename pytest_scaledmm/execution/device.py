@@ -6,7 +6,6 @@ import os
 import platform
 import sys
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib import metadata
@@ -120,6 +119,8 @@ def probe_cpu_vector_isa_in_background() -> None:
     def build() -> None:
 
         try:
+            from concurrent.futures import ThreadPoolExecutor  # noqa: PLC0415  lazy: it imports queue (see isolate.py)
+
             with ThreadPoolExecutor(max(1, len(isas))) as pool:
                 list(pool.map(bool, isas))
         except Exception:

@@ -14,10 +14,6 @@ it. Every child learns what to run (kernels, settings) in a second step, the set
 from __future__ import annotations
 
 import dataclasses
-import faulthandler
-import importlib
-import logging
-import multiprocessing
 import os
 import re
 import shutil
@@ -29,11 +25,8 @@ import traceback
 from typing import Any, Callable
 
 from ..matrix.cases import Case
-from ..matrix.compile_modes import extension_modules
-from ..matrix.kernels import BUILTIN_IMPLS, added_import_dirs, load_impl
 from ..verdict import outcome as oc
 from ..verdict.outcome import Outcome
-from .device import probe_cpu_vector_isa_in_background
 
 STARTUP_TIMEOUT_S = 120.0
 # Errors after which a CUDA/HIP context cannot be used again: every later case would fail.
@@ -50,6 +43,8 @@ POISONED = re.compile(
 def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, str | None]:
     """How the child finds each kernel: 'builtin:NAME', 'impl:module:qualname', or None when the
     callable cannot be imported by name (a lambda, a closure from a hook): run it in-process."""
+
+    from ..matrix.kernels import BUILTIN_IMPLS, load_impl  # noqa: PLC0415  lazy: see _child_main
 
     refs: dict[str, str | None] = {}
     for name, fn in kernels.items():
@@ -78,6 +73,8 @@ def kernel_refs(kernels: dict[str, Callable], kernel_specs: dict) -> dict[str, s
 
 def _load_kernel(ref: str) -> Callable:
 
+    from ..matrix.kernels import BUILTIN_IMPLS, load_impl  # noqa: PLC0415  lazy: see _child_main
+
     kind, _, rest = ref.partition(":")
     return BUILTIN_IMPLS[rest] if kind == "builtin" else load_impl(rest)
 
@@ -98,6 +95,9 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
     os.dup2(log.fileno(), 1)
     os.dup2(log.fileno(), 2)
     sys.stdout = sys.stderr = log
+    import faulthandler  # noqa: PLC0415  lazy: this module's imports stay few (the docstring)
+    import logging  # noqa: PLC0415
+
     faulthandler.enable(file=log, all_threads=True)
     if hasattr(signal, "SIGUSR1"):
         faulthandler.register(signal.SIGUSR1, file=log, all_threads=True)
@@ -127,7 +127,7 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
     try:
         for module in extensions:  # runners and modes a plugin registered in the parent
             if module not in sys.modules:
-                importlib.import_module(module)
+                __import__(module)
         kernels = {name: _load_kernel(ref) for name, ref in refs.items()}
         specs = dict(ctx_blob.kernel_specs)
         for name in hooked:
@@ -174,7 +174,7 @@ def _warm_up(requested_device: str, uses_inductor: bool) -> None:
     modules += ["torch._inductor.compile_fx"] if uses_inductor else []
     for name in modules:
         try:
-            importlib.import_module(name)
+            __import__(name)
         except Exception:  # an older or trimmed torch: the case will say what is missing
             pass
     try:
@@ -188,6 +188,8 @@ def _warm_up(requested_device: str, uses_inductor: bool) -> None:
     except Exception:  # a missing or failing device: each case reports it
         return
     if device == "cpu" and uses_inductor:
+        from .device import probe_cpu_vector_isa_in_background  # noqa: PLC0415  lazy: the child
+
         probe_cpu_vector_isa_in_background()
 
 
@@ -298,6 +300,10 @@ class InProcessRunner:
 
 
 def _spawn(log_path: str, requested_device: str, uses_inductor: bool):
+
+    import multiprocessing  # noqa: PLC0415  lazy: see _child_main
+
+    from ..matrix.kernels import added_import_dirs  # noqa: PLC0415  lazy: see _child_main
 
     context = multiprocessing.get_context("spawn")
     parent, child = context.Pipe()
@@ -428,6 +434,8 @@ class ChildRunner:
         hooked = {name for name, spec in self.ctx.kernel_specs.items() if spec.fn is not None}
         start = time.monotonic()
         try:
+            from ..matrix.compile_modes import extension_modules  # noqa: PLC0415  lazy: see _child_main
+
             self._conn.send(("setup", blob, refs, hooked, extension_modules()))
         except OSError:
             pass  # it is gone already: what it left in the pipe, or its exit status, says why
