@@ -6,7 +6,7 @@ import torch
 
 from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
-from pytest_scaledmm.matrix.cases import case_id
+from pytest_scaledmm.matrix.case_params import case_id
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.draw import CaseInputs, expected_shape, make_inputs
 from pytest_scaledmm.verdict.grouped import group_sizes, offsets

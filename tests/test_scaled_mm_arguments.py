@@ -6,7 +6,7 @@ import torch
 
 from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
-from pytest_scaledmm.matrix.cases import case_id
+from pytest_scaledmm.matrix.case_params import case_id
 from pytest_scaledmm.matrix.spec import load_spec
 from pytest_scaledmm.matrix.support import support_model
 from pytest_scaledmm.verdict import outcome as oc

@@ -16,10 +16,8 @@ refusal key the model expects) or special.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib
 import itertools
-import json
 import warnings
 import zlib
 from collections.abc import Mapping, Sequence
@@ -29,6 +27,7 @@ from typing import Any, NamedTuple
 from allpairspy import AllPairs
 
 from ..verdict.scale_forms import FORMS, own_pairings
+from .case_params import case_id, matches
 from .compile_modes import compile_mode
 from .kernels import kernel_accepts_fast_accum
 from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, SHAPE_AXES, takes_axis
@@ -36,23 +35,7 @@ from .shapes import DIMS, dim_pools, empty_dims
 from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
 
-SCALE_SHORT = {form.id: form.short for form in FORMS}
 FORM_BY_ID = {form.id: form for form in FORMS}
-LAYOUT_SHORT = {"noncontiguous": "nc", "offset": "off", "expanded": "exp"}
-KERNEL_SHORT = {"aten_scaled_mm": "fp8", "int8_w8a8": "w8a8"}
-REGIME_SHORT = {
-    "full_range": "fullrange",
-    "real_scales": "realscales",
-    "near_limit": "nearlimit",
-    "cancelling": "cancel",
-}
-OPERAND_LAYOUT_SHORT = {
-    "a_padded": "apad",
-    "a_offset": "aoff",
-    "b_row_major": "brow",
-    "b_padded": "bpad",
-    "scale_on_host": "hostscale",
-}
 
 
 @dataclass(frozen=True)
@@ -65,55 +48,6 @@ class Case:
 
     def to_json(self) -> dict:
         return dict(self.params)
-
-
-def _dtype_part(params: Mapping[str, Any]) -> str:
-    a, b = params["dtype_a"], params["dtype_b"]
-    if a == "int8":
-        return ""
-    short = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e4m3fnuz": "e4m3fnuz", "e5m2fnuz": "e5m2fnuz", "fp4e2m1": "fp4"}
-    return short[a] if a == b else f"{short[a]}x{short[b]}"
-
-
-def case_id(params: Mapping[str, Any]) -> str:
-    """Readable id plus a short hash of every parameter, e.g. fp8e4m3-s0d_x_s1d-m17k64n32-bf16-inductor-1a2b3c."""
-    kernel = params["kernel"]
-    dtype = _dtype_part(params)
-    head = KERNEL_SHORT.get(kernel)
-    head = f"{head}{dtype}" if head else (f"{kernel}.{dtype}" if dtype else kernel)
-    parts = [
-        head,
-        f"{SCALE_SHORT[params['scale_a']]}_x_{SCALE_SHORT[params['scale_b']]}",
-        f"m{params['m']}k{params['k']}n{params['n']}",
-        params["out_dtype"],
-        params["mode"],
-    ]
-    if params.get("bias"):
-        parts.append("bias")
-    if params.get("use_fast_accum"):
-        parts.append("fast")
-    if params.get("scale_layout", "contiguous") != "contiguous":
-        parts.append(LAYOUT_SHORT[params["scale_layout"]])
-    if params.get("activation_rank", 2) == 3:
-        parts.append("3d")
-    if params.get("special_scale", "none") != "none":
-        side = params.get("special_side", "a")
-        parts.append(params["special_scale"] + ("_b" if side == "b" else ""))
-    if params.get("value_regime", "standard") != "standard":
-        parts.append(REGIME_SHORT[params["value_regime"]])
-    if params.get("operand_layout", "dense") != "dense":
-        parts.append(OPERAND_LAYOUT_SHORT[params["operand_layout"]])
-    # Axes only some kernels take (schema.KERNEL_AXES): in the id only where the case has them.
-    if "group_layout" in params:
-        parts.append(f"{params['group_layout']}g{params['groups']}-{params['group_sizes']}")
-    if params.get("scale_result", "none") != "none":
-        parts.append(f"sr{params['scale_result']}")
-    if params.get("bias") and params.get("bias_dtype", "out") != "out":
-        parts.append(f"bias{params['bias_dtype']}")
-    if params.get("scale_keepdim"):
-        parts.append("keepdim")
-    digest = hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:6]
-    return "-".join(parts + [digest])
 
 
 # The order parameters are kept (and printed) in: the kernel, the matrix's axes, then the rest.
@@ -133,17 +67,6 @@ def make_case(params: Mapping[str, Any]) -> Case:
 def input_seed(run_seed: int, cid: str) -> int:
     """Per-case seed; crc32 because hash() is salted per process."""
     return zlib.crc32(f"{run_seed}::{cid}".encode())
-
-
-def matches(rule: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
-    """A rule (exclude or known-failure match) holds when every key it names matches."""
-    for key, want in rule.items():
-        if key not in params:
-            return False
-        wanted = want if isinstance(want, list) else [want]
-        if params[key] not in wanted:
-            return False
-    return True
 
 
 def given_axes(spec: Spec, profile: Profile) -> set:

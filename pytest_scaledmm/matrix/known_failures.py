@@ -35,7 +35,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..verdict import outcome as oc
 from ..verdict.outcome import normalise_message
-from .cases import matches
+from .case_params import matches
 from .errors import MatrixError
 
 # Non-space characters a normalised signature needs: "MISMATCH" is the shortest that names

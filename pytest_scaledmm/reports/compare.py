@@ -30,7 +30,7 @@ from typing import Any, overload
 
 from packaging.version import InvalidVersion, Version
 
-from ..matrix.cases import KERNEL_SHORT, SCALE_SHORT
+from ..matrix.case_params import KERNEL_SHORT, SCALE_SHORT
 from ..records import CaseRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
