@@ -77,7 +77,8 @@ def bare_loop(args, configs: int) -> dict:
     code = f"""
 import json, sys, time, torch
 from pytest_scaledmm.matrix.spec import load_spec
-from pytest_scaledmm.matrix.cases import generate_cases, input_seed
+from pytest_scaledmm.matrix.case_params import input_seed
+from pytest_scaledmm.matrix.cases import generate_cases
 from pytest_scaledmm.matrix.kernels import resolve_kernels
 from pytest_scaledmm.matrix.compile_modes import compile_settings
 from pytest_scaledmm.verdict.draw import make_inputs

@@ -16,7 +16,7 @@ import sys
 
 import torch
 
-from pytest_scaledmm.matrix.cases import input_seed
+from pytest_scaledmm.matrix.case_params import input_seed
 from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.scale_forms import WHOLE, scale_form

@@ -12,7 +12,7 @@ from matrices import matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.execution import isolate
 from pytest_scaledmm.execution.aoti_control import apply_control, failed_stage, run_control
-from pytest_scaledmm.matrix.cases import Case
+from pytest_scaledmm.matrix.case_params import Case
 from pytest_scaledmm.verdict.outcome import COMPILE_ONLY_ERROR, CRASH, ErrorInfo, Outcome
 
 AXES = {"scale_a": ["rowwise"], "scale_b": ["rowwise"], "out_dtype": ["bf16"], "mode": ["aoti"], "k": [32], "n": [16]}

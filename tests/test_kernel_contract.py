@@ -11,7 +11,7 @@ import torch
 from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text, planted
-from pytest_scaledmm.matrix.cases import make_case
+from pytest_scaledmm.matrix.case_params import make_case
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.outcome import ErrorInfo
 

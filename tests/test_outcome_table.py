@@ -7,7 +7,7 @@ import json
 import pytest
 from reports_factory import report, write
 
-from pytest_scaledmm.matrix.cases import make_case
+from pytest_scaledmm.matrix.case_params import make_case
 from pytest_scaledmm.reports import repro
 from pytest_scaledmm.reports.report import signature_groups
 from pytest_scaledmm.reports.summary import root_cause_lines, sorted_out

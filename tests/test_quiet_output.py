@@ -11,7 +11,7 @@ import pytest
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.execution.quiet import quiet_torch_imports
-from pytest_scaledmm.matrix.cases import PARAM_ORDER
+from pytest_scaledmm.matrix.case_params import PARAM_ORDER
 
 BIAS_AXES = {"bias": [True], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
 

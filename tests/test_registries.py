@@ -15,7 +15,7 @@ from reports_factory import report
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.execution.triage import rungs_for
 from pytest_scaledmm.matrix import kernels as K
-from pytest_scaledmm.matrix.cases import make_case
+from pytest_scaledmm.matrix.case_params import make_case
 from pytest_scaledmm.matrix.compile_modes import MODES, compile_mode, compile_settings, inductor_modes
 from pytest_scaledmm.matrix.schema import COMPILE_MODES, MATRIX_SCHEMA, SCALE_FORMS, SCALE_RANK
 from pytest_scaledmm.matrix.spec import AXIS_DEFAULTS, BUILTIN_KERNELS

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pytest_scaledmm import cli
-from pytest_scaledmm.matrix.cases import make_case
+from pytest_scaledmm.matrix.case_params import make_case
 from pytest_scaledmm.reports import repro
 
 # Runs a script with the plugin made unimportable: a repro needs torch only.

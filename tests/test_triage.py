@@ -2,7 +2,7 @@
 quantized path is at fault, and which knobs make it pass."""
 
 from pytest_scaledmm.execution import triage
-from pytest_scaledmm.matrix.cases import Case
+from pytest_scaledmm.matrix.case_params import Case
 from pytest_scaledmm.verdict.outcome import Outcome
 
 TRIAGE_MATRIX = """\

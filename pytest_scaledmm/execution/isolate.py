@@ -24,7 +24,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from ..matrix.cases import Case
+from ..matrix.case_params import Case
 from ..verdict import outcome as oc
 from ..verdict.outcome import Outcome
 

@@ -16,7 +16,7 @@ from typing import Callable
 
 from packaging.version import Version
 
-from ..matrix.cases import Case, input_seed
+from ..matrix.case_params import Case, input_seed
 from ..matrix.compile_modes import OTHER_M_FACTORS, compile_mode, compile_settings
 from ..matrix.kernels import accepts_keyword, custom_op, kernel_accepts_fast_accum, prepare_callable, unavailable_reason
 from ..matrix.spec import KernelSpec

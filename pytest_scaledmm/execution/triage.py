@@ -25,7 +25,7 @@ import math
 import time
 from typing import Any
 
-from ..matrix.cases import Case, input_seed
+from ..matrix.case_params import Case, input_seed
 from ..matrix.compile_modes import compile_mode, compile_settings
 from ..matrix.schema import SCALE_RANK
 from ..matrix.spec import is_user_kernel

@@ -1,5 +1,6 @@
-"""A case's parameters as reports read them: its id (a readable head plus a short hash of every
-parameter) and the rules (exclude, known failure) that match it.
+"""A case as reports and runs read it: its parameters in their order, its id (a readable head plus
+a short hash of every parameter), its input seed and the rules (exclude, known failure) that
+match it.
 
 Kept apart from generation (cases.py) so that reading reports (compare, gate: the tox report and
 gate envs) needs neither the covering-array library nor torch.
@@ -9,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..verdict.scale_forms import FORMS
+from .schema import CATEGORICAL_AXES, SHAPE_AXES
 
 SCALE_SHORT = {form.id: form.short for form in FORMS}
 LAYOUT_SHORT = {"noncontiguous": "nc", "offset": "off", "expanded": "exp"}
@@ -90,3 +94,34 @@ def matches(rule: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
         if params[key] not in wanted:
             return False
     return True
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    params: Mapping[str, Any]
+
+    def __getitem__(self, key):
+        return self.params[key]
+
+    def to_json(self) -> dict:
+        return dict(self.params)
+
+
+# The order parameters are kept (and printed) in: the kernel, the matrix's axes, then the rest.
+PARAM_ORDER = ("kernel", *CATEGORICAL_AXES, *SHAPE_AXES, "purpose", "expected_refusal")
+
+
+def ordered_params(params: Mapping[str, Any]) -> dict:
+    rank = {key: index for index, key in enumerate(PARAM_ORDER)}
+    return dict(sorted(params.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
+
+
+def make_case(params: Mapping[str, Any]) -> Case:
+    params = ordered_params(params)
+    return Case(case_id(params), params)
+
+
+def input_seed(run_seed: int, cid: str) -> int:
+    """Per-case seed; crc32 because hash() is salted per process."""
+    return zlib.crc32(f"{run_seed}::{cid}".encode())

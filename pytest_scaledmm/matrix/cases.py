@@ -27,46 +27,15 @@ from typing import Any, NamedTuple
 from allpairspy import AllPairs
 
 from ..verdict.scale_forms import FORMS, own_pairings
-from .case_params import case_id, matches
+from .case_params import Case, case_id, make_case, matches
 from .compile_modes import compile_mode
 from .kernels import kernel_accepts_fast_accum
-from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, SHAPE_AXES, takes_axis
+from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, takes_axis
 from .shapes import DIMS, dim_pools, empty_dims
 from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
 
 FORM_BY_ID = {form.id: form for form in FORMS}
-
-
-@dataclass(frozen=True)
-class Case:
-    id: str
-    params: Mapping[str, Any]
-
-    def __getitem__(self, key):
-        return self.params[key]
-
-    def to_json(self) -> dict:
-        return dict(self.params)
-
-
-# The order parameters are kept (and printed) in: the kernel, the matrix's axes, then the rest.
-PARAM_ORDER = ("kernel", *CATEGORICAL_AXES, *SHAPE_AXES, "purpose", "expected_refusal")
-
-
-def ordered_params(params: Mapping[str, Any]) -> dict:
-    rank = {key: index for index, key in enumerate(PARAM_ORDER)}
-    return dict(sorted(params.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
-
-
-def make_case(params: Mapping[str, Any]) -> Case:
-    params = ordered_params(params)
-    return Case(case_id(params), params)
-
-
-def input_seed(run_seed: int, cid: str) -> int:
-    """Per-case seed; crc32 because hash() is salted per process."""
-    return zlib.crc32(f"{run_seed}::{cid}".encode())
 
 
 def given_axes(spec: Spec, profile: Profile) -> set:

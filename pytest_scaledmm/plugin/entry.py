@@ -424,7 +424,7 @@ def _missing_record(item, call, report):
 
 def format_failure(record: dict, replay: str | None = None) -> str:
     from ..execution.triage import headline
-    from ..matrix.cases import ordered_params
+    from ..matrix.case_params import ordered_params
 
     lines = [headline(record)]
     if record.get("layer"):

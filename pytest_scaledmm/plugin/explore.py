@@ -21,7 +21,8 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from ..matrix.cases import case_id, given_axes, kernel_axes, make_case, matches
+from ..matrix.case_params import case_id, make_case, matches
+from ..matrix.cases import given_axes, kernel_axes
 from ..matrix.corpus import complete_params, read_entries, write_corpus
 from ..matrix.schema import SHAPE_AXES
 

@@ -22,7 +22,8 @@ from ..execution.device import device_info, environment, probe_cpu_vector_isa_in
 from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner
 from ..execution.run import RunContext
 from ..execution.triage import Triage
-from ..matrix.cases import Case, generate_cases
+from ..matrix.case_params import Case
+from ..matrix.cases import generate_cases
 from ..matrix.compile_modes import inductor_modes
 from ..matrix.kernels import resolve_kernels
 from ..matrix.known_failures import Catalogue

@@ -36,7 +36,7 @@ from ..execution.cache import OWNED_CACHE_ENV
 from ..execution.quiet import TORCH_IMPORT_NOISE
 from ..execution.run import other_m_sizes
 from ..execution.triage import one_line
-from ..matrix.cases import input_seed
+from ..matrix.case_params import input_seed
 from ..matrix.compile_modes import compile_mode, compile_settings
 from ..matrix.corpus import CORPUS_SCHEMA
 from ..matrix.kernels import BUILTIN_IMPLS, accepts_keyword, add_import_dirs, load_impl
