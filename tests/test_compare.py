@@ -15,7 +15,6 @@ from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.reports.compare import classify, compare_reports, load_reports
 from pytest_scaledmm.reports.render import render_html, render_markdown
 
-REPO = DATA.parent.parent
 LOWERING = "InductorError <- AssertionError: LoweringException"
 
 
@@ -323,84 +322,3 @@ def test_a_report_name_that_is_not_utf8_is_shown_escaped(tmp_path):
         assert b"Traceback" not in done.stderr and done.returncode in (0, 1), (args, done.stderr[-500:])
         if args[0] != "gate":
             assert b"\\udcff" in done.stdout + done.stderr, args
-
-
-def _report_env_deps() -> set[str]:
-    """The distributions tox.ini's report env installs (the gate env reuses them)."""
-    import configparser
-
-    from packaging.requirements import Requirement
-
-    tox = configparser.ConfigParser(interpolation=None)
-    tox.read(REPO / "tox.ini")
-    lines = tox["testenv:report"]["deps"].split()
-    return {Requirement(line).name.lower() for line in lines if line.strip()}
-
-
-def test_report_and_gate_envs_need_only_the_deps_they_install(tmp_path):
-    """The report and gate envs install a few light packages, not the project: every other
-    dependency of the project is made unimportable and the commands still run."""
-    import importlib.metadata
-
-    from packaging.requirements import Requirement
-
-    installed = _report_env_deps()
-    required = {
-        Requirement(r).name.lower() for r in importlib.metadata.requires("pytest-scaledmm") or [] if "extra ==" not in r
-    }
-    modules_of = {}
-    for module, dists in importlib.metadata.packages_distributions().items():
-        for dist in dists:
-            modules_of.setdefault(dist.lower(), set()).add(module)
-    absent = sorted(m for dist in required - installed for m in modules_of.get(dist, ()) if m.isidentifier())
-    assert {"torch", "pytest", "hypothesis", "allpairspy", "xdist"} <= set(absent), absent
-    reports = tmp_path / "reports"
-    reports.mkdir()
-    for name in ("baseline-torch211.json", "candidate-torch213-regression.json"):
-        (reports / name).write_bytes((DATA / "gate" / name).read_bytes())
-    code = (
-        "import sys, runpy\n"
-        f"for name in {absent!r}: sys.modules[name] = None\n"
-        "sys.argv = ['pytest_scaledmm'] + sys.argv[1:]\n"
-        "runpy.run_module('pytest_scaledmm', run_name='__main__')\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    compared = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code,
-            "compare",
-            str(reports),
-            "--markdown",
-            str(tmp_path / "s.md"),
-            "--html",
-            str(tmp_path / "m.html"),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert compared.returncode == 0, compared.stderr
-    assert "regression 2" in compared.stdout and (tmp_path / "m.html").read_text().startswith("<!DOCTYPE html>")
-    gated = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            code,
-            "gate",
-            "--baseline",
-            str(reports / "baseline-torch211.json"),
-            "--candidate",
-            str(reports / "candidate-torch213-regression.json"),
-            "--matrix",
-            str(REPO / "matrix.yaml"),  # its known failures: the matrix is read too
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
-    assert gated.returncode == 1 and "Traceback" not in gated.stderr, gated.stderr
-    assert "COMPILE_ONLY_ERROR" in gated.stdout + gated.stderr
