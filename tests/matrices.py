@@ -6,6 +6,7 @@ combination of the axes for every kernel, unless `cases` says otherwise.
 """
 
 import math
+from pathlib import Path
 
 import yaml
 
@@ -31,3 +32,10 @@ def matrix_text(kernels, axes=None, *, cases=None, base=BASE_AXES, **top) -> str
         cases = math.prod(len(values) for values in axes.values()) * len(kernels)
     document = {"version": 1, "kernels": list(kernels), "axes": axes, "profiles": {"default": {"cases": cases}}, **top}
     return yaml.safe_dump(document, sort_keys=False)
+
+
+def catalogue_matrix(path, entries) -> Path:
+    """Write a one-kernel matrix (aten_scaled_mm, inductor, one case) whose known_failures are
+    `entries` to `path`; return the path."""
+    path.write_text(matrix_text(["aten_scaled_mm"], {"mode": ["inductor"]}, cases=1, known_failures=list(entries)))
+    return path

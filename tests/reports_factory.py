@@ -3,6 +3,7 @@
 import json
 from pathlib import Path
 
+from pytest_scaledmm.cli import main
 from pytest_scaledmm.reports.report import build_report
 
 DATA = Path(__file__).parent / "data"
@@ -74,3 +75,20 @@ def report(cases, matrix_hash="0123456789abcdef", matrix_path="matrix.yaml", ses
 def write(path: Path, data) -> Path:
     path.write_text(json.dumps(data, indent=1))
     return path
+
+
+# The torch releases of the two sides in gate tests.
+BASE = dict(torch="2.11.0")
+CAND = dict(torch="2.13.0")
+
+
+def gate(tmp_path, baseline, candidate, *extra) -> int:
+    """`scaledmm gate` on the two reports, written into tmp_path; its exit code."""
+    b = write(tmp_path / "baseline.json", baseline)
+    c = write(tmp_path / "candidate.json", candidate)
+    return main(["gate", "--baseline", str(b), "--candidate", str(c), *extra])
+
+
+def three(outcome_of_c3="PASS", signature=None):
+    """c1 and c2 passing, c3 as given."""
+    return [case("c1", "PASS"), case("c2", "PASS"), case("c3", outcome_of_c3, signature)]

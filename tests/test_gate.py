@@ -2,14 +2,13 @@
 signature, a failure grown worse, capability lost, a failing case the baseline never had) and what
 is not (capability gained, an old failure), and which known-failure catalogue applies."""
 
-import json
 import textwrap
 from pathlib import Path
 
 import pytest
-from reports_factory import DATA, case, report, write
+from reports_factory import BASE, CAND, DATA, case, gate, report, three, write
 
-from matrices import IN_PROCESS, matrix_text, planted
+from matrices import IN_PROCESS, catalogue_matrix, matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.matrix.errors import MatrixError
 from pytest_scaledmm.matrix.known_failures import Catalogue
@@ -103,20 +102,6 @@ def test_gate_between_two_runs_of_one_environment(tmp_path, capsys):
     assert "runner-a-after" in err and "PASS -> MISMATCH" in err
 
 
-BASE = dict(torch="2.11.0")
-CAND = dict(torch="2.13.0")
-
-
-def _gate(tmp_path, baseline, candidate, *extra):
-    b = write(tmp_path / "baseline.json", baseline)
-    c = write(tmp_path / "candidate.json", candidate)
-    return main(["gate", "--baseline", str(b), "--candidate", str(c), *extra])
-
-
-def _three(outcome_of_c3="PASS", signature=None):
-    return [case("c1", "PASS"), case("c2", "PASS"), case("c3", outcome_of_c3, signature)]
-
-
 # -- failures grown worse, and strict against lax --------------------------------------------------
 
 
@@ -141,13 +126,13 @@ def _off(cid, ratio, rows, signature=BAND):
 def test_a_failure_grown_worse_is_a_regression_saying_by_how_much(tmp_path, capsys):
     baseline = report([case("c1", "PASS"), _off("c2", 1e4, "3-3")], **BASE)
     candidate = report([case("c1", "PASS"), _off("c2", 6e6, "1-15")], **CAND)
-    assert _gate(tmp_path, baseline, candidate) == 1
+    assert gate(tmp_path, baseline, candidate) == 1
     out = capsys.readouterr().out
     assert "gate FAILED: 1 case(s) newly fail or fail worse" in out, out
     assert "worse: 1 case MISMATCH -> MISMATCH" in out
     assert "error/bound 1e+04 -> 6e+06 (x600)" in out and "off rows 1 -> 15 (x15)" in out, out
     # The opt-in turns it into a note that still says it.
-    assert _gate(tmp_path, baseline, candidate, "--allow-worse") == 0
+    assert gate(tmp_path, baseline, candidate, "--allow-worse") == 0
     out = capsys.readouterr().out
     assert "gate passed" in out and "note: accepted (--allow-worse): worse: 1 case" in out
 
@@ -155,7 +140,7 @@ def test_a_failure_grown_worse_is_a_regression_saying_by_how_much(tmp_path, caps
 def test_a_failure_about_as_bad_stays_no_news(tmp_path, capsys):
     baseline = report([case("c1", "PASS"), _off("c2", 1e4, "3-4")], **BASE)
     candidate = report([case("c1", "PASS"), _off("c2", 5e4, "3-6")], **CAND)
-    assert _gate(tmp_path, baseline, candidate) == 0, capsys.readouterr()
+    assert gate(tmp_path, baseline, candidate) == 0, capsys.readouterr()
 
 
 def test_a_failure_whose_measures_were_edited_out_is_not_no_news(tmp_path, capsys):
@@ -163,7 +148,7 @@ def test_a_failure_whose_measures_were_edited_out_is_not_no_news(tmp_path, capsy
     stripped = _off("c2", float("nan"), "3-3")
     stripped["errors"]["compiled"].pop("where")
     stripped["errors"]["compiled"]["ratio"] = "nan"
-    assert _gate(tmp_path, baseline, report([case("c1", "PASS"), stripped], **CAND)) == 1
+    assert gate(tmp_path, baseline, report([case("c1", "PASS"), stripped], **CAND)) == 1
     out = capsys.readouterr().out
     assert "error/bound 1e+04 in the baseline, not recorded in the candidate" in out, out
 
@@ -173,13 +158,13 @@ def test_a_strict_baseline_judges_a_lax_candidate_strictly(tmp_path, capsys):
     parity = case("c2", "BOUNDARY_PARITY", "eager ValueError: M <> compiled InductorError: M", m=0, purpose="boundary")
     baseline = report([case("c1", "PASS"), boundary], session={"strict_errors": True}, **BASE)
     candidate = report([case("c1", "PASS"), parity], session={"strict_errors": False}, **CAND)
-    assert _gate(tmp_path, baseline, candidate) == 1
+    assert gate(tmp_path, baseline, candidate) == 1
     out = capsys.readouterr().out
     assert "regression: 1 case PASS -> BOUNDARY_PARITY" in out, out
     assert "judged strictly" in out and "capability gained" not in out
     # Both lax: tolerated, as before.
     lax = report([case("c1", "PASS"), boundary], session={"strict_errors": False}, **BASE)
-    assert _gate(tmp_path, lax, candidate) == 0, capsys.readouterr()
+    assert gate(tmp_path, lax, candidate) == 0, capsys.readouterr()
 
 
 # -- a failing case the baseline never had ---------------------------------------------------------
@@ -190,7 +175,7 @@ OFF = "MISMATCH: compiled LoweringException: AssertionError: target"
 
 def test_failing_case_missing_from_the_baseline_fails_the_gate(tmp_path, capsys):
     # It used to be a note: "only in the candidate fail (not gated: no baseline)".
-    code = _gate(
+    code = gate(
         tmp_path,
         report([case("c1", "PASS")], **BASE),
         report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND),
@@ -202,7 +187,7 @@ def test_failing_case_missing_from_the_baseline_fails_the_gate(tmp_path, capsys)
 
 def test_case_failing_where_the_baseline_did_not_run_it_fails_the_gate(tmp_path, capsys):
     # UNSUPPORTED in the baseline, MISMATCH now: a failure the baseline did not have.
-    code = _gate(
+    code = gate(
         tmp_path,
         report([case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no")], **BASE),
         report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND),
@@ -217,7 +202,7 @@ def test_case_failing_where_the_baseline_did_not_run_it_fails_the_gate(tmp_path,
 
 def test_pass_becoming_unsupported_or_skipped_fails(tmp_path, capsys):
     candidate = report([case("c1", "PASS"), case("c2", "UNSUPPORTED", "ValueError: no"), case("c3", "SKIPPED")], **CAND)
-    code = _gate(tmp_path, report(_three(), **BASE), candidate)
+    code = gate(tmp_path, report(three(), **BASE), candidate)
     err = capsys.readouterr().out
     assert code == 1
     assert (
@@ -228,7 +213,7 @@ def test_pass_becoming_unsupported_or_skipped_fails(tmp_path, capsys):
 
 def test_allow_capability_loss_turns_it_into_a_note(tmp_path, capsys):
     candidate = report([case("c1", "PASS"), case("c2", "SKIPPED"), case("c3", "PASS")], **CAND)
-    assert _gate(tmp_path, report(_three(), **BASE), candidate, "--allow-capability-loss") == 0
+    assert gate(tmp_path, report(three(), **BASE), candidate, "--allow-capability-loss") == 0
     assert "note: accepted (--allow-capability-loss): capability lost: 1 case(s)" in capsys.readouterr().out
 
 
@@ -299,42 +284,35 @@ def test_candidate_labelling_its_own_failure_xfail_fails(tmp_path, capsys):
         matrix_path=str(tmp_path / "gone.yaml"),
         **CAND,
     )
-    code = _gate(tmp_path, report(_three(), **BASE), candidate)
+    code = gate(tmp_path, report(three(), **BASE), candidate)
     captured = capsys.readouterr()
     assert code == 1
     assert "regression: 1 case PASS -> MISMATCH" in captured.out
     assert "note: no known-failure catalogue:" in captured.out
 
 
-CATALOGUE_MATRIX = """\
-    version: 1
-    kernels: [aten_scaled_mm]
-    axes: {mode: [inductor]}
-    profiles: {default: {cases: 2}}
-    known_failures:
-      - match: {kernel: aten_scaled_mm}
-        torch: ">=2.11"
-        signature: "LoweringException: AssertionError"
-    """
+# Expects c3's LoweringException from torch 2.11 on.
+CATALOGUE = [
+    {"match": {"kernel": "aten_scaled_mm"}, "torch": ">=2.11", "signature": "LoweringException: AssertionError"}
+]
 
 
 def test_catalogue_of_the_named_matrix_applies_only_when_its_hash_matches(tmp_path, capsys):
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(textwrap.dedent(CATALOGUE_MATRIX))
+    matrix = catalogue_matrix(tmp_path / "matrix.yaml", CATALOGUE)
     digest = load_spec(matrix).digest
     candidate_cases = [case("c1", "PASS"), case("c2", "PASS"), _self_declared_xfail()]
     # The matrix the candidate ran, unchanged: the catalogue makes c3 expected.
     same = report(candidate_cases, matrix_path=str(matrix), matrix_hash=digest, **CAND)
-    assert _gate(tmp_path, report(_three(), matrix_path=str(matrix), matrix_hash=digest, **BASE), same) == 0
+    assert gate(tmp_path, report(three(), matrix_path=str(matrix), matrix_hash=digest, **BASE), same) == 0
     assert "1 case(s) known failure" in capsys.readouterr().out
     # Another matrix file under that name (its hash differs): no catalogue, c3 regresses.
     other = report(candidate_cases, matrix_path=str(matrix), matrix_hash="ffffffffffffffff", **CAND)
-    assert _gate(tmp_path, report(_three(), **BASE), other) == 1
+    assert gate(tmp_path, report(three(), **BASE), other) == 1
     err = capsys.readouterr().out
     assert "regression: 1 case PASS -> MISMATCH" in err
     assert f"note: no known-failure catalogue: {matrix} has changed since the candidate ran" in err
     # Given explicitly with --matrix, it applies: the user chose it.
-    assert _gate(tmp_path, report(_three(), **BASE), other, "--matrix", str(matrix)) == 0
+    assert gate(tmp_path, report(three(), **BASE), other, "--matrix", str(matrix)) == 0
 
 
 def test_catalogue_is_reapplied_to_the_baseline_too(tmp_path, capsys):
@@ -342,25 +320,8 @@ def test_catalogue_is_reapplied_to_the_baseline_too(tmp_path, capsys):
     # candidate that passes is a fix, not a regression from "XFAIL".
     base_xfail = _self_declared_xfail()
     baseline = report([case("c1", "PASS"), case("c2", "PASS"), base_xfail], **BASE)
-    candidate = report(_three("MISMATCH", "MISMATCH: compiled LoweringException: AssertionError"), **CAND)
-    assert _gate(tmp_path, baseline, candidate) == 0
-
-
-def _matrix(tmp_path, entries, name="matrix.yaml"):
-    path = tmp_path / name
-    path.write_text(
-        textwrap.dedent(
-            """\
-            version: 1
-            kernels: [aten_scaled_mm]
-            axes: {mode: [inductor]}
-            profiles: {default: {cases: 1}}
-            """
-        )
-        + "known_failures:\n"
-        + "".join(f"  - {json.dumps(entry)}\n" for entry in entries)
-    )
-    return path
+    candidate = report(three("MISMATCH", "MISMATCH: compiled LoweringException: AssertionError"), **CAND)
+    assert gate(tmp_path, baseline, candidate) == 0
 
 
 def _xfail(cid, original="MISMATCH", signature=OFF, entry=0):
@@ -374,8 +335,8 @@ def _xfail(cid, original="MISMATCH", signature=OFF, entry=0):
 
 
 def test_catch_all_signature_given_to_the_gate_is_exit_2(tmp_path, capsys):
-    matrix = _matrix(tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": " "}])
-    code = _gate(
+    matrix = catalogue_matrix(tmp_path / "matrix.yaml", [{"match": {"kernel": "aten_scaled_mm"}, "signature": " "}])
+    code = gate(
         tmp_path,
         report([case("c1", "PASS")], **BASE),
         report([case("c1", "MISMATCH", OFF)], **CAND),
@@ -393,11 +354,11 @@ def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_
     # The entry's range leaves out the baseline's torch: the baseline passed and nothing said it
     # might fail there, so PASS -> XFAIL is a new failure (it used to be a note). An entry that
     # covered the baseline too (its pass there was "fixed upstream") keeps it a known failure.
-    matrix = _matrix(
-        tmp_path,
+    matrix = catalogue_matrix(
+        tmp_path / "matrix.yaml",
         [{"match": {"kernel": "aten_scaled_mm"}, "torch": torch, "signature": "LoweringException: AssertionError"}],
     )
-    code = _gate(
+    code = gate(
         tmp_path,
         report([case("c1", "PASS")], **BASE),
         report([case("c1", "MISMATCH", OFF)], **CAND),
@@ -414,10 +375,9 @@ def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_
 
 def test_candidate_cannot_choose_its_catalogue_by_naming_another_matrix(tmp_path, capsys):
     # The candidate names a lenient matrix (path and matching hash) that the baseline never ran.
-    lenient = _matrix(
-        tmp_path,
+    lenient = catalogue_matrix(
+        tmp_path / "lenient.yaml",
         [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}],
-        "lenient.yaml",
     )
     digest = load_spec(lenient).digest
     baseline = report(
@@ -427,7 +387,7 @@ def test_candidate_cannot_choose_its_catalogue_by_naming_another_matrix(tmp_path
         **BASE,
     )
     candidate = report([case("c1", "PASS"), _xfail("c2")], matrix_path=str(lenient), matrix_hash=digest, **CAND)
-    code = _gate(tmp_path, baseline, candidate)
+    code = gate(tmp_path, baseline, candidate)
     err = capsys.readouterr().out
     assert code == 1
     assert "regression: 1 case PASS -> MISMATCH" in err
@@ -435,36 +395,39 @@ def test_candidate_cannot_choose_its_catalogue_by_naming_another_matrix(tmp_path
 
 
 def test_candidate_matrix_named_by_both_reports_is_the_catalogue(tmp_path, capsys):
-    matrix = _matrix(
-        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    matrix = catalogue_matrix(
+        tmp_path / "matrix.yaml",
+        [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}],
     )
     digest = load_spec(matrix).digest
     same = dict(matrix_path=str(matrix), matrix_hash=digest)
     baseline = report([case("c1", "PASS"), case("c2", "PASS")], **same, **BASE)
     candidate = report([case("c1", "PASS"), _xfail("c2")], **same, **CAND)
-    assert _gate(tmp_path, baseline, candidate) == 0
+    assert gate(tmp_path, baseline, candidate) == 0
     assert "1 case(s) known failure" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("params", [[1, 2], None, "x"])
 def test_malformed_params_with_a_catalogue_is_exit_2(tmp_path, capsys, params):
-    matrix = _matrix(
-        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    matrix = catalogue_matrix(
+        tmp_path / "matrix.yaml",
+        [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}],
     )
     bad = report([case("c1", "MISMATCH", OFF)], **CAND)
     bad["cases"][0]["params"] = params
-    assert _gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
+    assert gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "cases[0].params" in err
 
 
 def test_signature_that_is_not_text_with_a_catalogue_is_exit_2(tmp_path, capsys):
-    matrix = _matrix(
-        tmp_path, [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}]
+    matrix = catalogue_matrix(
+        tmp_path / "matrix.yaml",
+        [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}],
     )
     bad = report([case("c1", "MISMATCH", OFF)], **CAND)
     bad["cases"][0]["signature"] = 5
-    assert _gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
+    assert gate(tmp_path, report([case("c1", "MISMATCH", OFF)], **BASE), bad, "--matrix", str(matrix)) == 2
     assert "cases[0].signature" in capsys.readouterr().err
 
 
@@ -488,7 +451,7 @@ def test_a_known_failure_made_of_harness_words_is_a_usage_error(tmp_path, capsys
     )
     baseline = report([case("c1", "PASS")], **BASE)
     candidate = report([case("c1", "MISMATCH", BAND)], **CAND)
-    assert _gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 2
+    assert gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "known_failures[0].signature" in err and "matrix.yaml" in err
 
@@ -506,12 +469,12 @@ def test_a_pass_that_fails_under_the_same_torch_release_is_never_known(tmp_path,
     signature = "COMPILE_ONLY_ERROR: RuntimeError: scale must be contiguous"
     baseline = report([case("c1", "PASS"), case("c2", "PASS")], torch="2.13.0")
     candidate = report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], torch="2.13.0+cu128")
-    assert _gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 1
+    assert gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 1
     out = capsys.readouterr().out
     assert "regression: 1 case" in out and "(case c2))" in out and "same torch release (2.13.0)" in out, out
     # Another release: the entry covers both runs, so the failure is the known one.
     assert (
-        _gate(
+        gate(
             tmp_path,
             report([case("c1", "PASS"), case("c2", "PASS")], **BASE),
             report([case("c1", "PASS"), case("c2", "COMPILE_ONLY_ERROR", signature)], **CAND),

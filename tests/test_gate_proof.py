@@ -6,40 +6,25 @@ import json
 import math
 
 import pytest
-from reports_factory import case, report, write
+from reports_factory import BASE, CAND, case, gate, report, three, write
 
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.reports.gate import check
 from pytest_scaledmm.reports.report import load_report
-
-
-def _gate(tmp_path, baseline, candidate, *extra):
-    b = write(tmp_path / "baseline.json", baseline)
-    c = write(tmp_path / "candidate.json", candidate)
-    return main(["gate", "--baseline", str(b), "--candidate", str(c), *extra])
-
-
-def _three(outcome_of_c3="PASS", signature=None):
-    return [case("c1", "PASS"), case("c2", "PASS"), case("c3", outcome_of_c3, signature)]
-
-
-BASE = dict(torch="2.11.0")
-CAND = dict(torch="2.13.0")
-
 
 # -- incomplete candidates and baselines -----------------------------------------------------------
 
 
 def test_candidate_lacking_baseline_cases_fails(tmp_path, capsys):
     # A one-case report against a three-case baseline used to pass: removed cases were a note.
-    code = _gate(tmp_path, report(_three(), **BASE), report([case("c1", "PASS")], **CAND))
+    code = gate(tmp_path, report(three(), **BASE), report([case("c1", "PASS")], **CAND))
     err = capsys.readouterr().out
     assert code == 1
     assert "2 case(s) of the baseline are missing from the candidate (2 of them passed there), e.g. c2" in err
 
 
 def test_allow_missing_accepts_a_partial_candidate_and_says_what_it_skipped(tmp_path, capsys):
-    code = _gate(tmp_path, report(_three(), **BASE), report([case("c1", "PASS")], **CAND), "--allow-missing")
+    code = gate(tmp_path, report(three(), **BASE), report([case("c1", "PASS")], **CAND), "--allow-missing")
     out = capsys.readouterr().out
     assert code == 0
     assert "note: skipped (--allow-missing): 2 case(s) of the baseline are missing from the candidate" in out
@@ -49,16 +34,16 @@ def test_allow_missing_still_fails_a_new_failure(tmp_path, capsys):
     candidate = report(
         [case("c1", "MISMATCH", "MISMATCH: off")], session={"complete": False, "incomplete_reasons": ["-k"]}, **CAND
     )
-    assert _gate(tmp_path, report(_three(), **BASE), candidate, "--allow-missing") == 1
+    assert gate(tmp_path, report(three(), **BASE), candidate, "--allow-missing") == 1
     assert "regression: 1 case PASS -> MISMATCH" in capsys.readouterr().out
 
 
 def test_incomplete_candidate_fails_with_its_reason(tmp_path, capsys):
     # Every baseline id is there, but the run says it did not finish (a -k subset rerun, Ctrl-C).
     candidate = report(
-        _three(), session={"complete": False, "incomplete_reasons": ["interrupted (KeyboardInterrupt)"]}, **CAND
+        three(), session={"complete": False, "incomplete_reasons": ["interrupted (KeyboardInterrupt)"]}, **CAND
     )
-    code = _gate(tmp_path, report(_three(), **BASE), candidate)
+    code = gate(tmp_path, report(three(), **BASE), candidate)
     err = capsys.readouterr().out
     assert code == 1
     assert "the candidate run is incomplete: interrupted (KeyboardInterrupt)" in err
@@ -66,24 +51,24 @@ def test_incomplete_candidate_fails_with_its_reason(tmp_path, capsys):
 
 def test_candidate_with_fewer_records_than_generated_is_incomplete(tmp_path, capsys):
     # A report that says complete but holds fewer records than it generated is not complete.
-    candidate = report(_three(), session={"generated": 5}, **CAND)
-    assert _gate(tmp_path, report(_three(), **BASE), candidate) == 1
+    candidate = report(three(), session={"generated": 5}, **CAND)
+    assert gate(tmp_path, report(three(), **BASE), candidate) == 1
     assert "the candidate run is incomplete: 3 of 5 generated case(s) have a record" in capsys.readouterr().out
 
 
 def test_incomplete_baseline_fails_unless_allowed(tmp_path, capsys):
     baseline = report(
-        _three(),
+        three(),
         session={"complete": False, "incomplete_reasons": ["stopped early: stopping after 1 failures"]},
         **BASE,
     )
-    assert _gate(tmp_path, baseline, report(_three(), **CAND)) == 1
+    assert gate(tmp_path, baseline, report(three(), **CAND)) == 1
     assert "the baseline run is incomplete: stopped early" in capsys.readouterr().out
-    assert _gate(tmp_path, baseline, report(_three(), **CAND), "--allow-missing") == 0
+    assert gate(tmp_path, baseline, report(three(), **CAND), "--allow-missing") == 0
 
 
 def test_candidate_without_cases_fails_even_with_allow_missing(tmp_path, capsys):
-    assert _gate(tmp_path, report(_three(), **BASE), report([], **CAND), "--allow-missing") == 1
+    assert gate(tmp_path, report(three(), **BASE), report([], **CAND), "--allow-missing") == 1
     assert "the candidate has no cases" in capsys.readouterr().out
 
 
@@ -103,7 +88,7 @@ def test_reports_without_a_common_case_fail_the_gate(tmp_path):
 
 def test_nothing_run_and_checked_in_common_is_not_proven(tmp_path, capsys):
     cases = [case("c1", "UNSUPPORTED", "ValueError: no"), case("c2", "SKIPPED")]
-    assert _gate(tmp_path, report(cases, **BASE), report(cases, **CAND)) == 1
+    assert gate(tmp_path, report(cases, **BASE), report(cases, **CAND)) == 1
     assert "not proven: no case in common was run and checked" in capsys.readouterr().out
 
 
@@ -119,7 +104,7 @@ def test_runs_held_to_different_record_bounds_are_not_proven(tmp_path, capsys):
     # slack 1e30 lets an all-zeros kernel pass; the records say which bound each was held to.
     baseline = report([_bounded(case("c1", "PASS"), 1.0), _bounded(case("c2", "PASS"), 1.0)], **BASE)
     candidate = report([_bounded(case("c1", "PASS"), 1.0e30), _bounded(case("c2", "PASS"), 1.0e30)], **CAND)
-    assert _gate(tmp_path, baseline, candidate) == 1
+    assert gate(tmp_path, baseline, candidate) == 1
     err = capsys.readouterr().out
     assert "not proven: the two runs were held to different bounds" in err and "2 case(s)" in err
 
@@ -129,14 +114,14 @@ def test_runs_with_different_matrix_tolerance_are_not_proven(tmp_path, capsys):
     candidate = report([case("c1", "PASS")], **CAND)
     baseline["matrix"]["tolerance"] = {"slack": 1.0}
     candidate["matrix"]["tolerance"] = {"slack": 1000.0}
-    assert _gate(tmp_path, baseline, candidate) == 1
+    assert gate(tmp_path, baseline, candidate) == 1
     assert "not proven: the two runs were held to different bounds" in capsys.readouterr().out
 
 
 def test_same_bounds_pass(tmp_path):
     baseline = report([_bounded(case("c1", "PASS"), 1.0)], **BASE)
     candidate = report([_bounded(case("c1", "PASS"), 1.0)], **CAND)
-    assert _gate(tmp_path, baseline, candidate) == 0
+    assert gate(tmp_path, baseline, candidate) == 0
 
 
 # -- records that contradict themselves ------------------------------------------------------------
@@ -150,7 +135,7 @@ def test_failure_edited_to_pass_fails_the_gate(tmp_path, capsys):
     edited = _failing_pair()
     edited[1]["outcome"] = "PASS"  # signature and error left: the record contradicts itself
     edited[1]["eager_error"] = {"type": "builtins.ValueError", "message": "bad", "root_type": "builtins.ValueError"}
-    assert _gate(tmp_path, report(_failing_pair(), **BASE), report(edited, **CAND)) == 1
+    assert gate(tmp_path, report(_failing_pair(), **BASE), report(edited, **CAND)) == 1
     assert "candidate: 1 passing record(s) carry a failure's signature or error, e.g. c2" in capsys.readouterr().out
 
 
@@ -161,28 +146,28 @@ def test_pass_with_only_an_error_fails_the_gate(tmp_path, capsys):
         "message": "x",
         "root_type": "builtins.RuntimeError",
     }
-    assert _gate(tmp_path, report(_failing_pair(), **BASE), report(edited, **CAND)) == 1
+    assert gate(tmp_path, report(_failing_pair(), **BASE), report(edited, **CAND)) == 1
     assert "passing record(s) carry a failure's signature or error, e.g. c2" in capsys.readouterr().out
 
 
 def test_summary_that_disagrees_with_the_records_fails_the_gate(tmp_path, capsys):
     candidate = report([case("c1", "PASS"), case("c2", "PASS")], **CAND)
     candidate["summary"] = {"ERROR_PARITY": 1, "PASS": 1}  # the summary of the run before the edit
-    assert _gate(tmp_path, report(_failing_pair(), **BASE), candidate) == 1
+    assert gate(tmp_path, report(_failing_pair(), **BASE), candidate) == 1
     assert "candidate: its summary does not match its records" in capsys.readouterr().out
 
 
 def test_fixed_upstream_without_its_known_failure_fails_the_gate(tmp_path, capsys):
     # It used to be read as a PASS.
     candidate = report([case("c1", "PASS"), case("c2", "FIXED_UPSTREAM")], **CAND)
-    assert _gate(tmp_path, report(_failing_pair(), **BASE), candidate) == 1
+    assert gate(tmp_path, report(_failing_pair(), **BASE), candidate) == 1
     assert "candidate: 1 case(s) FIXED_UPSTREAM without its original outcome, e.g. c2" in capsys.readouterr().out
 
 
 def test_xfail_without_its_original_outcome_fails(tmp_path, capsys):
     bare = case("c3", "XFAIL", "MISMATCH: x")
     candidate = report([case("c1", "PASS"), case("c2", "PASS"), bare], **CAND)
-    assert _gate(tmp_path, report(_three(), **BASE), candidate) == 1
+    assert gate(tmp_path, report(three(), **BASE), candidate) == 1
     assert "candidate: 1 case(s) XFAIL without its original outcome, e.g. c3" in capsys.readouterr().out
 
 
@@ -223,7 +208,7 @@ def test_unedited_passes_still_pass(tmp_path, capsys):
 @pytest.mark.parametrize("generated", [float("nan"), True, 6.0, "6", 2.0])
 def test_generated_that_is_not_a_whole_number_is_refused(tmp_path, capsys, generated):
     one = report([case("c1", "PASS")], session={"generated": generated}, **CAND)
-    code = _gate(tmp_path, report([case("c1", "PASS")], **BASE), one)
+    code = gate(tmp_path, report([case("c1", "PASS")], **BASE), one)
     err = capsys.readouterr().err
     assert code == 2 and "session.generated" in err and err.count("\n") == 1
 
@@ -243,7 +228,7 @@ def test_counts_must_agree_with_the_records(tmp_path, capsys, session, expected)
             del one["session"][key]
         else:
             one["session"][key] = value
-    assert _gate(tmp_path, report([case("c1", "PASS")], **BASE), one) == 1
+    assert gate(tmp_path, report([case("c1", "PASS")], **BASE), one) == 1
     assert expected in capsys.readouterr().out
 
 
@@ -252,9 +237,9 @@ def test_counts_must_agree_with_the_records(tmp_path, capsys, session, expected)
 
 def test_duplicate_ids_fail_the_gate(tmp_path, capsys):
     # The failing record first, the passing one last: the last used to win.
-    candidate = report(_three() + [case("c2", "MISMATCH", "MISMATCH: off")], **CAND)
+    candidate = report(three() + [case("c2", "MISMATCH", "MISMATCH: off")], **CAND)
     candidate["cases"].sort(key=lambda c: (c["id"], c["outcome"] == "PASS"))
-    code = _gate(tmp_path, report(_three(), **BASE), candidate)
+    code = gate(tmp_path, report(three(), **BASE), candidate)
     err = capsys.readouterr().out
     assert code == 1
     assert "candidate: 1 case id(s) appear more than once, e.g. c2 (2 records)" in err

@@ -2,13 +2,10 @@
 when the signature differs; version ranges through packaging's specifiers; a signature that
 would match any failure is refused."""
 
-import json
-import textwrap
-
 import pytest
 from reports_factory import case
 
-from matrices import IN_PROCESS, matrix_text, planted
+from matrices import IN_PROCESS, catalogue_matrix, matrix_text, planted
 from pytest_scaledmm.matrix.errors import MatrixError
 from pytest_scaledmm.matrix.known_failures import Catalogue, KnownFailure
 from pytest_scaledmm.matrix.spec import load_spec
@@ -132,27 +129,10 @@ def test_known_failure_outside_its_torch_range_still_fails(matrix_project):
 # -- a signature that would match any failure ------------------------------------------------------
 
 
-def _matrix(tmp_path, entries, name="matrix.yaml"):
-    path = tmp_path / name
-    path.write_text(
-        textwrap.dedent(
-            """\
-            version: 1
-            kernels: [aten_scaled_mm]
-            axes: {mode: [inductor]}
-            profiles: {default: {cases: 1}}
-            """
-        )
-        + "known_failures:\n"
-        + "".join(f"  - {json.dumps(entry)}\n" for entry in entries)
-    )
-    return path
-
-
 @pytest.mark.parametrize("signature", [" ", "M", "MISM", "dim()=2"])
 def test_catch_all_signature_is_a_matrix_error_naming_file_and_key(tmp_path, signature):
     # Each normalises to fewer than 8 characters and matched every failure of its kind.
-    path = _matrix(tmp_path, [{"match": {"mode": "aot_eager"}, "signature": signature}])
+    path = catalogue_matrix(tmp_path / "matrix.yaml", [{"match": {"mode": "aot_eager"}, "signature": signature}])
     with pytest.raises(MatrixError) as excinfo:
         Catalogue.from_spec(load_spec(path))
     assert excinfo.value.key == "known_failures[0].signature"
@@ -160,14 +140,16 @@ def test_catch_all_signature_is_a_matrix_error_naming_file_and_key(tmp_path, sig
 
 
 def test_meaningful_signature_is_accepted(tmp_path):
-    path = _matrix(tmp_path, [{"match": {"mode": "aot_eager"}, "signature": "LoweringException: AssertionError"}])
+    path = catalogue_matrix(
+        tmp_path / "matrix.yaml", [{"match": {"mode": "aot_eager"}, "signature": "LoweringException: AssertionError"}]
+    )
     assert len(Catalogue.from_spec(load_spec(path)).entries) == 1
 
 
 @pytest.mark.parametrize("signature", ["MISMATCH", "ERROR_PARITY:", "  COMPILE_ONLY_ERROR :  x"])
 def test_a_signature_that_names_only_its_outcome_class_is_refused(tmp_path, signature):
     # "MISMATCH" is in every MISMATCH signature: as an entry it excused any wrong result.
-    path = _matrix(tmp_path, [{"match": {"mode": "aot_eager"}, "signature": signature}])
+    path = catalogue_matrix(tmp_path / "matrix.yaml", [{"match": {"mode": "aot_eager"}, "signature": signature}])
     with pytest.raises(MatrixError, match=r"known_failures\[0\]\.signature"):
         Catalogue.from_spec(load_spec(path))
 

@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ from packaging.requirements import Requirement
 from reports_factory import DATA, case, report, write
 
 import pytest_scaledmm
+from matrices import catalogue_matrix
 from pytest_scaledmm.matrix.spec import load_spec
 
 REPO = DATA.parent.parent
@@ -112,21 +112,18 @@ def test_compare_as_the_report_env_runs_it(tmp_path, run_light):
         assert done.returncode == 0 and "| torch211 → torch213 | 2 |" in done.stdout, (matrix, done.stdout)
 
 
-CATALOGUE = """\
-    version: 1
-    kernels: [aten_scaled_mm]
-    axes: {mode: [inductor]}
-    profiles: {default: {cases: 3}}
-    known_failures:
-      - match: {kernel: aten_scaled_mm, scale_a: rowwise}
-        torch: ">=2.11"
-        signature: "LoweringException: AssertionError"
-    """
+# Expects the rowwise case's LoweringException from torch 2.11 on.
+CATALOGUE = [
+    {
+        "match": {"kernel": "aten_scaled_mm", "scale_a": "rowwise"},
+        "torch": ">=2.11",
+        "signature": "LoweringException: AssertionError",
+    }
+]
 
 
 def test_gate_as_the_gate_env_runs_it(tmp_path, run_light):
-    matrix = tmp_path / "matrix.yaml"
-    matrix.write_text(textwrap.dedent(CATALOGUE))
+    matrix = catalogue_matrix(tmp_path / "matrix.yaml", CATALOGUE)
     recorded = {"matrix_path": str(matrix), "matrix_hash": load_spec(matrix).digest}
     baseline = write(
         tmp_path / "torch211.json",
