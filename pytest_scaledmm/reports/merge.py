@@ -134,7 +134,7 @@ def merge_shards(inputs: Sequence[ShardInput]) -> MergeResult:
     if duplicated:
         cid, paths = min(duplicated.items())
         reasons.append(f"{len(duplicated)} case id(s) recorded more than once, e.g. {cid} in {', '.join(paths)}")
-    first_shard: Mapping[str, Any] = shards[0].report.get("shard") or {} if shards else {}
+    first_shard = _block(shards[0].report, "shard") if shards else {}
     total = first_shard.get("total_cases")
     expected = first_shard.get("total_ids_sha256")
     if shards and not reasons and ids_sha256(owners) != expected:
