@@ -42,7 +42,11 @@ class CheckRecord(TypedDict, total=False):
     problem: str
     where: str  # e.g. "rows 3-5 of 64"
     pattern: str
-    off_elements: int
+    elements: int  # the output's elements; the counts below are of these
+    off_elements: int  # past the bound
+    off_rows: int  # rows (leading dimensions folded in) holding an off element
+    off_columns: int
+    nonfinite: int  # non-finite where the reference is finite
     off: int
     bound: BoundRecord | None
 

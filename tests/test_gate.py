@@ -171,6 +171,8 @@ def test_a_strict_baseline_judges_a_lax_candidate_strictly(tmp_path, capsys):
 
 
 OFF = "MISMATCH: compiled LoweringException: AssertionError: target"
+# The same bug as OFF, worded as another release words it.
+OLD_WORDS = "MISMATCH: compiled LoweringException: AssertionError: target of an older release"
 
 
 def test_failing_case_missing_from_the_baseline_fails_the_gate(tmp_path, capsys):
@@ -238,12 +240,14 @@ def test_gate_honours_the_known_failure_catalogue(tmp_path, capsys):
         )
     )
     # The entry covers the baseline's torch 2.11 too, where the case passed ("fixed upstream"):
-    # its failure on 2.13 is the known failure the entry describes; the MISMATCH is not covered.
+    # that pass contradicts the entry, so its failure on 2.13 is a regression like the MISMATCH
+    # no entry covers.
     args = ["gate", "--baseline", str(BASELINE), "--candidate", str(GATE / "candidate-torch213-regression.json")]
     assert main(args + ["--matrix", str(matrix)]) == 1
     out = capsys.readouterr().out
-    assert "gate FAILED: 1 case(s)" in out and "w8a8-row_x_row" in out and "1 case(s) known failure" in out
-    assert "4d0e44" not in out
+    assert "gate FAILED: 2 case(s)" in out and "w8a8-row_x_row" in out
+    assert "regression: 1 case FIXED_UPSTREAM -> XFAIL" in out and "4d0e44" in out
+    assert "the baseline's pass contradicts the entry" in out
 
     # An entry made only of the words the harness writes names no cause: a usage error.
     catch_all = matrix.read_text() + textwrap.indent(
@@ -301,18 +305,20 @@ def test_catalogue_of_the_named_matrix_applies_only_when_its_hash_matches(tmp_pa
     matrix = catalogue_matrix(tmp_path / "matrix.yaml", CATALOGUE)
     digest = load_spec(matrix).digest
     candidate_cases = [case("c1", "PASS"), case("c2", "PASS"), _self_declared_xfail()]
-    # The matrix the candidate ran, unchanged: the catalogue makes c3 expected.
+    # The matrix the candidate ran, unchanged: the catalogue makes c3's failure, in the baseline's
+    # words and the candidate's, the one known failure.
     same = report(candidate_cases, matrix_path=str(matrix), matrix_hash=digest, **CAND)
-    assert gate(tmp_path, report(three(), matrix_path=str(matrix), matrix_hash=digest, **BASE), same) == 0
-    assert "1 case(s) known failure" in capsys.readouterr().out
-    # Another matrix file under that name (its hash differs): no catalogue, c3 regresses.
+    base = three("MISMATCH", OLD_WORDS)
+    assert gate(tmp_path, report(base, matrix_path=str(matrix), matrix_hash=digest, **BASE), same) == 0
+    assert "gate passed" in capsys.readouterr().out
+    # Another matrix file under that name (its hash differs): no catalogue, c3's signature changed.
     other = report(candidate_cases, matrix_path=str(matrix), matrix_hash="ffffffffffffffff", **CAND)
-    assert gate(tmp_path, report(three(), **BASE), other) == 1
+    assert gate(tmp_path, report(base, **BASE), other) == 1
     err = capsys.readouterr().out
-    assert "regression: 1 case PASS -> MISMATCH" in err
+    assert "signature changed: 1 case MISMATCH -> MISMATCH" in err
     assert f"note: no known-failure catalogue: {matrix} has changed since the candidate ran" in err
     # Given explicitly with --matrix, it applies: the user chose it.
-    assert gate(tmp_path, report(three(), **BASE), other, "--matrix", str(matrix)) == 0
+    assert gate(tmp_path, report(base, **BASE), other, "--matrix", str(matrix)) == 0
 
 
 def test_catalogue_is_reapplied_to_the_baseline_too(tmp_path, capsys):
@@ -347,17 +353,13 @@ def test_catch_all_signature_given_to_the_gate_is_exit_2(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1 and "known_failures[0].signature" in err
 
 
-@pytest.mark.parametrize("torch, passes", [(">=2.13", False), (">=2.11", True)])
-def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_the_baseline(
-    tmp_path, capsys, torch, passes
-):
-    # The entry's range leaves out the baseline's torch: the baseline passed and nothing said it
-    # might fail there, so PASS -> XFAIL is a new failure (it used to be a note). An entry that
-    # covered the baseline too (its pass there was "fixed upstream") keeps it a known failure.
-    matrix = catalogue_matrix(
-        tmp_path / "matrix.yaml",
-        [{"match": {"kernel": "aten_scaled_mm"}, "torch": torch, "signature": "LoweringException: AssertionError"}],
-    )
+@pytest.mark.parametrize("torch, before", [(">=2.13", "PASS"), (">=2.11", "FIXED_UPSTREAM"), (None, "FIXED_UPSTREAM")])
+def test_pass_becoming_a_known_failure_is_a_regression_whatever_the_entry_covers(tmp_path, capsys, torch, before):
+    # The baseline passed: whether the entry's range leaves its torch out (PASS there) or covers it
+    # (its pass read "fixed upstream"), that pass contradicts the entry, and a new bug of the
+    # candidate's release with the entry's signature would otherwise be gated green.
+    entry = {"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}
+    matrix = catalogue_matrix(tmp_path / "matrix.yaml", [{**entry, "torch": torch} if torch else entry])
     code = gate(
         tmp_path,
         report([case("c1", "PASS")], **BASE),
@@ -365,12 +367,24 @@ def test_pass_becoming_a_known_failure_is_a_regression_unless_the_entry_covered_
         "--matrix",
         str(matrix),
     )
-    captured = capsys.readouterr()
-    if passes:
-        assert code == 0 and "1 case(s) known failure" in captured.out
-    else:
-        assert code == 1
-        assert "regression: 1 case PASS -> XFAIL" in captured.out
+    out = capsys.readouterr().out
+    assert code == 1 and f"regression: 1 case {before} -> XFAIL" in out
+    assert "known failure" not in out.split("note:")[0].splitlines()[0]
+
+
+def test_a_known_failure_the_baseline_had_too_is_excused(tmp_path, capsys):
+    matrix = catalogue_matrix(
+        tmp_path / "matrix.yaml",
+        [{"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}],
+    )
+    code = gate(
+        tmp_path,
+        report([case("c1", "MISMATCH", OFF), case("c2", "PASS")], **BASE),
+        report([case("c1", "MISMATCH", OFF), case("c2", "PASS")], **CAND),
+        "--matrix",
+        str(matrix),
+    )
+    assert code == 0 and "gate passed" in capsys.readouterr().out
 
 
 def test_candidate_cannot_choose_its_catalogue_by_naming_another_matrix(tmp_path, capsys):
@@ -401,10 +415,14 @@ def test_candidate_matrix_named_by_both_reports_is_the_catalogue(tmp_path, capsy
     )
     digest = load_spec(matrix).digest
     same = dict(matrix_path=str(matrix), matrix_hash=digest)
-    baseline = report([case("c1", "PASS"), case("c2", "PASS")], **same, **BASE)
+    # The baseline failed as the entry predicts, in other words: the same known failure.
+    baseline = report([case("c1", "PASS"), case("c2", "MISMATCH", OLD_WORDS)], **same, **BASE)
     candidate = report([case("c1", "PASS"), _xfail("c2")], **same, **CAND)
     assert gate(tmp_path, baseline, candidate) == 0
-    assert "1 case(s) known failure" in capsys.readouterr().out
+    assert "gate passed" in capsys.readouterr().out
+    # Without the catalogue the two signatures are two failures.
+    assert gate(tmp_path, baseline, report([case("c1", "PASS"), case("c2", "MISMATCH", OFF)], **CAND)) == 1
+    assert "signature changed: 1 case" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("params", [[1, 2], None, "x"])
@@ -441,7 +459,7 @@ def test_signature_that_is_not_text_with_a_catalogue_is_exit_2(tmp_path, capsys)
     ],
 )
 def test_a_known_failure_made_of_harness_words_is_a_usage_error(tmp_path, capsys, signature):
-    with pytest.raises(MatrixError, match=r"known_failures\[0\]\.signature.*names no root cause"):
+    with pytest.raises(MatrixError, match=r"known_failures\[0\]\.signature.*(names no root cause|the harness writes)"):
         Catalogue.from_entries([{"match": {"kernel": "my_fp8"}, "signature": signature}], tmp_path / "matrix.yaml")
     matrix = tmp_path / "matrix.yaml"
     matrix.write_text(
@@ -472,7 +490,7 @@ def test_a_pass_that_fails_under_the_same_torch_release_is_never_known(tmp_path,
     assert gate(tmp_path, baseline, candidate, "--matrix", str(matrix)) == 1
     out = capsys.readouterr().out
     assert "regression: 1 case" in out and "(case c2))" in out and "same torch release (2.13.0)" in out, out
-    # Another release: the entry covers both runs, so the failure is the known one.
+    # Another release: the baseline's pass contradicts the entry all the same.
     assert (
         gate(
             tmp_path,
@@ -481,8 +499,9 @@ def test_a_pass_that_fails_under_the_same_torch_release_is_never_known(tmp_path,
             "--matrix",
             str(matrix),
         )
-        == 0
-    ), capsys.readouterr()
+        == 1
+    )
+    assert "the baseline's pass contradicts the entry" in capsys.readouterr().out
 
 
 # -- the same gate inside pytest -------------------------------------------------------------------

@@ -15,10 +15,12 @@ Applied to a record:
 - a pass that an entry covers becomes FIXED_UPSTREAM (retire the entry);
 - a failure with another signature stays a failure; the record notes which entry it missed.
 
-A signature must name a root cause: one that normalises to fewer than MIN_SIGNATURE_CHARS
-characters (" ", "M"), or that is made only of words the harness itself writes into signatures
-("values off the reference", "eager+compiled", "InductorError": HARNESS_WORDS), would be a
-substring of every failure of its kind, and is a MatrixError naming the file and the key.
+A signature must name a root cause. It is judged by what it would match: one that normalises to
+fewer than MIN_SIGNATURE_CHARS characters (" ", "M"), that is a part of a text the harness writes
+into every signature of a kind (verdict/signature_text.py: "off the refer", "MISMATCH: eager
+val", "InductorError: "), or that is made only of words the harness writes ("values off the
+reference", "eager+compiled": HARNESS_WORDS) would match every failure of its kind, and is a
+MatrixError naming the file and the key.
 
 No torch import here: the gate applies the catalogue to reports on machines without torch.
 """
@@ -35,6 +37,7 @@ from packaging.version import InvalidVersion, Version
 
 from ..verdict import outcome as oc
 from ..verdict.outcome import normalise_message
+from ..verdict.signature_text import templates
 from .case_params import matches
 from .errors import MatrixError
 
@@ -153,7 +156,8 @@ _CLASS_PREFIX = re.compile(r"^(?:" + "|".join(sorted(oc.FAILURES, key=len, rever
 
 def check_entries(path, entries: Iterable[Mapping]) -> None:
     """MatrixError (naming `path` and the key) for an entry whose signature would match nearly
-    any failure: too short, or nothing beyond its outcome class ("MISMATCH")."""
+    any failure: too short, nothing beyond its outcome class ("MISMATCH"), a part of a harness
+    template, or only harness words (see the module docstring)."""
     for i, entry in enumerate(entries):
         signature = entry.get("signature") if isinstance(entry, Mapping) else None
         if not isinstance(signature, str):
@@ -167,6 +171,16 @@ def check_entries(path, entries: Iterable[Mapping]) -> None:
                 f"{signature!r} is {len(meaningful)} character(s) once normalised ({meaningful!r}): it would match"
                 f" nearly every failure; give at least {MIN_SIGNATURE_CHARS} characters of the expected signature",
             )
+        template = _template_holding(signature)
+        if template is not None:
+            raise MatrixError(
+                path,
+                f"known_failures[{i}].signature",
+                f"{signature!r} is a part of {template!r}, text the harness writes into every signature of"
+                f" its kind (or goes fewer than {MIN_SIGNATURE_CHARS} characters beyond it): it would match every"
+                " such failure, whatever its cause; give the error's own type and message (e.g."
+                " 'LoweringException: AssertionError')",
+            )
         if not [w for w in _WORD.findall(_normalised(signature)) if w.lower() not in HARNESS_WORDS]:
             raise MatrixError(
                 path,
@@ -175,6 +189,43 @@ def check_entries(path, entries: Iterable[Mapping]) -> None:
                 " it names no root cause; give the error's own type and message (e.g. 'LoweringException:"
                 " AssertionError'), not the outcome or the side",
             )
+
+
+# The harness's own signature text, whole (signature_text.templates), normalised as entries are.
+_TEMPLATES = tuple(dict.fromkeys(_normalised(t) for t in templates(oc.FAILURES)))
+
+
+# Shorter overlaps with a template's end are ordinary words' letters, not the template.
+_MIN_OVERLAP = 3
+
+
+def _template_holding(signature: str) -> str | None:
+    """The harness template that `signature` is a part of (so that it matches what every
+    signature carrying that template holds), or None. Judged as entries match, as a substring of
+    the normalised text: a word cut short ("off the refer") is caught, and so is an entry that is
+    mostly a template with a few characters beyond it ("InductorError: L", "ductorError: Lo"),
+    where what lies beyond the template is under MIN_SIGNATURE_CHARS."""
+    wanted = _normalised(signature).strip()
+    if not wanted:
+        return None
+    inside = next((t for t in _TEMPLATES if wanted in t), None)
+    if inside is not None:
+        return inside
+    for template in _TEMPLATES:
+        left = _overlap(template, wanted)
+        right = _overlap(wanted, template)
+        rest = wanted[left : len(wanted) - right] if left + right < len(wanted) else ""
+        if (left or right) and len("".join(rest.split())) < MIN_SIGNATURE_CHARS:
+            return template
+    return None
+
+
+def _overlap(first: str, second: str) -> int:
+    """The length of the longest end of `first` that `second` starts with (0 under _MIN_OVERLAP)."""
+    for size in range(min(len(first), len(second)), _MIN_OVERLAP - 1, -1):
+        if first.endswith(second[:size]):
+            return size
+    return 0
 
 
 def torch_release(version: str) -> Version | None:

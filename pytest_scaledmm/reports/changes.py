@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from .causes import example_line
 from .compare import OK, Transition, category
 from .replay import shown_cause
+from .sides import worse_sides
 
 
 @dataclass(frozen=True)
@@ -22,15 +23,18 @@ class Change:
     before: str  # outcome class before, "-" for no record
     after: str
     cause: str  # the failing side's root cause as shown ("" when neither side fails)
+    sides: str = ""  # the sides that did worse, for a case failing in both ("" otherwise)
 
     @property
     def key(self) -> tuple:
-        return (self.kind, self.before, self.after, self.cause)
+        return (self.kind, self.before, self.after, self.sides, self.cause)
 
     @property
     def text(self) -> str:
-        """`PASS -> MISMATCH: kernel k: values off the reference by one constant factor`."""
-        return f"{self.before} -> {self.after}" + (f": {self.cause}" if self.cause else "")
+        """`PASS -> MISMATCH: kernel k: values off the reference by one constant factor`;
+        `MISMATCH -> MISMATCH (compiled: passed -> raised InductorError): ...` for a side."""
+        sides = f" ({self.sides})" if self.sides else ""
+        return f"{self.before} -> {self.after}{sides}" + (f": {self.cause}" if self.cause else "")
 
 
 def failing_record(t: Transition) -> Mapping | None:
@@ -45,7 +49,10 @@ def change_of(t: Transition, kind: str | None = None) -> Change:
     """The change a transition is (`kind`: instead of the transition's own, as the gate's
     "worse" is)."""
     cause = shown_cause(t.root_cause, (t.before_outcome, t.after_outcome)) if t.root_cause else ""
-    return Change(kind or t.kind, t.before_outcome, t.after_outcome, cause)
+    # Which side did worse says what changed only when the case failed before too.
+    failed_before = t.before is not None and category(t.before["outcome"]) != OK
+    sides = "; ".join(worse_sides(t.before, t.after)) if failed_before and t.before and t.after else ""
+    return Change(kind or t.kind, t.before_outcome, t.after_outcome, cause, sides)
 
 
 def example_of(t: Transition) -> str:

@@ -3,7 +3,8 @@
 Columns are environments (one report each: a torch version, a runner, an arch). Between two
 neighbouring columns a case can:
 
-- regress: it passed, now it fails;
+- regress: it passed, now it fails; or it fails in both and one side does worse (a compiled side
+  that passed now raises, an eager side off now non-finite, a new error type: reports/sides.py);
 - be fixed: it failed, now it passes;
 - change signature: it fails in both, differently (another outcome class or signature);
 - gain or lose a capability: unsupported or skipped on one side, run on the other. Never a
@@ -35,6 +36,7 @@ from ..records import CaseRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
 from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
+from .sides import worse_sides
 
 # Outcome categories.
 OK, FAILING, KNOWN, ABSENT = "ok", "failing", "known", "absent"
@@ -84,13 +86,21 @@ def category(outcome: str | None, strict: bool = True) -> str | None:
 
 
 def _failure_key(record: CaseRecord) -> tuple:
+    """(outcome class, what the failure is): its signature, or for an expected failure the
+    catalogue entry it matched, so that one known bug whose message is worded anew is the same
+    failure (each side's own outcome is compared apart: sides.worse_sides)."""
     outcome: str | None = record["outcome"]
+    what: object = record.get("signature")
     if outcome == oc.XFAIL:
-        outcome = (record.get("known_failure") or {}).get("original_outcome", outcome)
+        known_failure = record.get("known_failure") or {}
+        outcome = known_failure.get("original_outcome", outcome)
+        entry = known_failure.get("entry")
+        if type(entry) is int:
+            what = ("known failure", entry)
     known = oc.outcome_class(outcome)
     if known is not None and known.same_failure_as:
         outcome = known.same_failure_as
-    return outcome, record.get("signature")
+    return outcome, what
 
 
 def classify(before: CaseRecord | None, after: CaseRecord | None, strict: bool = True) -> str | None:
@@ -117,7 +127,11 @@ def classify(before: CaseRecord | None, after: CaseRecord | None, strict: bool =
         return {OK: None, FAILING: REGRESSION, KNOWN: KNOWN_FAILURE}[now]
     if now == OK:
         return FIX
-    # Failing on both sides (known or not): the same failure is no news.
+    # Failing in both (known or not): a side doing worse is a regression whatever the combined
+    # class says (a compiled side raising behind an old eager mismatch); else the same failure
+    # is no news.
+    if worse_sides(before, after):
+        return REGRESSION
     return None if _failure_key(before) == _failure_key(after) else SIGNATURE_CHANGED
 
 

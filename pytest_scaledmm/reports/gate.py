@@ -1,10 +1,15 @@
 """The upgrade gate: a candidate report against a baseline -> pass, or fail with the reasons.
 
 It fails closed: what it cannot back is a failure. One reason line each when
-- a case newly fails: it passed in the baseline and fails now (regression), also when the
-  catalogue expects the failure but its entry did not cover the baseline's run; it fails in both
-  with another outcome class or signature (a new failure hiding behind an old one); it fails and
-  the baseline has no record of it, or did not run it (UNSUPPORTED, SKIPPED);
+- a case newly fails: it passed in the baseline and fails now (regression), also when a
+  catalogue entry expects the failure (the baseline's pass contradicts it); it fails in both and
+  a side does worse (reports/sides.py: a compiled side that passed now raises behind an old eager
+  mismatch, a new error type), or with another outcome class or signature (a new failure hiding
+  behind an old one); it fails and the baseline has no record of it, or did not run it
+  (UNSUPPORTED, SKIPPED);
+- a case fails the same way in both, by more: a measure its checks record (error/bound, max
+  abs and rel error, off elements, rows, columns, non-finite elements: MEASURES) grew past its
+  factor on a side (waived by `allow_worse`);
 - a run is incomplete (`session.complete` false, or its counts of generated and recorded cases
   disagree with its records), or cases of the baseline are missing from the candidate;
 - a report contradicts itself: its summary is not the count of its records' outcomes, a passing
@@ -167,48 +172,69 @@ def _group_reasons(transitions: list[Transition], limit: int) -> list[str]:
     return reasons
 
 
+# What a failed check records of how far it is off, and the factor past which the same failure
+# counts as worse: error measures by WORSE_RATIO, counts of elements, rows and columns by
+# WORSE_COUNT. A band's width from `where` stands in for the row and column counts of a report
+# written before they were recorded.
+MEASURES = {
+    "error/bound": ("ratio", WORSE_RATIO),
+    "max abs error": ("max_abs", WORSE_RATIO),
+    "max rel error": ("max_rel", WORSE_RATIO),
+    "off elements": ("off_elements", WORSE_COUNT),
+    "off rows": ("off_rows", WORSE_COUNT),
+    "off columns": ("off_columns", WORSE_COUNT),
+    "non-finite elements": ("nonfinite", WORSE_COUNT),
+}
 _BAND = re.compile(r"\b(rows|columns) (\d+)-(\d+) of \d+")
 
 
-def _how_bad(record: Mapping | None) -> dict[str, float]:
-    """How far a failing record is off, per measure, over its failed checks: error/bound (the
-    largest ratio), off elements (a count a check records) and the width of a band of off rows
-    or columns (from its `where`)."""
+def _failed_check(record: Mapping | None, side: str) -> Mapping | None:
+    checks = (record or {}).get("errors")
+    check = checks.get(side) if isinstance(checks, Mapping) else None
+    return check if isinstance(check, Mapping) and check.get("ok") is False else None
+
+
+def _how_bad(check: Mapping) -> dict[str, float]:
+    """How far one failed check is off, per measure (MEASURES) it records."""
     found: dict[str, float] = {}
-    checks = (record or {}).get("errors") or {}
-    for side in ("eager", "compiled"):
-        check = checks.get(side)
-        if not isinstance(check, Mapping) or check.get("ok") is not False:
-            continue
-        values = {"error/bound": number(check.get("ratio"))}
-        for key in ("off_elements", "off"):
-            if type(check.get(key)) is int:
-                values["off elements"] = float(check[key])
-        band = _BAND.search(check.get("where") or "") if isinstance(check.get("where"), str) else None
-        if band:
-            values[f"off {band.group(1)}"] = float(int(band.group(3)) - int(band.group(2)) + 1)
-        for measure, value in values.items():
-            if value is not None and not math.isnan(value):
-                found[measure] = max(found.get(measure, value), value)
+    for measure, (key, _) in MEASURES.items():
+        value = check.get(key)
+        value = (
+            float(value) if type(value) is int else number(value) if key in ("ratio", "max_abs", "max_rel") else None
+        )
+        if value is not None and not math.isnan(value):
+            found[measure] = value
+    where = check.get("where")
+    band = _BAND.search(where) if isinstance(where, str) else None
+    if band and f"off {band.group(1)}" not in found:
+        found[f"off {band.group(1)}"] = float(int(band.group(3)) - int(band.group(2)) + 1)
     return found
 
 
 def _growth(before: Mapping | None, after: Mapping | None) -> list[str]:
-    """Each measure that grew past its factor, as "error/bound 1e+04 -> 6e+06 (x600)"; a
-    measure the baseline's record has and the candidate's lost (or made NaN) cannot be shown
-    not to have grown."""
-    was, now = _how_bad(before), _how_bad(after)
-    grown = [
-        f"{measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
-        for measure in sorted(set(was) - set(now))
-    ]
-    for measure in sorted(set(was) & set(now)):
-        old, new = was[measure], now[measure]
-        factor = WORSE_RATIO if measure == "error/bound" else WORSE_COUNT
-        if old >= 0 and new > old * factor and new > old:
-            times = "inf" if math.isinf(new) or old == 0 else f"{new / old:.3g}"
-            shown = (lambda v: f"{v:.3g}") if measure == "error/bound" else (lambda v: f"{v:g}")
-            grown.append(f"{measure} {shown(old)} -> {shown(new)} (x{times})")
+    """Each measure of a side failing in both records that grew past its factor, as "compiled
+    off elements 1 -> 512 (x512)"; a measure the baseline's check has and the candidate's lost
+    (or made NaN) cannot be shown not to have grown. A side that passes now did not grow; one
+    that raises now is worse by reports/sides.py."""
+    grown = []
+    for side in ("eager", "compiled"):
+        old_check, new_check = _failed_check(before, side), _failed_check(after, side)
+        if old_check is None or new_check is None:
+            continue
+        was, now = _how_bad(old_check), _how_bad(new_check)
+        grown += [
+            f"{side} {measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
+            for measure in MEASURES
+            if measure in was and measure not in now
+        ]
+        for measure in MEASURES:
+            if measure not in was or measure not in now:
+                continue
+            old, new = was[measure], now[measure]
+            if old >= 0 and new > old * MEASURES[measure][1] and new > old:
+                times = "inf" if math.isinf(new) or old == 0 else f"{new / old:.3g}"
+                shown = (lambda v: f"{v:g}") if measure.startswith(("off", "non-finite")) else (lambda v: f"{v:.3g}")
+                grown.append(f"{side} {measure} {shown(old)} -> {shown(new)} (x{times})")
     return grown
 
 
@@ -399,18 +425,6 @@ def _same_report(baseline: Mapping, candidate: Mapping) -> bool:
     return _canonical(baseline) == _canonical(candidate)
 
 
-def _covered_in_baseline(t: Transition, catalogue, environment: Mapping) -> bool:
-    """A pass that now fails as an entry predicts is no news only when that same entry covered
-    the case in the baseline's run too (its pass there read "fixed upstream")."""
-    if t.before is None or t.after is None:
-        return False
-    index = (t.after.get("known_failure") or {}).get("entry")
-    if not catalogue or type(index) is not int or not 0 <= index < len(catalogue.entries):
-        return False
-    entry = catalogue.entries[index]
-    return entry.covers(t.before.get("params") or {}, environment.get("torch"), environment.get("arch"))
-
-
 @dataclass(frozen=True)
 class Finding:
     """One line of the gate's verdict. A reason fails the gate, unless `opt_in` names an opt-in
@@ -460,8 +474,7 @@ class Judgement:
     comparison: Comparison
     by_kind: dict[str, list[Transition]]
     strict: bool
-    known: list[Transition]  # fail now as an entry predicts that covered the baseline's run too
-    newly_known: list[Transition]  # the same, but the entry did not cover the baseline's run
+    newly_known: list[Transition]  # passed in the baseline, fail now as an entry predicts
     same_release: bool
 
 
@@ -569,19 +582,12 @@ def _restore(ctx: GateContext) -> tuple[list[tuple[Path, Report]], list[Finding]
 
 def _judge(ctx: GateContext, comparison: Comparison) -> Judgement:
     by_kind = comparison.by_kind()
-    # A pass that fails now as the catalogue predicts: known only when the entry covered the
-    # baseline's run too; otherwise it is the regression it is.
-    baseline_env = ctx.baseline[1].get("environment") or {}
-    known: list[Transition] = []
-    newly_known: list[Transition] = []
-    # A pass that fails under the same torch release was broken by the kernel, not by torch.
+    # A pass that now fails as a catalogue entry predicts is a regression all the same: the
+    # baseline's pass contradicts the entry, so it cannot be the failure the entry was written for.
     release = _release(ctx.baseline[1])
     same_release = release is not None and release == _release(ctx.candidate[1])
-    for t in by_kind[KNOWN_FAILURE]:
-        covered = not same_release and _covered_in_baseline(t, ctx.catalogue, baseline_env)
-        (known if covered else newly_known).append(t)
     strict = comparison.columns[-1].strict
-    return Judgement(ctx, comparison, by_kind, strict, known, newly_known, same_release)
+    return Judgement(ctx, comparison, by_kind, strict, list(by_kind[KNOWN_FAILURE]), same_release)
 
 
 def _common_check(j: Judgement) -> list[Finding]:
@@ -712,10 +718,10 @@ def _change_notes(j: Judgement) -> list[Finding]:
         )
     elif j.newly_known:
         notes.append(
-            f"{len(j.newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts;"
-            " the entry did not cover the baseline's run, so they count as regressions"
+            f"{len(j.newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts:"
+            " the baseline's pass contradicts the entry, so they count as regressions"
         )
-    kinds = ((KNOWN_FAILURE, j.known), (FIX, j.by_kind[FIX]), (CAPABILITY_GAINED, j.by_kind[CAPABILITY_GAINED]))
+    kinds = ((FIX, j.by_kind[FIX]), (CAPABILITY_GAINED, j.by_kind[CAPABILITY_GAINED]))
     notes += [f"{len(members)} case(s) {kind}" for kind, members in kinds if members]
     return [_note(n) for n in notes]
 

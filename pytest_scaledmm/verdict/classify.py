@@ -31,6 +31,7 @@ from .outcome import (
     signature_of,
 )
 from .refusals import judge, outside_declared_support
+from .signature_text import ACCEPTS, FALLBACK_SIGNATURE, OFF_THE_REFERENCE
 
 
 def plain_names(qualified: str) -> set:
@@ -72,7 +73,7 @@ def problem_of(check: dict) -> str:
     what the off elements share (off_pattern.py)."""
     if check.get("problem"):
         return check["problem"]
-    return "values off the reference" + (f" {check['pattern']}" if check.get("pattern") else "")
+    return OFF_THE_REFERENCE + (f" {check['pattern']}" if check.get("pattern") else "")
 
 
 # A symbolic size (s?, from a dynamic-shape compile) is a size like any other in a cause: one
@@ -84,11 +85,6 @@ def cause_of(error: ErrorInfo) -> str:
     """The root cause an error stands for: its signature, symbolic sizes read as sizes, cut
     shorter than a signature so that both spellings of one message cut at the same place."""
     return _SYMBOLIC.sub("N", signature_of(error))[:200].rstrip()
-
-
-# The root cause of every case whose compiled side accepts what eager refuses: one behaviour of
-# the compiler, whatever eager refused (the refusals are its `met`).
-ACCEPTS = "compiled accepts what eager refuses"
 
 
 def invalid_input(kernel, params: Mapping | None) -> bool:
@@ -196,7 +192,7 @@ def classify(
     if compiled_graph_calls == 0:
         return Outcome(
             FALLBACK,
-            "FALLBACK: the compiled function ran no compiled graph",
+            FALLBACK_SIGNATURE,
             "dynamo",
             "torch.compile returned eager results without running a compiled graph",
         )

@@ -8,6 +8,8 @@ import math
 
 import torch
 
+from .signature_text import COLUMN_BAND, CONSTANT_FACTOR, NONFINITE_PATTERN, ROW_BAND
+
 # A band of rows or columns is off when at least this share of its elements is off, and none
 # outside it: a misread scale block looks like that, scattered rounding errors never do.
 BAND_DENSITY = 0.9
@@ -38,7 +40,7 @@ def off_pattern(got, value, tol, diff, finite_ref) -> dict:
     nonfinite = finite_ref & ~torch.isfinite(got)
     if bool(nonfinite.any()):
         return {
-            "pattern": "non-finite where the reference is finite",
+            "pattern": NONFINITE_PATTERN,
             "where": f"{int(nonfinite.sum())} of {nonfinite.numel()} elements non-finite",
         }
     usable = finite_ref & torch.isfinite(got) & (value.abs() > tol)
@@ -48,14 +50,14 @@ def off_pattern(got, value, tol, diff, finite_ref) -> dict:
             # Twice the bound: the median ratio is itself off by up to one output rounding.
             rescaled = (got - factor * value).abs() <= 2 * tol * abs(factor)
             if bool(rescaled[finite_ref].all()):
-                return {"pattern": "by one constant factor", "where": f"output = {factor:.4g} x reference"}
+                return {"pattern": CONSTANT_FACTOR, "where": f"output = {factor:.4g} x reference"}
     if got.dim() != 2:
         return found
     off = diff > tol
     columns = _band(off.any(dim=0), off.float().mean(dim=0) >= BAND_DENSITY)
     rows = _band(off.any(dim=1), off.float().mean(dim=1) >= BAND_DENSITY)
     if columns and not rows:
-        found = {"pattern": "in a band of columns", "where": f"columns {columns[0]}-{columns[1]} of {off.shape[1]}"}
+        found = {"pattern": COLUMN_BAND, "where": f"columns {columns[0]}-{columns[1]} of {off.shape[1]}"}
     elif rows and not columns:
-        found = {"pattern": "in a band of rows", "where": f"rows {rows[0]}-{rows[1]} of {off.shape[0]}"}
+        found = {"pattern": ROW_BAND, "where": f"rows {rows[0]}-{rows[1]} of {off.shape[0]}"}
     return found

@@ -17,6 +17,13 @@ from .draw import FP8_TORCH_NAMES, CaseInputs, expand_scale, expected_shape, sca
 from .grouped import group_products, group_sizes
 from .microscaling import operand_values
 from .off_pattern import off_pattern
+from .signature_text import (
+    FINITE_FROM_EAGER,
+    INFINITIES_FROM_EAGER,
+    NAN_POSITIONS_FROM_EAGER,
+    NONFINITE_POSITIONS,
+    WRONG_SIGN_INFINITIES,
+)
 
 # The error bound of one output element (see reference()), per element i, j:
 #   slack * (c_acc * u_acc * sqrt(min(K, L)) * e_ij + C_EP * U32 * (|dot_ij| + |bias_j|)
@@ -251,6 +258,22 @@ def _relative(max_abs: float, scale: float) -> float:
     return 0.0 if max_abs == 0 else math.inf
 
 
+def off_counts(got, diff, tol, finite_ref) -> dict[str, int]:
+    """How much of an output is off, as counts the gate compares between runs (one NaN becoming
+    all NaN has error/bound inf on both sides): the elements, those past the bound, the rows and
+    columns holding any (leading dimensions folded into rows), and the non-finite elements where
+    the reference is finite."""
+    off = diff > tol
+    lines = off.reshape(-1, off.shape[-1]) if off.dim() >= 2 else off.reshape(1, -1)
+    return {
+        "elements": int(off.numel()),
+        "off_elements": int(off.sum()),
+        "off_rows": int(lines.any(dim=1).sum()) if lines.numel() else 0,
+        "off_columns": int(lines.any(dim=0).sum()) if lines.numel() else 0,
+        "nonfinite": int((finite_ref & ~torch.isfinite(got)).sum()),
+    }
+
+
 def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
     """How far one output is from the reference; ratio = max |out - value| / tolerance, > 1 is
     outside it. Where the reference is non-finite (an inf or nan scale) the output must be
@@ -277,13 +300,17 @@ def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
     ratio = (diff / tol).max().item() if diff.numel() else 0.0
     max_abs = diff.max().item() if diff.numel() else 0.0
     scale = safe.abs().max().item() if diff.numel() else 0.0
-    result = {"ok": ratio <= 1.0, "ratio": ratio, "max_abs": max_abs, "max_rel": _relative(max_abs, scale)}
+    result = {
+        "ok": ratio <= 1.0,
+        "ratio": ratio,
+        "max_abs": max_abs,
+        "max_rel": _relative(max_abs, scale),
+        **off_counts(got, diff, tol, finite_ref),
+    }
     if ratio > 1.0 and not (finite_there.any() or wrong_sign.any()):
         result.update(off_pattern(got, safe, tol, diff, finite_ref))
     if finite_there.any() or wrong_sign.any():
-        result["problem"] = (
-            "non-finite positions differ from the reference" if finite_there.any() else "infinities of the wrong sign"
-        )
+        result["problem"] = NONFINITE_POSITIONS if finite_there.any() else WRONG_SIGN_INFINITIES
         result["nonfinite_expected"] = int((~finite_ref).sum())
     result["bound"] = dict(ref.bound) if ref.bound else {"model": "given by the caller"}
     return result
@@ -302,9 +329,9 @@ def parity(eager_out, compiled_out, tolerance, expected_shape, expected_dtype, b
     c = compiled_out.detach().to("cpu", torch.float64).reshape(tolerance.shape)
     counts = {"nan": int(torch.isnan(e).sum()), "inf": int(torch.isinf(e).sum())}
     if not torch.equal(torch.isnan(e), torch.isnan(c)):
-        return {"ok": False, "problem": "NaN positions differ from eager", "ratio": math.inf, **counts, **extra}
+        return {"ok": False, "problem": NAN_POSITIONS_FROM_EAGER, "ratio": math.inf, **counts, **extra}
     if not torch.equal(torch.where(torch.isinf(e), e, 0.0), torch.where(torch.isinf(c), c, 0.0)):
-        return {"ok": False, "problem": "infinities differ from eager", "ratio": math.inf, **counts, **extra}
+        return {"ok": False, "problem": INFINITIES_FROM_EAGER, "ratio": math.inf, **counts, **extra}
     finite = torch.isfinite(e)
     diff = torch.where(finite, (e - c).abs(), torch.zeros_like(e))
     ratio = (diff / (2 * tolerance)).max().item() if diff.numel() else 0.0
@@ -321,5 +348,5 @@ def parity(eager_out, compiled_out, tolerance, expected_shape, expected_dtype, b
         **extra,
     }
     if not ok:
-        result["problem"] = "finite values differ from eager"
+        result["problem"] = FINITE_FROM_EAGER
     return result

@@ -1,0 +1,68 @@
+"""The fixed text the harness writes into signatures: check problems, off patterns, the MISMATCH
+and other class templates, and the wrappers every compiled-side error comes in.
+
+The verdict writes its signatures from these names, and the known-failure catalogue refuses an
+entry whose signature is a part of one of them (known_failures.check_entries): such an entry
+would match every failure of a class, whatever bug it was written for. Only the standard library.
+"""
+
+from __future__ import annotations
+
+# What a check's off elements share (off_pattern.py).
+NONFINITE_PATTERN = "non-finite where the reference is finite"
+CONSTANT_FACTOR = "by one constant factor"
+COLUMN_BAND = "in a band of columns"
+ROW_BAND = "in a band of rows"
+OFF_PATTERNS = (NONFINITE_PATTERN, CONSTANT_FACTOR, COLUMN_BAND, ROW_BAND)
+
+# A failed check's own problem, when it has one (reference.py).
+NONFINITE_POSITIONS = "non-finite positions differ from the reference"
+WRONG_SIGN_INFINITIES = "infinities of the wrong sign"
+NAN_POSITIONS_FROM_EAGER = "NaN positions differ from eager"
+INFINITIES_FROM_EAGER = "infinities differ from eager"
+FINITE_FROM_EAGER = "finite values differ from eager"
+CHECK_PROBLEMS = (
+    NONFINITE_POSITIONS,
+    WRONG_SIGN_INFINITIES,
+    NAN_POSITIONS_FROM_EAGER,
+    INFINITIES_FROM_EAGER,
+    FINITE_FROM_EAGER,
+    "not a Tensor",
+    ", expected ",
+)
+
+OFF_THE_REFERENCE = "values off the reference"
+MISMATCH_SIDES = ("eager", "compiled", "eager+compiled")
+ACCEPTS = "compiled accepts what eager refuses"
+FALLBACK_SIGNATURE = "FALLBACK: the compiled function ran no compiled graph"
+
+# The exceptions every compiled-side error is wrapped in, as signatures name them.
+ERROR_WRAPPERS = (
+    "InductorError",
+    "BackendCompilerFailed",
+    "TorchRuntimeError",
+    "TorchDynamoException",
+    "InternalTorchDynamoError",
+    "Unsupported",
+    "Observed",
+)
+
+
+def templates(failure_classes: tuple[str, ...]) -> tuple[str, ...]:
+    """Every fixed text a signature can be made of, whole: what no known-failure entry may be a
+    part of. `failure_classes`: the outcome classes that fail (outcome.FAILURES)."""
+    problems = [OFF_THE_REFERENCE + (f" {p}" if p else "") for p in ("", *OFF_PATTERNS)] + list(CHECK_PROBLEMS)
+    mismatches = [f"MISMATCH: {sides} {problem}" for sides in MISMATCH_SIDES for problem in problems]
+    wrappers = [f"{w}{tail}" for w in ERROR_WRAPPERS for tail in (": ", " <- ")]
+    classes = [f"{name}: " for name in failure_classes]
+    sides = [f"eager {w}" for w in wrappers] + [f" <> compiled {w}" for w in wrappers] + [" <> compiled "]
+    return (
+        *mismatches,
+        *OFF_PATTERNS,
+        *wrappers,
+        *classes,
+        *sides,
+        f"{ACCEPTS}: ",
+        f"{ACCEPTS}, with ",
+        FALLBACK_SIGNATURE,
+    )
