@@ -163,3 +163,51 @@ def test_catch_all_signature_stops_the_run_before_any_case(matrix_project):
     errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
     assert len(errors) == 1 and "matrix.yaml" in errors[0] and "known_failures[0].signature" in errors[0], errors
     assert "xfailed" not in result.stdout.str() and "Traceback" not in result.stderr.str()
+
+
+# -- judged by what it would match, not its words ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "values off the ref",  # a word cut short: no harness word, still a part of the template
+        "off the refer",
+        "MISMATCH: eager val",
+        "ence by one constant",
+        "reference in a band of col",
+        "InductorError: L",  # the wrapper of every compiled error and one letter beyond it
+        "ductorError: Lo",
+        "Unsupported <- Obs",
+    ],
+)
+def test_a_signature_that_is_a_part_of_a_harness_template_is_refused(tmp_path, signature):
+    path = catalogue_matrix(tmp_path / "matrix.yaml", [{"match": {"mode": "aot_eager"}, "signature": signature}])
+    with pytest.raises(MatrixError, match=r"the harness writes into every signature") as excinfo:
+        Catalogue.from_spec(load_spec(path))
+    assert excinfo.value.key == "known_failures[0].signature" and str(path) in str(excinfo.value)
+
+
+@pytest.mark.parametrize(
+    "signature",
+    [
+        "LoweringException: AssertionError",
+        "InductorError <- LoweringException: AssertionError",
+        "mat_b must be col_major",
+        "Unsupported <- ObservedRuntimeError: raised exception RuntimeError('lowering failed')",
+    ],
+)
+def test_a_signature_naming_its_cause_is_accepted(tmp_path, signature):
+    path = catalogue_matrix(tmp_path / "matrix.yaml", [{"match": {"mode": "aot_eager"}, "signature": signature}])
+    assert len(Catalogue.from_spec(load_spec(path)).entries) == 1
+
+
+def test_a_truncated_harness_word_no_longer_excuses_every_mismatch(matrix_project):
+    # "values off the ref" passed the word guard and made every MISMATCH of the kernel XFAIL.
+    entry = {"match": {"kernel": "ignores_scale_b"}, "signature": "values off the ref"}
+    matrix_project.write_matrix(matrix_text([planted("ignores_scale_b")], known_failures=[entry]))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and "known_failures[0].signature" in errors[0], errors
+    assert "xfailed" not in result.stdout.str()
