@@ -4,8 +4,9 @@ and no request, every heatmap cell opens the panel of its cases, each copy butto
 case's replay command as the report's data gives it, and a report whose every string holds
 markup and script runs none of it.
 
-Without Chromium or the `playwright` package these tests skip, saying which is missing;
-SCALEDMM_REQUIRE_BROWSER=1 (set by .ci/run) makes a missing one a failure instead."""
+Without Chromium (`chromium` on the PATH, or SCALEDMM_CHROMIUM) or the `playwright` package these
+tests skip, saying which is missing; SCALEDMM_REQUIRE_BROWSER=1 (set by .ci/run) makes a missing
+one a failure instead."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from reports_factory import DATA, case, report, write
@@ -26,7 +27,7 @@ from pytest_scaledmm.reports.compare import DEFAULT_GROUP_BY, compare_reports, g
 from pytest_scaledmm.reports.replay import report_replay
 
 REPO = DATA.parent.parent
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM = os.environ.get("SCALEDMM_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # What Chromium needs as root in a container, and nothing that reaches out on its own.
 FLAGS = [
     "--headless",
@@ -42,22 +43,28 @@ FLAGS = [
 WAIT_MS = 60_000
 
 
-def _missing() -> str | None:
-    if importlib.util.find_spec("playwright") is None:
-        return 'the playwright package is not installed (pip install -e ".[browser]")'
-    if not os.access(CHROMIUM, os.X_OK):
-        return f"no Chromium at {CHROMIUM} (apt-get install chromium)"
+def _missing(chromium: str = CHROMIUM, package: str = "playwright") -> str | None:
+    """What these tests lack to run, or None."""
+    if importlib.util.find_spec(package) is None:
+        return f'the {package} package is not installed (pip install -e ".[browser]")'
+    if not os.access(chromium, os.X_OK):
+        return f"no Chromium at {chromium} (apt-get install chromium, or SCALEDMM_CHROMIUM=PATH)"
     return None
+
+
+def _without_browser(missing: str) -> NoReturn:
+    """Skip, saying what is missing; where SCALEDMM_REQUIRE_BROWSER=1 (.ci/run), fail instead."""
+    if os.environ.get("SCALEDMM_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"SCALEDMM_REQUIRE_BROWSER=1, but {missing}", pytrace=False)
+    pytest.skip(f"browser tests: {missing}")
 
 
 @pytest.fixture(scope="module")
 def browser():
     missing = _missing()
     if missing:
-        if os.environ.get("SCALEDMM_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"SCALEDMM_REQUIRE_BROWSER=1, but {missing}", pytrace=False)
-        pytest.skip(f"browser tests: {missing}")
-    from playwright.sync_api import sync_playwright  # noqa: PLC0415 (optional: the skip above)
+        _without_browser(missing)
+    from playwright.sync_api import sync_playwright  # noqa: PLC0415 (optional: skipped above without it)
 
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
@@ -65,6 +72,18 @@ def browser():
             yield chromium
         finally:
             chromium.close()
+
+
+def test_without_a_browser_the_tests_skip_here_and_fail_where_required(tmp_path, monkeypatch):
+    nowhere = str(tmp_path / "chromium")
+    assert _missing(nowhere) == f"no Chromium at {nowhere} (apt-get install chromium, or SCALEDMM_CHROMIUM=PATH)"
+    assert _missing(package="scaledmm_no_such_package").startswith("the scaledmm_no_such_package package is not")
+    monkeypatch.delenv("SCALEDMM_REQUIRE_BROWSER", raising=False)
+    with pytest.raises(pytest.skip.Exception, match=f"^browser tests: no Chromium at {nowhere} "):
+        _without_browser(_missing(nowhere))
+    monkeypatch.setenv("SCALEDMM_REQUIRE_BROWSER", "1")
+    with pytest.raises(pytest.fail.Exception, match=f"^SCALEDMM_REQUIRE_BROWSER=1, but no Chromium at {nowhere} "):
+        _without_browser(_missing(nowhere))
 
 
 @dataclass
@@ -250,11 +269,14 @@ def test_compare_page_opens_every_cell_and_copies_each_replay_command(tmp_path, 
     assert_strict_policy(seen.page)
     copied = click_every_cell(seen, paths)
     assert copied == 4 + 4 + 5  # every recorded case of every environment
-    # A link to one cell opens it.
-    cell = seen.page.evaluate(CELLS_JS)[-1]
-    seen.page.goto(f"{seen.url}#cell={cell['panel']}")
+    panels = [c["panel"] for c in seen.page.evaluate(CELLS_JS) if c["panel"]]
+    # Enter on a focused cell opens it, as a click does; and a link to one cell opens it.
+    seen.page.locator(f'.bar[data-panel="{panels[0]}"]').press("Enter")
+    seen.page.locator(f"#{panels[0]}").wait_for(state="visible")
+    assert seen.page.url.endswith(f"#cell={panels[0]}")
+    seen.page.goto(f"{seen.url}#cell={panels[-1]}")
     seen.page.reload(wait_until="load")
-    seen.page.locator(f"#{cell['panel']}").wait_for(state="visible")
+    seen.page.locator(f"#{panels[-1]}").wait_for(state="visible")
     assert_clean(seen)
 
 

@@ -9,7 +9,7 @@
   }
   document.querySelectorAll(".bar[data-panel]").forEach(function (bar) {
     bar.addEventListener("click", function () { show(bar.dataset.panel); history.replaceState(null, "", "#cell=" + bar.dataset.panel); });
-    bar.addEventListener("keydown", function (e) { if (e.key === "Enter") show(bar.dataset.panel); });
+    bar.addEventListener("keydown", function (e) { if (e.key === "Enter" || e.key === " ") { e.preventDefault(); bar.click(); } });
   });
   document.querySelectorAll("button.copy").forEach(function (btn) {
     btn.addEventListener("click", function () {
