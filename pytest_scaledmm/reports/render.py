@@ -2,14 +2,17 @@
 file with a heatmap (case groups x environments).
 
 Every string from a report is data, never markup: the HTML environment autoescapes and links
-only http(s) URLs (`safe_url`); the Markdown one escapes each printed value through `finalize`
-(`md_escape`: no link, image, HTML, emphasis, table break or autolink can come out of report
-text), and a command shown as code goes in a code span its content cannot close (`md_code`);
-the terminal table shows control characters as escapes.
+only http(s) URLs (`safe_url`), and the page's Content-Security-Policy runs its own script alone
+(by hash) and loads nothing (`CSP`); the Markdown one escapes each printed value through
+`finalize` (`md_escape`: no link, image, HTML, emphasis, table break or autolink can come out of
+report text), and a command shown as code goes in a code span its content cannot close
+(`md_code`); the terminal table shows control characters as escapes.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -40,6 +43,15 @@ from .report import root_cause_of, signature_groups
 from .summary import MET_SHOWN, sorted_out, tier_heading
 
 TEMPLATES = Path(__file__).parent / "templates"
+# The page's one script, inline (the page is one file) and allowed by its hash alone: were report
+# text ever to come out as markup, no script of it runs, and nothing loads (no image, font,
+# frame or fetch), so that opening the page makes no request. Inline styles only set colours.
+SCRIPT = (TEMPLATES / "matrix.js").read_text(encoding="utf-8")
+CSP = (
+    "default-src 'none'; "
+    f"script-src 'sha256-{base64.b64encode(hashlib.sha256(SCRIPT.encode('utf-8')).digest()).decode('ascii')}'; "
+    "style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+)
 
 OTHER_COLOUR = "#343a40"  # an outcome class this version does not know
 COUNT_ORDER = [c.name for c in oc.CLASSES]
@@ -347,6 +359,8 @@ def render_html(
             legend=legend,
             group_by=list(group_by),
             title=title,
+            csp=CSP,
+            script=SCRIPT,
         )
     )
 
