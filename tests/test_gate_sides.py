@@ -5,6 +5,7 @@ every element). Real runs of planted kernels (tests/planted_gate_kernels.py), ga
 by --scaledmm-baseline."""
 
 import pytest
+from reports_factory import BASE, CAND, case, gate, report
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
@@ -35,14 +36,51 @@ def test_compiled_side_raising_behind_an_old_eager_mismatch_is_a_regression(matr
     code, out = _gate(matrix_project, capsys)
     assert code == 1, out
     assert "regression: 1 case MISMATCH -> MISMATCH (compiled: passed -> raised " in out
-    assert main(["compare", str(matrix_project.path / "old.json"), str(matrix_project.path / "new.json")]) == 0
-    assert "regression" in capsys.readouterr().out
+    reports = [str(matrix_project.path / "old.json"), str(matrix_project.path / "new.json")]
+    markdown, html = matrix_project.path / "changes.md", matrix_project.path / "changes.html"
+    assert main(["compare", *reports, "--markdown", str(markdown), "--html", str(html)]) == 0
+    out = capsys.readouterr().out
+    assert "MISMATCH -> MISMATCH (compiled: passed -> raised " in out
+    for written in (markdown, html):
+        assert "MISMATCH → MISMATCH \\(compiled: passed -&gt; raised " in written.read_text() or (
+            "MISMATCH → MISMATCH (compiled: passed -&gt; raised " in written.read_text()
+        ), written
     # The same inside pytest: the candidate's own run against the baseline fails.
     result = matrix_project.run(
         *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "again.json", "--scaledmm-baseline", "old.json"
     )
     assert result.ret == 1
     result.stdout.fnmatch_lines(["gate FAILED: 1 case(s) newly fail in *", "*compiled: passed -> raised *"])
+
+
+def test_a_side_raising_another_message_is_a_changed_failure(matrix_project, capsys):
+    _run(matrix_project, "eager_off_compile_raises", "old.json")
+    _run(matrix_project, "eager_off_compile_raises_otherwise", "new.json")
+    code, out = _gate(matrix_project, capsys)
+    assert code == 1, out
+    assert "signature changed: 1 case MISMATCH -> MISMATCH (compiled: raised " in out
+    assert "illegal memory access" in out
+
+
+def test_later_calls_failing_behind_a_wrong_first_call_are_a_regression(matrix_project, capsys):
+    # The first eager call is off in both; in the candidate the serving loop's later calls raise.
+    _run(matrix_project, "eager_off", "old.json")
+    new = _run(matrix_project, "eager_off_later_calls_raise", "new.json")
+    assert new["errors"]["eager"]["later"]["ok"] is False
+    code, out = _gate(matrix_project, capsys)
+    assert code == 1, out
+    # eager_off's later calls are off as its first is; the candidate's raise.
+    assert "(eager later calls: off -> raised RuntimeError)" in out
+
+
+def test_a_side_that_raises_behind_a_crash_is_a_regression(matrix_project, capsys):
+    # A CRASH record keeps no checks: a compiled side not known to fail before raises now.
+    old = _run(matrix_project, "eager_exits", "old.json")
+    new = _run(matrix_project, "eager_exits_compile_raises", "new.json")
+    assert old["outcome"] == new["outcome"] == "CRASH"
+    code, out = _gate(matrix_project, capsys)
+    assert code == 1, out
+    assert "compiled: not checked -> raised " in out
 
 
 def test_a_side_that_gets_better_is_no_regression(matrix_project, capsys):
@@ -81,3 +119,45 @@ def test_the_same_failure_on_fewer_elements_is_not_worse(matrix_project, capsys)
     _run(matrix_project, "one_nan", "new.json")
     code, out = _gate(matrix_project, capsys)
     assert code == 0, out
+
+
+# -- crafted records: the same failure read off each side ----------------------------------------
+
+
+def _mismatch(cid, compiled_error=None, **eager_check):
+    record = case(cid, "MISMATCH", "MISMATCH: eager values off the reference by one constant factor")
+    record["errors"] = {"eager": {"ok": False, "ratio": 20.0, **eager_check}, "compiled": None}
+    record["compiled_error"] = compiled_error
+    return record
+
+
+def _raised(root_type, message="raised exception RuntimeError('x')"):
+    return {"type": "torch._dynamo.exc.Unsupported", "message": "m", "root_type": root_type, "root_message": message}
+
+
+def test_dynamo_renaming_a_traced_error_is_the_same_error(tmp_path, capsys):
+    # Older Dynamo: ObservedRuntimeError; newer: ObservedRuntimeErrorError. The same RuntimeError.
+    baseline = report([_mismatch("c1", _raised("torch._dynamo.exc.ObservedRuntimeError"))], **BASE)
+    candidate = report([_mismatch("c1", _raised("torch._dynamo.exc.ObservedRuntimeErrorError"))], **CAND)
+    assert gate(tmp_path, baseline, candidate) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "counts, reason",
+    [
+        ({"elements": 512, "off_elements": 10**400}, "eager off elements cannot be read in the candidate"),
+        ({"elements": 512, "off_elements": -1}, "eager off elements cannot be read in the candidate"),
+        ({"elements": 512, "off_elements": 600}, "eager off elements cannot be read in the candidate"),
+        ({"elements": 512}, "eager off elements 1 in the baseline, not recorded in the candidate"),
+    ],
+)
+def test_counts_that_cannot_be_read_are_not_proven(tmp_path, capsys, counts, reason):
+    baseline = report([_mismatch("c1", None, elements=512, off_elements=1)], **BASE)
+    candidate = report([_mismatch("c1", None, **counts)], **CAND)
+    code = gate(tmp_path, baseline, candidate)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err
+    # Refused at load (one line naming the field) or gated as not shown to be no worse.
+    assert (code == 2 and captured.err.count("\n") == 1 and "off_elements" in captured.err) or (
+        code == 1 and reason in captured.out
+    ), captured

@@ -27,6 +27,7 @@ from typing import Any, Callable
 from ..matrix.case_params import Case
 from ..verdict import outcome as oc
 from ..verdict.outcome import Outcome
+from ..verdict.signature_text import TIMEOUT_SIGNATURE
 
 STARTUP_TIMEOUT_S = 120.0
 # Errors after which a CUDA/HIP context cannot be used again: every later case would fail.
@@ -488,7 +489,7 @@ class ChildRunner:
     def _death(self, kind, start, headline, offset=0, how=None) -> Death:
         tail = _tail(self._log, offset)
         if kind == oc.TIMEOUT:
-            signature = f"TIMEOUT: no result within {self.timeout:g} s"
+            signature = f"{TIMEOUT_SIGNATURE} {self.timeout:g} s"
         else:
             signature = f"CRASH: process {how}"
         detail = headline + (f"\nlast output of the child:\n{tail}" if tail else "")

@@ -176,8 +176,9 @@ def check_entries(path, entries: Iterable[Mapping]) -> None:
             raise MatrixError(
                 path,
                 f"known_failures[{i}].signature",
-                f"{signature!r} is a part of {template!r}, text the harness writes into every signature of"
-                f" its kind (or goes fewer than {MIN_SIGNATURE_CHARS} characters beyond it): it would match every"
+                f"{signature!r} is a part of {template!r}, or overlaps it and goes fewer than"
+                f" {MIN_SIGNATURE_CHARS} characters beyond: the harness writes that text into every signature"
+                " of its kind, so the entry would match every"
                 " such failure, whatever its cause; give the error's own type and message (e.g."
                 " 'LoweringException: AssertionError')",
             )
@@ -197,14 +198,15 @@ _TEMPLATES = tuple(dict.fromkeys(_normalised(t) for t in templates(oc.FAILURES))
 
 # Shorter overlaps with a template's end are ordinary words' letters, not the template.
 _MIN_OVERLAP = 3
+_WORD_CHAR = re.compile(r"\w")
 
 
 def _template_holding(signature: str) -> str | None:
     """The harness template that `signature` is a part of (so that it matches what every
     signature carrying that template holds), or None. Judged as entries match, as a substring of
-    the normalised text: a word cut short ("off the refer") is caught, and so is an entry that is
-    mostly a template with a few characters beyond it ("InductorError: L", "ductorError: Lo"),
-    where what lies beyond the template is under MIN_SIGNATURE_CHARS."""
+    the normalised text: a word cut short ("off the refer") is caught, and so is an entry that
+    overlaps a template by more than a word and goes fewer than MIN_SIGNATURE_CHARS beyond it
+    ("InductorError: L", "ductorError: Lo")."""
     wanted = _normalised(signature).strip()
     if not wanted:
         return None
@@ -213,7 +215,7 @@ def _template_holding(signature: str) -> str | None:
         return inside
     for template in _TEMPLATES:
         left = _overlap(template, wanted)
-        right = _overlap(wanted, template)
+        right = _overlap(template[::-1], wanted[::-1])
         rest = wanted[left : len(wanted) - right] if left + right < len(wanted) else ""
         if (left or right) and len("".join(rest.split())) < MIN_SIGNATURE_CHARS:
             return template
@@ -221,9 +223,13 @@ def _template_holding(signature: str) -> str | None:
 
 
 def _overlap(first: str, second: str) -> int:
-    """The length of the longest end of `first` that `second` starts with (0 under _MIN_OVERLAP)."""
+    """The length of the longest end of `first` that `second` starts with, where that start of
+    `second` spans more than one word and ends between words (0 when none does): "Tensor.item()"
+    does not overlap "not a Tensor", nor "torch.cuda" "factor"."""
     for size in range(min(len(first), len(second)), _MIN_OVERLAP - 1, -1):
-        if first.endswith(second[:size]):
+        part = second[:size]
+        between_words = size == len(second) or not (_WORD_CHAR.match(part[-1]) and _WORD_CHAR.match(second[size]))
+        if first.endswith(part) and between_words and re.search(r"\W", part.strip()):
             return size
     return 0
 

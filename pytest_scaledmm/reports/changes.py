@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from .causes import example_line
 from .compare import OK, Transition, category
 from .replay import shown_cause
-from .sides import worse_sides
+from .sides import changed_sides, worse_sides
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Change:
     before: str  # outcome class before, "-" for no record
     after: str
     cause: str  # the failing side's root cause as shown ("" when neither side fails)
-    sides: str = ""  # the sides that did worse, for a case failing in both ("" otherwise)
+    sides: str = ""  # the sides that did worse or changed, for a case failing in both ("" otherwise)
 
     @property
     def key(self) -> tuple:
@@ -51,7 +51,9 @@ def change_of(t: Transition, kind: str | None = None) -> Change:
     cause = shown_cause(t.root_cause, (t.before_outcome, t.after_outcome)) if t.root_cause else ""
     # Which side did worse says what changed only when the case failed before too.
     failed_before = t.before is not None and category(t.before["outcome"]) != OK
-    sides = "; ".join(worse_sides(t.before, t.after)) if failed_before and t.before and t.after else ""
+    sides = ""
+    if failed_before and t.before and t.after:
+        sides = "; ".join(worse_sides(t.before, t.after) or changed_sides(t.before, t.after))
     return Change(kind or t.kind, t.before_outcome, t.after_outcome, cause, sides)
 
 

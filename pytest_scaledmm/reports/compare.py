@@ -6,7 +6,8 @@ neighbouring columns a case can:
 - regress: it passed, now it fails; or it fails in both and one side does worse (a compiled side
   that passed now raises, an eager side off now non-finite, a new error type: reports/sides.py);
 - be fixed: it failed, now it passes;
-- change signature: it fails in both, differently (another outcome class or signature);
+- change signature: it fails in both, differently (another outcome class or signature, or a side
+  raising another message or off another way);
 - gain or lose a capability: unsupported or skipped on one side, run on the other. Never a
   regression: fp8 on a CPU build that lacks it is not a bug of the newer release;
 - become a known failure: it passed, now fails as the known-failure catalogue predicts;
@@ -36,7 +37,7 @@ from ..records import CaseRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
 from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
-from .sides import worse_sides
+from .sides import changed_sides, worse_sides
 
 # Outcome categories.
 OK, FAILING, KNOWN, ABSENT = "ok", "failing", "known", "absent"
@@ -86,21 +87,15 @@ def category(outcome: str | None, strict: bool = True) -> str | None:
 
 
 def _failure_key(record: CaseRecord) -> tuple:
-    """(outcome class, what the failure is): its signature, or for an expected failure the
-    catalogue entry it matched, so that one known bug whose message is worded anew is the same
-    failure (each side's own outcome is compared apart: sides.worse_sides)."""
+    """(outcome class, signature): an expected failure by the class it had before the catalogue
+    (each side's own outcome is compared apart: sides.py)."""
     outcome: str | None = record["outcome"]
-    what: object = record.get("signature")
     if outcome == oc.XFAIL:
-        known_failure = record.get("known_failure") or {}
-        outcome = known_failure.get("original_outcome", outcome)
-        entry = known_failure.get("entry")
-        if type(entry) is int:
-            what = ("known failure", entry)
+        outcome = (record.get("known_failure") or {}).get("original_outcome", outcome)
     known = oc.outcome_class(outcome)
     if known is not None and known.same_failure_as:
         outcome = known.same_failure_as
-    return outcome, what
+    return outcome, record.get("signature")
 
 
 def classify(before: CaseRecord | None, after: CaseRecord | None, strict: bool = True) -> str | None:
@@ -132,7 +127,9 @@ def classify(before: CaseRecord | None, after: CaseRecord | None, strict: bool =
     # is no news.
     if worse_sides(before, after):
         return REGRESSION
-    return None if _failure_key(before) == _failure_key(after) else SIGNATURE_CHANGED
+    if _failure_key(before) != _failure_key(after) or changed_sides(before, after):
+        return SIGNATURE_CHANGED
+    return None
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ from .compare import (
 from .printable import printable_lines
 from .proof import unproven_passes
 from .report import dumps_strict, duplicate_ids, number, shard_advice, shard_of
+from .sides import named_checks
 
 if TYPE_CHECKING:
     from typing import TypeGuard  # Python 3.10
@@ -188,53 +189,79 @@ MEASURES = {
 _BAND = re.compile(r"\b(rows|columns) (\d+)-(\d+) of \d+")
 
 
-def _failed_check(record: Mapping | None, side: str) -> Mapping | None:
-    checks = (record or {}).get("errors")
-    check = checks.get(side) if isinstance(checks, Mapping) else None
-    return check if isinstance(check, Mapping) and check.get("ok") is False else None
+_ERROR_KEYS = ("ratio", "max_abs", "max_rel")
+_UNREADABLE = object()
 
 
-def _how_bad(check: Mapping) -> dict[str, float]:
-    """How far one failed check is off, per measure (MEASURES) it records."""
+def _measure(check: Mapping, key: str):
+    """A measure's value as a float; None when the check does not record it; _UNREADABLE when
+    it records something that is not a measure (a negative or oversized count, a word, a
+    number too large for a float)."""
+    if key not in check:
+        return None
+    value = check[key]
+    try:
+        if key in _ERROR_KEYS:
+            found = number(value)
+            return _UNREADABLE if found is None or found < 0 else found
+        elements = check.get("elements")
+        if type(value) is not int or value < 0 or (type(elements) is int and value > elements):
+            return _UNREADABLE
+        return float(value)
+    except (OverflowError, TypeError, ValueError):
+        return _UNREADABLE
+
+
+def _how_bad(check: Mapping) -> tuple[dict[str, float], list[str]]:
+    """How far one failed check is off, per measure (MEASURES) it records, and the measures it
+    records that cannot be read."""
     found: dict[str, float] = {}
+    unreadable: list[str] = []
     for measure, (key, _) in MEASURES.items():
-        value = check.get(key)
-        value = (
-            float(value) if type(value) is int else number(value) if key in ("ratio", "max_abs", "max_rel") else None
-        )
-        if value is not None and not math.isnan(value):
+        value = _measure(check, key)
+        if value is _UNREADABLE:
+            unreadable.append(measure)
+        elif isinstance(value, float) and not math.isnan(value):
             found[measure] = value
     where = check.get("where")
     band = _BAND.search(where) if isinstance(where, str) else None
     if band and f"off {band.group(1)}" not in found:
         found[f"off {band.group(1)}"] = float(int(band.group(3)) - int(band.group(2)) + 1)
-    return found
+    return found, unreadable
+
+
+def _failed(check: Mapping | None) -> bool:
+    return isinstance(check, Mapping) and check.get("ok") is False
 
 
 def _growth(before: Mapping | None, after: Mapping | None) -> list[str]:
-    """Each measure of a side failing in both records that grew past its factor, as "compiled
-    off elements 1 -> 512 (x512)"; a measure the baseline's check has and the candidate's lost
-    (or made NaN) cannot be shown not to have grown. A side that passes now did not grow; one
-    that raises now is worse by reports/sides.py."""
-    grown = []
-    for side in ("eager", "compiled"):
-        old_check, new_check = _failed_check(before, side), _failed_check(after, side)
-        if old_check is None or new_check is None:
+    """Each measure of a check failing in both records (sides.named_checks: each side's first
+    call, its later calls, each other M) that grew past its factor, as "compiled off elements
+    1 -> 512 (x512)"; a measure the baseline's check has and the candidate's lost, made NaN or
+    made unreadable cannot be shown not to have grown. A check that passes now did not grow;
+    a side that raises now is worse by reports/sides.py."""
+    grown: list[str] = []
+    old_checks, new_checks = named_checks(before or {}), named_checks(after or {})
+    for name, old_check in old_checks.items():
+        new_check = new_checks.get(name)
+        if not (_failed(old_check) and _failed(new_check)):
             continue
-        was, now = _how_bad(old_check), _how_bad(new_check)
+        assert old_check is not None and new_check is not None
+        (was, _), (now, unreadable) = _how_bad(old_check), _how_bad(new_check)
+        grown += [f"{name} {measure} cannot be read in the candidate" for measure in unreadable]
         grown += [
-            f"{side} {measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
+            f"{name} {measure} {was[measure]:.3g} in the baseline, not recorded in the candidate"
             for measure in MEASURES
-            if measure in was and measure not in now
+            if measure in was and measure not in now and measure not in unreadable
         ]
         for measure in MEASURES:
             if measure not in was or measure not in now:
                 continue
             old, new = was[measure], now[measure]
-            if old >= 0 and new > old * MEASURES[measure][1] and new > old:
+            if new > old * MEASURES[measure][1] and new > old:
                 times = "inf" if math.isinf(new) or old == 0 else f"{new / old:.3g}"
                 shown = (lambda v: f"{v:g}") if measure.startswith(("off", "non-finite")) else (lambda v: f"{v:.3g}")
-                grown.append(f"{side} {measure} {shown(old)} -> {shown(new)} (x{times})")
+                grown.append(f"{name} {measure} {shown(old)} -> {shown(new)} (x{times})")
     return grown
 
 
@@ -720,6 +747,19 @@ def _change_notes(j: Judgement) -> list[Finding]:
         notes.append(
             f"{len(j.newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts:"
             " the baseline's pass contradicts the entry, so they count as regressions"
+        )
+    expected = [
+        cid
+        for cid, (before, after) in j.comparison.grid.items()
+        if before is not None
+        and after is not None
+        and after["outcome"] == oc.XFAIL
+        and category(before["outcome"], j.strict) in (FAILING, KNOWN)
+        and classify(before, after, j.strict) is None
+    ]
+    if expected:
+        notes.append(
+            f"{len(expected)} case(s) fail as in the baseline, as known-failure entries expect, e.g. {expected[0]}"
         )
     kinds = ((FIX, j.by_kind[FIX]), (CAPABILITY_GAINED, j.by_kind[CAPABILITY_GAINED]))
     notes += [f"{len(members)} case(s) {kind}" for kind, members in kinds if members]

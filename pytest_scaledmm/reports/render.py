@@ -184,7 +184,7 @@ def _context(comparison: Comparison, matrix_path: str | None, max_rows: int) -> 
                     {
                         "pair": pair,
                         "before": change.before,
-                        "after": change.after,
+                        "after": change.after + (f" ({change.sides})" if change.sides else ""),
                         "root_cause": change.cause,
                         "count": len(ts),
                         "example": ts[0].case_id,

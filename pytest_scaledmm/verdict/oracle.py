@@ -14,6 +14,7 @@ import torch
 
 from .draw import expected_shape
 from .reference import check_metadata, compare, parity, reference
+from .signature_text import UNCHECKABLE
 
 
 def worst(checks: list) -> dict:
@@ -87,7 +88,7 @@ def unchecked(exc: Exception) -> dict:
     first = (str(exc).splitlines() or [""])[0][:200]
     return {
         "ok": False,
-        "problem": f"the output could not be checked ({type(exc).__name__})",
+        "problem": f"{UNCHECKABLE} ({type(exc).__name__})",
         "ratio": math.inf,
         "error": f"{type(exc).__name__}: {first}",
     }

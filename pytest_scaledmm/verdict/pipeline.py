@@ -31,6 +31,19 @@ from .kernel_choice import kernel_choice, output_code
 from .oracle import case_checker, guarded
 from .outcome import COMPILE_ONLY_ERROR, MISMATCH, ErrorInfo, Observations, Outcome, describe_exception
 from .runners import CompiledSide, runner_named
+from .signature_text import (
+    AT_ANOTHER_M,
+    CHANGED_IN_PLACE,
+    FIRST_OUTPUT_CHANGED,
+    FIRST_OUTPUT_UNREADABLE,
+    LATER_CALLS,
+    LATER_CALLS_RAISED,
+    RECOMPILED,
+    SECOND_CALL,
+    SHARES_INPUT,
+    SHARES_PREVIOUS_OUTPUT,
+    UNDER_MARK,
+)
 
 
 @dataclass
@@ -87,7 +100,7 @@ def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -
         problems = sorted({problem_of(s) for s in off})
         return Outcome(
             MISMATCH,
-            f"MISMATCH: compiled at another M {', '.join(problems)}",
+            f"MISMATCH: compiled {AT_ANOTHER_M} {', '.join(problems)}",
             "compiled",
             "; ".join(f"{s['label']}: {_shape_problem(s)}" for s in off),
             errors=result.errors,
@@ -98,10 +111,10 @@ def dynamic_m_outcome(result: Outcome, marked: str, frames: int, shapes: list) -
         sizes = ", ".join(s["label"] for s in shapes)
         return Outcome(
             COMPILE_ONLY_ERROR,
-            f"recompiled {frames - 1} times under mark_{marked}",
+            f"{RECOMPILED} {frames - 1} times {UNDER_MARK}{marked}",
             "dynamo",
             f"{frames} frames compiled for the case's M and {sizes} with M marked {marked}: one was expected",
-            root_cause=f"recompiled under mark_{marked}",
+            root_cause=f"{RECOMPILED} {UNDER_MARK}{marked}",
             errors=result.errors,
             timing=result.timing,
             observations=result.observations,
@@ -236,15 +249,12 @@ def changed_inputs_outcome(changed: Mapping[str, Mapping[str, str]], checked: Ou
     said = f"{checked.outcome}" + (f" ({checked.detail})" if checked.detail else "")
     return Outcome(
         MISMATCH,
-        f"MISMATCH: {sides} changed {', '.join(names)} in place",
+        f"MISMATCH: {sides} changed {', '.join(names)} {CHANGED_IN_PLACE}",
         sides,
         f"the kernel changed {', '.join(names)} in place ({how}): its results cannot be trusted; "
         f"checked against the inputs as drawn they gave {said}",
         observations=Observations(changed_inputs={side: dict(found) for side, found in changed.items() if found}),
     )
-
-
-SECOND_CALL = "second call"  # the label of the serving-loop call with other inputs
 
 
 def _storage_key(t) -> tuple | None:
@@ -279,18 +289,18 @@ def serving_loop_problem(
     for raw, given in calls:
         name = shared_storage(raw, given, names)
         if name:
-            return f"output shares storage with input {name}"
+            return f"{SHARES_INPUT} {name}"
     if not held:
         return None
     if _storage_key(second_raw) is not None and _storage_key(second_raw) == _storage_key(first_raw):
-        return "output shares storage with the previous call's output"
+        return SHARES_PREVIOUS_OUTPUT
     if isinstance(first_raw, torch.Tensor) and isinstance(first_kept, torch.Tensor) and first_raw.numel():
         try:
             same = first_raw.shape == first_kept.shape and torch.equal(_bits(first_raw), _bits(first_kept))
         except Exception:
             same = True  # unreadable: the side checks name it
         if not same:
-            return "first output changed by the second call"
+            return FIRST_OUTPUT_CHANGED
     return None
 
 
@@ -298,13 +308,17 @@ def _second_check(found: dict | None) -> dict | None:
     """The second call's check as a failed side check, or None when it passed."""
     if found is None or found.get("ok"):
         return None
-    return {**found, "ok": False, "problem": f"{SECOND_CALL} with other inputs: {problem_of(found)}"}
+    return {**found, "ok": False, "problem": f"{LATER_CALLS}: {problem_of(found)}"}
 
 
 def _worse(check: dict | None, second: dict | None) -> dict | None:
-    """A side's check with its second call's failure folded in (the first output's own failure first)."""
-    if second is None or check is None or not check.get("ok"):
+    """A side's check with its second call's failure folded in (the first output's own failure
+    first, the later calls' kept beside it as `later`: a release whose later calls also go wrong
+    does worse, reports/sides.py)."""
+    if second is None or check is None:
         return check
+    if not check.get("ok"):
+        return {**check, "later": second}
     return {**second, "first_call": {"ok": True, "ratio": check.get("ratio")}}
 
 
@@ -336,15 +350,15 @@ def _serving_call(
         except BaseException as exc:
             error = caught(exc, side, "runtime")
             compare(given, True)
-            return {"ok": False, "ratio": math.inf, "problem": f"{SECOND_CALL} with other inputs raised {error.type}"}
+            return {"ok": False, "ratio": math.inf, "problem": f"{LATER_CALLS_RAISED} {error.type}"}
         compare(given, False)
         try:
             problem = serving_loop_problem(first_raw, first_kept, first_given, raw, given, second.names, held)
             if problem is None and held and _storage_key(raw) is not None:
                 if any(_storage_key(raw) == _storage_key(out) for out in earlier[1:]):
-                    problem = "output shares storage with the previous call's output"
+                    problem = SHARES_PREVIOUS_OUTPUT
         except Exception as exc:  # the first output cannot be read back after a later call
-            problem = f"first output unreadable after the second call ({type(exc).__name__})"
+            problem = f"{FIRST_OUTPUT_UNREADABLE} ({type(exc).__name__})"
         if problem:
             return {"ok": False, "ratio": math.inf, "problem": problem}
         found = _second_check(guarded(spec.check, True, _clone(raw), None, device)[0])

@@ -21,15 +21,41 @@ WRONG_SIGN_INFINITIES = "infinities of the wrong sign"
 NAN_POSITIONS_FROM_EAGER = "NaN positions differ from eager"
 INFINITIES_FROM_EAGER = "infinities differ from eager"
 FINITE_FROM_EAGER = "finite values differ from eager"
+UNCHECKABLE = "the output could not be checked"
+
+# The serving loop's calls after the first (pipeline.py).
+SECOND_CALL = "second call"  # the label of the serving-loop call with other inputs
+LATER_CALLS = f"{SECOND_CALL} with other inputs"
+LATER_CALLS_RAISED = f"{LATER_CALLS} raised"
+SHARES_PREVIOUS_OUTPUT = "output shares storage with the previous call's output"
+SHARES_INPUT = "output shares storage with input"
+FIRST_OUTPUT_CHANGED = "first output changed by the second call"
+FIRST_OUTPUT_UNREADABLE = "first output unreadable after the second call"
+
 CHECK_PROBLEMS = (
     NONFINITE_POSITIONS,
     WRONG_SIGN_INFINITIES,
     NAN_POSITIONS_FROM_EAGER,
     INFINITIES_FROM_EAGER,
     FINITE_FROM_EAGER,
-    "not a Tensor",
-    ", expected ",
+    UNCHECKABLE,
+    LATER_CALLS_RAISED,
+    f"{LATER_CALLS}: ",
+    SHARES_PREVIOUS_OUTPUT,
+    SHARES_INPUT,
+    FIRST_OUTPUT_CHANGED,
+    FIRST_OUTPUT_UNREADABLE,
 )
+
+# A dynamic-M case (pipeline.dynamic_m_outcome) and a kernel writing into its inputs
+# (pipeline.changed_inputs_outcome).
+AT_ANOTHER_M = "compiled at another M"
+RECOMPILED = "recompiled"
+UNDER_MARK = "under mark_"
+CHANGED_IN_PLACE = "in place"
+TIMEOUT_SIGNATURE = "TIMEOUT: no result within"
+# How Dynamo words every user exception raised under compile: "raised exception RuntimeError(...)".
+DYNAMO_RAISED = "raised exception"
 
 OFF_THE_REFERENCE = "values off the reference"
 MISMATCH_SIDES = ("eager", "compiled", "eager+compiled")
@@ -56,9 +82,18 @@ def templates(failure_classes: tuple[str, ...]) -> tuple[str, ...]:
     wrappers = [f"{w}{tail}" for w in ERROR_WRAPPERS for tail in (": ", " <- ")]
     classes = [f"{name}: " for name in failure_classes]
     sides = [f"eager {w}" for w in wrappers] + [f" <> compiled {w}" for w in wrappers] + [" <> compiled "]
+    changed = [f"MISMATCH: {sides} changed " for sides in MISMATCH_SIDES]
     return (
         *mismatches,
+        *changed,
         *OFF_PATTERNS,
+        *CHECK_PROBLEMS,
+        f"MISMATCH: compiled {AT_ANOTHER_M} ",
+        *(f"{RECOMPILED} 2 times {UNDER_MARK}{how}" for how in ("dynamic", "unbacked")),
+        *(f"{RECOMPILED} {UNDER_MARK}{how}" for how in ("dynamic", "unbacked")),
+        f" {CHANGED_IN_PLACE}",
+        f"{TIMEOUT_SIGNATURE} ",
+        f"{DYNAMO_RAISED} ",
         *wrappers,
         *classes,
         *sides,
