@@ -441,15 +441,41 @@ def repro_command(args) -> int:
     return EXIT_OK
 
 
-def _is_merged_report(path) -> bool:
-    """A report `scaledmm merge` wrote: its shard block names no index."""
-
+def _read_json(path):
     try:
         with open(path, "rb") as handle:
-            shard = json.load(handle).get("shard")
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return False
+            return json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _is_merged_report(data) -> bool:
+    """A report `scaledmm merge` wrote: its shard block names no index."""
+    shard = data.get("shard") if isinstance(data, dict) else None
     return isinstance(shard, dict) and "index" in shard and shard["index"] is None
+
+
+def _same_run(earlier, merged) -> bool:
+    """Whether `earlier` (the report at OUT) is a merge of the same run as `merged`: the same
+    first start among its shards (to the microsecond), matrix and environment. Replacing it
+    loses nothing that this merge does not hold again."""
+    if not _is_merged_report(earlier):
+        return False
+
+    def key(report):
+        session, matrix, env = (report.get(block) or {} for block in ("session", "matrix", "environment"))
+        shard = report.get("shard") or {}
+        return (
+            session.get("started"),
+            matrix.get("hash"),
+            matrix.get("profile"),
+            matrix.get("seed"),
+            env.get("torch"),
+            env.get("device_name"),
+            shard.get("total_ids_sha256"),
+        )
+
+    return key(earlier) == key(merged)
 
 
 @subcommand(
@@ -458,7 +484,10 @@ def _is_merged_report(path) -> bool:
     " report written incomplete, unless every shard 1..N is there once, from one matrix and environment",
     [
         Arg(
-            "out", metavar="OUT", help="the merged report to write (replaced only when it is an earlier merged report)"
+            "out",
+            metavar="OUT",
+            help="the merged report to write (an earlier merged report there of another run moves to"
+            " OUT.previous.json, as --scaledmm-report's does)",
         ),
         Arg("shards", nargs="+", metavar="SHARD", help="shard reports, or directories of *.json shard reports"),
     ],
@@ -466,7 +495,16 @@ def _is_merged_report(path) -> bool:
 def merge_command(args) -> int:
 
     from .reports.merge import ShardInput, merge_shards  # noqa: PLC0415 (fast --help)
-    from .reports.report import ReportError, load_report, write_atomic  # noqa: PLC0415 (fast --help)
+    from .reports.report import (  # noqa: PLC0415 (fast --help)
+        ReportError,
+        ReportLock,
+        ReportLocked,
+        is_unfinished_stub,
+        load_report,
+        previous_path,
+        start_report,
+        write_atomic,
+    )
 
     out = Path(args.out)
     if out.is_dir() or (out.exists() and not is_report_file(out)):
@@ -475,7 +513,8 @@ def merge_command(args) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if out.exists() and not _is_merged_report(out):
+    earlier = _read_json(out) if out.exists() else None
+    if out.exists() and not (_is_merged_report(earlier) or is_unfinished_stub(out)):
         # A shard or a whole run's report (the baseline, say) at OUT would be lost to the merge.
         print(
             f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten;"
@@ -489,18 +528,40 @@ def merge_command(args) -> int:
         paths += sorted(path.glob("*.json")) if path.is_dir() else [path]
     inputs = []
     for path in paths:
-        if same_file(path, out):
+        if same_file(path, out) or same_file(path, previous_path(out)):
             continue  # OUT inside a directory of shards: an earlier merge, not a shard
         try:
             inputs.append(ShardInput(str(path), load_report(path)))
         except ReportError as exc:
             inputs.append(ShardInput(str(path), error=str(exc)))
     result = merge_shards(inputs)
+    # Under OUT's lock, as a run claims its report: an earlier merge of another run moves to
+    # OUT.previous.json (start_report), so that a merge of one shard onto a complete merged
+    # report (the published baseline) never leaves no copy of it.
+    lock = ReportLock(out)
     try:
-        write_atomic(out, result.report)
+        lock.acquire()
+    except ReportLocked as exc:
+        print(f"scaledmm merge: error: {out} {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as exc:
         print(f"scaledmm merge: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        if lock.taken_over:
+            print(f"scaledmm merge: warning: {lock.taken_over}", file=sys.stderr)
+        moved = None
+        if earlier is not None and not _same_run(earlier, result.report):
+            moved = start_report(out, "scaledmm merge in progress or killed before it wrote the merged report")
+        write_atomic(out, result.report)
+    except OSError as exc:  # a ClaimRefused names the path that failed
+        reason = str(exc) if isinstance(exc, ScaledmmError) else f"cannot write {out}: {exc.strerror or exc}"
+        print(f"scaledmm merge: error: {reason}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        lock.release()
+    if moved is not None:
+        print(f"the earlier merged report at {out} (another run) is kept as {moved}")
     cases = len(result.report["cases"])
     shards = len(result.report["shard"]["merged"])
     if result.complete:

@@ -497,7 +497,7 @@ def unfinished_report(reason: str = IN_PROGRESS) -> Report:
     return build_report({}, {}, [], session)
 
 
-def _is_unfinished_stub(path: Path) -> bool:
+def is_unfinished_stub(path: Path) -> bool:
     try:
         with open(path, "rb") as handle:
             raw = handle.read(64 * 1024)
@@ -521,7 +521,7 @@ def start_report(path: Path, reason: str = IN_PROGRESS) -> Path | None:
     own. Returns where the earlier report went, or None. Raises OSError."""
 
     path = Path(path)
-    return claim(path, unfinished_report(reason), write_atomic, previous_path(path), _is_unfinished_stub)
+    return claim(path, unfinished_report(reason), write_atomic, previous_path(path), is_unfinished_stub)
 
 
 def abandon_report(path, reason: str) -> None:
