@@ -150,13 +150,14 @@ class ReportFormat:
     name: str  # as the command's "NAME: PATH" line names what it wrote
     flag: str
     help: str
-    mark: str  # how each file of it begins: an existing file without it is not one of ours
+    mark: str  # a line of each file of it: an existing file without it is not one of ours
     render: Callable[[Comparison, str | None, argparse.Namespace], str]  # (comparison, matrix, args)
     stdout: bool = False  # '-' prints it after the text verdict
     step_summary: bool = False  # appended, never replaced, when it names $GITHUB_STEP_SUMMARY
     # Whether the renderer escapes report text for a terminal itself (the built-in ones do);
     # otherwise '-' prints its lines through printable().
     escapes: bool = False
+    mark_first: bool = False  # the mark begins the file (its first line that is not blank)
 
 
 def _markdown(comparison: Comparison, matrix: str | None, args: argparse.Namespace) -> str:
@@ -181,6 +182,7 @@ RENDERERS: tuple[ReportFormat, ...] = (
         stdout=True,
         step_summary=True,
         escapes=True,
+        mark_first=True,
     ),
     ReportFormat(
         "html",
@@ -197,10 +199,28 @@ def _format_of(flag: str) -> ReportFormat:
     return next(row for row in RENDERERS if row.flag == flag)
 
 
-def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
+# How the gate's Markdown verdict begins (reports/gate.py, GateResult.lines, in bold): a file
+# whose first line is one of them was written by `scaledmm gate --markdown`.
+GATE_MARKS = ("**gate passed: ", "**gate FAILED: ")
+
+
+def carries_mark(head: str, marks: Sequence[str], first: bool) -> bool:
+    """Whether the start of a file shows one of `marks` where this package writes it: its first
+    line that is not blank begins with one (first), or one of its lines is one. A file that
+    only mentions a mark (notes on the CI, a page quoting the output) carries none."""
+    lines = [line.strip() for line in head.splitlines() if line.strip()]
+    if first:
+        return bool(lines) and lines[0].startswith(tuple(marks))
+    return any(mark in lines for mark in marks)
+
+
+def check_output(
+    flag: str, path, inputs=(), append: bool = False, marks: Sequence[str] = (), writer: str = "scaledmm compare"
+) -> None:
     """OutputRefused (one line naming the flag and the path) unless `path` may take this output:
-    never a directory, a report read, any pytest-scaledmm report or shard, nor (to replace) a
-    file this command did not write for the same flag."""
+    never a directory, a report read, any pytest-scaledmm report or shard, nor, unless it is the
+    step summary (`append`), a file that does not begin as this command writes it (`marks`,
+    at the start of the file; by default the mark of the flag's format)."""
 
     path = Path(path)
     if not os.path.lexists(path):
@@ -218,10 +238,13 @@ def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
             head = handle.read(4096).decode("utf-8", "replace")
     except OSError as exc:
         raise OutputRefused(f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
-    if _format_of(flag).mark not in head:
-        raise OutputRefused(
-            f"{flag} {path}: it is there and was not written by scaledmm compare: it is never overwritten"
-        )
+    if marks:  # appended to: wherever in it this package wrote last, it began the file
+        found, how = carries_mark(head, marks, first=True), "appended to"
+    else:
+        row = _format_of(flag)
+        found, how = carries_mark(head, (row.mark,), row.mark_first), "overwritten"
+    if not found:
+        raise OutputRefused(f"{flag} {path}: it is there and was not written by {writer}: it is never {how}")
 
 
 def _write(path: str, text: str, flag: str = "--html") -> None:
@@ -312,7 +335,7 @@ def compare_command(args) -> int:
         path = getattr(args, row.name)
         wanted = bool(path) or row.step_summary
         text = (markdown if row.render is _markdown else row.render(comparison, matrix, args)) if wanted else ""
-        if path and row.mark not in text[:4096]:
+        if path and not carries_mark(text[:4096], (row.mark,), row.mark_first):
             # Written without it, the file could never be replaced by this command (check_output).
             raise OutputRefused(f"{row.flag}: its renderer's output does not begin with its mark {row.mark!r}")
         if path == "-" and row.stdout:
@@ -352,7 +375,10 @@ def compare_command(args) -> int:
         shared(ALLOW_WORSE, "accept cases that fail the same way as in the baseline but by much more"),
         shared(ALLOW_LOOSER_SLACK, "accept a kernel whose own tolerance slack is larger than in the baseline"),
         Arg(
-            "--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"
+            "--markdown",
+            metavar="PATH",
+            help="also append the verdict as Markdown to PATH: $GITHUB_STEP_SUMMARY, a new file, or one"
+            " that scaledmm gate or compare's --markdown wrote",
         ),
     ],
 )
@@ -363,7 +389,17 @@ def gate_command(args) -> int:
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
     candidate = (args.candidate, load_report(args.candidate))
     if args.markdown:
-        check_output("--markdown", args.markdown, [args.scaledmm_baseline, args.candidate], append=True)
+        # Appended to only where that cannot break a file of the user's (a matrix.yaml named
+        # by a slip): the step summary, a new file, or Markdown this package began.
+        summary = step_summary_path()
+        check_output(
+            "--markdown",
+            args.markdown,
+            [args.scaledmm_baseline, args.candidate],
+            append=summary is not None and same_file(summary, args.markdown),
+            marks=(*GATE_MARKS, _format_of("--markdown").mark),
+            writer="scaledmm gate or compare",
+        )
     result = run_gate(
         baseline,
         candidate,
