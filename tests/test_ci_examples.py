@@ -24,10 +24,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from matrices import matrix_text, planted
 from reports_factory import case, report, write
 
+from matrices import matrix_text, planted
 from pytest_scaledmm.reports.report import ids_sha256
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -448,7 +447,9 @@ def test_the_github_gate_job_without_a_baseline_fails_off_the_default_branch(tmp
 
 @pytest.mark.parametrize("default_branch, event", [("main", "push"), ("trunk", "push"), ("main", "workflow_dispatch")])
 def test_the_github_gate_job_on_the_default_branch_publishes_the_first_baseline(tmp_path, default_branch, event):
-    steps, run = _github_gate_job(tmp_path, ref=f"refs/heads/{default_branch}", event=event, default_branch=default_branch)
+    steps, run = _github_gate_job(
+        tmp_path, ref=f"refs/heads/{default_branch}", event=event, default_branch=default_branch
+    )
     assert all(not code for _, code, _ in steps), steps
     code, output = _step(steps, "Look for the baseline")
     assert output.splitlines() == [

@@ -383,7 +383,10 @@ def test_a_lock_from_a_killed_container_run_is_taken_over_with_a_warning(matrix_
     lock = pytester.path / "report.json.lock"
     me = _this_process()
     for stale, why in (
-        (_lock_of(1, 12345, "00000000-0000-0000-0000-000000000000"), "it was taken under another boot or on another host"),
+        (
+            _lock_of(1, 12345, "00000000-0000-0000-0000-000000000000"),
+            "it was taken under another boot or on another host",
+        ),
         (_lock_of(me.pid, me.start + 1, me.boot), f"pid {me.pid} is another process now"),
         ("1\n", "pid 1 is an init process here (a run killed in a container)"),  # an earlier version's lock
         (f"{_exited_pid()}\n", "is not running"),
@@ -410,7 +413,9 @@ def test_a_lock_naming_a_live_run_by_its_identity_is_refused(matrix_project, pyt
     Path(f"{report}.lock").write_text(held)
     result = _run(matrix_project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([f"ERROR: --scaledmm-report: *report.json is being written by another run (pid {me.pid}); lock file *"])
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --scaledmm-report: *report.json is being written by another run (pid {me.pid}); lock file *"]
+    )
     assert json.loads(report.read_text()) == {"kept": True}
     assert Path(f"{report}.lock").read_text() == held  # not ours to remove
 

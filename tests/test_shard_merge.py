@@ -359,7 +359,9 @@ def test_merge_keeps_an_earlier_merged_report_of_another_run_aside(tmp_path, cap
 
     def shards(run, started):
         return [
-            write(tmp_path / f"{run}-s{i}.json", _shard_report(cases[i - 1 : i], i, 2, ids, session={"started": started}))
+            write(
+                tmp_path / f"{run}-s{i}.json", _shard_report(cases[i - 1 : i], i, 2, ids, session={"started": started})
+            )
             for i in (1, 2)
         ]
 
