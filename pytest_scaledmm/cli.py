@@ -627,7 +627,8 @@ def merge_command(args) -> int:
             nargs="+",
             required=True,
             metavar="VERSION",
-            help="torch releases to test, the pinned one (the baseline) first, e.g. 2.11.0 2.13.0",
+            help="torch releases to test, the pinned one (the baseline) first, e.g. 2.11.0 2.13.0; one release"
+            " gates this working tree's kernels against those committed on --base under it",
         ),
         Arg("--matrix", default="matrix.yaml", metavar="PATH", help="the project's matrix file (default: %(default)s)"),
         Arg("--profile", default="default", help="profile the envs and CI run (default: %(default)s)"),
@@ -647,6 +648,13 @@ def merge_command(args) -> int:
         ),
         Arg("--shards", type=int, default=2, help="CI jobs per runner and torch release (default: %(default)s)"),
         Arg("--spec", help="what pip installs for pytest-scaledmm (default: where this one was installed from)"),
+        Arg(
+            "--base",
+            default="main",
+            metavar="REF",
+            help="with one --torch release: the git ref whose committed kernels are the baseline"
+            " (default: %(default)s)",
+        ),
         Arg("--dir", default=".", help="the project directory (default: the current one)"),
     ],
 )
@@ -656,7 +664,7 @@ def init_command(args) -> int:
 
     directory = Path(args.dir)
     # An InitError is a ScaledmmError: main prints it as one line, exit status 2.
-    plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory)
+    plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory, args.base)
     written = write_project(directory, plan, [kind for kind in args.ci if kind != "none"])
     for path in written:
         print(f"wrote {path}")
@@ -665,6 +673,5 @@ def init_command(args) -> int:
             f"note: SCALEDMM_SPEC in the CI file is a path on this machine ({plan.spec}):"
             " set it to what your CI can install, e.g. a git URL of your fork (--spec)"
         )
-    envs = ",".join(plan.env(v) for v in plan.torch)
-    print(f"next: tox -e {envs},report  then  tox -e gate")
+    print(f"next: tox -e {','.join(plan.envs())},report  then  tox -e gate")
     return EXIT_OK
