@@ -150,13 +150,14 @@ class ReportFormat:
     name: str  # as the command's "NAME: PATH" line names what it wrote
     flag: str
     help: str
-    mark: str  # how each file of it begins: an existing file without it is not one of ours
+    mark: str  # a line of each file of it: an existing file without it is not one of ours
     render: Callable[[Comparison, str | None, argparse.Namespace], str]  # (comparison, matrix, args)
     stdout: bool = False  # '-' prints it after the text verdict
     step_summary: bool = False  # appended, never replaced, when it names $GITHUB_STEP_SUMMARY
     # Whether the renderer escapes report text for a terminal itself (the built-in ones do);
     # otherwise '-' prints its lines through printable().
     escapes: bool = False
+    mark_first: bool = False  # the mark begins the file (its first line that is not blank)
 
 
 def _markdown(comparison: Comparison, matrix: str | None, args: argparse.Namespace) -> str:
@@ -181,6 +182,7 @@ RENDERERS: tuple[ReportFormat, ...] = (
         stdout=True,
         step_summary=True,
         escapes=True,
+        mark_first=True,
     ),
     ReportFormat(
         "html",
@@ -197,10 +199,28 @@ def _format_of(flag: str) -> ReportFormat:
     return next(row for row in RENDERERS if row.flag == flag)
 
 
-def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
+# How the gate's Markdown verdict begins (reports/gate.py, GateResult.lines, in bold): a file
+# whose first line is one of them was written by `scaledmm gate --markdown`.
+GATE_MARKS = ("**gate passed: ", "**gate FAILED: ")
+
+
+def carries_mark(head: str, marks: Sequence[str], first: bool) -> bool:
+    """Whether the start of a file shows one of `marks` where this package writes it: its first
+    line that is not blank begins with one (first), or one of its lines is one. A file that
+    only mentions a mark (notes on the CI, a page quoting the output) carries none."""
+    lines = [line.strip() for line in head.splitlines() if line.strip()]
+    if first:
+        return bool(lines) and lines[0].startswith(tuple(marks))
+    return any(mark in lines for mark in marks)
+
+
+def check_output(
+    flag: str, path, inputs=(), append: bool = False, marks: Sequence[str] = (), writer: str = "scaledmm compare"
+) -> None:
     """OutputRefused (one line naming the flag and the path) unless `path` may take this output:
-    never a directory, a report read, any pytest-scaledmm report or shard, nor (to replace) a
-    file this command did not write for the same flag."""
+    never a directory, a report read, any pytest-scaledmm report or shard, nor, unless it is the
+    step summary (`append`), a file that does not begin as this command writes it (`marks`,
+    at the start of the file; by default the mark of the flag's format)."""
 
     path = Path(path)
     if not os.path.lexists(path):
@@ -218,10 +238,13 @@ def check_output(flag: str, path, inputs=(), append: bool = False) -> None:
             head = handle.read(4096).decode("utf-8", "replace")
     except OSError as exc:
         raise OutputRefused(f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
-    if _format_of(flag).mark not in head:
-        raise OutputRefused(
-            f"{flag} {path}: it is there and was not written by scaledmm compare: it is never overwritten"
-        )
+    if marks:  # appended to: wherever in it this package wrote last, it began the file
+        found, how = carries_mark(head, marks, first=True), "appended to"
+    else:
+        row = _format_of(flag)
+        found, how = carries_mark(head, (row.mark,), row.mark_first), "overwritten"
+    if not found:
+        raise OutputRefused(f"{flag} {path}: it is there and was not written by {writer}: it is never {how}")
 
 
 def _write(path: str, text: str, flag: str = "--html") -> None:
@@ -312,7 +335,7 @@ def compare_command(args) -> int:
         path = getattr(args, row.name)
         wanted = bool(path) or row.step_summary
         text = (markdown if row.render is _markdown else row.render(comparison, matrix, args)) if wanted else ""
-        if path and row.mark not in text[:4096]:
+        if path and not carries_mark(text[:4096], (row.mark,), row.mark_first):
             # Written without it, the file could never be replaced by this command (check_output).
             raise OutputRefused(f"{row.flag}: its renderer's output does not begin with its mark {row.mark!r}")
         if path == "-" and row.stdout:
@@ -352,7 +375,10 @@ def compare_command(args) -> int:
         shared(ALLOW_WORSE, "accept cases that fail the same way as in the baseline but by much more"),
         shared(ALLOW_LOOSER_SLACK, "accept a kernel whose own tolerance slack is larger than in the baseline"),
         Arg(
-            "--markdown", metavar="PATH", help="also append the verdict as Markdown to PATH (e.g. $GITHUB_STEP_SUMMARY)"
+            "--markdown",
+            metavar="PATH",
+            help="also append the verdict as Markdown to PATH: $GITHUB_STEP_SUMMARY, a new file, or one"
+            " that scaledmm gate or compare's --markdown wrote",
         ),
     ],
 )
@@ -363,7 +389,17 @@ def gate_command(args) -> int:
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
     candidate = (args.candidate, load_report(args.candidate))
     if args.markdown:
-        check_output("--markdown", args.markdown, [args.scaledmm_baseline, args.candidate], append=True)
+        # Appended to only where that cannot break a file of the user's (a matrix.yaml named
+        # by a slip): the step summary, a new file, or Markdown this package began.
+        summary = step_summary_path()
+        check_output(
+            "--markdown",
+            args.markdown,
+            [args.scaledmm_baseline, args.candidate],
+            append=summary is not None and same_file(summary, args.markdown),
+            marks=(*GATE_MARKS, _format_of("--markdown").mark),
+            writer="scaledmm gate or compare",
+        )
     result = run_gate(
         baseline,
         candidate,
@@ -441,15 +477,41 @@ def repro_command(args) -> int:
     return EXIT_OK
 
 
-def _is_merged_report(path) -> bool:
-    """A report `scaledmm merge` wrote: its shard block names no index."""
-
+def _read_json(path):
     try:
         with open(path, "rb") as handle:
-            shard = json.load(handle).get("shard")
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return False
+            return json.load(handle)
+    except (OSError, ValueError, RecursionError):
+        return None
+
+
+def _is_merged_report(data) -> bool:
+    """A report `scaledmm merge` wrote: its shard block names no index."""
+    shard = data.get("shard") if isinstance(data, dict) else None
     return isinstance(shard, dict) and "index" in shard and shard["index"] is None
+
+
+def _same_run(earlier, merged) -> bool:
+    """Whether `earlier` (the report at OUT) is a merge of the same run as `merged`: the same
+    first start among its shards (to the microsecond), matrix and environment. Replacing it
+    loses nothing that this merge does not hold again."""
+    if not _is_merged_report(earlier):
+        return False
+
+    def key(report):
+        session, matrix, env = (report.get(block) or {} for block in ("session", "matrix", "environment"))
+        shard = report.get("shard") or {}
+        return (
+            session.get("started"),
+            matrix.get("hash"),
+            matrix.get("profile"),
+            matrix.get("seed"),
+            env.get("torch"),
+            env.get("device_name"),
+            shard.get("total_ids_sha256"),
+        )
+
+    return key(earlier) == key(merged)
 
 
 @subcommand(
@@ -458,7 +520,10 @@ def _is_merged_report(path) -> bool:
     " report written incomplete, unless every shard 1..N is there once, from one matrix and environment",
     [
         Arg(
-            "out", metavar="OUT", help="the merged report to write (replaced only when it is an earlier merged report)"
+            "out",
+            metavar="OUT",
+            help="the merged report to write (an earlier merged report there of another run moves to"
+            " OUT.previous.json, as --scaledmm-report's does)",
         ),
         Arg("shards", nargs="+", metavar="SHARD", help="shard reports, or directories of *.json shard reports"),
     ],
@@ -466,7 +531,16 @@ def _is_merged_report(path) -> bool:
 def merge_command(args) -> int:
 
     from .reports.merge import ShardInput, merge_shards  # noqa: PLC0415 (fast --help)
-    from .reports.report import ReportError, load_report, write_atomic  # noqa: PLC0415 (fast --help)
+    from .reports.report import (  # noqa: PLC0415 (fast --help)
+        ReportError,
+        ReportLock,
+        ReportLocked,
+        is_unfinished_stub,
+        load_report,
+        previous_path,
+        start_report,
+        write_atomic,
+    )
 
     out = Path(args.out)
     if out.is_dir() or (out.exists() and not is_report_file(out)):
@@ -475,7 +549,8 @@ def merge_command(args) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
-    if out.exists() and not _is_merged_report(out):
+    earlier = _read_json(out) if out.exists() else None
+    if out.exists() and not (_is_merged_report(earlier) or is_unfinished_stub(out)):
         # A shard or a whole run's report (the baseline, say) at OUT would be lost to the merge.
         print(
             f"scaledmm merge: error: {out} is a report of a run, not an earlier merge: it is never overwritten;"
@@ -489,18 +564,40 @@ def merge_command(args) -> int:
         paths += sorted(path.glob("*.json")) if path.is_dir() else [path]
     inputs = []
     for path in paths:
-        if same_file(path, out):
+        if same_file(path, out) or same_file(path, previous_path(out)):
             continue  # OUT inside a directory of shards: an earlier merge, not a shard
         try:
             inputs.append(ShardInput(str(path), load_report(path)))
         except ReportError as exc:
             inputs.append(ShardInput(str(path), error=str(exc)))
     result = merge_shards(inputs)
+    # Under OUT's lock, as a run claims its report: an earlier merge of another run moves to
+    # OUT.previous.json (start_report), so that a merge of one shard onto a complete merged
+    # report (the published baseline) never leaves no copy of it.
+    lock = ReportLock(out)
     try:
-        write_atomic(out, result.report)
+        lock.acquire()
+    except ReportLocked as exc:
+        print(f"scaledmm merge: error: {out} {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except OSError as exc:
         print(f"scaledmm merge: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
+    try:
+        if lock.taken_over:
+            print(f"scaledmm merge: warning: {lock.taken_over}", file=sys.stderr)
+        moved = None
+        if earlier is not None and not _same_run(earlier, result.report):
+            moved = start_report(out, "scaledmm merge in progress or killed before it wrote the merged report")
+        write_atomic(out, result.report)
+    except OSError as exc:  # a ClaimRefused names the path that failed
+        reason = str(exc) if isinstance(exc, ScaledmmError) else f"cannot write {out}: {exc.strerror or exc}"
+        print(f"scaledmm merge: error: {reason}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        lock.release()
+    if moved is not None:
+        print(f"the earlier merged report at {out} (another run) is kept as {moved}")
     cases = len(result.report["cases"])
     shards = len(result.report["shard"]["merged"])
     if result.complete:
@@ -530,7 +627,8 @@ def merge_command(args) -> int:
             nargs="+",
             required=True,
             metavar="VERSION",
-            help="torch releases to test, the pinned one (the baseline) first, e.g. 2.11.0 2.13.0",
+            help="torch releases to test, the pinned one (the baseline) first, e.g. 2.11.0 2.13.0; one release"
+            " gates this working tree's kernels against those committed on --base under it",
         ),
         Arg("--matrix", default="matrix.yaml", metavar="PATH", help="the project's matrix file (default: %(default)s)"),
         Arg("--profile", default="default", help="profile the envs and CI run (default: %(default)s)"),
@@ -550,6 +648,13 @@ def merge_command(args) -> int:
         ),
         Arg("--shards", type=int, default=2, help="CI jobs per runner and torch release (default: %(default)s)"),
         Arg("--spec", help="what pip installs for pytest-scaledmm (default: where this one was installed from)"),
+        Arg(
+            "--base",
+            default="main",
+            metavar="REF",
+            help="with one --torch release: the git ref whose committed kernels are the baseline"
+            " (default: %(default)s)",
+        ),
         Arg("--dir", default=".", help="the project directory (default: the current one)"),
     ],
 )
@@ -559,7 +664,7 @@ def init_command(args) -> int:
 
     directory = Path(args.dir)
     # An InitError is a ScaledmmError: main prints it as one line, exit status 2.
-    plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory)
+    plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory, args.base)
     written = write_project(directory, plan, [kind for kind in args.ci if kind != "none"])
     for path in written:
         print(f"wrote {path}")
@@ -568,6 +673,5 @@ def init_command(args) -> int:
             f"note: SCALEDMM_SPEC in the CI file is a path on this machine ({plan.spec}):"
             " set it to what your CI can install, e.g. a git URL of your fork (--spec)"
         )
-    envs = ",".join(plan.env(v) for v in plan.torch)
-    print(f"next: tox -e {envs},report  then  tox -e gate")
+    print(f"next: tox -e {','.join(plan.envs())},report  then  tox -e gate")
     return EXIT_OK

@@ -2,6 +2,9 @@
 order, on the CPU, with two shards of a tiny matrix, the matrix variables substituted, across three
 pipeline runs: the first on main with no baseline (it publishes one and skips the gate with a
 notice), a second that gates and passes, a third whose kernel regressed, which the gate fails.
+Quicker, the gate job alone on shard reports made here, under the variables each service sets
+for a pull request, a push to the default branch or to another branch: without a baseline only
+the default branch publishes one; any other run fails in one line.
 
 Install steps are skipped (this interpreter has the package). Every job starts in a fresh copy of
 the checkout; artifacts move between jobs through a directory per run, the way the examples name
@@ -21,8 +24,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from reports_factory import case, report, write
 
 from matrices import matrix_text, planted
+from pytest_scaledmm.reports.report import ids_sha256
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 # The user's kernel lives in the checkout; the third run's checkout has a broken one.
@@ -36,15 +41,16 @@ KERNEL = {
 RUNNER = "cpu"
 NOTICE = "no baseline for cpu yet"
 
-# A stand-in for GitLab's job-artifacts API: `.../jobs/artifacts/main/raw/<path>?job=<name>`
-# answers with $MAIN_ARTIFACTS/<job name>/<path> (what the last successful pipeline on main left),
-# else 404; it writes --output and prints --write-out's %{http_code} as curl does.
+# A stand-in for GitLab's job-artifacts API: `.../jobs/artifacts/<default branch>/raw/<path>?job=<name>`
+# answers with $MAIN_ARTIFACTS/<job name>/<path> (what the last successful pipeline on the default
+# branch left), else 404; it writes --output and prints --write-out's %{http_code} as curl does.
 _FAKE_CURL = r"""
 import os, pathlib, sys, urllib.parse
 args = sys.argv[1:]
 output = args[args.index("--output") + 1]
 url = urllib.parse.urlsplit(args[-1])
-prefix = f"{os.environ['CI_API_V4_URL']}/projects/{os.environ['CI_PROJECT_ID']}/jobs/artifacts/main/raw/"
+branch = urllib.parse.quote(os.environ["CI_DEFAULT_BRANCH"], safe="")
+prefix = f"{os.environ['CI_API_V4_URL']}/projects/{os.environ['CI_PROJECT_ID']}/jobs/artifacts/{branch}/raw/"
 full = f"{url.scheme}://{url.netloc}{url.path}"
 assert full.startswith(prefix), full
 job = urllib.parse.parse_qs(url.query)["job"][0]
@@ -106,6 +112,30 @@ def _bash(script: str, root: Path, env: dict) -> subprocess.CompletedProcess:
     )
 
 
+# The gate job alone: one shard (1/1) of a run made here, and a baseline of the same cases.
+TORCH = "2.13.0"
+SHARD_CASES = [case(f"k-{i}", "PASS") for i in range(2)]
+
+
+def _shard_report() -> dict:
+    ids = [c["id"] for c in SHARD_CASES]
+    shard = report(SHARD_CASES, torch=TORCH)
+    shard["shard"] = {
+        "index": 1,
+        "count": 1,
+        "cases": len(ids),
+        "total_cases": len(ids),
+        "total_ids_sha256": ids_sha256(ids),
+        "ids_sha256": ids_sha256(ids),
+    }
+    return shard
+
+
+def _place(path: Path, data: dict) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return write(path, data)
+
+
 def _copy_tree(source: Path, target: Path) -> None:
     """The files under `source` (or the file `source`) into `target`, as an artifact holds them."""
     target.mkdir(parents=True, exist_ok=True)
@@ -122,14 +152,41 @@ def _copy_tree(source: Path, target: Path) -> None:
 _EXPRESSION = re.compile(r"\$\{\{\s*([^}]*?)\s*\}\}")
 
 
-class GithubRun:
-    """One workflow run: its ref, its artifacts, and the baseline artifacts the last run on main
-    published (`main`, shared by the runs of a test)."""
+def _github_event(ref: str) -> tuple:
+    """(GITHUB_EVENT_NAME, GITHUB_REF_NAME) that GitHub sets for a run on `ref`: a pull request's
+    merge ref, else a push."""
+    if ref.startswith("refs/pull/"):
+        return "pull_request", ref[len("refs/pull/") :]
+    return "push", ref.rpartition("refs/heads/")[2]
 
-    def __init__(self, tmp: Path, name: str, workflow: dict, *, ref: str, kernel: str, main: Path):
+
+class GithubRun:
+    """One workflow run: its ref and event, its artifacts, and the baseline artifacts the last
+    green run on the default branch published (`main`, shared by the runs of a test)."""
+
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        workflow: dict,
+        *,
+        ref: str,
+        kernel: str,
+        main: Path,
+        event: str | None = None,
+        default_branch: str = "main",
+    ):
         self.tmp, self.name, self.workflow, self.ref, self.kernel, self.main = tmp, name, workflow, ref, kernel, main
+        self.event, self.ref_name = _github_event(ref)
+        self.event = event or self.event
+        self.default_branch = default_branch
         self.artifacts = tmp / name / "artifacts"
         self.artifacts.mkdir(parents=True)
+
+    def publishes(self) -> bool:
+        """dawidd6/action-download-artifact takes the last successful run on the branch: a push
+        (or Run workflow) there, never a pull request's run."""
+        return self.event in ("push", "workflow_dispatch") and self.ref == f"refs/heads/{self.default_branch}"
 
     def _value(self, term: str, context: dict):
         term = term.strip()
@@ -180,7 +237,7 @@ class GithubRun:
                 _copy_tree(artifact, root / given["path"])
             return 0, f"downloaded {len(names)}"
         if uses.startswith("dawidd6/action-download-artifact@"):
-            assert given["branch"] == "main"
+            assert given["branch"] == self.default_branch
             artifact = self.main / given["name"]
             if artifact.is_dir():
                 _copy_tree(artifact, root / given["path"])
@@ -196,10 +253,25 @@ class GithubRun:
         label = "-".join(str(v) for v in matrix.values()) or "all"
         root = _checkout(self.tmp / self.name / f"{job_name}-{label}", self.kernel)
         outputs = root / ".github-output"
-        env = {**env, "GITHUB_OUTPUT": str(outputs), "GITHUB_STEP_SUMMARY": str(self.tmp / self.name / "summary.md")}
+        env = {
+            **env,
+            "GITHUB_OUTPUT": str(outputs),
+            "GITHUB_STEP_SUMMARY": str(self.tmp / self.name / "summary.md"),
+            # What the runner sets for every step (the default branch is in the event payload only).
+            "GITHUB_REF": self.ref,
+            "GITHUB_REF_NAME": self.ref_name,
+            "GITHUB_EVENT_NAME": self.event,
+        }
         context = {f"matrix.{k}": v for k, v in matrix.items()}
         context.update({f"env.{k}": v for k, v in env.items()})
-        context["github.ref"] = self.ref
+        context.update(
+            {
+                "github.ref": self.ref,
+                "github.ref_name": self.ref_name,
+                "github.event_name": self.event,
+                "github.event.repository.default_branch": self.default_branch,
+            }
+        )
         status, results = "success", []
         for step in job["steps"]:
             name = step.get("name", step.get("uses", ""))
@@ -211,7 +283,11 @@ class GithubRun:
             else:
                 outputs.write_text("")
                 script = _EXPRESSION.sub(lambda m: self._value(m.group(1), context), step["run"])
-                proc = _bash(script, root, env)
+                step_env = {
+                    k: _EXPRESSION.sub(lambda m: self._value(m.group(1), context), str(v))
+                    for k, v in step.get("env", {}).items()
+                }
+                proc = _bash(script, root, {**env, **step_env})
                 code, output = proc.returncode, proc.stdout + proc.stderr
                 for line in outputs.read_text().splitlines():
                     key, _, value = line.partition("=")
@@ -230,8 +306,8 @@ class GithubRun:
             assert all(not code for _, code, _ in jobs[f"shard{shard}"]), jobs[f"shard{shard}"]
         jobs["gate"] = self.job("gate", {"runner": RUNNER, "torch": torch}, env)
         jobs["summary"] = self.job("summary", {}, env)
-        # dawidd6/action-download-artifact takes the last *successful* run on main by default.
-        if self.ref == "refs/heads/main" and not any(code for steps in jobs.values() for _, code, _ in steps):
+        # dawidd6/action-download-artifact takes the last *successful* run on the branch.
+        if self.publishes() and not any(code for steps in jobs.values() for _, code, _ in steps):
             shutil.rmtree(self.main, ignore_errors=True)
             _copy_tree(self.artifacts, self.main)
         return jobs
@@ -324,16 +400,113 @@ def test_the_github_workflow_fails_the_gate_job_on_a_missing_shard(tmp_path):
     assert steps[-1][0] == "actions/upload-artifact@v4"
 
 
+def _github_gate_job(tmp_path, *, ref, event=None, default_branch="main", baseline=False) -> tuple:
+    """The gate job of `examples/github-actions.yml` for a run on `ref`, on a shard made here:
+    (its steps, the run)."""
+    workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
+    env = {**_github_env(workflow, tmp_path), "PINNED_TORCH": TORCH}
+    main = tmp_path / "main-artifacts"
+    if baseline:
+        _place(main / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json", report(SHARD_CASES, torch=TORCH))
+    run = GithubRun(
+        tmp_path, "run", workflow, ref=ref, kernel="correct", main=main, event=event, default_branch=default_branch
+    )
+    name = f"{RUNNER}-torch{TORCH}-shard1"
+    _place(run.artifacts / f"scaledmm-{name}" / f"{name}.json", _shard_report())
+    return run.job("gate", {"runner": RUNNER, "torch": TORCH}, env), run
+
+
+def _step(steps: list, name: str) -> tuple:
+    return next((code, output) for step, code, output in steps if step == name)
+
+
+@pytest.mark.parametrize(
+    "ref, event, default_branch",
+    [
+        ("refs/pull/7/merge", None, "main"),  # a pull request
+        ("refs/heads/feature", None, "main"),  # a push to another branch
+        ("refs/heads/main", "pull_request_target", "main"),  # runs on the base branch's ref, for a pull request
+        ("refs/heads/main", None, "trunk"),  # main is not this repository's default branch
+    ],
+)
+def test_the_github_gate_job_without_a_baseline_fails_off_the_default_branch(tmp_path, ref, event, default_branch):
+    """The baseline expires 90 days after the last green run on the default branch: a pull
+    request then must not pass ungated."""
+    steps, run = _github_gate_job(tmp_path, ref=ref, event=event, default_branch=default_branch)
+    code, output = _step(steps, "Look for the baseline")
+    assert code == 1
+    assert output.splitlines() == [
+        f"::error title=scaled-mm gate::no baseline for {RUNNER} (none published on {default_branch} yet, or it"
+        f" expired): {ref} cannot be gated; run this workflow on {default_branch} (a push, or Run workflow) to"
+        " publish one"
+    ]
+    assert _step(steps, "Gate")[0] is None and _step(steps, "Prepare the next baseline")[0] is None
+    assert not (run.artifacts / f"scaledmm-baseline-{RUNNER}").exists()  # nothing published
+    assert (run.artifacts / f"scaledmm-merged-{RUNNER}-torch{TORCH}").is_dir()  # the merged report, always
+
+
+@pytest.mark.parametrize("default_branch, event", [("main", "push"), ("trunk", "push"), ("main", "workflow_dispatch")])
+def test_the_github_gate_job_on_the_default_branch_publishes_the_first_baseline(tmp_path, default_branch, event):
+    steps, run = _github_gate_job(
+        tmp_path, ref=f"refs/heads/{default_branch}", event=event, default_branch=default_branch
+    )
+    assert all(not code for _, code, _ in steps), steps
+    code, output = _step(steps, "Look for the baseline")
+    assert output.splitlines() == [
+        f"::notice title=scaled-mm gate skipped::{NOTICE} (first run on {default_branch}): gate skipped; this run"
+        f" publishes the merged report of torch {TORCH} as the baseline"
+    ]
+    assert _step(steps, "Gate")[0] is None
+    published = run.artifacts / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json"
+    assert json.loads(published.read_text())["session"]["complete"] is True
+
+
+@pytest.mark.parametrize("ref", ["refs/pull/7/merge", "refs/heads/main"])
+def test_the_github_gate_job_with_a_baseline_gates(tmp_path, ref):
+    steps, run = _github_gate_job(tmp_path, ref=ref, baseline=True)
+    assert all(not code for _, code, _ in steps), steps
+    assert "gate passed: no new failure" in _step(steps, "Gate")[1]
+    assert NOTICE not in _step(steps, "Look for the baseline")[1]
+    # A green run on the default branch publishes the next baseline; a pull request never does.
+    assert (run.artifacts / f"scaledmm-baseline-{RUNNER}").is_dir() == (ref == "refs/heads/main")
+
+
 # -- GitLab CI -----------------------------------------------------------------------------------
 
 
 class GitlabPipeline:
-    """One pipeline: its jobs' artifacts, by job name as GitLab names a parallel:matrix job."""
+    """One pipeline: its jobs' artifacts, by job name as GitLab names a parallel:matrix job, and
+    the predefined variables of its ref and source (a push, or a merge request's pipeline)."""
 
-    def __init__(self, tmp: Path, name: str, pipeline: dict, *, ref: str, kernel: str, main: Path):
+    def __init__(
+        self,
+        tmp: Path,
+        name: str,
+        pipeline: dict,
+        *,
+        ref: str,
+        kernel: str,
+        main: Path,
+        source: str = "push",
+        default_branch: str = "main",
+    ):
         self.tmp, self.name, self.pipeline, self.ref, self.kernel, self.main = tmp, name, pipeline, ref, kernel, main
+        self.source, self.default_branch = source, default_branch
         self.artifacts = tmp / name / "artifacts"
         self.results = {}
+
+    def variables(self) -> dict:
+        merge_request = {"CI_MERGE_REQUEST_IID": "5"} if self.source == "merge_request_event" else {}
+        return {
+            "CI_COMMIT_REF_NAME": self.ref,
+            "CI_DEFAULT_BRANCH": self.default_branch,
+            "CI_PIPELINE_SOURCE": self.source,
+            **merge_request,
+        }
+
+    def publishes(self) -> bool:
+        """The job-artifacts API serves the last successful pipeline of the default branch."""
+        return self.ref == self.default_branch and self.source == "push"
 
     def job(self, job_name: str, variables: dict, env: dict, needs=()) -> subprocess.CompletedProcess:
         job = self.pipeline[job_name]
@@ -343,7 +516,9 @@ class GitlabPipeline:
         for need in needs:  # `needs:` brings the artifacts of those jobs
             _copy_tree(self.artifacts / need, root)
         # before_script installs packages: skipped here.
-        proc = _bash("\n".join(job["script"]), root, {**env, **variables, "MAIN_ARTIFACTS": str(self.main)})
+        env = {k: v for k, v in env.items() if not k.startswith("CI_MERGE_REQUEST_")}
+        env.update({**self.variables(), **variables, "MAIN_ARTIFACTS": str(self.main)})
+        proc = _bash("\n".join(job["script"]), root, env)
         if proc.returncode == 0 or job["artifacts"].get("when") == "always":
             for path in job["artifacts"]["paths"]:
                 if (root / path).exists():
@@ -367,8 +542,8 @@ class GitlabPipeline:
         gate = self.job("scaledmm-gate", {"RUNNER": RUNNER, "TORCH": torch}, env, needs=shards)
         report = self.job("scaledmm-report", {}, env, needs=[f"scaledmm-gate: [{RUNNER}, {torch}]"])
         assert report.returncode == 0, report.stderr[-3000:]
-        # The job-artifacts API serves the last *successful* pipeline on main.
-        if self.ref == "main" and all(proc.returncode == 0 for proc in self.results.values()):
+        # The job-artifacts API serves the last *successful* pipeline on the default branch.
+        if self.publishes() and all(proc.returncode == 0 for proc in self.results.values()):
             shutil.rmtree(self.main, ignore_errors=True)
             _copy_tree(self.artifacts, self.main)
         return gate
@@ -403,7 +578,9 @@ def test_the_gitlab_pipeline_bootstraps_its_baseline_then_gates(tmp_path):
     assert json.loads((main / gate_job / "publish" / f"{RUNNER}.json").read_text())["session"]["complete"] is True
     assert NOTICE in (main / gate_job / "merged" / f"{RUNNER}-torch{torch}.md").read_text()
 
-    second = GitlabPipeline(tmp_path, "second", pipeline, ref="feature", kernel="correct", main=main)
+    second = GitlabPipeline(
+        tmp_path, "second", pipeline, ref="feature", kernel="correct", main=main, source="merge_request_event"
+    )
     proc = second.run(env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "merged 2 shard(s) into" in proc.stdout and "gate passed: no new failure" in proc.stdout
@@ -418,6 +595,72 @@ def test_the_gitlab_pipeline_bootstraps_its_baseline_then_gates(tmp_path):
     proc = third.run(env)
     assert proc.returncode == 1 and "gate FAILED" in proc.stdout, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert (main / gate_job / "publish" / f"{RUNNER}.json").read_bytes() == before
+
+
+def _gitlab_gate_job(tmp_path, *, ref, source, default_branch="main", baseline=False):
+    """The scaledmm-gate job of `examples/gitlab-ci.yml` in a pipeline on `ref`, on a shard made
+    here: its process and the pipeline."""
+    pipeline = yaml.safe_load((EXAMPLES / "gitlab-ci.yml").read_text())
+    env = _environment(tmp_path)
+    env.update({k: str(v) for k, v in pipeline["variables"].items()})
+    env.update(
+        {
+            "PINNED_TORCH": TORCH,
+            "CI_API_V4_URL": "https://gitlab.example.com/api/v4",
+            "CI_PROJECT_ID": "7",
+            "CI_JOB_TOKEN": "token",
+        }
+    )
+    main = tmp_path / "main-artifacts"
+    gate_job = f"scaledmm-gate: [{RUNNER}, {TORCH}]"
+    if baseline:
+        _place(main / gate_job / "publish" / f"{RUNNER}.json", report(SHARD_CASES, torch=TORCH))
+    run = GitlabPipeline(
+        tmp_path, "run", pipeline, ref=ref, kernel="correct", main=main, source=source, default_branch=default_branch
+    )
+    shard_job = f"scaledmm-shard: [{RUNNER}, {TORCH}, 1]"
+    _place(run.artifacts / shard_job / "shards" / f"{RUNNER}-torch{TORCH}-shard1.json", _shard_report())
+    proc = run.job("scaledmm-gate", {"RUNNER": RUNNER, "TORCH": TORCH}, env, needs=[shard_job])
+    return proc, run.artifacts / gate_job
+
+
+@pytest.mark.parametrize(
+    "ref, source, default_branch",
+    [
+        ("feature", "merge_request_event", "main"),  # a merge request's pipeline
+        ("main", "merge_request_event", "main"),  # a merge request from a fork's main
+        ("feature", "push", "main"),  # a push to another branch
+        ("main", "push", "trunk"),  # main is not this project's default branch
+    ],
+)
+def test_the_gitlab_gate_job_without_a_baseline_fails_off_the_default_branch(tmp_path, ref, source, default_branch):
+    proc, artifacts = _gitlab_gate_job(tmp_path, ref=ref, source=source, default_branch=default_branch)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = (
+        f"ERROR: no baseline for {RUNNER} (none published on {default_branch} yet, or it expired): {ref} cannot be"
+        f" gated; run this pipeline on {default_branch} (Build > Pipelines > Run pipeline) to publish one"
+    )
+    assert proc.stderr.splitlines() == [line]
+    assert "gate passed" not in proc.stdout and "NOTICE" not in proc.stdout
+    assert (artifacts / "merged" / f"{RUNNER}-torch{TORCH}.md").read_text() == line + "\n"
+
+
+@pytest.mark.parametrize("default_branch", ["main", "trunk"])
+def test_the_gitlab_gate_job_on_the_default_branch_publishes_the_first_baseline(tmp_path, default_branch):
+    proc, artifacts = _gitlab_gate_job(tmp_path, ref=default_branch, source="push", default_branch=default_branch)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    notice = (
+        f"NOTICE: {NOTICE} (first pipeline on {default_branch}): gate skipped; this pipeline publishes the merged"
+        f" report of torch {TORCH} as the baseline"
+    )
+    assert proc.stdout.splitlines()[-1] == notice and "gate passed" not in proc.stdout
+    assert json.loads((artifacts / "publish" / f"{RUNNER}.json").read_text())["session"]["complete"] is True
+
+
+def test_the_gitlab_gate_job_with_a_baseline_gates(tmp_path):
+    proc, _ = _gitlab_gate_job(tmp_path, ref="feature", source="merge_request_event", baseline=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gate passed: no new failure" in proc.stdout and NOTICE not in proc.stdout
 
 
 def test_the_gitlab_gate_job_fails_when_the_baseline_cannot_be_fetched(tmp_path):

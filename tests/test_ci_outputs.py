@@ -480,6 +480,45 @@ def test_gate_markdown_never_appends_to_a_report(tmp_path, capsys):
     assert c.read_bytes() == before and "never overwritten" in capsys.readouterr().err
 
 
+def test_gate_markdown_appends_only_to_a_file_it_may_take(tmp_path, monkeypatch, capsys):
+    """The step summary, a new file, or Markdown that the gate or compare began; anything else
+    (a matrix.yaml named by a slip, notes that quote a verdict) is one error line, untouched."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    b, c = _two_reports(tmp_path)
+    gate = ["gate", "--baseline", str(b), "--candidate", str(c), "--markdown"]
+    matrix = tmp_path / "matrix.yaml"
+    notes = tmp_path / "notes.md"
+    matrix.write_text("version: 1\nkernels: []\n")
+    notes.write_text("# CI\n**gate passed: no new failure** is what a green run says\n")
+    for theirs in (matrix, notes):
+        before = theirs.read_bytes()
+        assert main([*gate, str(theirs)]) == 2
+        out, err = capsys.readouterr()
+        assert (out, err) == (
+            "",
+            f"scaledmm gate: error: --markdown {theirs}: it is there and was not written by scaledmm gate or"
+            " compare: it is never appended to\n",
+        )
+        assert theirs.read_bytes() == before
+    # A new file, then the same file again: both verdicts, one after the other.
+    verdicts = tmp_path / "gate.md"
+    assert main([*gate, str(verdicts)]) == 0 and main([*gate, str(verdicts)]) == 0
+    assert verdicts.read_text().count("**gate passed: no new failure") == 2
+    # Markdown compare wrote (the GitLab example's flow): the verdict goes after it.
+    summary = tmp_path / "summary.md"
+    assert main(["compare", str(b), str(c), "--markdown", str(summary)]) == 0
+    assert main([*gate, str(summary)]) == 0
+    text = summary.read_text()
+    assert text.startswith("## scaled-mm compatibility matrix") and "**gate passed: no new failure" in text
+    # Whatever file $GITHUB_STEP_SUMMARY names takes it: the runner made it for this.
+    step = tmp_path / "step_summary_x"
+    step.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step))
+    assert main([*gate, str(step)]) == 0
+    text = step.read_text()
+    assert text.startswith("earlier step\n") and text.count("**gate passed") == 1
+
+
 def test_a_step_summary_that_names_a_report_is_never_appended_to(tmp_path, monkeypatch, capsys):
     b, c = _two_reports(tmp_path)
     before = b.read_bytes()

@@ -70,22 +70,13 @@ def test_gate_raises_its_own_exception_type():
 
 
 def test_gate_markdown_is_appended(tmp_path):
-    summary = tmp_path / "step-summary.md"
-    summary.write_text("# earlier step\n")
-    main(
-        [
-            "gate",
-            "--baseline",
-            str(BASELINE),
-            "--candidate",
-            str(GATE / "candidate-torch213-regression.json"),
-            "--markdown",
-            str(summary),
-        ]
-    )
+    summary = tmp_path / "gate.md"
+    for candidate in (BASELINE, GATE / "candidate-torch213-regression.json"):
+        main(["gate", "--baseline", str(BASELINE), "--candidate", str(candidate), "--markdown", str(summary)])
     text = summary.read_text()
     assert (
-        text.startswith("# earlier step\n")
+        text.startswith("\n**gate FAILED: ")  # the first verdict (not proven) stays; the second follows it
+        and text.count("**gate FAILED: ") == 2
         and "**gate FAILED: 2 case\\(s\\) newly fail in torch213 against torch211**" in text
     )
     assert "&lt;script&gt;" in text and "<script>" not in text

@@ -2,6 +2,10 @@
 torch releases, what it refuses, and that its CI templates are the examples the CI test runs."""
 
 import configparser
+import json
+import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -9,7 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from matrices import matrix_text, planted
+
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
 
 
 def init(directory: Path, *args: str) -> subprocess.CompletedProcess:
@@ -110,9 +117,10 @@ def test_init_refuses_to_overwrite_and_writes_nothing(project):
     "args, message",
     [
         (
-            ["--torch", "2.13.0"],
-            "--torch: name at least two releases, the pinned one first (e.g. --torch 2.11.0 2.13.0)",
+            ["--torch", "2.13.0", "--base", "my branch"],
+            "--base 'my branch': a git ref (a branch, a tag or a commit) without spaces or braces",
         ),
+        (["--torch", "2.13.0", "2.13.0"], "--torch 2.13.0 and 2.13.0: one env per minor release (torch213)"),
         (["--torch", "2.11.0", "two"], "--torch two: not a version (e.g. 2.11.0)"),
         (["--torch", "2.11.0", "2.13.0+cpu"], "--torch 2.13.0+cpu: give a release such as 2.11.0 (no local build tag)"),
         (["--torch", "2.11.0", "2.11.1"], "--torch 2.11.0 and 2.11.1: one env per minor release (torch211)"),
@@ -164,3 +172,144 @@ def test_pytest_xdist_is_a_dependency_of_the_package_not_an_extra():
 
     requires = importlib.metadata.requires("pytest-scaledmm") or []
     assert any(r.startswith("pytest-xdist") and "extra ==" not in r for r in requires), requires
+
+
+# -- one torch release: the working tree's kernels against the committed ones -----------------------
+
+
+def _git(project: Path, *args: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main", *args],
+        cwd=project,
+        check=True,
+        capture_output=True,
+    )
+
+
+def _tox_commands(project: Path, envs: list, env: dict) -> dict:
+    """{env: (change_dir, [argv of commands_pre and commands])}, as tox resolves tox.ini (no env
+    is created: nothing is installed)."""
+    tox = [sys.executable, "-m", "tox", "-c", str(project / "tox.ini"), "config", "-e", ",".join(envs)]
+    shown = subprocess.run(
+        [*tox, "-k", "change_dir", "commands_pre", "commands"], capture_output=True, text=True, cwd=project, env=env
+    )
+    assert shown.returncode == 0, shown.stderr
+    found, name = {}, None
+    for line in shown.stdout.splitlines():
+        if line.startswith("[testenv:"):
+            name = line[len("[testenv:") : -1]
+            found[name] = [None, []]
+        elif " = " in line or line.endswith(" ="):
+            key, _, value = line.partition(" = ")
+            if key == "change_dir":
+                found[name][0] = Path(value)
+            elif value.strip():
+                found[name][1].append(shlex.split(value))
+    return found
+
+
+def _run_env(project: Path, commands: dict, name: str, env: dict) -> subprocess.CompletedProcess:
+    """An env's commands as tox would run them, with this interpreter as the env's python;
+    installing (pip) is skipped: this interpreter has the package."""
+    change_dir, argvs = commands[name]
+    local = {"python": [sys.executable], "scaledmm": [sys.executable, "-m", "pytest_scaledmm"]}
+    change_dir.mkdir(parents=True, exist_ok=True)  # as tox does
+    proc = None
+    for argv in argvs:
+        if argv[:3] == ["python", "-m", "pip"]:
+            continue
+        proc = subprocess.run(
+            [*local[argv[0]], *argv[1:]],
+            cwd=change_dir,
+            env={**env, "TOX_ENV_NAME": name},
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode:
+            break
+    assert proc is not None
+    return proc
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the one-release flow takes its baseline from git")
+def test_one_release_gates_the_working_tree_against_the_committed_kernels(tmp_path):
+    """`scaledmm init --torch R` from a clean project: the baseline env runs the kernels as
+    committed on main, the release's env those of the working tree, under the same torch; a
+    kernel broken in the working tree fails the gate, restored it passes."""
+    import torch
+    from packaging.version import Version
+
+    release = Version(torch.__version__).base_version
+    project = tmp_path / "project"
+    project.mkdir()
+    matrix = matrix_text(
+        [planted("my_fp8", "scaled_mm", module="mykernel")],
+        {"mode": ["eager", "aot_eager"], "out_dtype": ["bf16", "fp16"]},
+    )
+    (project / "matrix.yaml").write_text(matrix)
+    (project / "mykernel.py").write_text("from planted_kernels import correct as scaled_mm\n")
+    _git(project, "init", "-q")
+    _git(project, "add", "matrix.yaml", "mykernel.py")
+    _git(project, "commit", "-q", "-m", "kernel")
+    # The change under review, not committed: the kernel now drops scale_b.
+    (project / "mykernel.py").write_text("from planted_kernels import ignores_scale_b as scaled_mm\n")
+
+    proc = init(project, "--torch", release, "--ci", "github", "--spec", "pytest-scaledmm @ file:///x")
+    assert proc.returncode == 0, proc.stderr
+    candidate = "torch" + "".join(release.split(".")[:2])
+    assert proc.stdout.splitlines()[-1] == f"next: tox -e baseline,{candidate},report  then  tox -e gate"
+    github = yaml.safe_load((project / ".github" / "workflows" / "scaledmm.yml").read_text())
+    assert github["env"]["PINNED_TORCH"] == release and github["jobs"]["gate"]["strategy"]["matrix"]["torch"] == [
+        release
+    ]
+
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(TESTS), env.get("PYTHONPATH")])),
+            "PYTEST_ADDOPTS": "-W ignore --scaledmm-isolate=no --no-scaledmm-triage",  # cases in-process: short
+            "SCALEDMM_WORKERS": "0",
+        }
+    )
+    commands = _tox_commands(project, ["baseline", candidate, "gate"], env)
+    assert commands["baseline"][1][0][:3] == ["python", "-m", "pytest_scaledmm.scaffold.base_ref"]
+
+    for name in ("baseline", candidate):
+        ran = _run_env(project, commands, name, env)
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]  # failing cases are data
+    reports = {name: json.loads((project / "reports" / f"{name}.json").read_text()) for name in ("baseline", candidate)}
+    assert {c["outcome"] for c in reports["baseline"]["cases"]} == {"PASS"}  # main's kernel
+    assert {c["outcome"] for c in reports[candidate]["cases"]} == {"MISMATCH"}  # the working tree's
+    assert reports["baseline"]["environment"]["torch"] == reports[candidate]["environment"]["torch"]
+    assert reports["baseline"]["environment"]["tox_env"] == "baseline"
+
+    gate = _run_env(project, commands, "gate", env)
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert gate.stdout.startswith(f"gate FAILED: 4 case(s) newly fail in {candidate} against baseline"), gate.stdout
+
+    # The change undone: the same flow passes (the baseline env takes main again, anew).
+    _git(project, "checkout", "--", "mykernel.py")
+    for name in ("baseline", candidate, "gate"):
+        ran = _run_env(project, commands, name, env)
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert ran.stdout.startswith(f"gate passed: no new failure in {candidate} against baseline"), ran.stdout
+    assert not (project / "mykernel.py").read_text().startswith("from planted_kernels import ignores")
+
+
+def test_the_baseline_env_says_in_one_line_when_its_ref_is_missing(tmp_path):
+    from pytest_scaledmm.scaffold import base_ref
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest_scaledmm.scaffold.base_ref", str(tmp_path), "no-such-ref", str(tmp_path / "b")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith(f"scaledmm baseline: error: {tmp_path} at no-such-ref: ")
+    assert "set SCALEDMM_BASE" in proc.stderr
+    # A directory of the user's is never emptied for it.
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "notes.txt").write_text("kept")
+    with pytest.raises(base_ref.BaseRefError, match="holds files of its own"):
+        base_ref._clear(tmp_path / "mine")
+    assert (tmp_path / "mine" / "notes.txt").read_text() == "kept"

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -361,6 +362,62 @@ def test_stale_lock_of_a_dead_run_is_taken_over_and_released(matrix_project, pyt
     _run(matrix_project).assert_outcomes(passed=2)
     assert matrix_project.report()["session"]["complete"] is True
     assert not lock.exists()
+
+
+def _lock_of(pid, start, boot) -> str:
+    return json.dumps({"pid": pid, "start": start, "boot": boot}) + "\n"
+
+
+def _this_process():
+    """This process as a lock names it, read here from /proc: pid, start time, boot id."""
+    stat = Path(f"/proc/{os.getpid()}/stat").read_text()
+    start = int(stat[stat.rindex(")") + 2 :].split()[19])  # field 22: after the command name
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    return SimpleNamespace(pid=os.getpid(), start=start, boot=boot)
+
+
+@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").is_file(), reason="no boot id on this system")
+def test_a_lock_from_a_killed_container_run_is_taken_over_with_a_warning(matrix_project, pytester):
+    """pid 1 is alive in every container: a lock naming it, taken under another boot (or in a
+    container since gone, whose pid 1 started at another time), is stale."""
+    lock = pytester.path / "report.json.lock"
+    me = _this_process()
+    for stale, why in (
+        (
+            _lock_of(1, 12345, "00000000-0000-0000-0000-000000000000"),
+            "it was taken under another boot or on another host",
+        ),
+        (_lock_of(me.pid, me.start + 1, me.boot), f"pid {me.pid} is another process now"),
+        ("1\n", "pid 1 is an init process here (a run killed in a container)"),  # an earlier version's lock
+        (f"{_exited_pid()}\n", "is not running"),
+    ):
+        lock.write_text(stale)
+        result = _run(matrix_project)
+        result.assert_outcomes(passed=2)
+        warnings = [line for line in result.errlines if "warning:" in line]
+        assert len(warnings) == 1, result.errlines
+        assert warnings[0].startswith(f"scaledmm: warning: --scaledmm-report: took over the stale lock {lock}: ")
+        assert why in warnings[0], warnings[0]
+        assert matrix_project.report()["session"]["complete"] is True
+        assert not lock.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").is_file(), reason="no /proc on this system")
+def test_a_lock_naming_a_live_run_by_its_identity_is_refused(matrix_project, pytester):
+    """This test's own process, with its start time and boot id: alive and the same process."""
+    report = pytester.path / "report.json"
+    report.write_text('{"kept": true}')
+    me = _this_process()
+    assert me.start is not None
+    held = _lock_of(me.pid, me.start, me.boot)
+    Path(f"{report}.lock").write_text(held)
+    result = _run(matrix_project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --scaledmm-report: *report.json is being written by another run (pid {me.pid}); lock file *"]
+    )
+    assert json.loads(report.read_text()) == {"kept": True}
+    assert Path(f"{report}.lock").read_text() == held  # not ours to remove
 
 
 # -- a stale report at the path --------------------------------------------------------------------

@@ -77,6 +77,27 @@ def test_every_format_refuses_a_file_it_did_not_write(with_csv, two_reports, tmp
 
 
 @pytest.mark.parametrize("flag", ["--csv", "--markdown", "--html"])
+def test_a_file_that_only_mentions_the_mark_is_not_one_of_ours(with_csv, two_reports, tmp_path, flag, capsys):
+    """Notes on the CI that quote what compare writes are the user's: the mark must stand where
+    the format puts it (the first line of Markdown, a line of its own in HTML and CSV)."""
+    mark = next(row.mark for row in cli.RENDERERS if row.flag == flag)
+    notes = tmp_path / "ci-notes.md"
+    text = f"# Our CI\n\nThe summary step writes `{mark}` first; keep this page.\n"
+    notes.write_text(text)
+    assert cli.main(["compare", flag, str(notes), *map(str, two_reports)]) == cli.EXIT_USAGE
+    assert notes.read_text() == text
+    err = capsys.readouterr().err
+    assert err == (
+        f"scaledmm compare: error: {flag} {notes}: it is there and was not written by scaledmm compare:"
+        " it is never overwritten\n"
+    )
+    # What compare wrote there itself is still replaced.
+    notes.unlink()
+    assert cli.main(["compare", flag, str(notes), *map(str, two_reports)]) == cli.EXIT_OK
+    assert cli.main(["compare", flag, str(notes), *map(str, two_reports)]) == cli.EXIT_OK
+
+
+@pytest.mark.parametrize("flag", ["--csv", "--markdown", "--html"])
 def test_every_format_refuses_a_directory(with_csv, two_reports, tmp_path, flag, capsys):
     assert cli.main(["compare", flag, str(tmp_path), *map(str, two_reports)]) == cli.EXIT_USAGE
     assert "it is a directory; name a file" in capsys.readouterr().err

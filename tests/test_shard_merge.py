@@ -351,6 +351,43 @@ def test_merge_refuses_to_write_over_a_shard_or_a_run_report(tmp_path, capsys):
     assert err.startswith(f"scaledmm merge: error: cannot write {blocker / 'merged.json'}: ") and err.count("\n") == 1
 
 
+def test_merge_keeps_an_earlier_merged_report_of_another_run_aside(tmp_path, capsys):
+    """The published baseline is a merged report: one shard of a later run merged onto it by a
+    slip leaves it at OUT.previous.json, as a run's --scaledmm-report leaves the earlier one."""
+    cases = [case(f"k-{i}", "PASS") for i in range(2)]
+    ids = [c["id"] for c in cases]
+
+    def shards(run, started):
+        return [
+            write(
+                tmp_path / f"{run}-s{i}.json", _shard_report(cases[i - 1 : i], i, 2, ids, session={"started": started})
+            )
+            for i in (1, 2)
+        ]
+
+    main_run = shards("main", "2026-01-01T00:00:00.000001+00:00")
+    baseline = tmp_path / "baseline.json"
+    assert main(["merge", str(baseline), *map(str, main_run)]) == 0
+    complete = baseline.read_bytes()
+    capsys.readouterr()
+    # The same run merged again replaces it: nothing is lost, nothing kept aside.
+    assert main(["merge", str(baseline), *map(str, main_run)]) == 0
+    assert baseline.read_bytes() == complete and not (tmp_path / "baseline.previous.json").exists()
+    assert "kept as" not in capsys.readouterr().out
+
+    later = shards("pr", "2026-02-01T00:00:00.000001+00:00")
+    assert main(["merge", str(baseline), str(later[0])]) == 1
+    out, err = capsys.readouterr()
+    kept = tmp_path / "baseline.previous.json"
+    assert out.splitlines()[0] == f"the earlier merged report at {baseline} (another run) is kept as {kept}"
+    assert "is INCOMPLETE: shard(s) 2/2 missing" in err
+    assert kept.read_bytes() == complete  # the complete baseline, byte for byte
+    assert json.loads(baseline.read_text())["session"]["complete"] is False
+    # The rest of that run merged in: the incomplete merge of the same run is replaced.
+    assert main(["merge", str(baseline), *map(str, later)]) == 0
+    assert "kept as" not in capsys.readouterr().out and kept.read_bytes() == complete
+
+
 CAND = dict(torch="2.13.0")
 
 

@@ -266,6 +266,10 @@ def _claim_report_path(config, path: Path) -> None:
     except OSError as exc:
         raise pytest.UsageError(f"--scaledmm-report: cannot lock {path}: {exc.strerror or exc}") from None
     config.stash[LOCK_KEY] = lock
+    if lock.taken_over:
+        import sys
+
+        print(f"scaledmm: warning: --scaledmm-report: {lock.taken_over}", file=sys.stderr)
     from ..reports.report_path import ClaimRefused
 
     try:

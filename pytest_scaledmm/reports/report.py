@@ -20,6 +20,7 @@ import stat
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, cast
@@ -326,14 +327,94 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _process_start(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks since boot (field 22 of /proc/<pid>/stat), or
+    None where there is no /proc. A pid reused by another process has another start."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat_line = handle.read().decode("ascii", "replace")
+        # The command name (field 2) may hold spaces and parentheses: count after the last ')'.
+        return int(stat_line[stat_line.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _boot_id() -> str | None:
+    """This boot of this machine: every container on one host shares it, another host or a
+    reboot has another."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
+            return handle.read().strip() or None
+    except (OSError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class LockOwner:
+    """The run a lock names: its pid and, where the system tells, what keeps another process
+    that got the same pid (a later container's pid 1, a reused pid) from passing for it."""
+
+    pid: int
+    start: int | None = None
+    boot: str | None = None
+    legacy: bool = False  # the pid alone, as earlier versions wrote it
+
+    @staticmethod
+    def this_process() -> LockOwner:
+        return LockOwner(os.getpid(), _process_start(os.getpid()), _boot_id())
+
+    def text(self) -> str:
+        return json.dumps({"pid": self.pid, "start": self.start, "boot": self.boot}) + "\n"
+
+    @staticmethod
+    def parse(text: str) -> LockOwner | None:
+        """None for a lock that names no run (empty: its run is writing it now; or corrupt)."""
+        text = text.strip()
+        if text.isdigit():
+            return LockOwner(int(text), legacy=True)
+        try:
+            data = json.loads(text)
+        except ValueError:
+            return None
+        if not isinstance(data, dict) or type(data.get("pid")) is not int:
+            return None
+        start, boot = data.get("start"), data.get("boot")
+        return LockOwner(
+            data["pid"], start if type(start) is int else None, boot if isinstance(boot, str) and boot else None
+        )
+
+    def gone(self) -> str | None:
+        """Why the run that took this lock cannot be running any more, or None when it may be."""
+        if not _pid_alive(self.pid):
+            return f"pid {self.pid} is not running"
+        boot = _boot_id()
+        if self.boot and boot and self.boot != boot:
+            return f"it was taken under another boot or on another host (boot id {self.boot})"
+        if self.start is not None:
+            now = _process_start(self.pid)
+            if now is not None and now != self.start:
+                return f"pid {self.pid} is another process now (it started at another time)"
+            if now is not None:
+                return None
+        # Nothing tells this pid's process apart from the run's; pid 1 is an init (a container's
+        # or the host's), never a run of its own that another one could be writing beside.
+        if self.pid == 1:
+            return "pid 1 is an init process here (a run killed in a container)"
+        return None
+
+
 class ReportLock:
-    """`<report>.lock` beside the report, created exclusively and holding the pid: a second run
-    writing the same report at the same time is refused instead of clobbering the first. The lock
-    of a process that no longer exists is taken over."""
+    """`<report>.lock` beside the report, created exclusively and naming its run (LockOwner): a
+    second run writing the same report at the same time is refused instead of clobbering the
+    first. The lock of a run that is gone (its pid dead, or alive but another process by its
+    start time or boot id) is taken over, and `taken_over` says whose it was. A lock of an
+    earlier version holds the pid alone: taken over when that pid is dead or 1, else refused,
+    since nothing tells whether that pid is still the run."""
 
     def __init__(self, report_path: Path):
         self.path = Path(f"{report_path}.lock")
         self.held = False
+        self.taken_over: str | None = None  # one line: the stale lock this acquire replaced
 
     def _create(self) -> bool:
         try:
@@ -341,14 +422,23 @@ class ReportLock:
         except FileExistsError:
             return False
         with os.fdopen(fd, "w") as handle:
-            handle.write(f"{os.getpid()}\n")
+            handle.write(LockOwner.this_process().text())
         return True
 
-    def _owner(self, path: Path) -> int:
+    @staticmethod
+    def _read(path: Path) -> str:
         try:
-            return int(path.read_text().strip() or "0")
-        except (OSError, ValueError):
-            return 0
+            return path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def _refusal(self, owner: LockOwner) -> ReportLocked:
+        hint = (
+            " (a lock of an earlier version, naming a pid alone: remove it if no run is writing the report)"
+            if owner.legacy
+            else ""
+        )
+        return ReportLocked(f"is being written by another run (pid {owner.pid}); lock file {self.path}{hint}")
 
     def acquire(self) -> None:
         """Raises ReportLocked (naming the owner) or OSError."""
@@ -356,24 +446,28 @@ class ReportLock:
             if self._create():
                 self.held = True
                 return
-            owner = self._owner(self.path)
-            if owner and _pid_alive(owner):
-                raise ReportLocked(f"is being written by another run (pid {owner}); lock file {self.path}")
+            text = self._read(self.path)
+            owner = LockOwner.parse(text)
+            why = owner.gone() if owner is not None else "it names no run"
+            if why is None and owner is not None:
+                raise self._refusal(owner)
             # Stale: move it aside atomically (only one run can), then check what was moved.
             aside = self.path.with_name(f"{self.path.name}.stale-{os.getpid()}")
             try:
                 os.replace(self.path, aside)
             except FileNotFoundError:
                 continue  # another run took it over first; try again
-            moved = self._owner(aside)
-            if moved and moved != owner and _pid_alive(moved):
+            moved_text = self._read(aside)
+            moved = LockOwner.parse(moved_text)
+            if moved_text != text and moved is not None and moved.gone() is None:
                 # A live run locked it between our read and our move: give it back.
                 try:
                     os.link(aside, self.path)
                 finally:
                     os.unlink(aside)
-                raise ReportLocked(f"is being written by another run (pid {moved}); lock file {self.path}")
+                raise self._refusal(moved)
             os.unlink(aside)
+            self.taken_over = f"took over the stale lock {self.path}: {why}"
         raise ReportLocked(f"its lock file {self.path} keeps changing hands")
 
     def release(self) -> None:
@@ -382,7 +476,8 @@ class ReportLock:
         if not self.held:
             return
         self.held = False
-        if self._owner(self.path) == os.getpid():
+        owner = LockOwner.parse(self._read(self.path))
+        if owner is not None and owner.pid == os.getpid() and not owner.legacy:
             try:
                 self.path.unlink()
             except OSError:
@@ -402,7 +497,7 @@ def unfinished_report(reason: str = IN_PROGRESS) -> Report:
     return build_report({}, {}, [], session)
 
 
-def _is_unfinished_stub(path: Path) -> bool:
+def is_unfinished_stub(path: Path) -> bool:
     try:
         with open(path, "rb") as handle:
             raw = handle.read(64 * 1024)
@@ -426,7 +521,7 @@ def start_report(path: Path, reason: str = IN_PROGRESS) -> Path | None:
     own. Returns where the earlier report went, or None. Raises OSError."""
 
     path = Path(path)
-    return claim(path, unfinished_report(reason), write_atomic, previous_path(path), _is_unfinished_stub)
+    return claim(path, unfinished_report(reason), write_atomic, previous_path(path), is_unfinished_stub)
 
 
 def abandon_report(path, reason: str) -> None:

@@ -2,6 +2,12 @@
 
 The CI templates beside this file are examples/github-actions.yml and examples/gitlab-ci.yml
 (tests/test_init.py keeps them identical); init changes only the values the user chose.
+
+With two or more releases, tox.ini has one env per release and gates the last against the
+first (a torch upgrade). With one, it gates a kernel change under that release: the env
+`baseline` runs the matrix and kernels as committed on a git ref (base_ref.py), the env of the
+release runs the working tree's, and the gate judges the second against the first, where a pass
+that now fails is the kernel's doing (reports/gate.py, the same-release rule).
 """
 
 from __future__ import annotations
@@ -25,6 +31,9 @@ class InitError(ScaledmmError, ValueError):
     """One line for the user: which option or file, and why."""
 
 
+BASELINE_ENV = "baseline"  # the env of a one-release flow that runs the base ref's kernels
+
+
 @dataclass(frozen=True)
 class Plan:
     torch: tuple  # releases, the pinned one (the baseline) first
@@ -34,12 +43,22 @@ class Plan:
     runners: tuple
     shards: int
     hypothesis: str  # pinned in every env so that case ids line up
+    base: str = "main"  # one release: the git ref whose committed kernels are the baseline
 
     @staticmethod
     def env(version: str) -> str:
         """The tox env of a torch release: one per minor release."""
         major, minor = version.split(".")[:2]
         return f"torch{major}{minor}"
+
+    @property
+    def one_release(self) -> bool:
+        return len(self.torch) == 1
+
+    def envs(self) -> list:
+        """The envs that run the matrix, the gate's baseline first."""
+        runs = [self.env(v) for v in self.torch]
+        return [BASELINE_ENV, *runs] if self.one_release else runs
 
 
 def _version(text: str) -> str:
@@ -84,10 +103,13 @@ def make_plan(
     runners: Sequence[str],
     shards: int,
     directory: Path,
+    base: str = "main",
 ) -> Plan:
     versions = tuple(_version(v) for v in torch)
-    if len(versions) < 2:
-        raise InitError("--torch: name at least two releases, the pinned one first (e.g. --torch 2.11.0 2.13.0)")
+    if not versions:
+        raise InitError("--torch: name a release (e.g. --torch 2.13.0), or two, the pinned one first")
+    if not base or base.startswith("-") or any(c.isspace() or c in "{}" for c in base):
+        raise InitError(f"--base {base!r}: a git ref (a branch, a tag or a commit) without spaces or braces")
     plan_envs: dict[str, str] = {}
     for version in versions:
         name = Plan.env(version)
@@ -111,13 +133,38 @@ def make_plan(
         hypothesis = importlib.metadata.version("hypothesis")
     except importlib.metadata.PackageNotFoundError:
         hypothesis = "6.170.17"
-    return Plan(versions, matrix, profile, spec, tuple(runners), shards, hypothesis)
+    return Plan(versions, matrix, profile, spec, tuple(runners), shards, hypothesis, base)
 
 
-def render_tox(plan: Plan) -> str:
-    envs = [plan.env(v) for v in plan.torch]
+def _pytest_command(plan: Plan, matrix: str, report: str, rootdir: str = "") -> str:
+    """The env's command: pytest on the matrix, its exit 1 (cases failed) taken as data."""
+    return f"""\
+    python -c 'import sys, pytest; rc = int(pytest.main(sys.argv[1:])); sys.exit(0 if rc == 1 else rc)' \\
+        -p no:cacheprovider -q {rootdir}--scaledmm-matrix {matrix} \\
+        --scaledmm-profile {{env:SCALEDMM_PROFILE:{plan.profile}}} -n {{env:SCALEDMM_WORKERS:auto}} \\
+        --scaledmm-report {report} {{posargs}}"""
+
+
+def _head(plan: Plan) -> str:
+    envs = plan.envs()
+    if plan.one_release:
+        return f"""\
+# Written by `scaledmm init`: the scaled-mm matrix of this project under torch {plan.torch[0]}, the
+# kernels as committed on {plan.base} (the baseline) against those of this working tree.
+#
+#   tox -e {",".join(envs)},report   reports/{envs[0]}.json ({plan.base}), reports/{envs[1]}.json (this tree), compared
+#   tox -e gate                       exit 1 on a new failure of {envs[1]} against {envs[0]}
+#   SCALEDMM_BASE=v1.2 tox -e {envs[0]}    the baseline from another git ref (a branch, a tag, a commit)
+#   SCALEDMM_PROFILE=smoke tox -e {envs[1]}   another profile
+#   SCALEDMM_WORKERS=0 tox -e {envs[1]}       no xdist (default: one worker per core)
+[tox]
+requires = tox>=4.11
+env_list =
+    {envs[0]}
+    {envs[1]}
+    report
+"""
     factors = ",".join(e[len("torch") :] for e in envs)
-    deps = "\n".join(f"    {plan.env(v)}: torch=={v}" for v in plan.torch)
     return f"""\
 # Written by `scaledmm init`: the scaled-mm matrix of this project on each torch release.
 #
@@ -130,15 +177,49 @@ requires = tox>=4.11
 env_list =
     torch{{{factors}}}
     report
+"""
 
+
+def _baseline_env(plan: Plan) -> str:
+    base = "{envtmpdir}{/}base"
+    matrix = base + "".join("{/}" + part for part in Path(plan.matrix).parts)
+    return f"""
+[testenv:{BASELINE_ENV}]
+description = run the scaled-mm matrix as committed on {{env:SCALEDMM_BASE:{{[scaledmm]base}}}}, under the same torch
+# This directory as committed on that ref (git archive), in the env's tmp dir: its matrix and
+# kernels run there, with it as the rootdir, so that nothing imports from the working tree.
+change_dir = {base}
+commands_pre =
+    python -m pytest_scaledmm.scaffold.base_ref {{toxinidir}} {{env:SCALEDMM_BASE:{{[scaledmm]base}}}} {base}
+commands =
+{_pytest_command(plan, matrix, "{toxinidir}{/}reports{/}" + BASELINE_ENV + ".json", f"--rootdir {base} ")}
+"""
+
+
+def render_tox(plan: Plan) -> str:
+    envs = plan.envs()
+    if plan.one_release:
+        deps = f"    torch=={plan.torch[0]}"
+        description = f"run the scaled-mm matrix of this working tree under torch {plan.torch[0]}"
+        base = (
+            "# The git ref whose committed kernels are the baseline (SCALEDMM_BASE overrides it).\n"
+            f"base = {plan.base}\n"
+        )
+    else:
+        deps = "\n".join(f"    {plan.env(v)}: torch=={v}" for v in plan.torch)
+        description = "run the scaled-mm matrix on the torch release named by the env"
+        base = ""
+    matrix = "{toxinidir}" + "".join("{/}" + part for part in Path(plan.matrix).parts)
+    return f"""\
+{_head(plan)}
 [scaledmm]
 # pytest-scaledmm is not on the package index: this is where pip gets it.
 spec = {plan.spec}
 # The same hypothesis everywhere, so that case ids line up across envs.
 hypothesis = hypothesis=={plan.hypothesis}
-
+{base}
 [testenv]
-description = run the scaled-mm matrix on the torch release named by the env
+description = {description}
 # Your kernels are imported from this checkout (the matrix's directory and the rootdir are on
 # sys.path). If your project is a package that must be installed, remove skip_install.
 skip_install = true
@@ -153,11 +234,8 @@ pass_env =
     TORCHINDUCTOR_*
 # pytest exits 1 when cases fail: that is data for the report, not a broken env.
 commands =
-    python -c 'import sys, pytest; rc = int(pytest.main(sys.argv[1:])); sys.exit(0 if rc == 1 else rc)' \\
-        -p no:cacheprovider -q --scaledmm-matrix {{toxinidir}}{{/}}{plan.matrix} \\
-        --scaledmm-profile {{env:SCALEDMM_PROFILE:{plan.profile}}} -n {{env:SCALEDMM_WORKERS:auto}} \\
-        --scaledmm-report {{toxinidir}}{{/}}reports{{/}}{{envname}}.json {{posargs}}
-
+{_pytest_command(plan, matrix, "{toxinidir}{/}reports{/}{envname}.json")}
+{_baseline_env(plan) if plan.one_release else ""}
 [testenv:report]
 description = compare every report in reports/ (terminal table, Markdown and HTML)
 # Reading reports needs no torch: the package alone, without its dependencies, and what it reads with.
