@@ -304,6 +304,8 @@ def compare_command(args) -> int:
     written = []
     # Replay commands run from anywhere: a matrix given here relative to this directory goes absolute.
     matrix = os.path.abspath(args.scaledmm_matrix) if args.scaledmm_matrix else None
+    if matrix and os.path.isdir(matrix):  # a directory stands for its matrix.yaml, as in the plugin
+        matrix = os.path.join(matrix, "matrix.yaml")
     # Rendered whether or not --markdown is given: it is what $GITHUB_STEP_SUMMARY gets.
     markdown = render_markdown(comparison, matrix, args.max_rows)
     printed = []
