@@ -127,8 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     # MatrixError is named as well: matrix/errors.py need not derive it from ScaledmmError.
     except (ScaledmmError, MatrixError) as exc:
-        # The message names the file (and key); a traceback would only bury it.
-        print(f"scaledmm {args.command}: error: {exc}", file=sys.stderr)
+        # The message names the file (and key); a traceback would only bury it. Each line
+        # printable: a file name that is not UTF-8 or holds an escape sequence is shown escaped.
+        lines = f"scaledmm {args.command}: error: {exc}".splitlines() or [""]
+        print("\n".join(printable(line) for line in lines), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -10,6 +10,7 @@ the terminal table shows control characters as escapes.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -115,7 +116,9 @@ def safe_url(value) -> str | None:
     return value
 
 
+@functools.cache
 def _environment(kind: str) -> jinja2.Environment:
+    # One per kind and process: it keeps its templates compiled.
     if kind == "html":
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(TEMPLATES)),
