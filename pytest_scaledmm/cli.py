@@ -127,8 +127,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     # MatrixError is named as well: matrix/errors.py need not derive it from ScaledmmError.
     except (ScaledmmError, MatrixError) as exc:
-        # The message names the file (and key); a traceback would only bury it.
-        print(f"scaledmm {args.command}: error: {exc}", file=sys.stderr)
+        # The message names the file (and key); a traceback would only bury it. Each line
+        # printable: a file name that is not UTF-8 or holds an escape sequence is shown escaped.
+        lines = f"scaledmm {args.command}: error: {exc}".splitlines() or [""]
+        print("\n".join(printable(line) for line in lines), file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130
@@ -327,6 +329,8 @@ def compare_command(args) -> int:
     written = []
     # Replay commands run from anywhere: a matrix given here relative to this directory goes absolute.
     matrix = os.path.abspath(args.scaledmm_matrix) if args.scaledmm_matrix else None
+    if matrix and os.path.isdir(matrix):  # a directory stands for its matrix.yaml, as in the plugin
+        matrix = os.path.join(matrix, "matrix.yaml")
     # Rendered whether or not --markdown is given: it is what $GITHUB_STEP_SUMMARY gets.
     markdown = render_markdown(comparison, matrix, args.max_rows)
     printed = []

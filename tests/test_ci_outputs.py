@@ -42,7 +42,7 @@ def test_the_summary_is_appended_to_the_step_summary(matrix_project, monkeypatch
     assert text.startswith("earlier step\n")  # appended, never truncated
     assert "## scaled-mm compatibility matrix" in text and "ignores\\_scale\\_b" in text
     assert "kernel=ignores\\_scale\\_b" in text  # what the signature's cases share
-    assert "--scaledmm-matrix" in text and "--scaledmm-case ignores\\_scale\\_b" in text  # its replay command
+    assert "matrix.yaml::ignores\\_scale\\_b" in text and "--scaledmm-matrix" in text  # its replay command
     _run(matrix_project, "--scaledmm-report", "r2.json")
     assert summary.read_text().startswith(text)
 
@@ -272,13 +272,16 @@ def test_each_signature_shows_what_its_cases_share_and_how_to_replay_it(matrix_p
     example = matrix_project.report("r.json")["signatures"][0]["example"]
     assert "         all: kernel=ignores_scale_b" in text
     replay = [line for line in result.outlines if line.startswith("         replay: pytest ")]
-    assert replay and replay[0].endswith(f"--scaledmm-case {example}") and "--scaledmm-matrix" in replay[0]
+    assert replay and f"matrix.yaml::{example} --scaledmm-matrix " in replay[0]
     group = matrix_project.report("r.json")["signatures"][0]
     assert group["shared"] == {"kernel": "ignores_scale_b"} and group["count"] == 2
     html = tmp_path / "m.html"
     assert main(["compare", str(matrix_project.path / "r.json"), "--html", str(html)]) == 0
     page = html.read_text()
-    assert '<td class="detail">kernel=ignores_scale_b</td>' in page and f"--scaledmm-case {example}</code>" in page
+    assert (
+        '<td class="detail">kernel=ignores_scale_b</td>' in page
+        and f"matrix.yaml::{example} --scaledmm-matrix " in page
+    )
 
 
 # -- a step summary that is not a file -------------------------------------------------------------

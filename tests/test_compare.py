@@ -166,14 +166,14 @@ def test_cli_compare_prints_table_and_writes_markdown_and_html(tmp_path, capsys)
     assert "w8a8-row\\_x\\_row-m33k64n32-fp16-inductor-5e0f55" in text  # `_` escaped: no emphasis
     # The command names the candidate's environment (its report's torch and device).
     assert re.search(
-        r"pytest matrix\.yaml --scaledmm-matrix matrix\.yaml --scaledmm-recorded-on torch=2\.13\S* "
-        r"--scaledmm-profile smoke --scaledmm-case",
+        r"pytest \./matrix\.yaml::\S+ --scaledmm-matrix --scaledmm-recorded-on torch=2\.13\S* "
+        r"--scaledmm-profile smoke",
         text,
     ), text
-    assert re.search(r"replay: pytest matrix\.yaml .*--scaledmm-case ", out), out  # and the terminal table
+    assert re.search(r"replay: pytest \./matrix\.yaml::\S+ --scaledmm-matrix ", out), out  # and the terminal table
     page = html.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<link" not in page and "src=" not in page  # one file
-    assert "--scaledmm-case fp8e4m3-row_x_row-m64k64n32-bf16-max-autotune-no-cudagraphs-4d0e44" in page
+    assert "matrix.yaml::fp8e4m3-row_x_row-m64k64n32-bf16-max-autotune-no-cudagraphs-4d0e44 " in page
 
 
 def test_exception_text_is_escaped_in_html_and_markdown(tmp_path):

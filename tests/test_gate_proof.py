@@ -191,10 +191,20 @@ def test_a_pass_without_checks_fails_the_gate(tmp_path, capsys):
     assert code == 1 and "1 passing record(s) lack a passing check" in err and "e.g. b" in err, err
 
 
-@pytest.mark.parametrize("ratio", [6.7, math.nan, "0.5", None])
+@pytest.mark.parametrize("ratio", [6.7, math.nan])
 def test_a_pass_with_a_ratio_over_one_fails_the_gate(tmp_path, capsys, ratio):
     code, err = _edited_pass(tmp_path, lambda r: r["errors"]["compiled"].update(ratio=ratio), capsys)
     assert code == 1 and "lack a passing check" in err, err
+
+
+@pytest.mark.parametrize("ratio", ["0.5", None, [0.5]])
+def test_a_ratio_that_is_not_a_number_is_refused_when_read(tmp_path, capsys, ratio):
+    base = report([case("a", "PASS"), case("b", "PASS")], **BASE)
+    cand = report([case("a", "PASS"), case("b", "PASS")], **CAND)
+    cand["cases"][1]["errors"]["compiled"]["ratio"] = ratio
+    assert gate(tmp_path, base, cand) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "candidate.json: key 'cases[1].errors.compiled.ratio'" in err, err
 
 
 def test_unedited_passes_still_pass(tmp_path, capsys):

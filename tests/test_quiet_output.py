@@ -97,7 +97,7 @@ def test_a_failure_says_its_outcome_once_and_its_params_in_axis_order(matrix_pro
     keys = [item.split("=")[0] for item in params[len("params: ") :].split(", ")]
     assert keys == sorted(keys, key=PARAM_ORDER.index)
     assert keys[:3] == ["kernel", "scale_a", "scale_b"] and keys[-1] == "purpose"
-    assert any(line.startswith("replay: pytest ") and "--scaledmm-case" in line for line in result.outlines)
+    assert any(line.startswith("replay: pytest ") and "matrix.yaml::" in line for line in result.outlines)
 
 
 def test_triage_lists_what_it_tried_and_finds_the_bias(matrix_project):

@@ -19,8 +19,8 @@ HERE = f"torch={torch.__version__},device=cpu"
 def test_a_replay_command_names_the_recorded_environment_before_the_profile():
     command = replay_command("/p/m.yaml", "c1", "smoke", environment=H200)
     assert command == (
-        "pytest /p/m.yaml --scaledmm-matrix /p/m.yaml --scaledmm-recorded-on"
-        " torch=2.11.0+cu130,device=cuda:0,arch=sm90,tox=torch211 --scaledmm-profile smoke --scaledmm-case c1"
+        "pytest /p/m.yaml::c1 --scaledmm-matrix --scaledmm-recorded-on"
+        " torch=2.11.0+cu130,device=cuda:0,arch=sm90,tox=torch211 --scaledmm-profile smoke"
     )
     assert (
         recorded_on({"torch": "2.13.0+cpu", "device": "cpu", "arch": "cpu", "tox_env": None})

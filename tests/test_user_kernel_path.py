@@ -131,7 +131,7 @@ def test_a_matrix_whose_conftest_was_not_loaded_is_a_usage_error(pytester, clean
     result = run(pytester, "--scaledmm-matrix=" + str(project / "matrix.yaml"))
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert "conftest.py was not loaded" in result.stderr.str()
-    assert f"pytest {project / 'matrix.yaml'} --scaledmm-matrix {project / 'matrix.yaml'}" in result.stderr.str()
+    assert f"`pytest {project / 'matrix.yaml'} --scaledmm-matrix`" in result.stderr.str()
 
 
 BIG_M_BUG = (
@@ -192,8 +192,9 @@ def test_a_replay_command_names_the_run_s_profile_seed_and_device_over_the_proje
     first.assert_outcomes(failed=1, passed=1)
     command = _replay_line(first)
     words = shlex.split(command)
-    assert words[:3] == ["pytest", str(project / "matrix.yaml"), "--scaledmm-matrix"]
-    assert " --scaledmm-profile default --scaledmm-seed 11 --scaledmm-device cpu --scaledmm-case bigm." in command
+    assert words[0] == "pytest" and words[1].startswith(f"{project / 'matrix.yaml'}::bigm.")
+    assert words[2] == "--scaledmm-matrix" and words.count(str(project / "matrix.yaml")) == 0  # named once
+    assert command.endswith(" --scaledmm-profile default --scaledmm-seed 11 --scaledmm-device cpu")
     summary = [line.strip() for line in first.outlines if line.startswith("         replay: ")]
     assert summary == [f"replay: {command}"]
     monkeypatch.delenv("GITHUB_STEP_SUMMARY")
@@ -214,13 +215,8 @@ def test_a_replay_command_always_names_the_profile():
     from pytest_scaledmm.matrix.replay_command import replay_command
     from pytest_scaledmm.reports.replay import report_replay
 
-    assert (
-        replay_command("/p/m.yaml", "c1")
-        == "pytest /p/m.yaml --scaledmm-matrix /p/m.yaml --scaledmm-profile default --scaledmm-case c1"
-    )
-    assert replay_command("/p/m.yaml", "c1", "smoke", device="auto").endswith(
-        " --scaledmm-profile smoke --scaledmm-case c1"
-    )
+    assert replay_command("/p/m.yaml", "c1") == "pytest /p/m.yaml::c1 --scaledmm-matrix --scaledmm-profile default"
+    assert replay_command("/p/m.yaml", "c1", "smoke", device="auto").endswith(" --scaledmm-profile smoke")
     block = {"path": "/p/m.yaml", "profile": "full", "seed": 3, "forced": {"seed": 3, "device": "cuda:1"}}
     assert report_replay(block, "c1") == replay_command("/p/m.yaml", "c1", "full", 3, "cuda:1")
     assert report_replay({**block, "forced": None}, "c1", "/q/m.yaml") == replay_command("/q/m.yaml", "c1", "full")

@@ -1,10 +1,21 @@
-"""The command line that replays one case, from any directory: the matrix by its absolute path,
-given twice, as the option's value and as a path argument, so that pytest finds the matrix's
-project from it (rootdir, ini file, the conftest.py that declares hook kernels) wherever it runs.
+"""The command line that replays one case, from any directory:
+
+    pytest /abs/matrix.yaml::CASE_ID --scaledmm-matrix --scaledmm-profile NAME
+
+The matrix is named once, by its absolute path, in the node id of the case: pytest finds the
+matrix's project from it (rootdir, ini file, the conftest.py that declares hook kernels) wherever
+it runs, and a bare --scaledmm-matrix runs the matrix file the command line names
+(plugin/sources.py). A matrix whose name does not end in .yaml or .yml is also given to the
+option.
 
 It names every setting that decides which cases exist (the profile, always; the seed and device
 when the run was given them), since the project's ini file or environment may say otherwise
-where the command is replayed."""
+where the command is replayed.
+
+Every word of it comes from report data, which may be crafted: no word may be one that pytest or
+a shell reads as anything but what it is. A relative path starts with ./ (a leading "-" would be
+an option, a leading "@" a file of arguments to pytest's parser), every word is shell-quoted, and
+a value that no word can carry as it is stands in for the command with the reason."""
 
 from __future__ import annotations
 
@@ -19,6 +30,12 @@ from pathlib import Path
 CASE_ID = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+=-]{0,199}")
 # A profile or device named in a command: a word, never an option.
 _WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:+=-]{0,99}")
+# Seeds a run takes (plugin/settings.py).
+MAX_SEED = 2**63 - 1
+# The names a bare --scaledmm-matrix finds a matrix by on the command line (plugin/sources.py).
+MATRIX_SUFFIXES = (".yaml", ".yml")
+# What pytest reads in a path argument: "::" starts a node id's names, "[" a parametrization.
+_PATH_SYNTAX = (("::", "pytest reads as the start of a node id"), ("[", "pytest reads as a parametrization"))
 
 
 # One value of --scaledmm-recorded-on (a torch version, a device, an arch, a tox env name).
@@ -63,9 +80,27 @@ def valid_case_id(case_id) -> bool:
     return isinstance(case_id, str) and CASE_ID.fullmatch(case_id) is not None
 
 
-def unsafe_command(what: str) -> str:
+def unsafe_command(what: str, why: str = "is not one this plugin writes") -> str:
     """What stands in for a replay command that report data would turn into another command."""
-    return f"(no replay command: {what} is not one this plugin writes)"
+    return f"(no replay command: {what} {why})"
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` cannot be a word of a replay command as it is, or None."""
+    for ch in path:
+        if not ch.isprintable():  # a line break, NUL, an escape, a bidi override, an undecodable byte
+            return f"holds {ascii(ch)[1:-1]}, which a command line cannot carry as it is"
+    for syntax, how in _PATH_SYNTAX:
+        if syntax in path:
+            return f"holds {syntax!r}, which {how}"
+    return None
+
+
+def path_word(path: str) -> str:
+    """A path as a command's word: a relative one from ./ (never an option or an @file)."""
+    if not Path(path).is_absolute():
+        path = "./" + path
+    return shlex.quote(path)
 
 
 def replay_command(
@@ -85,24 +120,24 @@ def replay_command(
     for what, word in (("the profile", profile), ("the device", device)):
         if word is not None and not _WORD.fullmatch(str(word)):
             return unsafe_command(what)
-    # A report records the absolute path; a relative one (hand-made) is kept relative, but never
-    # as a word pytest would read as an option ("--debug=FILE").
+    if seed is not None and not (type(seed) is int and 0 <= seed <= MAX_SEED):
+        return unsafe_command("the seed")
+    # A report records the absolute path; a relative one (hand-made) is kept relative.
     path = str(Path(matrix_path or "matrix.yaml"))
-    if "\0" in path or any(ord(ch) < 32 for ch in path):
-        return unsafe_command("the matrix path")
-    if path.startswith("-"):
-        path = "./" + path
-    matrix = shlex.quote(path)
-    words = [f"pytest {matrix} --scaledmm-matrix {matrix}"]
+    problem = path_problem(path)
+    if problem:
+        return unsafe_command("the matrix path", problem)
+    words = [f"pytest {path_word(path + '::' + case_id)} --scaledmm-matrix"]
+    if not path.endswith(MATRIX_SUFFIXES):  # a bare --scaledmm-matrix would not take it from the node id
+        words.append(path_word(path))
     recorded = recorded_on(environment)
     if recorded:
         words.append(f"--scaledmm-recorded-on {recorded}")
     words.append(f"--scaledmm-profile {shlex.quote(profile or 'default')}")
     if seed is not None:
-        words.append(f"--scaledmm-seed {int(seed)}")
+        words.append(f"--scaledmm-seed {seed}")
     if device and device != "auto":
         words.append(f"--scaledmm-device {shlex.quote(device)}")
-    words.append(f"--scaledmm-case {shlex.quote(case_id)}")
     return " ".join(words)
 
 

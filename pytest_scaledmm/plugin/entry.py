@@ -176,6 +176,11 @@ def _configure_matrix_run(config, settings) -> None:
         from .sources import resolve_options
 
         check_case_ids(state, settings.cases, resolve_options(config).label(CASE))
+    named = matrix_node_ids(config, spec.path) if settings.explore is None else []
+    if named:  # as --scaledmm-case does: the profile that has the case, or the closest ids
+        from .reproduce import check_case_ids
+
+        check_case_ids(state, named, "node id")
     _register_plugins(config, state, baseline)
     from .speed import prefer_work_stealing, share_cpu_threads
 
@@ -301,12 +306,30 @@ def _runs_cases_here(config, settings) -> bool:
 
 def _collect_only_the_matrix(config, matrix_path: Path) -> None:
     """`pytest --scaledmm-matrix` runs the matrix, not the project's testpaths; explicit paths
-    given on the command line are kept and the matrix is added to them."""
+    given on the command line are kept and the matrix is added to them, unless one of them names
+    it already: a node id in it (`m.yaml::CASE`) runs only that case."""
     if config.args_source == pytest.Config.ArgsSource.ARGS:
-        if str(matrix_path) not in config.args:
+        if not matrix_node_ids(config, matrix_path) and not any(
+            _names(config, arg, matrix_path) for arg in config.args
+        ):
             config.args.append(str(matrix_path))
     else:
         config.args[:] = [str(matrix_path)]
+
+
+def _names(config, arg, path: Path) -> bool:
+    """Whether a path argument (or the file of a node id) is `path`."""
+    try:
+        return Path(config.invocation_params.dir, str(arg).split("::", 1)[0]).resolve() == path
+    except (OSError, RuntimeError):  # a link loop: not the matrix
+        return False
+
+
+def matrix_node_ids(config, matrix_path: Path) -> list[str]:
+    """The case ids the command line's node ids in the matrix file name (`m.yaml::CASE`)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return []
+    return [str(arg).split("::")[1] for arg in config.args if "::" in str(arg) and _names(config, arg, matrix_path)]
 
 
 def pytest_unconfigure(config):

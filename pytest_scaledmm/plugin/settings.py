@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..matrix.replay_command import parse_recorded_on
+from ..matrix.replay_command import MATRIX_SUFFIXES, parse_recorded_on
 from ..reports.report_dir import check_keep, default_report_dir, default_report_name
 from . import options as opt
 from .sources import resolve_options
@@ -174,9 +174,11 @@ def _check_matrix_conftest(config: pytest.Config, matrix_path: Path) -> None:
         Path(str(getattr(plugin, "__file__", "") or "")).resolve() for plugin in config.pluginmanager.get_plugins()
     }
     if conftest.resolve() not in loaded:
+        # A bare --scaledmm-matrix takes the matrix from a path argument named *.yaml or *.yml.
+        value = "" if matrix_path.suffix in MATRIX_SUFFIXES else f" {matrix_path}"
         raise pytest.UsageError(
             f"{conftest} was not loaded (pytest loads the conftest.py files of the paths it is given): give the"
-            f" matrix as a path too, `pytest {matrix_path} --scaledmm-matrix {matrix_path}`,"
+            f" matrix as a path, `pytest {matrix_path} --scaledmm-matrix{value}`,"
             f" or run pytest in {matrix_path.parent}"
         )
 

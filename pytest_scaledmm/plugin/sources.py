@@ -4,10 +4,11 @@ setup.cfg), then the default. The resolved values are written back to config.opt
 config.getoption gives them everywhere; each keeps a label naming its source for error messages
 ("SCALEDMM_TIMEOUT=nan: ...").
 
-The matrix runs only when --scaledmm-matrix is given (on the command line or in addopts): an ini
-or environment `scaledmm_matrix` names the file a bare --scaledmm-matrix runs, and never turns a
-plain `pytest` run of a project's tests into a matrix run. Options set without it get one line
-saying that they had no effect."""
+The matrix runs only when --scaledmm-matrix is given (on the command line or in addopts). A bare
+--scaledmm-matrix runs the matrix file the command line names (`pytest m.yaml::CASE
+--scaledmm-matrix`, as replay commands write it), else the one an ini or environment
+`scaledmm_matrix` names, else matrix.yaml; those never turn a plain `pytest` run of a project's
+tests into a matrix run. Options set without it get one line saying that they had no effect."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from ..matrix.replay_command import MATRIX_SUFFIXES
 from . import options as opt
 
 SOURCES_KEY = pytest.StashKey["Sources"]()
@@ -60,9 +62,13 @@ def resolve_options(config: pytest.Config) -> Sources:
     unused: list = []
     for option in opt.PLUGIN_OPTIONS:
         cli = getattr(config.option, option.dest, None)
+        named = None
         if option is opt.MATRIX and cli is True:
             cli = None  # given without a path: the path comes from below
-        if cli is not None:
+            named = matrix_on_command_line(config)
+        if named is not None:
+            found = Given(str(named), "command line", option.flag)
+        elif cli is not None:
             found = Given(cli, "command line", option.flag)
         else:
             set_by_user = _from_environment(config, option, strict=matrix_on) or _from_ini(
@@ -82,6 +88,26 @@ def resolve_options(config: pytest.Config) -> Sources:
     sources = Sources(matrix_on, given, tuple(unused))
     config.stash[SOURCES_KEY] = sources
     return sources
+
+
+def matrix_on_command_line(config: pytest.Config) -> Path | None:
+    """The matrix file the command line names as a path argument, or as the file of a node id
+    (`m.yaml::CASE`): one ending in .yaml or .yml that is there; None when there is none. Two are
+    a usage error: which one a bare --scaledmm-matrix should run is not said."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return None
+    found: dict[Path, str] = {}
+    for arg in config.args:
+        part = str(arg).split("::", 1)[0]
+        path = Path(config.invocation_params.dir, part)
+        if path.suffix in MATRIX_SUFFIXES and path.is_file():
+            found.setdefault(path.resolve(), part)
+    if len(found) > 1:
+        raise pytest.UsageError(
+            f"{opt.MATRIX.flag} without a path: the command line names {len(found)} matrix files"
+            f" ({', '.join(found.values())}); give the one to run as {opt.MATRIX.flag} PATH"
+        )
+    return next(iter(found), None)
 
 
 def _from_environment(config, option: opt.Option, strict: bool) -> Given | None:

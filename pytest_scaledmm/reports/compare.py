@@ -36,6 +36,7 @@ from ..matrix.case_params import KERNEL_SHORT, SCALE_SHORT
 from ..records import CaseRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
+from .printable import printable
 from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
 from .sides import changed_sides, worse_sides
 
@@ -300,10 +301,12 @@ def _unique_labels(reports: Sequence[tuple[Path, Report]]) -> list[str]:
 
 def compare_reports(reports: Sequence[tuple[Path, Report]]) -> Comparison:
     labels = _unique_labels(reports)
+    # Labels and paths as they are shown: a file name that is not UTF-8 (or holds a control
+    # character) escaped, so that every page and line can be written.
     columns = [
         Column(
-            label,
-            str(path),
+            printable(label),
+            printable(str(path)),
             report.get("environment") or {},
             report.get("matrix") or {},
             report.get("session") or {},

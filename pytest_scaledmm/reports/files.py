@@ -34,7 +34,9 @@ def write_text_atomic(path, text: str, mode: int = DATA_MODE) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        # A lone surrogate (a file name that is not UTF-8, a \udcff escape in a report) is written
+        # escaped, as the console script prints it: never an error halfway through a page.
+        with os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace") as handle:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())

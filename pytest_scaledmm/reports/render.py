@@ -12,6 +12,7 @@ report text), and a command shown as code goes in a code span its content cannot
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import re
 from collections import Counter
@@ -127,7 +128,9 @@ def safe_url(value) -> str | None:
     return value
 
 
+@functools.cache
 def _environment(kind: str) -> jinja2.Environment:
+    # One per kind and process: it keeps its templates compiled.
     if kind == "html":
         env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(TEMPLATES)),

@@ -26,10 +26,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import ScaledmmError
+from ..matrix.schema import CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES
 from ..records import CaseRecord, MatrixBlock, Report, SessionBlock, SignatureGroup
 from ..verdict import outcome as oc
 from .causes import example_text, mismatch_cause, passing_classes, shape_classes, source_of
 from .files import write_text_atomic
+from .printable import printable
 from .report_path import claim
 
 SCHEMA = "pytest-scaledmm/report"
@@ -46,11 +48,12 @@ IN_PROGRESS = "run in progress or killed before it wrote its report"
 
 
 class ReportError(ScaledmmError):
-    """A report file that cannot be used; the message names the file."""
+    """A report file that cannot be used; the message names the file, on one printable line (a
+    file name that is not UTF-8, or a key holding a line break, shown escaped)."""
 
     def __init__(self, path, message: str):
         self.path = str(path)
-        super().__init__(f"{self.path}: {message}")
+        super().__init__(printable(f"{self.path}: {message}"))
 
 
 def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, Any]], session: dict) -> Report:
@@ -547,49 +550,127 @@ def abandon_report(path, reason: str) -> None:
         lock.release()
 
 
-# The fields the readers use (gate, compare, render, repro, the plugin's baseline), by type:
-# everything else a report holds is free. "integer" and "number" exclude booleans, and
-# "integer" excludes 6.0 (see _validator).
+# The fields the readers use (compare, gate, merge, render, repro, the plugin's baseline and
+# first-failure order), by type: everything else a report holds is free. "integer" and "number"
+# exclude booleans, and "integer" excludes 6.0 (see _validator).
 _TEXT = {"type": ["string", "null"]}
+_STRINGS = {"type": "array", "items": {"type": "string"}}
+# A class name; one this version does not know (a newer plugin's) counts as a failure.
+_CLASS_NAME = "^[A-Z][A-Z0-9_]*$"
 # `source`: the innermost user-code frame, "path:line in fn" (outcome.source_frame).
 _ERROR_INFO = {
     "type": ["object", "null"],
-    "properties": {"type": _TEXT, "message": _TEXT, "root_type": _TEXT, "source": _TEXT},
+    "properties": {key: _TEXT for key in ("type", "message", "root_type", "layer", "root_message", "source")},
 }
 # A number, or how a non-finite one is written (NON_FINITE).
 _NUMBER = {"type": ["number", "string"], "pattern": "^(-?inf|nan)$"}
+_NUMBER_OR_NULL = {**_NUMBER, "type": ["number", "string", "null"]}
+_COUNT = {"type": "integer", "minimum": 0}
+# One side's check against the reference (verdict/reference.py); a check may carry measures a
+# newer plugin adds, and those named here are typed.
 _CHECK = {
     "type": ["object", "null"],
-    "properties": {"bound": {"type": ["object", "null"], "properties": {"slack": _NUMBER}}},
+    "properties": {
+        "ok": {"type": "boolean"},
+        **{key: _NUMBER for key in ("ratio", "max_abs", "max_rel")},
+        **{key: _TEXT for key in ("problem", "where", "pattern")},
+        **{key: _COUNT for key in ("off_elements", "off")},
+        **{key: _NUMBER_OR_NULL for key in ("off_rows", "off_columns", "nonfinite", "elements")},
+        "bound": {"type": ["object", "null"], "properties": {"slack": _NUMBER, "model": _TEXT}},
+    },
+}
+# The known-failure entry a record matched or missed (known_failures.py Entry.describe).
+_KNOWN_FAILURE = {
+    "type": ["object", "null"],
+    "properties": {
+        "entry": {"type": ["integer", "null"]},
+        "original_outcome": {"type": ["string", "null"], "pattern": _CLASS_NAME},
+        **{key: _TEXT for key in ("signature", "torch", "link", "reason")},
+    },
+}
+
+
+def _axis_types(values) -> list[str]:
+    """The JSON types of an axis's values, as a record's params hold them."""
+    names = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    return sorted({names[type(value)] for value in values})
+
+
+# A record's params: the case as generation made it (matrix/case_params.py). Each axis holds
+# the type of its values (readers group, match and show cases by them); the kernel, scale
+# forms, mode and sizes that coverage and shape classes read are always there.
+_PARAMS = {
+    "type": "object",
+    "required": ["kernel", "scale_a", "scale_b", "mode", *SHAPE_AXES],
+    "properties": {
+        **{name: {"type": _axis_types(values)} for name, values in CATEGORICAL_AXES.items()},
+        **{name: {"type": _axis_types(values)} for name, (values, _, _) in KERNEL_AXES.items()},
+        "kernel": {"type": "string", "minLength": 1},
+        **{dim: _COUNT for dim in SHAPE_AXES},
+        "purpose": {"type": "string"},
+        "expected_refusal": _TEXT,
+        "activation": {"type": "string"},
+        "accumulation": {"type": "string"},
+        "activation_divisor": {"type": "number"},
+    },
+    # An axis a newer plugin adds: a plain value, as every axis is.
+    "additionalProperties": {"type": ["string", "integer", "number", "boolean", "null"]},
 }
 _RECORD = {
     "type": "object",
-    "required": ["id", "outcome"],
+    "required": ["id", "outcome", "params"],
     "properties": {
         "id": {"type": "string", "minLength": 1},
-        # A class name; one this version does not know (a newer plugin's) counts as a failure.
-        "outcome": {"type": "string", "pattern": "^[A-Z][A-Z0-9_]*$"},
-        "params": {"type": "object"},
-        "signature": _TEXT,
-        "root_cause": _TEXT,
-        "met": _TEXT,
-        "layer": _TEXT,
-        "detail": _TEXT,
+        "outcome": {"type": "string", "pattern": _CLASS_NAME},
+        "params": _PARAMS,
+        **{key: _TEXT for key in ("signature", "root_cause", "met", "layer", "detail")},
         "eager_error": _ERROR_INFO,
         "compiled_error": _ERROR_INFO,
-        "known_failure": {
+        "known_failure": _KNOWN_FAILURE,
+        "known_failure_missed": {"type": "array", "items": {**_KNOWN_FAILURE, "type": "object"}},
+        "errors": {"type": ["object", "null"], "properties": {"eager": _CHECK, "compiled": _CHECK}},
+        "timing": {"type": ["object", "null"], "additionalProperties": _NUMBER_OR_NULL},
+        "extra": {
             "type": ["object", "null"],
             "properties": {
-                "entry": {"type": ["integer", "null"]},
-                "original_outcome": _TEXT,
-                "signature": _TEXT,
-                "link": _TEXT,
+                # The Inductor GEMM kernel chosen (verdict/kernel_choice.py).
+                "kernel_choice": {
+                    "type": ["object", "null"],
+                    "properties": {"label": _TEXT, "kernels": _STRINGS},
+                },
+                # The kernel's own tolerance slack and why (the gate refuses a looser one).
+                "kernel_slack": {"type": ["object", "null"], "properties": {"slack": _NUMBER, "reason": _TEXT}},
             },
         },
-        "known_failure_missed": {"type": "array"},
-        "errors": {"type": ["object", "null"], "properties": {"eager": _CHECK, "compiled": _CHECK}},
+        # What the support model expected (coverage.py model_block).
+        "model": {
+            "type": ["object", "null"],
+            "properties": {
+                "mismatch": {"type": "boolean"},
+                **{key: _TEXT for key in ("purpose", "expected_refusal", "refusal", "explained", "detail")},
+            },
+        },
+        "triage": {"type": ["object", "null"]},
     },
 }
+
+# The environment's text fields: compare's columns, merge's sameness checks, replay commands and
+# repro scripts show them.
+ENVIRONMENT_TEXT = (
+    "torch",
+    "cuda",
+    "hip",
+    "triton",
+    "python",
+    "platform",
+    "device",
+    "device_name",
+    "arch",
+    "capability",
+    "tox_env",
+    "hypothesis",
+    "plugin",
+)
 REPORT_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
@@ -597,14 +678,16 @@ REPORT_SCHEMA = {
     "properties": {
         "environment": {
             "type": "object",
-            "properties": {key: _TEXT for key in ("torch", "arch", "tox_env", "hypothesis")},
+            "properties": {
+                **{key: _TEXT for key in ENVIRONMENT_TEXT},
+                "sm_count": {"type": ["integer", "null"]},
+            },
         },
         "matrix": {
             "type": "object",
             "properties": {
-                "path": _TEXT,
-                "hash": _TEXT,
-                "profile": _TEXT,
+                **{key: _TEXT for key in ("path", "hash", "profile", "arch")},
+                "seed": {"type": ["integer", "null"]},
                 "cases": {"type": ["integer", "null"]},
                 # The seed and device the run was given, which its replay commands name.
                 "forced": {
@@ -613,7 +696,16 @@ REPORT_SCHEMA = {
                 },
                 "tolerance": {
                     "type": ["object", "null"],
-                    "properties": {"slack": _NUMBER, "kernels": {"type": "object"}},
+                    "properties": {
+                        "slack": _NUMBER,
+                        "kernels": {
+                            "type": "object",
+                            "additionalProperties": {
+                                "type": "object",
+                                "properties": {"slack": _NUMBER, "reason": _TEXT},
+                            },
+                        },
+                    },
                 },
             },
         },
@@ -624,11 +716,12 @@ REPORT_SCHEMA = {
                 # Whether strict-only failures (error parity on invalid input) failed the run;
                 # missing is strict.
                 "strict_errors": {"type": "boolean"},
-                "incomplete_reasons": {"type": "array", "items": {"type": "string"}},
-                "generated": {"type": "integer", "minimum": 0},
-                "recorded": {"type": "integer", "minimum": 0},
+                "incomplete_reasons": _STRINGS,
+                "generated": _COUNT,
+                "recorded": _COUNT,
                 # ISO 8601 since version 2; epoch seconds in version 1 (upgrade_report).
                 "started": {"type": ["string", "number", "null"]},
+                "wall_s": {"type": ["number", "null"]},
             },
         },
         # A shard run (--scaledmm-shard I/N) and a merged report (scaledmm merge).
@@ -638,13 +731,25 @@ REPORT_SCHEMA = {
             "properties": {
                 "index": {"type": ["integer", "null"], "minimum": 1},
                 "count": {"type": "integer", "minimum": 1},
-                "total_cases": {"type": "integer", "minimum": 0},
+                "cases": _COUNT,
+                "total_cases": _COUNT,
                 "total_ids_sha256": {"type": "string"},
                 "ids_sha256": {"type": "string"},
+                # Per kernel, what the whole run can cover (coverage.py): lists of plain values.
+                "possible": {
+                    "type": "object",
+                    "additionalProperties": {
+                        "type": "object",
+                        "additionalProperties": {
+                            "type": "array",
+                            "items": {"type": "array", "items": {"type": ["string", "integer", "boolean"]}},
+                        },
+                    },
+                },
                 "merged": {"type": "array"},
             },
         },
-        "summary": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}},
+        "summary": {"type": "object", "additionalProperties": _COUNT},
         # Root-cause groups (signature_groups); older reports lack the example and shape fields.
         "signatures": {
             "type": "array",
@@ -654,13 +759,15 @@ REPORT_SCHEMA = {
                     "example": _TEXT,
                     "example_message": _TEXT,
                     "source": _TEXT,
-                    "shape_classes": {"type": "array", "items": {"type": "string"}},
+                    "shape_classes": _STRINGS,
                 },
             },
         },
         "cases": {"type": "array", "items": _RECORD},
     },
 }
+
+
 _VALIDATOR = None
 
 

@@ -66,7 +66,7 @@ def append_markdown(path, markdown: str) -> None:
     except BaseException:
         os.close(fd)
         raise
-    with os.fdopen(fd, "a", encoding="utf-8") as handle:
+    with os.fdopen(fd, "a", encoding="utf-8", errors="backslashreplace") as handle:  # as files.py writes
         handle.write("\n" + markdown.rstrip("\n") + "\n")
 
 
