@@ -361,7 +361,11 @@ def _full(cid, outcome, choice):
         },
     )
     keep = {"outcome", "id"} if cid.startswith("c") else {"outcome"}
-    return {k: v if k in keep else _marked(v) for k, v in record.items()}
+    marked = {k: v if k in keep else _marked(v) for k, v in record.items()}
+    # What a class was before the catalogue is a class name too: a report of another is refused.
+    for entry in (marked["known_failure"], *marked["known_failure_missed"]):
+        entry["original_outcome"] = "MISMATCH"
+    return marked
 
 
 def crafted(outcomes: dict, choice: str, profile: str | None, **env) -> dict:
@@ -409,7 +413,7 @@ def test_a_report_of_markup_and_script_runs_none_of_it(tmp_path, visit):
     # c1 and c2 have real replay commands, holding the marked matrix path.
     assert click_every_cell(seen, paths) == 10
     commands = page.locator(".replay code").all_text_contents()
-    assert any("<img src=x onerror=window.__pwned=1>" in c and c.endswith("--scaledmm-case c1") for c in commands)
+    assert any("<img src=x onerror=window.__pwned=1>" in c and ("::c1'" in c or "::c2'" in c) for c in commands)
     # Everything a pointer or the keyboard can do to each element, and a click on each button.
     page.evaluate(
         """() => { for (const el of document.querySelectorAll("body *")) {
