@@ -168,6 +168,8 @@ def _configure_matrix_run(config, settings) -> None:
     except MatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state
+    if not settings.reuse_cache and not settings.worker:
+        state.use_fresh_cache()  # before Inductor's import, which fixes where headers are precompiled
     if not settings.isolate and state.compiles_with_inductor():
         import_torch(inductor=True)  # cases run here: Inductor's import noise would land in the first
     if settings.cases:
@@ -183,8 +185,6 @@ def _configure_matrix_run(config, settings) -> None:
         share_cpu_threads()
     else:
         prefer_work_stealing(config)
-    if not settings.reuse_cache and not settings.worker:
-        state.use_fresh_cache()
     _collect_only_the_matrix(config, spec.path)
 
 
