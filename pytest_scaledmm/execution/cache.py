@@ -63,8 +63,8 @@ class FreshCache:
                 else:
                     os.environ[name] = value
             tempfile.tempdir = self._saved_tempdir
-            for owner, name, value in self._saved_switches:
-                setattr(owner, name, value)
+            for owner, switch, was in self._saved_switches:
+                setattr(owner, switch, was)
             self._saved_switches = []
         self.path = None
 
