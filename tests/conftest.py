@@ -72,8 +72,13 @@ def pytest_configure(config):
         return  # a matrix run: its caches are the plugin's (--scaledmm-reuse-cache: the user's)
     _use_session_caches()
     from pytest_scaledmm.execution.quiet import quiet_torch_imports
+    from pytest_scaledmm.matrix.packs.torchao import import_torchao, load_note
 
     with quiet_torch_imports():  # torch's import-time noise, once per xdist worker otherwise
+        try:  # torchao's, held back and said in one line of the header (TORCHAO_NOTE)
+            _TORCHAO_NOTE.append(import_torchao() and load_note())
+        except ImportError:
+            pass
         for module in PRELOADED:
             try:
                 importlib.import_module(module)
@@ -83,6 +88,13 @@ def pytest_configure(config):
 
         torch._dynamo.list_backends(exclude_tags=())  # imports every registered backend's module
         _warm_torch(torch)
+
+
+_TORCHAO_NOTE: list = []  # load_note() of the preload's torchao import
+
+
+def pytest_report_header(config):
+    return [note for note in _TORCHAO_NOTE if note]
 
 
 @pytest.fixture(autouse=True)

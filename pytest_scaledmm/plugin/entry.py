@@ -729,6 +729,11 @@ class MatrixReporter:
         terminalreporter.section("scaled-mm matrix")
         lines = summary_lines(self.state, signature_groups(self.state.records.values()))
         lines[1:1] = self.state.coverage_lines()  # what was really tested, under the headline
+        from ..matrix.packs import pack_notes
+
+        # What a kernel library's import held back (its C extensions that do not load here), in one line.
+        ran = {str((record.get("params") or {}).get("kernel")) for record in self.state.records.values()}
+        lines[1:1] = [f"note: {note}" for note in pack_notes(ran)]
         # What a kernel's declaration left untested (matrix/cases.py), right under it.
         lines[1:1] = [f"warning: {w}" for w in self.state.matrix_block()["generation"].get("warnings", [])]
         total = self.state.empty_shard()
