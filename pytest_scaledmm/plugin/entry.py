@@ -718,7 +718,16 @@ class MatrixReporter:
             self._interrupted_after_all(session)
         self._restore_signal_handlers()
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        # Around pytest's own summary, whose short test summary closes it: the root causes, the
+        # answer a user runs for, come last, right above pytest's final line.
+        try:
+            return (yield)
+        finally:
+            self._summary(terminalreporter, config)
+
+    def _summary(self, terminalreporter, config) -> None:
         if not _writes_report(config, self.state.settings) or not self.state.finished:
             return
         if self.write_error:
