@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -181,3 +182,73 @@ def test_the_outcome_tiers_the_pages_state_are_the_outcome_tables():
     assert sentence, "docs/outcomes.md no longer states the tiers"
     assert words.get(sentence[1]) == len(TIERS), sentence[0]
     assert [int(n) for n in re.findall(r"\*\*(\d+)\*\*", sentence[2])] == [tier.number for tier in TIERS]
+
+
+def _readme_block(after: str) -> str:
+    """The README's first code block after the text `after`."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.search(r"```\w*\n(.*?)```", text.split(after, 1)[1], re.S)[1]
+
+
+def _gitignore_advice() -> set[str]:
+    """The paths the README tells a project to ignore, or says are ignored: its sentence's names."""
+    (paragraph,) = [p for p in _paragraphs("README.md") if "`.gitignore`" in p]
+    return {name.rstrip("/") for name in re.findall(r"`([^`\s]+)/`", paragraph)}
+
+
+def test_the_readmes_own_kernel_runs_with_the_checkouts_venv_and_writes_only_what_it_says(tmp_path):
+    """The README's kernel and matrix in a project of their own, run with this checkout's venv as
+    the README says: what the run writes into the project, and what a wheel build of the plugin
+    (each tox env's install) writes into its checkout, is in the README's .gitignore advice."""
+    from importlib import metadata
+
+    if not [ep for ep in metadata.entry_points(group="pytest11") if ep.value == "pytest_scaledmm.plugin.entry"]:
+        pytest.skip("pytest-scaledmm is not installed in this interpreter")
+    assert "/path/to/this/checkout/.venv/bin/pytest --scaledmm-matrix -n auto" in _readme_block("the checkout's venv")
+    advice = _gitignore_advice()
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "mykernels.py").write_text(_readme_block("In\n`mykernels.py`"))
+    (project / "matrix.yaml").write_text(_readme_block("beside it, `matrix.yaml`"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--scaledmm-matrix", "-k", "aot_eager and fp16", "-W", "ignore"],
+        cwd=project,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0 and " passed" in done.stdout, done.stdout[-3000:] + done.stderr[-2000:]
+    written = {p.name for p in project.iterdir()} - {"mykernels.py", "matrix.yaml", "__pycache__"}
+    assert written and written <= advice, (written, advice)
+    assert {".tox", "reports"} <= advice  # tox's envs and the reports its tox.ini writes (scaledmm init)
+
+    # A wheel built from the checkout, as pip builds one for each tox env's install.
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        (checkout / name).write_text((ROOT / name).read_text(encoding="utf-8"))
+    (checkout / "pytest_scaledmm").mkdir()
+    (checkout / "pytest_scaledmm" / "__init__.py").write_text("")
+    built = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "-w",
+            str(tmp_path / "wheels"),
+            str(checkout),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    left = {p.name for p in checkout.iterdir()} - {"pyproject.toml", "README.md", "pytest_scaledmm"}
+    assert left and left <= advice, (left, advice)
+    ignored = (ROOT / ".gitignore").read_text().splitlines()
+    assert "/build/" in ignored and "*.egg-info/" in ignored
