@@ -14,6 +14,10 @@ import pytest
 # test starts.
 # (Inductor itself writes its default into TORCHINDUCTOR_CACHE_DIR on first use, so a variable
 # left unset here would hand the default on to every child.)
+# The session's temp dir (TMPDIR) is in there too, removed with it: torch precompiles its C++
+# headers under its default cache dir in the temp dir whatever TORCHINDUCTOR_CACHE_DIR says, a
+# killed compiler leaves its cc*.s files there, and so does a child killed while it built an
+# AOTInductor package; pytest's tmp_path folders go with it (`--basetemp DIR` keeps them).
 SESSION_CACHES_ENV = "PYTEST_SCALEDMM_TEST_CACHES"
 _OWN_CACHES = None
 
@@ -22,11 +26,15 @@ def _use_session_caches() -> None:
     global _OWN_CACHES
     if not os.environ.get(SESSION_CACHES_ENV):  # an xdist worker uses its controller's
         _OWN_CACHES = tempfile.mkdtemp(prefix="scaledmm-test-caches-")
+        os.mkdir(os.path.join(_OWN_CACHES, "tmp"))
         os.environ[SESSION_CACHES_ENV] = _OWN_CACHES
-    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "inductor")
-    os.environ["TRITON_CACHE_DIR"] = os.path.join(os.environ[SESSION_CACHES_ENV], "triton")
+    root = os.environ[SESSION_CACHES_ENV]
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(root, "inductor")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(root, "triton")
     # Hypothesis keeps its examples and its cache of constants in ./.hypothesis otherwise: the checkout.
-    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = os.path.join(os.environ[SESSION_CACHES_ENV], "hypothesis")
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = os.path.join(root, "hypothesis")
+    # pytest's capture has asked for the temp dir already: tempfile keeps its first answer.
+    os.environ["TMPDIR"] = tempfile.tempdir = os.path.join(root, "tmp")
 
 
 def pytest_unconfigure(config):
@@ -64,8 +72,13 @@ def pytest_configure(config):
         return  # a matrix run: its caches are the plugin's (--scaledmm-reuse-cache: the user's)
     _use_session_caches()
     from pytest_scaledmm.execution.quiet import quiet_torch_imports
+    from pytest_scaledmm.matrix.packs.torchao import import_torchao, load_note
 
     with quiet_torch_imports():  # torch's import-time noise, once per xdist worker otherwise
+        try:  # torchao's, held back and said in one line of the header (TORCHAO_NOTE)
+            _TORCHAO_NOTE.append(import_torchao() and load_note())
+        except ImportError:
+            pass
         for module in PRELOADED:
             try:
                 importlib.import_module(module)
@@ -75,6 +88,13 @@ def pytest_configure(config):
 
         torch._dynamo.list_backends(exclude_tags=())  # imports every registered backend's module
         _warm_torch(torch)
+
+
+_TORCHAO_NOTE: list = []  # load_note() of the preload's torchao import
+
+
+def pytest_report_header(config):
+    return [note for note in _TORCHAO_NOTE if note]
 
 
 @pytest.fixture(autouse=True)

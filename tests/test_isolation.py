@@ -259,6 +259,61 @@ def test_a_run_uses_its_own_cache_and_never_deletes_the_users(matrix_project, mo
     assert (users / "precious").exists()
 
 
+def test_a_run_keeps_its_temp_dir_in_its_own_cache_and_gives_the_process_back_its_own(monkeypatch):
+    import subprocess
+    import sys
+    import tempfile
+
+    import torch._inductor.codecache  # noqa: F401  imported before the claim, as a conftest may
+    import torch._inductor.config as inductor_config
+
+    from pytest_scaledmm.execution.cache import OWNED_CACHE_ENV, FreshCache
+
+    monkeypatch.delenv(OWNED_CACHE_ENV, raising=False)
+    temp, temp_env = tempfile.gettempdir(), os.environ.get("TMPDIR")
+    headers = {"cpp_cache_precompile_headers": True, "aot_inductor.precompile_headers": True}
+    with inductor_config.patch(headers):  # torch's defaults, whatever this process set
+        cache = FreshCache()
+        cache.claim()
+        try:
+            run = Path(cache.path)
+            assert Path(tempfile.gettempdir()) == Path(os.environ["TMPDIR"]) == run / "tmp"
+            # A process the run starts (a worker, the child, a compiler) takes its temp dir, and
+            # torch its default cache dir (where it precompiles headers) from there.
+            script = "from torch._inductor.runtime.cache_dir_utils import default_cache_dir; print(default_cache_dir())"
+            done = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True)
+            assert Path(done.stdout.strip().splitlines()[-1]).parent == run / "tmp", done.stderr[-2000:]
+            # This process chose its headers' directory before the claim: it precompiles none meanwhile.
+            assert inductor_config.cpp_cache_precompile_headers is False
+            assert inductor_config.aot_inductor.precompile_headers is False
+        finally:
+            cache.release()
+        assert not run.exists()
+        assert tempfile.gettempdir() == temp and os.environ.get("TMPDIR") == temp_env
+        assert inductor_config.cpp_cache_precompile_headers is True
+        assert inductor_config.aot_inductor.precompile_headers is True
+
+
+@pytest.mark.slow
+def test_the_main_job_leaves_nothing_in_the_temp_dir(matrix_project, pytester, monkeypatch, tmp_path):
+    """The README's main job (xdist workers, each with its isolated child) on C++ kernels and an
+    AOTInductor package, in a fresh process whose temp dir and Inductor cache are torch's defaults."""
+    from matrices import matrix_text
+
+    fresh = tmp_path / "tmp"
+    fresh.mkdir()
+    for name in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR", "PYTEST_SCALEDMM_RUN_CACHE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TMPDIR", str(fresh))
+    matrix_project.write_matrix(matrix_text(["int8_w8a8"], {"mode": ["inductor", "aoti"], "m": [16]}))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--scaledmm-matrix", "--scaledmm-report", "report.json", "-n", "2"
+    )
+    result.assert_outcomes(passed=2)
+    assert all(case["timing"].get("compile_s") for case in matrix_project.report()["cases"])
+    assert sorted(path.name for path in fresh.iterdir()) == []
+
+
 class _ExitedChild:
     """A child process that has already exited (status 0), as one that failed to warm up does."""
 

@@ -6,6 +6,7 @@ import importlib.util
 import subprocess
 import sys
 import warnings
+from pathlib import Path
 
 import pytest
 
@@ -13,6 +14,7 @@ from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.execution.quiet import quiet_torch_imports
 from pytest_scaledmm.matrix.case_params import PARAM_ORDER
 
+ROOT = Path(__file__).parent.parent
 BIAS_AXES = {"bias": [True], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
 
 
@@ -174,3 +176,48 @@ def test_a_repro_script_prints_no_numpy_warning(matrix_project, pytester):
     assert done.returncode == 10, done.stdout + done.stderr  # REPRODUCED
     assert done.stdout.startswith("the run: MISMATCH")
     assert "Failed to initialize NumPy" not in done.stdout + done.stderr
+
+
+def test_torchao_imports_without_its_noise_and_says_it_in_one_line():
+    pytest.importorskip("torchao")
+    script = (
+        "import logging\n"
+        "from pytest_scaledmm.matrix.packs.torchao import import_torchao, load_note\n"
+        "import_torchao()\n"
+        "print(load_note())\n"
+        "logging.getLogger('torchao').warning('Failed to load x.so: a later record is shown')\n"
+    )
+    done = subprocess.run([sys.executable, "-W", "ignore", "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    note = done.stdout.strip().splitlines()[-1]
+    assert note == "None" or (note.startswith("torchao ") and "did not load on this machine" in note), note
+    assert "KernelPreference" not in done.stderr
+    assert [line for line in done.stderr.splitlines() if "Failed to load" in line] == [
+        "Failed to load x.so: a later record is shown"
+    ]
+
+
+@pytest.mark.slow
+def test_torchaos_import_noise_is_one_line_of_the_summary(matrix_project, pytester):
+    """The smoke profile of matrices/torchao.yaml on one kernel, in a fresh process that imports
+    torchao where the cases run: its C extensions that do not load here are said once, in one
+    line, and neither they nor torch's deprecation of its Enum registration are logged."""
+    pytest.importorskip("torchao")
+    import yaml
+
+    from pytest_scaledmm.matrix.packs.torchao import load_note
+
+    matrix = yaml.safe_load((ROOT / "matrices" / "torchao.yaml").read_text())
+    matrix["kernels"] = ["torchao_int8_weight"]
+    matrix["profiles"] = {"smoke": {**matrix["profiles"]["smoke"], "cases": 1}}
+    matrix_project.write_matrix(yaml.safe_dump(matrix, sort_keys=False))
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--scaledmm-matrix", "--scaledmm-profile", "smoke", *IN_PROCESS
+    )
+    assert result.ret in (0, 1), result.stdout.str()
+    text = result.stdout.str() + result.stderr.str()
+    assert "1 cases (smoke profile" in text
+    assert "Failed to load" not in text and "KernelPreference" not in text
+    notes = [line for line in text.splitlines() if "did not load on this machine" in line]
+    expected = load_note()  # this process imported torchao the same way (tests/conftest.py)
+    assert notes == ([f"note: {expected}"] if expected else []), text

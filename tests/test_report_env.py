@@ -150,3 +150,27 @@ def test_gate_as_the_gate_env_runs_it(tmp_path, run_light):
     done = run_light(tmp_path, "gate", "--baseline", str(baseline), "--candidate", str(unreadable))
     assert done.returncode == 2 and str(unreadable) in done.stderr
     assert json.loads(baseline.read_text())["cases"]  # the reports read are left as they were
+
+
+def test_the_package_builds_without_a_setuptools_deprecation(tmp_path):
+    """tox builds the package on the way to its envs (its .pkg env): the project's own metadata
+    gives setuptools nothing to warn about (a license as a TOML table did, three times a build)."""
+    tomllib = pytest.importorskip("tomllib")
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert isinstance(pyproject["project"]["license"], str)  # an SPDX expression
+    (setuptools,) = [Requirement(r) for r in pyproject["build-system"]["requires"] if r.startswith("setuptools")]
+    assert not setuptools.specifier.contains("76.99")  # SPDX strings came with setuptools 77
+    for name in ("pyproject.toml", "README.md"):
+        (tmp_path / name).write_text((REPO / name).read_text())
+    (tmp_path / "pytest_scaledmm").mkdir()
+    (tmp_path / "pytest_scaledmm" / "__init__.py").write_text("")
+    script = "import sys\nfrom setuptools import build_meta\nbuild_meta.prepare_metadata_for_build_wheel(sys.argv[1])\n"
+    out = tmp_path / "metadata"
+    out.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-W", "default", "-c", script, str(out)], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Warning" not in done.stderr, done.stderr[-3000:]
+    (metadata,) = out.glob("*.dist-info/METADATA")
+    assert "License-Expression: BSD-3-Clause" in metadata.read_text()

@@ -1,5 +1,6 @@
 """What pytest's own terminal lines say in a matrix run: the progress line is left whole, the
-`tested:` line's skipped count is pytest's, and a baseline gate's exit 1 is named in the last line; kernel text in the summary is printable."""
+`tested:` line's skipped count is pytest's, and a baseline gate's exit 1 is named in the last line;
+kernel text in the summary is printable; the root causes are the last lines above pytest's last."""
 
 import re
 
@@ -82,3 +83,27 @@ def test_the_pytest_summary_prints_kernel_text_as_printable_lines(matrix_project
     assert "shouts" in summary and "bad\\x1b[2K" in summary, summary
     bad = [line for line in summary.splitlines() if "\x1b" in line or "\r" in line or "\u202e" in line]
     assert not bad, bad
+
+
+# The lines of the root-cause part of the summary (reports/summary.py, root_cause_lines).
+ROOT_CAUSE_LINE = re.compile(r" tier \d+, .*:| +\d+ x [A-Z_]+.*| {9}(in user code:|met:|all:|e\.g\.|replay:) .*")
+
+
+def test_the_root_causes_are_the_last_lines_above_pytests_last_line(matrix_project):
+    matrix_project.write_matrix(
+        matrix_text([planted("correct"), planted("ignores_scale_b"), planted("refuses_only_in_eager")], {"m": [1, 4]})
+    )
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *IN_PROCESS)
+    assert result.ret == 1
+    lines = [line for line in result.outlines if line.strip()]
+    assert re.fullmatch(r"=+ 4 failed, 2 passed in .* =+", lines[-1]), lines[-1]
+    start = max(i for i, line in enumerate(lines) if re.fullmatch(r"\d+ failing root cause\(s\), by tier:", line))
+    # After pytest's short test summary and everything else a plugin printed.
+    assert start > max(i for i, line in enumerate(lines) if "short test summary info" in line)
+    block = lines[start + 1 : -1]
+    assert block and not [line for line in block if not ROOT_CAUSE_LINE.fullmatch(line)], block
+    failing = [g for g in matrix_project.report()["signatures"] if g["outcome"] != "PASS"]
+    assert [line for line in block if re.match(r" +\d+ x ", line)] == [
+        line for line in block if any(f"{g['count']:4d} x {g['outcome']}" in line for g in failing)
+    ]
+    assert len([line for line in block if re.match(r" +\d+ x ", line)]) == len(failing) == 2

@@ -168,6 +168,8 @@ def _configure_matrix_run(config, settings) -> None:
     except MatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state
+    if not settings.reuse_cache and not settings.worker:
+        state.use_fresh_cache()  # before Inductor's import, which fixes where headers are precompiled
     if not settings.isolate and state.compiles_with_inductor():
         import_torch(inductor=True)  # cases run here: Inductor's import noise would land in the first
     if settings.cases:
@@ -188,8 +190,6 @@ def _configure_matrix_run(config, settings) -> None:
         share_cpu_threads()
     else:
         prefer_work_stealing(config)
-    if not settings.reuse_cache and not settings.worker:
-        state.use_fresh_cache()
     _collect_only_the_matrix(config, spec.path)
 
 
@@ -745,7 +745,16 @@ class MatrixReporter:
             self._interrupted_after_all(session)
         self._restore_signal_handlers()
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        # Around pytest's own summary, whose short test summary closes it: the root causes, the
+        # answer a user runs for, come last, right above pytest's final line.
+        try:
+            return (yield)
+        finally:
+            self._summary(terminalreporter, config)
+
+    def _summary(self, terminalreporter, config) -> None:
         if not _writes_report(config, self.state.settings) or not self.state.finished:
             return
         if self.write_error:
@@ -756,6 +765,11 @@ class MatrixReporter:
         terminalreporter.section("scaled-mm matrix")
         lines = summary_lines(self.state, signature_groups(self.state.records.values()))
         lines[1:1] = self.state.coverage_lines()  # what was really tested, under the headline
+        from ..matrix.packs import pack_notes
+
+        # What a kernel library's import held back (its C extensions that do not load here), in one line.
+        ran = {str((record.get("params") or {}).get("kernel")) for record in self.state.records.values()}
+        lines[1:1] = [f"note: {note}" for note in pack_notes(ran)]
         # What a kernel's declaration left untested (matrix/cases.py), right under it.
         lines[1:1] = [f"warning: {w}" for w in self.state.matrix_block()["generation"].get("warnings", [])]
         total = self.state.empty_shard()

@@ -1,6 +1,6 @@
-"""Terminal summary of a matrix run: outcome distribution, then one line per root cause
-(report.signature_groups), failures by severity tier, each with the other side's behaviour it
-met (the eager refusals a compiled-side error met) as detail."""
+"""Terminal summary of a matrix run: outcome distribution, what was tested and the report, then
+one line per root cause (report.signature_groups), failures by severity tier, each with the other
+side's behaviour it met (the eager refusals a compiled-side error met) as detail."""
 
 from __future__ import annotations
 
@@ -144,7 +144,6 @@ def summary_lines(state, groups: Sequence[SignatureGroup], max_groups: int = 30)
         f"{total} cases ({state.profile.name} profile, seed {state.seed}) on {env.get('device_name', '?')} "
         f"[{env.get('arch', '?')}], torch {env.get('torch', '?')}: {dist}",
     ]
-    lines += root_cause_lines(groups, state.settings.strict_errors, state.replay_command, max_groups)
     unsupported = [g for g in groups if g["outcome"] == oc.UNSUPPORTED]
     if unsupported:
         lines.append(f"{len(unsupported)} unsupported signature(s) (eager and compiled refuse alike):")
@@ -157,4 +156,5 @@ def summary_lines(state, groups: Sequence[SignatureGroup], max_groups: int = 30)
         lines.append(f"INCOMPLETE: {recorded} of {generated} generated case(s) recorded; the report says why:")
         lines += [f"  {reason}" for reason in reasons]
     lines.append(f"report: {state.report_path}")
-    return lines
+    # The answer a run is for, last: the terminal prints it right above pytest's final line.
+    return lines + root_cause_lines(groups, state.settings.strict_errors, state.replay_command, max_groups)

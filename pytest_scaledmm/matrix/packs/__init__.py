@@ -18,3 +18,10 @@ def pack_unavailable(name: str) -> str | None:
     """Why a packed kernel cannot run here (its library missing or too old), or None."""
     pack = _PACKS.get(name)
     return pack.unavailable() if pack is not None else None
+
+
+def pack_notes(names) -> list[str]:
+    """One line per pack of these kernels whose library imports here with something to say
+    (torchao: its C extensions that did not load); the library is imported to know."""
+    packs = dict.fromkeys(_PACKS[name] for name in names if name in _PACKS)
+    return [note for pack in packs if pack.unavailable() is None for note in [pack.load_note()] if note]

@@ -23,7 +23,11 @@ float8 on CPU torch and on GPUs from sm89 (and MI300).
 
 from __future__ import annotations
 
+import logging
+import re
+import sys
 from importlib import metadata
+from pathlib import Path
 
 from packaging.version import InvalidVersion, Version
 
@@ -140,10 +144,60 @@ def unavailable() -> str | None:
     if too_old:
         return f"torchao {version} is older than {MIN_VERSION}: {INSTALL}"
     try:
-        import torchao  # noqa: F401, PLC0415  (optional dependency; a broken install is the environment's problem, not the kernel's)
-    except Exception as exc:
+        import_torchao()
+    except Exception as exc:  # a broken install is the environment's problem, not the kernel's
         return f"torchao {version} is installed but does not import ({type(exc).__name__}: {exc}): {INSTALL}"
     return None
+
+
+# What torchao's import logs that the user did not cause: each prebuilt C extension that cannot
+# load here (CUDA kernels, on a CPU or another CUDA), and torch's deprecation of the Enum
+# registration torchao makes. (logger, message pattern): held back, the extensions summarised.
+IMPORT_NOISE = (
+    ("torchao", re.compile(r"^Failed to load (?P<file>\S+?): ")),
+    ("torch.utils._pytree", re.compile(r"is an Enum subclass and is now natively supported")),
+)
+_NOT_LOADED: list[str] = []  # the C extensions torchao's import in this process could not load
+
+
+class _HeldBack(logging.Filter):
+    def __init__(self, pattern: re.Pattern) -> None:
+        super().__init__()
+        self.pattern = pattern
+        self.held: list[re.Match] = []
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        match = self.pattern.search(record.getMessage())
+        if match:
+            self.held.append(match)
+        return match is None
+
+
+def import_torchao():
+    """torchao, imported without its import-time noise (IMPORT_NOISE; load_note says it in one
+    line). Any other record, and an ImportError, are the caller's."""
+    if "torchao" in sys.modules:
+        return sys.modules["torchao"]
+    held = [(logging.getLogger(name), _HeldBack(pattern)) for name, pattern in IMPORT_NOISE]
+    for logger, noise in held:
+        logger.addFilter(noise)
+    try:
+        import torchao  # noqa: PLC0415  optional dependency
+    finally:
+        for logger, noise in held:
+            logger.removeFilter(noise)
+    _NOT_LOADED[:] = [Path(match["file"]).name.split(".")[0] for match in held[0][1].held]  # IMPORT_NOISE[0]
+    return torchao
+
+
+def load_note() -> str | None:
+    """One line for the C extensions torchao's import in this process could not load, or None."""
+    if not _NOT_LOADED:
+        return None
+    return (
+        f"torchao {metadata.version(LIBRARY)}: its optional C extension(s) {', '.join(_NOT_LOADED)} did not load"
+        " on this machine (torchao imports without them; only a call into one would fail)"
+    )
 
 
 def fp8_inference(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
