@@ -49,7 +49,7 @@ CHECK_PROBLEMS = (
 
 # A dynamic-M case (pipeline.dynamic_m_outcome) and a kernel writing into its inputs
 # (pipeline.changed_inputs_outcome).
-AT_ANOTHER_M = "compiled at another M"
+AT_ANOTHER_M = "at another M"
 RECOMPILED = "recompiled"
 UNDER_MARK = "under mark_"
 CHANGED_IN_PLACE = "in place"
