@@ -154,6 +154,8 @@ UNSAFE_PATHS = [
     ("not-utf8-\udcff.yaml", "\\udcff"),
     ("/a::b/m.yaml", "'::'"),
     ("/a[1]/m.yaml", "'['"),
+    # A page shows two spaces as one: copied from Markdown or HTML, it would name another path.
+    ("/tmp/a  b/m.yaml", "a run of spaces"),
 ]
 
 

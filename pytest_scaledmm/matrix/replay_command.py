@@ -93,6 +93,10 @@ def path_problem(path: str) -> str | None:
     for syntax, how in _PATH_SYNTAX:
         if syntax in path:
             return f"holds {syntax!r}, which {how}"
+    if "  " in path:
+        # Markdown table cells and HTML text show a run of spaces as one: the path copied from
+        # there would be another.
+        return "holds a run of spaces, which a page shows as one space"
     return None
 
 
