@@ -161,3 +161,24 @@ def test_counts_that_cannot_be_read_are_not_proven(tmp_path, capsys, counts, rea
     assert (code == 2 and captured.err.count("\n") == 1 and "off_elements" in captured.err) or (
         code == 1 and reason in captured.out
     ), captured
+
+
+@pytest.mark.parametrize("shape", [(4, 0), (0, 16), (0, 0), (2, 0, 16)])
+def test_an_empty_output_is_checked_and_counted(shape):
+    # M or N of 0 (an idle expert, an empty batch): an output of no elements is still checked.
+    import torch  # noqa: PLC0415  torch: only this test needs it
+
+    from pytest_scaledmm.verdict.reference import Reference, compare  # noqa: PLC0415  imports torch
+
+    value = torch.zeros(shape, dtype=torch.float64)
+    check = compare(torch.zeros(shape, dtype=torch.bfloat16), Reference(value, value + 1, {}), shape, torch.bfloat16)
+    assert check["ok"] is True
+    assert {k: check[k] for k in ("elements", "off_elements", "off_rows", "off_columns", "nonfinite")} == dict.fromkeys(
+        ("elements", "off_elements", "off_rows", "off_columns", "nonfinite"), 0
+    )
+
+
+def test_an_axis_of_empty_sizes_only_is_no_crash(matrix_project):
+    matrix_project.write_matrix(matrix_text([planted("correct")], {"m": [0]}))
+    result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
+    assert result.ret in (0, 5) and "Traceback" not in result.stderr.str() + result.stdout.str()

@@ -920,6 +920,8 @@ def _raw_rows(space: KernelSpace, values: dict, count: int) -> list[dict]:
     """Cases drawn over every axis and size of the profile, whatever the model says."""
     axes = list(values)
     sizes = {dim: sorted(size for pool in space.pools[dim].values() for size in pool) for dim in DIMS}
+    if not all(sizes.values()):
+        return []  # an axis of empty sizes only (m: [0]): its cases are the empty slice's
     rows = []
     for draw in _draw_integers(_stream_seed(space.spec, space.kernel.name, "raw"), count, len(axes) + len(DIMS)):
         row = {

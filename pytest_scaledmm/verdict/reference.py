@@ -264,12 +264,14 @@ def off_counts(got, diff, tol, finite_ref) -> dict[str, int]:
     columns holding any (leading dimensions folded into rows), and the non-finite elements where
     the reference is finite."""
     off = diff > tol
+    if not off.numel():  # an empty output (M, N or a batch of 0): nothing can be off
+        return {"elements": 0, "off_elements": 0, "off_rows": 0, "off_columns": 0, "nonfinite": 0}
     lines = off.reshape(-1, off.shape[-1]) if off.dim() >= 2 else off.reshape(1, -1)
     return {
         "elements": int(off.numel()),
         "off_elements": int(off.sum()),
-        "off_rows": int(lines.any(dim=1).sum()) if lines.numel() else 0,
-        "off_columns": int(lines.any(dim=0).sum()) if lines.numel() else 0,
+        "off_rows": int(lines.any(dim=1).sum()),
+        "off_columns": int(lines.any(dim=0).sum()),
         "nonfinite": int((finite_ref & ~torch.isfinite(got)).sum()),
     }
 
