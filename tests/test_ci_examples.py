@@ -1,15 +1,17 @@
 """examples/github-actions.yml and examples/gitlab-ci.yml, run here: each job's shell steps in
 order, on the CPU, with two shards of a tiny matrix, the matrix variables substituted, across three
 pipeline runs: the first on main with no baseline (it publishes one and skips the gate with a
-notice), a second that gates and passes, a third whose kernel regressed, which the gate fails.
-Quicker, the gate job alone on shard reports made here, under the variables each service sets
-for a pull request, a push to the default branch or to another branch: without a baseline only
-the default branch publishes one; any other run fails in one line.
+notice; on GitLab, asked to with SCALEDMM_PUBLISH_BASELINE=1), a second that gates and passes, a
+third whose kernel regressed, which the gate fails. Quicker, the gate job alone on shard reports
+made here, under the variables each service sets for a pull request, a push to the default branch
+or to another branch: without a baseline only the default branch publishes one, and only the
+first ever or when asked; any other run fails in one line.
 
 Install steps are skipped (this interpreter has the package). Every job starts in a fresh copy of
 the checkout; artifacts move between jobs through a directory per run, the way the examples name
 them: GitHub's upload/download actions and the baseline download from main are played by
-`_github_action`, GitLab's job-artifacts API by a `curl` on PATH that serves the files a
+`GithubRun._action`, the list of artifacts ever uploaded (`gh api .../actions/artifacts`) by a `gh`
+on PATH (`_FAKE_GH`), GitLab's job-artifacts API by a `curl` on PATH that serves the files a
 successful pipeline on main left (`_FAKE_CURL`)."""
 
 import json
@@ -40,6 +42,7 @@ KERNEL = {
 }
 RUNNER = "cpu"
 NOTICE = "no baseline for cpu yet"
+PUBLISH_NOTICE = "SCALEDMM_PUBLISH_BASELINE=1 on main: gate skipped"
 
 # A stand-in for GitLab's job-artifacts API: `.../jobs/artifacts/<default branch>/raw/<path>?job=<name>`
 # answers with $MAIN_ARTIFACTS/<job name>/<path> (what the last successful pipeline on the default
@@ -60,6 +63,22 @@ pathlib.Path(output).write_bytes(source.read_bytes() if found else b'{"message":
 sys.stdout.write("200" if found else "404")
 """
 
+# A stand-in for `gh api "repos/<repo>/actions/artifacts?name=<name>" --jq .total_count`: the
+# artifacts of that name ever uploaded, expired ones too, from $GH_ARTIFACTS (a JSON list of
+# {"name", "expired"}, missing: none).
+_FAKE_GH = r"""
+import json, os, pathlib, sys, urllib.parse
+args = sys.argv[1:]
+assert args[0] == "api" and args[2:] == ["--jq", ".total_count"], args
+url = urllib.parse.urlsplit(args[1])
+assert url.path == f"repos/{os.environ['GITHUB_REPOSITORY']}/actions/artifacts", url
+assert os.environ.get("GH_TOKEN"), "gh needs a token"
+name = urllib.parse.parse_qs(url.query)["name"][0]
+listed = pathlib.Path(os.environ["GH_ARTIFACTS"])
+artifacts = json.loads(listed.read_text()) if listed.is_file() else []
+print(sum(a["name"] == name for a in artifacts))
+"""
+
 
 def _torch_version() -> str:
     import torch
@@ -68,18 +87,20 @@ def _torch_version() -> str:
 
 
 def _commands(directory: Path) -> Path:
-    """`python`, `pytest`, `scaledmm` of this interpreter (whatever else is on PATH), and `curl`."""
+    """`python`, `pytest`, `scaledmm` of this interpreter (whatever else is on PATH), `curl` and `gh`."""
     directory.mkdir(exist_ok=True)
     for name, run in (
         ("python", ""),
         ("pytest", " -m pytest"),
         ("scaledmm", " -m pytest_scaledmm"),
         ("curl", f" {directory / 'curl.py'}"),
+        ("gh", f" {directory / 'gh.py'}"),
     ):
         path = directory / name
         path.write_text(f'#!/bin/sh\nexec "{sys.executable}"{run} "$@"\n')
         path.chmod(0o755)
     (directory / "curl.py").write_text(_FAKE_CURL)
+    (directory / "gh.py").write_text(_FAKE_GH)
     return directory
 
 
@@ -117,9 +138,10 @@ TORCH = "2.13.0"
 SHARD_CASES = [case(f"k-{i}", "PASS") for i in range(2)]
 
 
-def _shard_report() -> dict:
-    ids = [c["id"] for c in SHARD_CASES]
-    shard = report(SHARD_CASES, torch=TORCH)
+def _shard_report(cases=None) -> dict:
+    cases = SHARD_CASES if cases is None else cases
+    ids = [c["id"] for c in cases]
+    shard = report(cases, torch=TORCH)
     shard["shard"] = {
         "index": 1,
         "count": 1,
@@ -161,8 +183,10 @@ def _github_event(ref: str) -> tuple:
 
 
 class GithubRun:
-    """One workflow run: its ref and event, its artifacts, and the baseline artifacts the last
-    green run on the default branch published (`main`, shared by the runs of a test)."""
+    """One workflow run: its ref, event and inputs, its artifacts, and what earlier runs on the
+    default branch left (`main`, shared by the runs of a test): `main/<event>/<artifact>`, the
+    artifacts of the last green run of that event that uploaded any, and `main/listed.json`,
+    every baseline artifact ever uploaded (expired ones too)."""
 
     def __init__(
         self,
@@ -175,17 +199,21 @@ class GithubRun:
         main: Path,
         event: str | None = None,
         default_branch: str = "main",
+        inputs: dict | None = None,
     ):
         self.tmp, self.name, self.workflow, self.ref, self.kernel, self.main = tmp, name, workflow, ref, kernel, main
         self.event, self.ref_name = _github_event(ref)
         self.event = event or self.event
         self.default_branch = default_branch
+        self.inputs = inputs or {}
         self.artifacts = tmp / name / "artifacts"
         self.artifacts.mkdir(parents=True)
 
     def publishes(self) -> bool:
-        """dawidd6/action-download-artifact takes the last successful run on the branch: a push
-        (or Run workflow) there, never a pull request's run."""
+        """Whether this run's baseline artifact, when green, is what later runs download. The
+        download takes the last successful run on the branch that uploaded the artifact, of any
+        event unless told one (a pull request from a fork's main is on branch main too): the
+        workflow names `push` and `workflow_dispatch`, and uploads from no other run."""
         return self.event in ("push", "workflow_dispatch") and self.ref == f"refs/heads/{self.default_branch}"
 
     def _value(self, term: str, context: dict):
@@ -238,7 +266,11 @@ class GithubRun:
             return 0, f"downloaded {len(names)}"
         if uses.startswith("dawidd6/action-download-artifact@"):
             assert given["branch"] == self.default_branch
-            artifact = self.main / given["name"]
+            # Without search_artifacts it takes the last green run whatever it uploaded, and
+            # without an event a pull request's run too: the test knows only the searching form.
+            assert given.get("search_artifacts") == "True", given
+            assert given.get("event") in ("push", "workflow_dispatch"), given
+            artifact = self.main / given["event"] / given["name"]
             if artifact.is_dir():
                 _copy_tree(artifact, root / given["path"])
                 return 0, f"downloaded {given['name']}"
@@ -261,6 +293,8 @@ class GithubRun:
             "GITHUB_REF": self.ref,
             "GITHUB_REF_NAME": self.ref_name,
             "GITHUB_EVENT_NAME": self.event,
+            "GITHUB_REPOSITORY": "me/project",
+            "GH_ARTIFACTS": str(self.main / "listed.json"),
         }
         context = {f"matrix.{k}": v for k, v in matrix.items()}
         context.update({f"env.{k}": v for k, v in env.items()})
@@ -270,6 +304,9 @@ class GithubRun:
                 "github.ref_name": self.ref_name,
                 "github.event_name": self.event,
                 "github.event.repository.default_branch": self.default_branch,
+                "github.token": "token",
+                # A boolean input reads `true`; outside workflow_dispatch there is none: ''.
+                "inputs.publish_baseline": str(self.inputs.get("publish_baseline", "")).lower(),
             }
         )
         status, results = "success", []
@@ -306,11 +343,33 @@ class GithubRun:
             assert all(not code for _, code, _ in jobs[f"shard{shard}"]), jobs[f"shard{shard}"]
         jobs["gate"] = self.job("gate", {"runner": RUNNER, "torch": torch}, env)
         jobs["summary"] = self.job("summary", {}, env)
-        # dawidd6/action-download-artifact takes the last *successful* run on the branch.
+        # dawidd6/action-download-artifact takes the last *successful* run that uploaded it.
         if self.publishes() and not any(code for steps in jobs.values() for _, code, _ in steps):
-            shutil.rmtree(self.main, ignore_errors=True)
-            _copy_tree(self.artifacts, self.main)
+            publish(self.main, self.event, self.artifacts)
         return jobs
+
+
+def publish(main: Path, event: str, artifacts: Path) -> None:
+    """The baseline artifacts of a green run of `event` on main: what later runs download, and
+    listed for good."""
+    baselines = [p for p in artifacts.iterdir() if p.name.startswith("scaledmm-baseline-")]
+    if not baselines:
+        return
+    shutil.rmtree(main / event, ignore_errors=True)
+    for artifact in baselines:
+        _copy_tree(artifact, main / event / artifact.name)
+    listed = main / "listed.json"
+    names = json.loads(listed.read_text()) if listed.is_file() else []
+    names += [{"name": p.name, "expired": False} for p in baselines]
+    listed.write_text(json.dumps(names))
+
+
+def expire(main: Path) -> None:
+    """90 days on: the artifacts are gone, listed still, as expired."""
+    for event in ("push", "workflow_dispatch"):
+        shutil.rmtree(main / event, ignore_errors=True)
+    listed = main / "listed.json"
+    listed.write_text(json.dumps([{**a, "expired": True} for a in json.loads(listed.read_text())]))
 
 
 def _ran(steps: list) -> dict:
@@ -341,7 +400,7 @@ def test_the_github_workflow_bootstraps_its_baseline_then_gates(tmp_path):
     assert all(not code for code, _ in gate.values()), gate
     assert f"::notice title=scaled-mm gate skipped::{NOTICE}" in gate["Look for the baseline"][1]
     assert f"**scaled-mm gate skipped:** {NOTICE}" in (tmp_path / "first" / "summary.md").read_text()
-    published = main / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json"
+    published = main / "push" / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json"
     assert json.loads(published.read_text())["session"]["complete"] is True
     assert (first.artifacts / "scaledmm-matrix-html" / "matrix.html").is_file()
 
@@ -352,6 +411,7 @@ def test_the_github_workflow_bootstraps_its_baseline_then_gates(tmp_path):
     assert all(not code for code, _ in gate.values()), gate
     assert list(gate)[3:] == [
         "Download the baseline",
+        "Download the baseline published by Run workflow",
         "Merge the shards",
         "Look for the baseline",
         "Compare with the baseline",
@@ -400,19 +460,34 @@ def test_the_github_workflow_fails_the_gate_job_on_a_missing_shard(tmp_path):
     assert steps[-1][0] == "actions/upload-artifact@v4"
 
 
-def _github_gate_job(tmp_path, *, ref, event=None, default_branch="main", baseline=False) -> tuple:
-    """The gate job of `examples/github-actions.yml` for a run on `ref`, on a shard made here:
-    (its steps, the run)."""
+def _github_gate_job(
+    tmp_path, *, ref, event=None, default_branch="main", baseline=False, expired=False, inputs=None, cases=None
+) -> tuple:
+    """The gate job of `examples/github-actions.yml` for a run on `ref`, on a shard made here
+    (of `cases`): (its steps, the run). `baseline`: a push on main published one; `expired`:
+    one was published and has expired since."""
     workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
     env = {**_github_env(workflow, tmp_path), "PINNED_TORCH": TORCH}
     main = tmp_path / "main-artifacts"
-    if baseline:
-        _place(main / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json", report(SHARD_CASES, torch=TORCH))
+    if baseline or expired:
+        earlier = tmp_path / "earlier"
+        _place(earlier / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json", report(SHARD_CASES, torch=TORCH))
+        publish(main, "push", earlier)
+    if expired:
+        expire(main)
     run = GithubRun(
-        tmp_path, "run", workflow, ref=ref, kernel="correct", main=main, event=event, default_branch=default_branch
+        tmp_path,
+        "run",
+        workflow,
+        ref=ref,
+        kernel="correct",
+        main=main,
+        event=event,
+        default_branch=default_branch,
+        inputs=inputs,
     )
     name = f"{RUNNER}-torch{TORCH}-shard1"
-    _place(run.artifacts / f"scaledmm-{name}" / f"{name}.json", _shard_report())
+    _place(run.artifacts / f"scaledmm-{name}" / f"{name}.json", _shard_report(cases))
     return run.job("gate", {"runner": RUNNER, "torch": TORCH}, env), run
 
 
@@ -459,6 +534,83 @@ def test_the_github_gate_job_on_the_default_branch_publishes_the_first_baseline(
     assert _step(steps, "Gate")[0] is None
     published = run.artifacts / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json"
     assert json.loads(published.read_text())["session"]["complete"] is True
+
+
+# A run whose merged report holds a regression: never published as a baseline unless asked.
+REGRESSED = [case("k-0", "PASS"), case("k-1", "MISMATCH", "values off the reference")]
+
+
+@pytest.mark.parametrize("event", ["push", "workflow_dispatch"])
+def test_the_github_gate_job_on_main_fails_when_the_baseline_expired(tmp_path, event):
+    """A baseline published once and expired since: main's run is no first run; it fails in one
+    line rather than publish its (here regressed) reports ungated."""
+    steps, run = _github_gate_job(tmp_path, ref="refs/heads/main", event=event, expired=True, cases=REGRESSED)
+    code, output = _step(steps, "Look for the baseline")
+    assert code == 1
+    assert output.splitlines() == [
+        f"::error title=scaled-mm gate::the baseline of {RUNNER} expired or is missing (scaledmm-baseline-{RUNNER}"
+        " was published before): refs/heads/main is not published ungated; to publish this run's reports as the"
+        " baseline deliberately, Run workflow on main with publish_baseline"
+    ]
+    assert "first run" not in output
+    assert _step(steps, "Gate")[0] is None and _step(steps, "Prepare the next baseline")[0] is None
+    assert not (run.artifacts / f"scaledmm-baseline-{RUNNER}").exists()
+
+
+def test_the_github_gate_job_fails_when_the_artifacts_cannot_be_listed(tmp_path, monkeypatch):
+    """Only a list that holds none is a first run: a failed `gh api` fails the job."""
+    monkeypatch.setattr(sys.modules[__name__], "_FAKE_GH", "import sys; sys.exit(1)\n")
+    steps, run = _github_gate_job(tmp_path, ref="refs/heads/main")
+    code, output = _step(steps, "Look for the baseline")
+    assert code == 1
+    assert output.splitlines() == [
+        f"::error title=scaled-mm gate::cannot list the artifacts scaledmm-baseline-{RUNNER}: the gate cannot judge"
+    ]
+    assert not (run.artifacts / f"scaledmm-baseline-{RUNNER}").exists()
+
+
+@pytest.mark.parametrize("expired, baseline", [(True, False), (False, True)])
+def test_the_github_gate_job_publishes_ungated_when_run_workflow_asks(tmp_path, expired, baseline):
+    """Run workflow with publish_baseline on main: the merged reports become the baseline as they
+    are (a deliberate reset, after expiry or over a baseline found), gate skipped with a notice."""
+    steps, run = _github_gate_job(
+        tmp_path,
+        ref="refs/heads/main",
+        event="workflow_dispatch",
+        expired=expired,
+        baseline=baseline,
+        inputs={"publish_baseline": True},
+        cases=REGRESSED,
+    )
+    assert all(not code for _, code, _ in steps), steps
+    assert _step(steps, "Look for the baseline")[1].splitlines() == [
+        "::notice title=scaled-mm gate skipped::publish_baseline asked for on main: gate skipped; this run"
+        f" publishes the merged report of torch {TORCH} as the baseline of {RUNNER}"
+    ]
+    assert _step(steps, "Gate")[0] is None
+    published = json.loads((run.artifacts / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json").read_text())
+    assert [c["outcome"] for c in published["cases"]] == ["PASS", "MISMATCH"]
+
+
+def test_the_github_gate_job_ignores_publish_baseline_off_the_default_branch(tmp_path):
+    steps, run = _github_gate_job(
+        tmp_path, ref="refs/heads/feature", event="workflow_dispatch", inputs={"publish_baseline": True}
+    )
+    assert _step(steps, "Look for the baseline")[0] == 1
+    assert not (run.artifacts / f"scaledmm-baseline-{RUNNER}").exists()
+
+
+def test_the_github_gate_job_gates_against_the_newer_baseline(tmp_path):
+    """A baseline published by Run workflow after the last push's: the gate judges against it."""
+    old = report([case("k-0", "PASS"), case("k-1", "MISMATCH", "values off the reference")], torch=TORCH)
+    new = report(SHARD_CASES, torch=TORCH)
+    old["session"]["started"], new["session"]["started"] = "2026-01-01T00:00:00+00:00", "2026-02-01T00:00:00+00:00"
+    main = tmp_path / "main-artifacts"
+    for event, data in (("push", old), ("workflow_dispatch", new)):
+        _place(main / event / f"scaledmm-baseline-{RUNNER}" / f"{RUNNER}.json", data)
+    steps, _ = _github_gate_job(tmp_path, ref="refs/pull/3/merge", cases=REGRESSED)
+    code, output = _step(steps, "Gate")
+    assert code == 1 and "gate FAILED: 1 case(s) newly fail" in output, output
 
 
 @pytest.mark.parametrize("ref", ["refs/pull/7/merge", "refs/heads/main"])
@@ -570,13 +722,14 @@ def test_the_gitlab_pipeline_bootstraps_its_baseline_then_gates(tmp_path):
     main = tmp_path / "main-artifacts"
     gate_job = f"scaledmm-gate: [{RUNNER}, {torch}]"
 
+    # The first pipeline on main, run with SCALEDMM_PUBLISH_BASELINE=1 (Run pipeline).
     first = GitlabPipeline(tmp_path, "first", pipeline, ref="main", kernel="correct", main=main)
-    proc = first.run(env)
+    proc = first.run({**env, "SCALEDMM_PUBLISH_BASELINE": "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert f"NOTICE: {NOTICE}" in proc.stdout and "gate passed" not in proc.stdout
+    assert f"NOTICE: {PUBLISH_NOTICE}" in proc.stdout and "gate passed" not in proc.stdout
     # What the next pipelines fetch, under the name the URL in the example asks for.
     assert json.loads((main / gate_job / "publish" / f"{RUNNER}.json").read_text())["session"]["complete"] is True
-    assert NOTICE in (main / gate_job / "merged" / f"{RUNNER}-torch{torch}.md").read_text()
+    assert PUBLISH_NOTICE in (main / gate_job / "merged" / f"{RUNNER}-torch{torch}.md").read_text()
 
     second = GitlabPipeline(
         tmp_path, "second", pipeline, ref="feature", kernel="correct", main=main, source="merge_request_event"
@@ -597,9 +750,9 @@ def test_the_gitlab_pipeline_bootstraps_its_baseline_then_gates(tmp_path):
     assert (main / gate_job / "publish" / f"{RUNNER}.json").read_bytes() == before
 
 
-def _gitlab_gate_job(tmp_path, *, ref, source, default_branch="main", baseline=False):
+def _gitlab_gate_job(tmp_path, *, ref, source, default_branch="main", baseline=False, cases=None, variables=None):
     """The scaledmm-gate job of `examples/gitlab-ci.yml` in a pipeline on `ref`, on a shard made
-    here: its process and the pipeline."""
+    here (of `cases`), with more CI/CD `variables`: its process and the pipeline."""
     pipeline = yaml.safe_load((EXAMPLES / "gitlab-ci.yml").read_text())
     env = _environment(tmp_path)
     env.update({k: str(v) for k, v in pipeline["variables"].items()})
@@ -609,6 +762,7 @@ def _gitlab_gate_job(tmp_path, *, ref, source, default_branch="main", baseline=F
             "CI_API_V4_URL": "https://gitlab.example.com/api/v4",
             "CI_PROJECT_ID": "7",
             "CI_JOB_TOKEN": "token",
+            **(variables or {}),
         }
     )
     main = tmp_path / "main-artifacts"
@@ -619,7 +773,7 @@ def _gitlab_gate_job(tmp_path, *, ref, source, default_branch="main", baseline=F
         tmp_path, "run", pipeline, ref=ref, kernel="correct", main=main, source=source, default_branch=default_branch
     )
     shard_job = f"scaledmm-shard: [{RUNNER}, {TORCH}, 1]"
-    _place(run.artifacts / shard_job / "shards" / f"{RUNNER}-torch{TORCH}-shard1.json", _shard_report())
+    _place(run.artifacts / shard_job / "shards" / f"{RUNNER}-torch{TORCH}-shard1.json", _shard_report(cases))
     proc = run.job("scaledmm-gate", {"RUNNER": RUNNER, "TORCH": TORCH}, env, needs=[shard_job])
     return proc, run.artifacts / gate_job
 
@@ -634,11 +788,16 @@ def _gitlab_gate_job(tmp_path, *, ref, source, default_branch="main", baseline=F
     ],
 )
 def test_the_gitlab_gate_job_without_a_baseline_fails_off_the_default_branch(tmp_path, ref, source, default_branch):
-    proc, artifacts = _gitlab_gate_job(tmp_path, ref=ref, source=source, default_branch=default_branch)
+    # Asking to publish changes nothing off the default branch.
+    variables = {"SCALEDMM_PUBLISH_BASELINE": "1"}
+    proc, artifacts = _gitlab_gate_job(
+        tmp_path, ref=ref, source=source, default_branch=default_branch, variables=variables
+    )
     assert proc.returncode == 1, proc.stdout + proc.stderr
     line = (
-        f"ERROR: no baseline for {RUNNER} (none published on {default_branch} yet, or it expired): {ref} cannot be"
-        f" gated; run this pipeline on {default_branch} (Build > Pipelines > Run pipeline) to publish one"
+        f"ERROR: no baseline for {RUNNER} (none published on {default_branch} yet, or it expired: {ref} cannot be"
+        f" gated); run a pipeline on {default_branch} with SCALEDMM_PUBLISH_BASELINE=1 (Build > Pipelines > Run"
+        " pipeline, variable) to publish one deliberately"
     )
     assert proc.stderr.splitlines() == [line]
     assert "gate passed" not in proc.stdout and "NOTICE" not in proc.stdout
@@ -646,15 +805,40 @@ def test_the_gitlab_gate_job_without_a_baseline_fails_off_the_default_branch(tmp
 
 
 @pytest.mark.parametrize("default_branch", ["main", "trunk"])
-def test_the_gitlab_gate_job_on_the_default_branch_publishes_the_first_baseline(tmp_path, default_branch):
-    proc, artifacts = _gitlab_gate_job(tmp_path, ref=default_branch, source="push", default_branch=default_branch)
+def test_the_gitlab_gate_job_on_the_default_branch_without_a_baseline_fails_unless_asked(tmp_path, default_branch):
+    """The job-artifacts API answers 404 for a first pipeline and for an expired baseline alike:
+    a pipeline on the default branch never publishes its (here regressed) reports ungated."""
+    proc, artifacts = _gitlab_gate_job(
+        tmp_path, ref=default_branch, source="push", default_branch=default_branch, cases=REGRESSED
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"ERROR: no baseline for {RUNNER} (none published on {default_branch} yet, or it expired or is missing:"
+        f" not published ungated); run a pipeline on {default_branch} with SCALEDMM_PUBLISH_BASELINE=1 (Build >"
+        " Pipelines > Run pipeline, variable) to publish one deliberately"
+    ]
+    assert "NOTICE" not in proc.stdout and "first" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("default_branch, baseline", [("main", False), ("trunk", False), ("main", True)])
+def test_the_gitlab_gate_job_on_the_default_branch_publishes_when_asked(tmp_path, default_branch, baseline):
+    proc, artifacts = _gitlab_gate_job(
+        tmp_path,
+        ref=default_branch,
+        source="push",
+        default_branch=default_branch,
+        baseline=baseline,
+        cases=REGRESSED,
+        variables={"SCALEDMM_PUBLISH_BASELINE": "1"},
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     notice = (
-        f"NOTICE: {NOTICE} (first pipeline on {default_branch}): gate skipped; this pipeline publishes the merged"
-        f" report of torch {TORCH} as the baseline"
+        f"NOTICE: SCALEDMM_PUBLISH_BASELINE=1 on {default_branch}: gate skipped; this pipeline publishes the merged"
+        f" report of torch {TORCH} as the baseline of {RUNNER}"
     )
     assert proc.stdout.splitlines()[-1] == notice and "gate passed" not in proc.stdout
-    assert json.loads((artifacts / "publish" / f"{RUNNER}.json").read_text())["session"]["complete"] is True
+    published = json.loads((artifacts / "publish" / f"{RUNNER}.json").read_text())
+    assert [c["outcome"] for c in published["cases"]] == ["PASS", "MISMATCH"]
 
 
 def test_the_gitlab_gate_job_with_a_baseline_gates(tmp_path):

@@ -199,6 +199,8 @@ def _tox_commands(project: Path, envs: list, env: dict) -> dict:
         if line.startswith("[testenv:"):
             name = line[len("[testenv:") : -1]
             found[name] = [None, []]
+        elif line.startswith("  ") and line.strip():  # a value of several lines, one command each
+            found[name][1].append(shlex.split(line))
         elif " = " in line or line.endswith(" ="):
             key, _, value = line.partition(" = ")
             if key == "change_dir":
@@ -313,3 +315,119 @@ def test_the_baseline_env_says_in_one_line_when_its_ref_is_missing(tmp_path):
     with pytest.raises(base_ref.BaseRefError, match="holds files of its own"):
         base_ref._clear(tmp_path / "mine")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "kept"
+
+
+def _base_ref(project: Path, ref: str, directory: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_scaledmm.scaffold.base_ref", str(project), ref, str(directory)],
+        capture_output=True,
+        text=True,
+    )
+
+
+def _one_line_error(proc: subprocess.CompletedProcess) -> str:
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert proc.stderr.startswith("scaledmm baseline: error: "), proc.stderr
+    return proc.stderr
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the one-release flow takes its baseline from git")
+def test_the_baseline_holds_every_committed_file_as_committed(tmp_path):
+    """Symlinks (one pointing outside the directory) stay symlinks; export-ignore and
+    export-subst, which are `git archive`'s, change nothing; a second extraction replaces the first."""
+    project = tmp_path / "project"
+    (project / "kernels").mkdir(parents=True)
+    (project / "kernels" / "fp8.py").write_text("VERSION = '$Format:%H$'\n")
+    (project / "matrix.yaml").write_text("version: 1\n")
+    (project / ".gitattributes").write_text("kernels/fp8.py export-ignore\nmatrix.yaml export-subst\n")
+    os.symlink("../x", project / "zlink")
+    os.symlink("kernels/fp8.py", project / "inside")
+    _git(project, "init", "-q")
+    _git(project, "add", ".")
+    _git(project, "commit", "-q", "-m", "kernels")
+    base = tmp_path / "base"
+    for _ in range(2):
+        proc = _base_ref(project, "main", base)
+        assert proc.returncode == 0, proc.stderr
+        assert (base / "kernels" / "fp8.py").read_text() == "VERSION = '$Format:%H$'\n"
+        assert os.readlink(base / "zlink") == "../x" and os.readlink(base / "inside") == "kernels/fp8.py"
+        assert (base / "matrix.yaml").read_text() == "version: 1\n"
+    assert (base / ".scaledmm-base-ref").read_text() == "main\n"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the one-release flow takes its baseline from git")
+def test_the_baseline_refuses_an_option_and_an_empty_repository_in_one_line(tmp_path):
+    project = tmp_path / "project"
+    project.mkdir()
+    _git(project, "init", "-q")
+    stderr = _one_line_error(_base_ref(project, "main", tmp_path / "base"))
+    assert "the repository has no commits yet: commit the kernels first" in stderr
+    assert not (tmp_path / "base").exists()
+    (project / "matrix.yaml").write_text("version: 1\n")
+    _git(project, "add", ".")
+    _git(project, "commit", "-q", "-m", "m")
+    for ref in (f"--output={tmp_path / 'out.tar'}", "-h"):
+        assert "not a git ref" in _one_line_error(_base_ref(project, ref, tmp_path / "base"))
+    assert not (tmp_path / "out.tar").exists()
+    assert "no such commit, branch or tag" in _one_line_error(_base_ref(project, "main~5", tmp_path / "base"))
+    assert not (tmp_path / "base").exists()
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the one-release flow takes its baseline from git")
+def test_the_baseline_env_of_a_src_layout_package_runs_the_committed_copy(tmp_path):
+    """A package (pyproject.toml, src/ layout): the baseline env never installs the working tree
+    and installs the extracted copy; a kernel module found anywhere else (here the working tree's
+    regressed one, on PYTHONPATH as an install would put it) is one error line, never run."""
+    import torch
+    from packaging.version import Version
+
+    release = Version(torch.__version__).base_version
+    project = tmp_path / "project"
+    (project / "src" / "mypkg").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[project]\nname = "mypkg"\nversion = "0"\n')
+    (project / "src" / "mypkg" / "__init__.py").write_text("")
+    (project / "src" / "mypkg" / "kernel.py").write_text("from planted_kernels import correct as scaled_mm\n")
+    matrix = matrix_text(
+        [planted("my_fp8", "scaled_mm", module="mypkg.kernel")], {"mode": ["eager"], "out_dtype": ["bf16"]}
+    )
+    (project / "matrix.yaml").write_text(matrix)
+    _git(project, "init", "-q")
+    _git(project, "add", ".")
+    _git(project, "commit", "-q", "-m", "kernel")
+    (project / "src" / "mypkg" / "kernel.py").write_text("from planted_kernels import ignores_scale_b as scaled_mm\n")
+    proc = init(project, "--torch", release, "--ci", "none", "--spec", "pytest-scaledmm @ file:///x")
+    assert proc.returncode == 0, proc.stderr
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(project / "tox.ini")
+    assert tox["testenv:baseline"]["skip_install"] == "true"
+
+    installed = os.pathsep.join([str(project / "src"), str(TESTS)])  # the working tree, installed
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env.update(
+        {
+            "PYTHONPATH": os.pathsep.join(filter(None, [installed, env.get("PYTHONPATH")])),
+            "PYTEST_ADDOPTS": "-W ignore --scaledmm-isolate=no --no-scaledmm-triage",
+            "SCALEDMM_WORKERS": "0",
+        }
+    )
+    change_dir, argvs = _tox_commands(project, ["baseline"], env)["baseline"]
+    base = change_dir
+    assert argvs[1] == ["python", "-m", "pip", "install", "--quiet", str(base)]  # the copy, not the tree
+    ran = _run_env(project, {"baseline": (change_dir, argvs)}, "baseline", env)
+    assert ran.returncode != 0, ran.stdout[-3000:]
+    found = str(project / "src" / "mypkg" / "kernel.py")
+    line = (
+        f"module 'mypkg.kernel' is {found}, not the copy of the git ref in {base.resolve()}: the baseline would"
+        " run another tree's kernel"
+    )
+    assert line in ran.stdout + ran.stderr, ran.stdout[-3000:] + ran.stderr[-3000:]
+    assert not (project / "reports" / "baseline.json").exists() or {
+        c["outcome"] for c in json.loads((project / "reports" / "baseline.json").read_text())["cases"]
+    } != {"MISMATCH"}
+
+    # The copy installed (its src/ first on the path, as pip's install puts it): main's kernel runs.
+    env["PYTHONPATH"] = os.pathsep.join([str(base / "src"), env["PYTHONPATH"]])
+    ran = _run_env(project, {"baseline": (change_dir, argvs)}, "baseline", env)
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+    report = json.loads((project / "reports" / "baseline.json").read_text())
+    assert {c["outcome"] for c in report["cases"]} == {"PASS"}

@@ -22,6 +22,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from ..verdict.scale_forms import RECIPE_CODES, SWIZZLE_CODES, recipe_pairs, recipes_of_shape
@@ -414,6 +415,29 @@ def added_import_dirs() -> list[str]:
     return [directory for directory in _ADDED_DIRS if directory in sys.path]
 
 
+# What scaffold/base_ref.py leaves in a directory it extracted a git ref into: a matrix there is
+# the baseline env's, whose kernel modules must be that copy's, not the working tree's.
+BASE_MARK = ".scaledmm-base-ref"
+
+
+def base_copy(spec_path) -> Path | None:
+    """The extracted copy of a git ref that holds the matrix file, or None."""
+    if not isinstance(spec_path, (str, os.PathLike)):
+        return None
+    for directory in Path(os.path.realpath(spec_path)).parents:
+        if (directory / BASE_MARK).is_file():
+            return directory
+    return None
+
+
+def outside_base_copy(module_name: str, base: Path) -> str | None:
+    """Where `module_name` was imported from, when that is not under `base`."""
+    found = getattr(sys.modules.get(module_name), "__file__", None)
+    if found and Path(os.path.realpath(found)).is_relative_to(base):
+        return None
+    return found or "no file (a namespace package or a built-in module)"
+
+
 def load_impl(reference: str) -> KernelFn:
     module_name, _, attr_path = reference.partition(":")
     obj = importlib.import_module(module_name)
@@ -601,6 +625,8 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
                         part_key,
                         f"kernel {kernel.name!r} ({_describe(loaded)}) {problem}; the harness calls {text}",
                     )
+                if isinstance(ref, str):
+                    _check_base_copy(where, part_key, ref)
                 if part != "prepare":
                     resolved[kernel.name] = loaded
             continue
@@ -618,6 +644,7 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
                 resolved[kernel.name] = load_impl(kernel.impl)
             except Exception as exc:  # any import-time failure of user code is reported, not raised
                 raise MatrixError(where, key, f"cannot load {kernel.impl!r}: {type(exc).__name__}: {exc}") from None
+            _check_base_copy(spec_path, key, kernel.impl)
         names, required, text = contract_call(kernel)
         problem = signature_problem(resolved[kernel.name], names, required)
         if problem:
@@ -626,6 +653,23 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
                 where, key, f"kernel {kernel.name!r} ({_describe(fn)}) {problem}; the harness calls {text}"
             )
     return resolved
+
+
+def _check_base_copy(spec_path, key: str, reference: str) -> None:
+    """In the baseline env, a kernel module imported from anywhere but the extracted copy (the
+    working tree's, installed or on PYTHONPATH) would be judged as the base ref's: refused."""
+    base = base_copy(spec_path)
+    if base is None:
+        return
+    module_name = reference.partition(":")[0]
+    found = outside_base_copy(module_name, base)
+    if found is not None:
+        raise MatrixError(
+            spec_path,
+            key,
+            f"module {module_name!r} is {found}, not the copy of the git ref in {base}: the baseline would run"
+            " another tree's kernel (install that copy, or put its src/ on PYTHONPATH, not the working tree's)",
+        )
 
 
 def _where(spec_path, index: int, kernel: KernelSpec) -> tuple:

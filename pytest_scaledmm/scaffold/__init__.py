@@ -44,6 +44,7 @@ class Plan:
     shards: int
     hypothesis: str  # pinned in every env so that case ids line up
     base: str = "main"  # one release: the git ref whose committed kernels are the baseline
+    package: bool = False  # the project is a package to install (pyproject.toml or setup.py)
 
     @staticmethod
     def env(version: str) -> str:
@@ -133,7 +134,19 @@ def make_plan(
         hypothesis = importlib.metadata.version("hypothesis")
     except importlib.metadata.PackageNotFoundError:
         hypothesis = "6.170.17"
-    return Plan(versions, matrix, profile, spec, tuple(runners), shards, hypothesis, base)
+    return Plan(versions, matrix, profile, spec, tuple(runners), shards, hypothesis, base, is_package(directory))
+
+
+def is_package(directory: Path) -> bool:
+    """Whether pip can install the project: a setup.py, or a pyproject.toml that says how to build."""
+    if (directory / "setup.py").is_file():
+        return True
+    pyproject = directory / "pyproject.toml"
+    try:
+        text = pyproject.read_text(encoding="utf-8") if pyproject.is_file() else ""
+    except (OSError, UnicodeDecodeError):
+        return False
+    return bool(re.search(r"^\[(project|build-system)\]", text, re.M))
 
 
 def _pytest_command(plan: Plan, matrix: str, report: str, rootdir: str = "") -> str:
@@ -183,14 +196,18 @@ env_list =
 def _baseline_env(plan: Plan) -> str:
     base = "{envtmpdir}{/}base"
     matrix = base + "".join("{/}" + part for part in Path(plan.matrix).parts)
+    install = f"\n    python -m pip install --quiet {base}" if plan.package else ""
     return f"""
 [testenv:{BASELINE_ENV}]
 description = run the scaled-mm matrix as committed on {{env:SCALEDMM_BASE:{{[scaledmm]base}}}}, under the same torch
-# This directory as committed on that ref (git archive), in the env's tmp dir: its matrix and
-# kernels run there, with it as the rootdir, so that nothing imports from the working tree.
+# This directory as committed on that ref, in the env's tmp dir: its matrix and kernels run
+# there, with it as the rootdir, so that nothing imports from the working tree. Never the working
+# tree installed: a package is the copy installed (the matrix refuses a kernel module from
+# anywhere else).
+skip_install = true
 change_dir = {base}
 commands_pre =
-    python -m pytest_scaledmm.scaffold.base_ref {{toxinidir}} {{env:SCALEDMM_BASE:{{[scaledmm]base}}}} {base}
+    python -m pytest_scaledmm.scaffold.base_ref {{toxinidir}} {{env:SCALEDMM_BASE:{{[scaledmm]base}}}} {base}{install}
 commands =
 {_pytest_command(plan, matrix, "{toxinidir}{/}reports{/}" + BASELINE_ENV + ".json", f"--rootdir {base} ")}
 """
@@ -221,7 +238,8 @@ hypothesis = hypothesis=={plan.hypothesis}
 [testenv]
 description = {description}
 # Your kernels are imported from this checkout (the matrix's directory and the rootdir are on
-# sys.path). If your project is a package that must be installed, remove skip_install.
+# sys.path). If your project is a package that must be installed, remove skip_install here
+# (the baseline env keeps its own and installs the committed copy instead).
 skip_install = true
 deps =
     {{[scaledmm]spec}}

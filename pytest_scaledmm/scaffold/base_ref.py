@@ -4,25 +4,27 @@ same torch as the working tree's, so that the gate judges the kernel change alon
 
     python -m pytest_scaledmm.scaffold.base_ref PROJECT REF DIR
 
-`git archive REF:./` run in PROJECT holds the files of that directory at REF, whatever the
-directory's place in the repository. DIR is made anew: it may be missing, empty, or an earlier
-extraction (it carries MARK), and is emptied; anything else there is refused, never removed. Every failure is
-one line on stderr, exit 2.
+The files of PROJECT's directory at REF are read into a temporary index (`git read-tree`) and
+written out by `git checkout-index`: every committed file, whatever .gitattributes says for
+`git archive` (export-ignore, export-subst), a symlink as a symlink. DIR is made anew: it may be
+missing, empty, or an earlier extraction (it carries MARK, written before any file, so that a
+broken extraction is one too), and is emptied; anything else there is refused, never removed.
+Every failure is one line on stderr, exit 2.
 """
 
 from __future__ import annotations
 
-import io
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
+import tempfile
 from pathlib import Path
 
 from ..errors import ScaledmmError
+from ..matrix.kernels import BASE_MARK
 
-MARK = ".scaledmm-base-ref"  # what an extraction leaves in DIR: the ref it holds
+MARK = BASE_MARK  # what an extraction leaves in DIR: the ref it holds
 
 
 class BaseRefError(ScaledmmError):
@@ -46,27 +48,58 @@ def _clear(directory: Path) -> None:
             entry.unlink()
 
 
-def extract(project: Path, ref: str, directory: Path) -> Path:
-    """Write the files of `project` at `ref` into `directory`. Raises BaseRefError."""
+_HINT = "(the baseline env runs the kernels committed on a git ref: set SCALEDMM_BASE)"
+
+
+def _git(project: Path, *args: str, env: dict | None = None, cwd: Path | None = None) -> str:
+    """git's stdout; its last stderr line as a BaseRefError when it fails."""
     try:
-        proc = subprocess.run(
-            ["git", "-C", str(project), "archive", "--format=tar", f"{ref}:./"], capture_output=True, check=False
-        )
+        proc = subprocess.run(["git", *args], cwd=cwd or project, env=env, capture_output=True, text=True, check=False)
     except OSError as exc:
         raise BaseRefError(f"cannot run git: {exc.strerror or exc}") from None
     if proc.returncode != 0:
-        lines = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-        why = lines[-1] if lines else f"git archive exited {proc.returncode}"
+        lines = proc.stderr.strip().splitlines()
+        raise BaseRefError(lines[-1] if lines else f"git {args[0]} exited {proc.returncode}")
+    return proc.stdout
+
+
+def _tree(project: Path, ref: str) -> tuple:
+    """(the repository's top level, the tree of `project`'s directory at `ref`)."""
+    if not ref or ref.startswith("-"):
+        raise BaseRefError(f"{project} at {ref!r}: not a git ref (a branch, a tag or a commit) {_HINT}")
+    try:
+        top = Path(_git(project, "rev-parse", "--show-toplevel").strip())
+        prefix = _git(project, "rev-parse", "--show-prefix").strip()
+    except BaseRefError as exc:
+        raise BaseRefError(f"{project} at {ref}: not in a git work tree ({exc}) {_HINT}") from None
+    if not _git(project, "rev-list", "-n", "1", "--all").strip():
+        raise BaseRefError(f"{project}: the repository has no commits yet: commit the kernels first {_HINT}")
+    try:
+        _git(project, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}")
+    except BaseRefError:
+        raise BaseRefError(f"{project} at {ref}: no such commit, branch or tag {_HINT}") from None
+    try:
+        tree = _git(project, "rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}:{prefix}").strip()
+    except BaseRefError:
         raise BaseRefError(
-            f"{project} at {ref}: {why} (the baseline env runs the kernels committed on a git ref: set SCALEDMM_BASE)"
-        )
+            f"{project} at {ref}: the directory {prefix or './'} is not in that commit {_HINT}"
+        ) from None
+    return top, tree
+
+
+def extract(project: Path, ref: str, directory: Path) -> Path:
+    """Write the files of `project` at `ref` into `directory`. Raises BaseRefError."""
+    top, tree = _tree(project, ref)
     _clear(directory)
-    with tarfile.open(fileobj=io.BytesIO(proc.stdout)) as archive:
-        if hasattr(tarfile, "data_filter"):  # no member outside DIR, no device file
-            archive.extractall(directory, filter="data")
-        else:  # pragma: no cover (Python without extraction filters); git writes no such member
-            archive.extractall(directory)  # noqa: S202
     (directory / MARK).write_text(ref + "\n")
+    with tempfile.TemporaryDirectory(prefix="scaledmm-base-") as scratch:
+        # A temporary index: the user's own index and work tree are never touched.
+        env = {**os.environ, "GIT_INDEX_FILE": os.path.join(scratch, "index")}
+        try:
+            _git(project, "read-tree", tree, env=env)
+            _git(project, "checkout-index", "--all", f"--prefix={directory.resolve()}{os.sep}", env=env, cwd=top)
+        except BaseRefError as exc:
+            raise BaseRefError(f"{project} at {ref}: cannot write its files into {directory}: {exc}") from None
     return directory
 
 
@@ -78,7 +111,7 @@ def main(argv=None) -> int:
     project, ref, directory = Path(args[0]), args[1], Path(args[2])
     try:
         extract(project, ref, directory)
-    except (BaseRefError, OSError) as exc:
+    except (BaseRefError, OSError) as exc:  # OSError: writing DIR
         reason = exc if isinstance(exc, BaseRefError) else f"{directory}: {exc.strerror or exc}"
         print(f"scaledmm baseline: error: {reason}", file=sys.stderr)
         return 2
