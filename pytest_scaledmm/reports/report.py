@@ -559,17 +559,17 @@ class ReportLock:
                 os.replace(tmp, self.path)
                 self.taken_over = f"took over the stale lock {self.path}: {why}"
                 return True
-            why = owner.gone() if owner is not None else "it names no run"
-            if why is None:
+            judged = owner.gone() if owner is not None else "it names no run"
+            if judged is None:
                 raise self._refusal(owner, held=False)
-            if not self._move_aside(text, owner):
+            if not self._move_aside(text):
                 return False
-            self.taken_over = f"took over the stale lock {self.path}: {why}"
+            self.taken_over = f"took over the stale lock {self.path}: {judged}"
             return False  # the name is free: link `tmp` to it on the next try
         finally:
             os.close(other)
 
-    def _move_aside(self, text: str, owner: LockOwner | None) -> bool:
+    def _move_aside(self, text: str) -> bool:
         """Without a flock to go by: move the stale lock aside atomically (only one run can), then
         check what was moved. False when another run took it over first."""
         aside = self.path.with_name(f"{self.path.name}.stale-{os.getpid()}")
