@@ -540,6 +540,21 @@ def _same_run(earlier, merged) -> bool:
     return key(earlier) == key(merged)
 
 
+def _lacks(earlier, merged) -> bool:
+    """Whether `merged` lacks a shard or a case that `earlier` (a merge at OUT) held: one shard
+    of a run merged onto the complete merge of that run, which has the same run's key."""
+
+    def shards(report):
+        merged_list = (report.get("shard") or {}).get("merged")
+        return {s.get("index") for s in merged_list if isinstance(s, dict)} if isinstance(merged_list, list) else set()
+
+    def ids(report):
+        cases = report.get("cases")
+        return {c.get("id") for c in cases if isinstance(c, dict)} if isinstance(cases, list) else set()
+
+    return not (shards(earlier) <= shards(merged) and ids(earlier) <= ids(merged))
+
+
 @subcommand(
     "merge",
     "join the reports of the shards of one run (pytest --scaledmm-shard I/N) into one; exit 1, with the"
@@ -548,8 +563,8 @@ def _same_run(earlier, merged) -> bool:
         Arg(
             "out",
             metavar="OUT",
-            help="the merged report to write (an earlier merged report there of another run moves to"
-            " OUT.previous.json, as --scaledmm-report's does)",
+            help="the merged report to write (an earlier merged report there of another run, or with shards"
+            " this merge lacks, moves to OUT.previous.json, as --scaledmm-report's does)",
         ),
         Arg("shards", nargs="+", metavar="SHARD", help="shard reports, or directories of *.json shard reports"),
     ],
@@ -613,7 +628,10 @@ def merge_command(args) -> int:
         if lock.taken_over:
             print(f"scaledmm merge: warning: {lock.taken_over}", file=sys.stderr)
         moved = None
-        if earlier is not None and not _same_run(earlier, result.report):
+        same = earlier is not None and _same_run(earlier, result.report)
+        whose = "more shards of this run" if same else "another run"
+        # Replaced only by a merge of the same run that holds all it held: else kept aside.
+        if earlier is not None and (not same or _lacks(earlier, result.report)):
             moved = start_report(out, "scaledmm merge in progress or killed before it wrote the merged report")
         write_atomic(out, result.report)
     except OSError as exc:  # a ClaimRefused names the path that failed
@@ -623,7 +641,7 @@ def merge_command(args) -> int:
     finally:
         lock.release()
     if moved is not None:
-        print(f"the earlier merged report at {out} (another run) is kept as {moved}")
+        print(f"the earlier merged report at {out} ({whose}) is kept as {moved}")
     cases = len(result.report["cases"])
     shards = len(result.report["shard"]["merged"])
     if result.complete:
