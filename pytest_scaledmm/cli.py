@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import stat
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -39,7 +40,7 @@ from .plugin.options import (
     Option,
     validate_device,
 )
-from .reports.files import write_text_atomic
+from .reports.files import not_a_file, stream_target, write_stream, write_text_atomic
 from .reports.printable import printable
 from .reports.report_path import is_report_file
 from .reports.step_summary import append_markdown, same_file, step_summary_path
@@ -227,19 +228,27 @@ def check_output(
     path = Path(path)
     if not os.path.lexists(path):
         return
-    if path.is_dir() and not append:  # an append target that cannot take it is a warning (step_summary.py)
+    # Its links followed: /dev/stdout is whatever this command's output is.
+    kind = not_a_file(path)
+    if kind == "a directory" and not append:  # an append target that cannot take it is a warning (step_summary.py)
         raise OutputRefused(f"{flag} {path}: it is a directory; name a file")
-    if not path.is_dir() and (any(same_file(path, i) for i in inputs) or is_report_file(path)):
+    if kind and not append:  # reading a FIFO for its mark would wait for a writer
+        raise OutputRefused(f"{flag} {path}: it is {kind}; name a regular file")
+    if not kind and (any(same_file(path, i) for i in inputs) or is_report_file(path)):
         raise OutputRefused(
             f"{flag} {path}: it is a pytest-scaledmm report; it is never overwritten (a file name forgotten?)"
         )
-    if append:
+    if append or stream_target(path):  # a device or this command's output: written in place, holds no mark
         return
     try:
-        with open(path, "rb") as handle:
-            head = handle.read(4096).decode("utf-8", "replace")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there since: no wait
+        with os.fdopen(fd, "rb") as handle:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            head = handle.read(4096).decode("utf-8", "replace") if regular else ""
     except OSError as exc:
         raise OutputRefused(f"{flag} {path}: cannot be read: {exc.strerror or exc}") from None
+    if not regular:
+        raise OutputRefused(f"{flag} {path}: it is not a regular file; name a regular file")
     if marks:  # appended to: wherever in it this package wrote last, it began the file
         found, how = carries_mark(head, marks, first=True), "appended to"
     else:
@@ -253,7 +262,10 @@ def _write(path: str, text: str, flag: str = "--html") -> None:
     """A Markdown or HTML file, whole or not at all, 0644 (reports/files.py)."""
 
     try:
-        write_text_atomic(path, text)
+        if stream_target(path):  # never replaced: /dev/stdout renamed over is a file in /dev
+            write_stream(path, text)
+        else:
+            write_text_atomic(path, text)
     except OSError as exc:
         raise OutputRefused(f"{flag} {path}: cannot write: {exc.strerror or exc}") from None
 
@@ -381,8 +393,8 @@ def compare_command(args) -> int:
         Arg(
             "--markdown",
             metavar="PATH",
-            help="also append the verdict as Markdown to PATH: $GITHUB_STEP_SUMMARY, a new file, or one"
-            " that scaledmm gate or compare's --markdown wrote",
+            help="also append the verdict as Markdown to PATH: $GITHUB_STEP_SUMMARY, a new file, one"
+            " that scaledmm gate or compare's --markdown wrote, or a device ('-' for stdout)",
         ),
     ],
 )
@@ -392,7 +404,8 @@ def gate_command(args) -> int:
 
     baseline = (args.scaledmm_baseline, load_report(args.scaledmm_baseline))
     candidate = (args.candidate, load_report(args.candidate))
-    if args.markdown:
+    printed = args.markdown == "-"  # stdout, as compare's --markdown -
+    if args.markdown and not printed:
         # Appended to only where that cannot break a file of the user's (a matrix.yaml named
         # by a slip): the step summary, a new file, or Markdown this package began.
         summary = step_summary_path()
@@ -417,9 +430,18 @@ def gate_command(args) -> int:
 
     lines = result.lines()
     markdown = "\n".join([f"**{md_escape(lines[0])}**", ""] + [f"- {md_escape(line.strip())}" for line in lines[1:]])
-    _append_summary("gate", markdown, args.markdown)
+    # A device or this command's own output (/dev/stdout) is written in place, after the verdict.
+    stream = args.markdown if args.markdown and not printed and stream_target(args.markdown) else None
+    _append_summary("gate", markdown, None if printed or stream else args.markdown)
     # The verdict, pass or fail, on one stream (stdout): stderr is for usage errors and warnings.
     print("\n".join(lines))
+    if printed:
+        print(markdown)
+    elif stream:
+        try:
+            write_stream(stream, markdown)
+        except OSError as exc:
+            print(f"scaledmm gate: warning: --markdown: cannot write {stream}: {exc.strerror or exc}", file=sys.stderr)
     return EXIT_OK if result.passed else EXIT_GATE_FAILED
 
 
@@ -518,6 +540,21 @@ def _same_run(earlier, merged) -> bool:
     return key(earlier) == key(merged)
 
 
+def _lacks(earlier, merged) -> bool:
+    """Whether `merged` lacks a shard or a case that `earlier` (a merge at OUT) held: one shard
+    of a run merged onto the complete merge of that run, which has the same run's key."""
+
+    def shards(report):
+        merged_list = (report.get("shard") or {}).get("merged")
+        return {s.get("index") for s in merged_list if isinstance(s, dict)} if isinstance(merged_list, list) else set()
+
+    def ids(report):
+        cases = report.get("cases")
+        return {c.get("id") for c in cases if isinstance(c, dict)} if isinstance(cases, list) else set()
+
+    return not (shards(earlier) <= shards(merged) and ids(earlier) <= ids(merged))
+
+
 @subcommand(
     "merge",
     "join the reports of the shards of one run (pytest --scaledmm-shard I/N) into one; exit 1, with the"
@@ -526,8 +563,8 @@ def _same_run(earlier, merged) -> bool:
         Arg(
             "out",
             metavar="OUT",
-            help="the merged report to write (an earlier merged report there of another run moves to"
-            " OUT.previous.json, as --scaledmm-report's does)",
+            help="the merged report to write (an earlier merged report there of another run, or with shards"
+            " this merge lacks, moves to OUT.previous.json, as --scaledmm-report's does)",
         ),
         Arg("shards", nargs="+", metavar="SHARD", help="shard reports, or directories of *.json shard reports"),
     ],
@@ -591,7 +628,10 @@ def merge_command(args) -> int:
         if lock.taken_over:
             print(f"scaledmm merge: warning: {lock.taken_over}", file=sys.stderr)
         moved = None
-        if earlier is not None and not _same_run(earlier, result.report):
+        same = earlier is not None and _same_run(earlier, result.report)
+        whose = "more shards of this run" if same else "another run"
+        # Replaced only by a merge of the same run that holds all it held: else kept aside.
+        if earlier is not None and (not same or _lacks(earlier, result.report)):
             moved = start_report(out, "scaledmm merge in progress or killed before it wrote the merged report")
         write_atomic(out, result.report)
     except OSError as exc:  # a ClaimRefused names the path that failed
@@ -601,7 +641,7 @@ def merge_command(args) -> int:
     finally:
         lock.release()
     if moved is not None:
-        print(f"the earlier merged report at {out} (another run) is kept as {moved}")
+        print(f"the earlier merged report at {out} ({whose}) is kept as {moved}")
     cases = len(result.report["cases"])
     shards = len(result.report["shard"]["merged"])
     if result.complete:

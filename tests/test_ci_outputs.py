@@ -10,8 +10,11 @@ import os
 import shutil
 import signal
 import stat
+import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from datetime import datetime
+from pathlib import Path
 
 import pytest
 from reports_factory import case, report, write
@@ -529,3 +532,52 @@ def test_a_step_summary_that_names_a_report_is_never_appended_to(tmp_path, monke
     assert main(["gate", "--baseline", str(b), "--candidate", str(c)]) == 0
     assert b.read_bytes() == before
     assert "never appended to" in capsys.readouterr().err
+
+
+def test_gate_markdown_dash_prints_the_verdict_as_compare_does(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    monkeypatch.chdir(tmp_path)
+    b, c = _two_reports(tmp_path)
+    assert main(["gate", "--baseline", str(b), "--candidate", str(c), "--markdown", "-"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("gate passed: ") and f"**{out[0]}**" in out  # the verdict, then its Markdown
+    assert not (tmp_path / "-").exists()
+
+
+def test_gate_markdown_to_a_device_or_this_commands_output_and_never_to_a_fifo(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    b, c = _two_reports(tmp_path)
+    gate = ["gate", "--baseline", str(b), "--candidate", str(c), "--markdown"]
+    assert main([*gate, "/dev/null"]) == 0
+    assert capsys.readouterr().err == "" and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+    # A FIFO that holds a verdict: reading it for one would wait for a writer where it holds none.
+    fifo = tmp_path / "verdict.fifo"
+    os.mkfifo(fifo)
+    fd = os.open(fifo, os.O_RDWR | os.O_NONBLOCK)
+    try:
+        os.write(fd, b"**gate passed: earlier**\n")
+        with _no_hang():
+            assert main([*gate, str(fifo)]) == 2
+        assert (
+            capsys.readouterr().err == f"scaledmm gate: error: --markdown {fifo}: it is a FIFO; name a regular file\n"
+        )
+        assert os.read(fd, 4096) == b"**gate passed: earlier**\n"  # unread, untouched
+    finally:
+        os.close(fd)
+    # /dev/stdout of a step whose log is a file: the verdict, then its Markdown, after the log.
+    log = tmp_path / "step.log"
+    log.write_text("earlier step\n")
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
+    with open(log, "a") as handle:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest_scaledmm", *gate, "/dev/stdout"],
+            stdout=handle,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            timeout=300,  # a guard, not a measure
+        )
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    lines = log.read_text().splitlines()
+    assert lines[0] == "earlier step" and lines[1].startswith("gate passed: ") and f"**{lines[1]}**" in lines

@@ -420,6 +420,159 @@ def test_a_lock_naming_a_live_run_by_its_identity_is_refused(matrix_project, pyt
     assert Path(f"{report}.lock").read_text() == held  # not ours to remove
 
 
+# A process holding a report's lock: `acquire` takes it as a run does; `empty` creates the lock
+# and holds its flock without naming itself yet. It says "held", then holds it until its stdin
+# closes or it is killed.
+_HOLDER = """
+import fcntl, os, sys
+from pathlib import Path
+from pytest_scaledmm.reports.report import ReportLock
+if sys.argv[1] == "acquire":
+    lock = ReportLock(Path(sys.argv[2]))
+    lock.acquire()
+else:
+    fd = os.open(sys.argv[2] + ".lock", os.O_CREAT | os.O_WRONLY, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+print("held", flush=True)
+sys.stdin.read()
+if sys.argv[1] == "acquire":
+    lock.release()
+"""
+
+
+def _holder(report: Path, mode: str = "acquire", prefix=()) -> subprocess.Popen:
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])
+    )
+    proc = subprocess.Popen(
+        [*prefix, sys.executable, "-c", _HOLDER, mode, str(report)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    proc.kill()
+    proc.wait()
+
+
+def _refused(result, report: Path, pid_text: str) -> None:
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        [f"ERROR: --scaledmm-report: *report.json is being written by another run{pid_text}; lock file *"]
+    )
+    assert json.loads(report.read_text()) == {"kept": True}
+
+
+def test_a_held_lock_is_refused_whatever_its_pid_says_and_is_stale_once_its_holder_dies(matrix_project, pytester):
+    """The pid a lock names means nothing in another PID namespace (a container sharing the
+    volume): the lock's flock, which the kernel drops when its holder dies, says whether it runs."""
+    report = pytester.path / "report.json"
+    report.write_text('{"kept": true}')
+    lock = Path(f"{report}.lock")
+    holder = _holder(report)
+    try:
+        dead = _exited_pid()
+        # As the holder's lock reads from another PID namespace: a pid not running here.
+        lock.write_text(json.dumps({"pid": dead, "start": 1, "boot": _this_process().boot, "flock": True}))
+        _refused(_run(matrix_project), report, f" (pid {dead} of another PID namespace or host)")
+        assert json.loads(lock.read_text())["pid"] == dead  # not ours to remove
+    finally:
+        _stop(holder)
+    report.unlink()
+    result = _run(matrix_project)
+    result.assert_outcomes(passed=2)
+    warnings = [line for line in result.errlines if "warning:" in line]
+    assert warnings == [
+        f"scaledmm: warning: --scaledmm-report: took over the stale lock {lock}: pid {dead} is not running"
+    ]
+    assert matrix_project.report()["session"]["complete"] is True and not lock.exists()
+
+
+def test_a_lock_whose_flock_is_free_is_stale_though_its_pid_is_alive(matrix_project, pytester):
+    me = _this_process()
+    lock = pytester.path / "report.json.lock"
+    lock.write_text(json.dumps({"pid": me.pid, "start": me.start, "boot": me.boot, "flock": True}))
+    result = _run(matrix_project)
+    result.assert_outcomes(passed=2)
+    assert f"took over the stale lock {lock}: pid {me.pid} no longer holds it" in result.stderr.str()
+    assert not lock.exists()
+
+
+def _pid_namespace() -> list[str]:
+    """A command prefix running its command as pid 1 of a PID namespace of its own."""
+    for prefix in (
+        ["unshare", "--pid", "--fork", "--mount-proc"],
+        ["unshare", "--user", "--map-root-user", "--pid", "--fork", "--mount-proc"],
+    ):
+        try:
+            probe = subprocess.run(
+                [*prefix, sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True
+            )
+        except OSError:
+            pytest.skip("no unshare(1) on this system")
+        if probe.returncode == 0 and probe.stdout.strip() == b"1":
+            return prefix
+    pytest.skip(f"unshare cannot make a PID namespace here: {probe.stderr.decode(errors='replace').strip()}")
+
+
+def test_a_run_in_another_pid_namespace_keeps_its_lock(matrix_project, pytester):
+    report = pytester.path / "report.json"
+    report.write_text('{"kept": true}')
+    holder = _holder(report, prefix=_pid_namespace())
+    try:
+        assert json.loads(Path(f"{report}.lock").read_text())["pid"] == 1  # pid 1 is alive here too
+        _refused(_run(matrix_project), report, " (pid 1 of another PID namespace or host)")
+    finally:
+        holder.stdin.close()
+        assert holder.wait() == 0
+    assert not Path(f"{report}.lock").exists()  # released by its holder
+    report.unlink()
+    _run(matrix_project).assert_outcomes(passed=2)
+
+
+def test_an_empty_lock_held_by_its_run_is_refused(matrix_project, pytester):
+    """A run's lock named no run for a moment after it was created, and another run took it over."""
+    report = pytester.path / "report.json"
+    report.write_text('{"kept": true}')
+    holder = _holder(report, "empty")
+    try:
+        _refused(_run(matrix_project), report, "")
+    finally:
+        _stop(holder)
+
+
+def test_a_lock_that_cannot_be_read_is_refused_not_taken_over(matrix_project, pytester):
+    report = pytester.path / "report.json"
+    report.write_text('{"kept": true}')
+    lock = Path(f"{report}.lock")
+    lock.symlink_to(lock.name)  # a link to itself: opening it fails for every user
+    result = _run(matrix_project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert len(errors) == 1 and f"is locked by {lock}, which cannot be read" in errors[0], result.errlines
+    assert "never taken over" in errors[0] and "Traceback" not in result.stderr.str()
+    assert os.readlink(lock) == lock.name and json.loads(report.read_text()) == {"kept": True}
+
+
+def test_a_lock_path_that_is_a_directory_is_one_error_and_leaves_nothing(matrix_project, pytester):
+    (pytester.path / "report.json.lock").mkdir()
+    before = set(os.listdir(pytester.path))
+    result = _run(matrix_project)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    errors = [line for line in result.errlines if line.startswith("ERROR:")]
+    assert errors == [
+        f"ERROR: --scaledmm-report: cannot lock {pytester.path / 'report.json'}: its lock path"
+        f" {pytester.path / 'report.json.lock'} is a directory: remove it"
+    ], result.errlines
+    assert set(os.listdir(pytester.path)) - before <= {"matrix.yaml"}
+    assert os.listdir(pytester.path / "report.json.lock") == []
+
+
 # -- a stale report at the path --------------------------------------------------------------------
 
 

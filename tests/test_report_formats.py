@@ -3,6 +3,12 @@ one row gets its flag, its file and the output-safety checks of the others."""
 
 import csv
 import io
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from reports_factory import case, report, write
@@ -140,3 +146,66 @@ def test_a_format_whose_output_lacks_its_mark_is_refused(monkeypatch, two_report
     assert cli.main(["compare", "--csv", str(out), *map(str, two_reports)]) == 2
     assert not out.exists()
     assert "--csv: its renderer's output does not begin with its mark" in capsys.readouterr().err
+
+
+def _fifo_holding(path, text: str) -> int:
+    """A FIFO at `path` with `text` waiting in it; the returned descriptor keeps it open."""
+    os.mkfifo(path)
+    fd = os.open(path, os.O_RDWR | os.O_NONBLOCK)  # never waits for a reader
+    os.write(fd, text.encode())
+    return fd
+
+
+@pytest.mark.parametrize("flag", ["--markdown", "--html"])
+def test_a_fifo_or_socket_is_refused_unread(two_reports, tmp_path, monkeypatch, flag, capsys):
+    """Reading a FIFO for the mark waits for a writer (forever, at /dev/stdout on a pipe); this
+    one holds the mark, so read it would have been replaced by a regular file."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    mark = next(row.mark for row in cli.RENDERERS if row.flag == flag)
+    fifo = tmp_path / "out.fifo"
+    fd = _fifo_holding(fifo, mark + "\n")
+    try:
+        assert cli.main(["compare", flag, str(fifo), *map(str, two_reports)]) == cli.EXIT_USAGE
+        assert capsys.readouterr().err == f"scaledmm compare: error: {flag} {fifo}: it is a FIFO; name a regular file\n"
+        assert stat.S_ISFIFO(os.lstat(fifo).st_mode) and os.read(fd, 4096) == (mark + "\n").encode()
+    finally:
+        os.close(fd)
+    monkeypatch.chdir(tmp_path)  # a relative name: a socket's path has a short limit
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.bind("out.sock")
+        assert cli.main(["compare", flag, "out.sock", *map(str, two_reports)]) == cli.EXIT_USAGE
+    assert capsys.readouterr().err.endswith(": it is a socket; name a regular file\n")
+
+
+def _cli(*args, stdout) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "GITHUB_STEP_SUMMARY"}
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).parents[1]), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "pytest_scaledmm", *map(str, args)],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        timeout=300,  # a guard: waiting on the pipe for a writer would never end
+    )
+
+
+@pytest.mark.parametrize("flag", ["--markdown", "--html"])
+def test_dev_stdout_and_dev_null_are_written_in_place(two_reports, tmp_path, flag):
+    """/dev/stdout is the step log, a pipe or a file: written there after nothing it holds, never
+    read for a mark nor renamed over; /dev/null takes it."""
+    mark = next(row.mark for row in cli.RENDERERS if row.flag == flag)
+    log = tmp_path / "step.log"
+    with open(log, "w") as handle:
+        handle.write("earlier step\n")
+        handle.flush()
+        done = _cli("compare", flag, "/dev/stdout", *two_reports, stdout=handle)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    text = log.read_text()
+    assert text.startswith("earlier step\n") and mark in text
+    assert text.rstrip().endswith(f"{flag.lstrip('-')}: /dev/stdout")  # the summary after it, not over it
+    piped = _cli("compare", flag, "/dev/stdout", *two_reports, stdout=subprocess.PIPE)
+    assert piped.returncode == 0 and mark in piped.stdout, piped.stderr
+    assert os.path.islink("/dev/stdout") or stat.S_ISCHR(os.stat("/dev/stdout").st_mode)
+    assert cli.main(["compare", flag, "/dev/null", *map(str, two_reports)]) == cli.EXIT_OK
+    assert stat.S_ISCHR(os.stat("/dev/null").st_mode)

@@ -398,3 +398,27 @@ def test_merge_names_a_shard_given_twice_as_duplicated(tmp_path, capsys):
     assert main(["merge", str(tmp_path / "out.json"), str(s1), str(s1)]) == 1
     err = capsys.readouterr().err
     assert "shard 1/2 is duplicated: given 2 times" in err.splitlines()[0], err
+
+
+def test_a_partial_merge_of_a_run_never_replaces_its_complete_merge(tmp_path, capsys):
+    """The same run's key (first start, whole run's hash) matches a subset of its shards: one
+    shard merged onto the complete merge keeps that merge aside."""
+    cases = [case(f"k-{i}", "PASS") for i in range(4)]
+    ids = [c["id"] for c in cases]
+    started = {"started": "2026-01-01T00:00:00.000001+00:00"}
+    s1, s2 = (
+        write(tmp_path / f"s{i}.json", _shard_report(cases[i - 1 :: 2], i, 2, ids, session=started)) for i in (1, 2)
+    )
+    out, kept = tmp_path / "out.json", tmp_path / "out.previous.json"
+    assert main(["merge", str(out), str(s1), str(s2)]) == 0
+    complete = out.read_bytes()
+    capsys.readouterr()
+    assert main(["merge", str(out), str(s1)]) == 1
+    printed, err = capsys.readouterr()
+    assert printed.splitlines()[0] == f"the earlier merged report at {out} (more shards of this run) is kept as {kept}"
+    assert "is INCOMPLETE: shard(s) 2/2 missing" in err
+    assert kept.read_bytes() == complete
+    # Merged whole again: the partial merge is replaced, the kept one stays.
+    assert main(["merge", str(out), str(s1), str(s2)]) == 0
+    assert "kept as" not in capsys.readouterr().out and kept.read_bytes() == complete
+    assert json.loads(out.read_text())["session"]["complete"] is True

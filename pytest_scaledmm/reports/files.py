@@ -8,7 +8,10 @@ world-writable (as `write_text` would leave them under a umask of 002).
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+import sys
 import tempfile
 from pathlib import Path
 
@@ -47,3 +50,69 @@ def write_text_atomic(path, text: str, mode: int = DATA_MODE) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def _own_output(st: os.stat_result) -> int | None:
+    """The descriptor (1 or 2) of this process's stdout or stderr that `st` is, else None."""
+    for fd in (1, 2):
+        try:
+            own = os.fstat(fd)
+        except OSError:
+            continue
+        if (own.st_dev, own.st_ino) == (st.st_dev, st.st_ino):
+            return fd
+    return None
+
+
+def stream_target(path) -> bool:
+    """Whether `path` (its links followed) is written in place, never read, replaced or
+    truncated: a character device (/dev/null, a terminal) or this process's own output
+    (/dev/stdout in a CI step log, whether that is a pipe or a file)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    return stat.S_ISCHR(st.st_mode) or _own_output(st) is not None
+
+
+def not_a_file(path) -> str | None:
+    """What `path` is when a page can be neither written to it as a file nor in place (a FIFO, a
+    socket, a directory, a block device, a link to nothing), else None."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if os.path.lexists(path) else None
+    except OSError as exc:
+        return f"not to be looked at ({exc.strerror or exc})"
+    if stat.S_ISREG(mode) or stream_target(path):
+        return None
+    for test, kind in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    while data:
+        data = data[os.write(fd, data) :]
+
+
+def write_stream(path, text: str) -> None:
+    """Write `text` to a stream_target in place. This process's own output is written through
+    its own descriptor, after what was printed before (a file that stdout goes to is written at
+    its offset, not over it); a device is opened without waiting. Raises OSError."""
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8", "backslashreplace")  # as files are
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    own = _own_output(os.stat(path))
+    if own is not None:
+        _write_all(own, data)
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISCHR(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "it is no longer a device or this command's output")
+        os.set_blocking(fd, True)
+        _write_all(fd, data)
+    finally:
+        os.close(fd)
