@@ -75,15 +75,19 @@ def browser():
 
 
 def test_without_a_browser_the_tests_skip_here_and_fail_where_required(tmp_path, monkeypatch):
+    # pytest stands in for playwright, which the README's test command does not install.
     nowhere = str(tmp_path / "chromium")
-    assert _missing(nowhere) == f"no Chromium at {nowhere} (apt-get install chromium, or SCALEDMM_CHROMIUM=PATH)"
+    assert (
+        _missing(nowhere, package="pytest")
+        == f"no Chromium at {nowhere} (apt-get install chromium, or SCALEDMM_CHROMIUM=PATH)"
+    )
     assert _missing(package="scaledmm_no_such_package").startswith("the scaledmm_no_such_package package is not")
     monkeypatch.delenv("SCALEDMM_REQUIRE_BROWSER", raising=False)
     with pytest.raises(pytest.skip.Exception, match=f"^browser tests: no Chromium at {nowhere} "):
-        _without_browser(_missing(nowhere))
+        _without_browser(_missing(nowhere, package="pytest"))
     monkeypatch.setenv("SCALEDMM_REQUIRE_BROWSER", "1")
     with pytest.raises(pytest.fail.Exception, match=f"^SCALEDMM_REQUIRE_BROWSER=1, but no Chromium at {nowhere} "):
-        _without_browser(_missing(nowhere))
+        _without_browser(_missing(nowhere, package="pytest"))
 
 
 @dataclass
