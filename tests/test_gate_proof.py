@@ -197,6 +197,13 @@ def test_a_pass_with_a_ratio_over_one_fails_the_gate(tmp_path, capsys, ratio):
     assert code == 1 and "lack a passing check" in err, err
 
 
+@pytest.mark.parametrize("counts", [{"off_elements": 3}, {"nonfinite": 1}])
+def test_a_pass_whose_check_counts_elements_off_fails_the_gate(tmp_path, capsys, counts):
+    # ok true, ratio 0.5, and yet elements off the bound or non-finite: an edited record.
+    code, err = _edited_pass(tmp_path, lambda r: r["errors"]["eager"].update(elements=512, **counts), capsys)
+    assert code == 1 and "1 passing record(s) lack a passing check" in err, err
+
+
 @pytest.mark.parametrize("ratio", ["0.5", None, [0.5]])
 def test_a_ratio_that_is_not_a_number_is_refused_when_read(tmp_path, capsys, ratio):
     base = report([case("a", "PASS"), case("b", "PASS")], **BASE)

@@ -230,8 +230,9 @@ def _how_bad(check: Mapping) -> tuple[dict[str, float], list[str]]:
     return found, unreadable
 
 
-def _failed(check: Mapping | None) -> bool:
-    return isinstance(check, Mapping) and check.get("ok") is False
+def _failed(check: Mapping | None) -> Mapping | None:
+    """The check when it failed, else None."""
+    return check if isinstance(check, Mapping) and check.get("ok") is False else None
 
 
 def _growth(before: Mapping | None, after: Mapping | None) -> list[str]:
@@ -242,11 +243,10 @@ def _growth(before: Mapping | None, after: Mapping | None) -> list[str]:
     a side that raises now is worse by reports/sides.py."""
     grown: list[str] = []
     old_checks, new_checks = named_checks(before or {}), named_checks(after or {})
-    for name, old_check in old_checks.items():
-        new_check = new_checks.get(name)
-        if not (_failed(old_check) and _failed(new_check)):
+    for name, checked in old_checks.items():
+        old_check, new_check = _failed(checked), _failed(new_checks.get(name))
+        if old_check is None or new_check is None:
             continue
-        assert old_check is not None and new_check is not None
         (was, _), (now, unreadable) = _how_bad(old_check), _how_bad(new_check)
         grown += [f"{name} {measure} cannot be read in the candidate" for measure in unreadable]
         grown += [
@@ -748,14 +748,16 @@ def _change_notes(j: Judgement) -> list[Finding]:
             f"{len(j.newly_known)} case(s) passed in the baseline and fail now as a known-failure entry predicts:"
             " the baseline's pass contradicts the entry, so they count as regressions"
         )
+    # Failing in both with no transition: the same failure, which the catalogue expects now.
+    changed = {t.case_id for t in j.comparison.transitions}
     expected = [
         cid
         for cid, (before, after) in j.comparison.grid.items()
-        if before is not None
+        if cid not in changed
+        and before is not None
         and after is not None
         and after["outcome"] == oc.XFAIL
         and category(before["outcome"], j.strict) in (FAILING, KNOWN)
-        and classify(before, after, j.strict) is None
     ]
     if expected:
         notes.append(

@@ -1,6 +1,7 @@
 """What a passing record must show to count as passed: a check of each side against the
-reference that says ok, with a finite ratio of at most 1 (verdict/classify.py gives PASS only
-then). A record set to PASS by an edit, without that proof, is named by the gate."""
+reference that says ok, with a finite ratio of at most 1 and no element counted off or
+non-finite (verdict/classify.py gives PASS only then). A record set to PASS by an edit,
+without that proof, is named by the gate."""
 
 from __future__ import annotations
 
@@ -18,7 +19,9 @@ def _proven(check) -> bool:
     if type(ratio) not in (int, float):  # exactly: a bool is no ratio
         return False
     value = cast("float", ratio)
-    return math.isfinite(value) and value <= 1.0
+    # A check that counts elements off the bound or non-finite did not pass, whatever its ok says.
+    counted_off = any(type(check.get(key)) is int and check[key] != 0 for key in ("off_elements", "nonfinite"))
+    return math.isfinite(value) and value <= 1.0 and not counted_off
 
 
 def unproven_passes(report: Mapping) -> list[str]:
