@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from pytest_scaledmm.cli import main
-from pytest_scaledmm.reports.report import build_report
+from pytest_scaledmm.reports.report import build_report, ids_sha256
 
 DATA = Path(__file__).parent / "data"
 
@@ -70,6 +70,20 @@ def report(cases, matrix_hash="0123456789abcdef", matrix_path="matrix.yaml", ses
     )
     # build_report sorts by id and keeps every record: a duplicate id stays a duplicate.
     return data
+
+
+def whole_shard(cases, **extra) -> dict:
+    """The shard block of a run of one shard holding `cases`, as the plugin writes it."""
+    ids = [c["id"] for c in cases]
+    return {
+        "index": 1,
+        "count": 1,
+        "cases": len(ids),
+        "total_cases": len(ids),
+        "total_ids_sha256": ids_sha256(ids),
+        "ids_sha256": ids_sha256(ids),
+        **extra,
+    }
 
 
 def write(path: Path, data) -> Path:

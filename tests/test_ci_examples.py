@@ -26,10 +26,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from reports_factory import case, report, write
+from reports_factory import case, report, whole_shard, write
 
 from matrices import matrix_text, planted
-from pytest_scaledmm.reports.report import ids_sha256
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 # The user's kernel lives in the checkout; the third run's checkout has a broken one.
@@ -140,16 +139,8 @@ SHARD_CASES = [case(f"k-{i}", "PASS") for i in range(2)]
 
 def _shard_report(cases=None) -> dict:
     cases = SHARD_CASES if cases is None else cases
-    ids = [c["id"] for c in cases]
     shard = report(cases, torch=TORCH)
-    shard["shard"] = {
-        "index": 1,
-        "count": 1,
-        "cases": len(ids),
-        "total_cases": len(ids),
-        "total_ids_sha256": ids_sha256(ids),
-        "ids_sha256": ids_sha256(ids),
-    }
+    shard["shard"] = whole_shard(cases)
     return shard
 
 

@@ -333,15 +333,21 @@ def _xfail(cid, original="MISMATCH", signature=OFF, entry=0):
     return record
 
 
-def test_catch_all_signature_given_to_the_gate_is_exit_2(tmp_path, capsys):
-    matrix = catalogue_matrix(tmp_path / "matrix.yaml", [{"match": {"kernel": "aten_scaled_mm"}, "signature": " "}])
-    code = gate(
+def _pass_then_off(tmp_path, matrix) -> int:
+    """The gate on c1 passing in the baseline and failing with OFF in the candidate, with the
+    catalogue of `matrix`."""
+    return gate(
         tmp_path,
         report([case("c1", "PASS")], **BASE),
         report([case("c1", "MISMATCH", OFF)], **CAND),
         "--matrix",
         str(matrix),
     )
+
+
+def test_catch_all_signature_given_to_the_gate_is_exit_2(tmp_path, capsys):
+    matrix = catalogue_matrix(tmp_path / "matrix.yaml", [{"match": {"kernel": "aten_scaled_mm"}, "signature": " "}])
+    code = _pass_then_off(tmp_path, matrix)
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "known_failures[0].signature" in err
 
@@ -353,13 +359,7 @@ def test_pass_becoming_a_known_failure_is_a_regression_whatever_the_entry_covers
     # candidate's release with the entry's signature would otherwise be gated green.
     entry = {"match": {"kernel": "aten_scaled_mm"}, "signature": "LoweringException: AssertionError"}
     matrix = catalogue_matrix(tmp_path / "matrix.yaml", [{**entry, "torch": torch} if torch else entry])
-    code = gate(
-        tmp_path,
-        report([case("c1", "PASS")], **BASE),
-        report([case("c1", "MISMATCH", OFF)], **CAND),
-        "--matrix",
-        str(matrix),
-    )
+    code = _pass_then_off(tmp_path, matrix)
     out = capsys.readouterr().out
     assert code == 1 and f"regression: 1 case {before} -> XFAIL" in out
     assert "known failure" not in out.split("note:")[0].splitlines()[0]

@@ -12,11 +12,11 @@ import traceback
 from pathlib import Path
 
 import pytest
-from reports_factory import BASE, CAND, case, report, write
+from reports_factory import BASE, CAND, case, report, whole_shard, write
 
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.reports.printable import printable
-from pytest_scaledmm.reports.report import ids_sha256, load_report
+from pytest_scaledmm.reports.report import load_report
 
 BOUND = {"model": "sqrt(min(K,L))-energy", "slack": 1.0, "max_tol_rel": 0.0039}
 ERROR = {
@@ -109,16 +109,9 @@ def rich_report(candidate: bool) -> dict:
         forced={"seed": 7, "device": "cpu"},
         tolerance={"slack": 1.0, "kernels": {"correct": {"slack": 2.0, "reason": "rounds its epilogue twice"}}},
     )
-    ids = [r["id"] for r in records]
-    data["shard"] = {
-        "index": 1,
-        "count": 1,
-        "cases": len(ids),
-        "total_cases": len(ids),
-        "total_ids_sha256": ids_sha256(ids),
-        "ids_sha256": ids_sha256(ids),
-        "possible": {"correct": {"scale_pair_mode": [["tensor_0d", "tensor_1d", "inductor"]]}},
-    }
+    data["shard"] = whole_shard(
+        records, possible={"correct": {"scale_pair_mode": [["tensor_0d", "tensor_1d", "inductor"]]}}
+    )
     return data
 
 
