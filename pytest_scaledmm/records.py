@@ -130,6 +130,7 @@ class SessionBlock(TypedDict, total=False):
     recorded: int
     started: str | float | None  # ISO 8601; epoch seconds in schema version 1
     wall_s: float
+    compile_cache: dict[str, int]  # FX graph cache hits, misses, bypasses; cases that compiled
 
 
 class ShardBlock(TypedDict, total=False):

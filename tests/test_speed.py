@@ -49,10 +49,10 @@ def test_first_failure_puts_last_failures_then_mixed_ranks_under_inductor_first(
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "dist, scheduler",
-    [([], "WorkStealingScheduling"), (["--dist", "load"], "LoadScheduling")],
+    [([], "LongestFirstScheduling"), (["--dist", "load"], "LoadScheduling")],
     ids=["default", "explicit"],
 )
-def test_xdist_steals_work_unless_told_otherwise(matrix_project, dist, scheduler):
+def test_xdist_hands_out_the_costliest_case_first_unless_told_otherwise(matrix_project, dist, scheduler):
     # Built-in kernels: xdist workers do not see the planted kernels' directory.
     matrix_project.write_matrix(
         """

@@ -263,6 +263,12 @@ class InProcessRunner:
     def __init__(self, ctx):
         self.ctx = ctx
 
+    def start(self) -> None:
+        pass
+
+    def take_startup_seconds(self) -> float:
+        return 0.0
+
     def run(self, case: Case) -> Outcome:
         from . import run  # noqa: PLC0415  lazy: the child imports it
 
@@ -372,6 +378,22 @@ class ChildRunner:
             self._dir = tempfile.mkdtemp(prefix="scaledmm-child-")
             self._log = os.path.join(self._dir, "child.log")
         self.restarts = 0
+        self._setup_sent = False
+        self.startup_s = 0.0  # waited for a child to start, not yet charged to a case
+
+    def start(self) -> None:
+        """Send the child its settings now (after collection), so that it loads the kernels while
+        the first case is handed out; the first request waits only for what is left."""
+        if self._proc is None:
+            self._proc, self._conn = _spawn(self._log, self.ctx.device, self.uses_inductor)
+        if not self._ready and not self._setup_sent:
+            self._send_setup()
+
+    def take_startup_seconds(self) -> float:
+        """The seconds cases waited for a child's start since the last call (its first case's
+        and a restarted child's start-up belong to the case that waited)."""
+        seconds, self.startup_s = self.startup_s, 0.0
+        return seconds
 
     # requests
     def run(self, case: Case) -> Outcome:
@@ -423,8 +445,7 @@ class ChildRunner:
         shutil.rmtree(self._dir, ignore_errors=True)
 
     # machinery
-    def _setup(self) -> Death | None:
-        """Send the child (just spawned, or the spare) its settings and wait until it is ready."""
+    def _send_setup(self) -> None:
         # Callables stay behind (a hook's may not pickle); the child loads them by reference.
         specs = {
             name: dataclasses.replace(spec, fn=None) if spec.fn is not None else spec
@@ -433,13 +454,26 @@ class ChildRunner:
         blob = dataclasses.replace(self.ctx, kernels={}, kernel_specs=specs)
         refs = {name: ref for name, ref in self.refs.items() if ref is not None}
         hooked = {name for name, spec in self.ctx.kernel_specs.items() if spec.fn is not None}
-        start = time.monotonic()
+        self._setup_sent = True
         try:
             from ..matrix.compile_modes import extension_modules  # noqa: PLC0415  lazy: see _child_main
 
             self._conn.send(("setup", blob, refs, hooked, extension_modules()))
         except OSError:
             pass  # it is gone already: what it left in the pipe, or its exit status, says why
+
+    def _setup(self) -> Death | None:
+        """Send the child (just spawned, or the spare) its settings, unless start() did, and wait
+        until it is ready; the wait is start-up time of the case that waited."""
+        start = time.monotonic()
+        try:
+            return self._await_ready(start)
+        finally:
+            self.startup_s += time.monotonic() - start
+
+    def _await_ready(self, start: float) -> Death | None:
+        if not self._setup_sent:
+            self._send_setup()
         if not self._conn.poll(self.startup_timeout):
             death = self._death(oc.TIMEOUT, start, f"the child did not start within {self.startup_timeout:g} s")
             self._stop(kill=True)
@@ -498,7 +532,7 @@ class ChildRunner:
     def _stop(self, kill: bool) -> None:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
-        self._ready = False
+        self._ready = self._setup_sent = False
         if proc is None:
             return
         self.restarts += 1 if kill else 0

@@ -184,18 +184,19 @@ def _configure_matrix_run(config, settings) -> None:
 
         check_case_ids(state, named, "node id")
     _register_plugins(config, state, baseline)
-    from .speed import prefer_work_stealing, share_cpu_threads
+    from .speed import schedule_longest_first, share_cpu_threads
 
     if settings.worker:
         share_cpu_threads()
     else:
-        prefer_work_stealing(config)
+        schedule_longest_first(config)
     _collect_only_the_matrix(config, spec.path)
 
 
 def _register_plugins(config, state, baseline) -> None:
     """Every plugin object of a matrix run, in this order (pluggy calls later ones first)."""
     from .reproduce import ReproducePlugin
+    from .schedule import CostOrder
     from .speed import FirstFailureOrder, SignatureTicker
 
     settings = state.settings
@@ -204,9 +205,11 @@ def _register_plugins(config, state, baseline) -> None:
     manager.register(ReproducePlugin(state), "scaledmm-reproduce")
     if baseline is not None:
         manager.register(BaselineGate(config, state, settings.baseline, baseline), "scaledmm-baseline-gate")
+    # Under xdist the workers collect, so they order; they read the same file, so they agree.
+    # Registered later, called earlier: cost orders first, a first-failure order sorts after it.
     if settings.first_failure:
-        # Under xdist the workers collect, so they order; they read the same file, so they agree.
         manager.register(FirstFailureOrder(state.report_path.parent, str(state.spec.path)), "scaledmm-first-failure")
+    manager.register(CostOrder(state.report_path.parent, str(state.spec.path)), "scaledmm-cost-order")
     if not settings.worker:
         manager.register(SignatureTicker(config), "scaledmm-ticker")
         from .run_outputs import RunOutputs
@@ -293,6 +296,12 @@ def pytest_sessionstart(session):
         state.prestart_child()
 
 
+def pytest_collection_finish(session):
+    state = _state(session.config)
+    if state is not None and _runs_cases_here(session.config, state.settings) and session.items:
+        state.start_runner()
+
+
 def _runs_cases_here(config, settings) -> bool:
     """False for an xdist controller (its workers run the cases), --collect-only and --help."""
     option = config.option
@@ -376,11 +385,14 @@ class CaseItem(pytest.Item):
 
     def runtest(self):
         state = self.state
+        start = time.perf_counter()
         try:
             environment = state.environment_to_send()
             if environment is not None:
                 self.user_properties.append(("scaledmm_env", environment))
             result = state.run(self.case)
+            # The case's whole time in this process: what the parts above do not hold is harness.
+            result.timing["case_s"] = round(time.perf_counter() - start, 6)
             result.observations.device = state.context().device  # which GPU, under xdist
             record = state.apply_known_failures(state.record(self.case, result))
         except Exception as exc:  # the harness, not the case: still a record of this case

@@ -60,6 +60,20 @@ def target_arch(requested: str) -> str:
         return device_info("cuda:0").arch
 
 
+def compile_cache_counts(records) -> dict[str, int]:
+    """Inductor's FX graph cache over the run's compiled sides: hits, misses, bypasses, and how
+    many cases compiled with Inductor at all. A warm cache shows as hits."""
+    totals = {"hit": 0, "miss": 0, "bypass": 0, "cases": 0}
+    for record in records:
+        counts = (record.get("extra") or {}).get("compile_cache")
+        if isinstance(counts, dict):
+            totals["cases"] += 1
+            for name in ("hit", "miss", "bypass"):
+                value = counts.get(name)
+                totals[name] += value if isinstance(value, int) and not isinstance(value, bool) else 0
+    return totals
+
+
 class MatrixSession:
     def __init__(self, spec: Spec, settings: Settings):
         """Raises MatrixError for an unknown profile or a kernel that cannot be imported, so that
@@ -207,10 +221,24 @@ class MatrixSession:
                 probe_cpu_vector_isa_in_background()
         return self._runner
 
+    def start_runner(self) -> None:
+        """After collection: the child gets its settings and loads the kernels while the first
+        case is handed out (a child that cannot start says so in the first case)."""
+        try:
+            self.runner().start()
+        except Exception:
+            pass
+
     def run(self, case: Case, triage: bool = True) -> oc.Outcome:
-        result = self._aoti_controlled(case, self.runner().run(case))
+        runner = self.runner()
+        result = self._aoti_controlled(case, runner.run(case))
+        startup = runner.take_startup_seconds()
+        if startup:
+            result.timing["startup_s"] = round(startup, 6)
         if triage and result.failed:
+            start = time.perf_counter()
             found = self.triage(case, result)
+            result.timing["triage_s"] = round(time.perf_counter() - start, 6)
             if found:
                 result.observations.triage = found
         return result
@@ -408,6 +436,7 @@ class MatrixSession:
             "incomplete_reasons": reasons,
             "generated": len(self.cases()),
             "recorded": len(self._records),
+            "compile_cache": compile_cache_counts(self._records.values()),
         }
 
         report = build_report(self._environment or {}, self.matrix_block(), self._records.values(), session)

@@ -101,18 +101,28 @@ def _dist_given(config) -> bool:
     return any(arg in ("--dist", "-d") or arg.startswith("--dist=") for arg in map(str, args))
 
 
-def prefer_work_stealing(config) -> None:
-    """xdist's default `load` mode hands out chunks of consecutive cases and never takes them back:
-    with cases of very different cost (eager 0.05 s, autotuning 3 s) one GPU sits idle while the
-    other works through its backlog. `worksteal` moves pending cases to the idle worker. A
-    --dist the user gave wins."""
+class LongestFirst:
+    """Registered on the xdist controller of a matrix run when no --dist was given."""
+
+    def pytest_xdist_make_scheduler(self, config, log):
+        from .schedule import longest_first_scheduling  # noqa: PLC0415  lazy: only under xdist
+
+        return longest_first_scheduling(config, log)
+
+
+def schedule_longest_first(config) -> None:
+    """xdist's default `load` mode hands out chunks of consecutive cases and never takes them
+    back, and `worksteal` takes back the cheap end of a queue: with cases of very different cost
+    (eager 0.05 s, autotuning 5 s) a worker drawing the last autotuning cases holds the wall while
+    the others sit idle. schedule.py hands the costliest case first, one at a time. A --dist the
+    user gave wins."""
     if getattr(config.option, "dist", "no") != "load" or _dist_given(config):
         return
     try:
-        from xdist.scheduler import WorkStealingScheduling  # noqa: F401, PLC0415  (pytest-xdist >= 3.2)
+        from xdist.scheduler import LoadScheduling  # noqa: F401, PLC0415
     except ImportError:
         return
-    config.option.dist = "worksteal"
+    config.pluginmanager.register(LongestFirst(), "scaledmm-longest-first")
 
 
 def share_cpu_threads() -> None:

@@ -844,6 +844,8 @@ REPORT_SCHEMA = {
                 # ISO 8601 since version 2; epoch seconds in version 1 (upgrade_report).
                 "started": {"type": ["string", "number", "null"]},
                 "wall_s": {"type": ["number", "null"]},
+                # Inductor's FX graph cache over the run (plugin/session.py compile_cache_counts).
+                "compile_cache": {"type": "object", "additionalProperties": _COUNT},
             },
         },
         # A shard run (--scaledmm-shard I/N) and a merged report (scaledmm merge).

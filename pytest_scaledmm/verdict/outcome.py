@@ -238,6 +238,7 @@ class Observations(FieldsOnly):
     aoti_control: dict | None = None  # the AOTInductor control a failed aoti case was judged against
     triage: dict | None = None  # the triage ladder's finding; the record keeps it beside `extra`
     device: str | None = None  # the device the case ran on (which GPU, under xdist)
+    compile_cache: dict | None = None  # Inductor's FX graph cache: {"hit", "miss", "bypass"} counts
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}

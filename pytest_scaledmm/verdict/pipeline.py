@@ -545,6 +545,22 @@ def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: Call
     return run
 
 
+FX_GRAPH_CACHE_COUNTERS = {"hit": "fxgraph_cache_hit", "miss": "fxgraph_cache_miss", "bypass": "fxgraph_cache_bypass"}
+
+
+def fx_graph_cache_counts() -> dict[str, int]:
+    """Inductor's FX graph cache counters so far in this process (zeros where torch has none)."""
+    counters: Mapping[str, int] = torch._dynamo.utils.counters.get("inductor", {})
+    return {name: int(counters.get(key, 0)) for name, key in FX_GRAPH_CACHE_COUNTERS.items()}
+
+
+def _counts_since(before: dict[str, int] | None, after: dict[str, int]) -> dict[str, int] | None:
+    if before is None:
+        return None
+    counts = {name: after[name] - before.get(name, 0) for name in after}
+    return counts if any(counts.values()) else None
+
+
 def eager_compile_check(
     fn: Callable,
     args: tuple,
@@ -600,8 +616,10 @@ def eager_compile_check(
     )
     inductor = settings.get("backend") == "inductor"
     capture: contextlib.AbstractContextManager = output_code() if inductor else contextlib.nullcontext([])
+    cache_before = fx_graph_cache_counts() if inductor else None
     with capture as codes:
         compiled = run_side("compiled", compiled_side, pristine, log, plan)
+    cache_counts = _counts_since(cache_before, fx_graph_cache_counts()) if inductor else None
     if compiled.first_returned:
         timing["compile_s"] = compiled.first_s
     timing.update(compiled.timing)
@@ -614,7 +632,10 @@ def eager_compile_check(
         return Sides(crash_outcome(log.exits, eager.error, compiled.error, timing), eager_out, compiled.outs, timing)
     if log.unreadable:
         raise log.unreadable[0]
+    start = time.perf_counter()
     eager_check, compiled_check = guarded(check, eager.error is None, eager_out, compiled.outs, device)
+    # The float64 reference and both comparisons (the serving loop's were timed with its side).
+    timing["check_s"] = time.perf_counter() - start
     eager_check, compiled_check = _worse(eager_check, eager.later), _worse(compiled_check, compiled.later)
     result = classify(eager.error, compiled.error, compiled_side.calls, eager_check, compiled_check, kernel, params)
     if any(log.changed.values()):
@@ -623,6 +644,8 @@ def eager_compile_check(
     result.eager_error, result.compiled_error = eager.error, compiled.error
     result.errors = {"eager": eager_check, "compiled": compiled_check}
     result.observations.compiled_graphs = compiled_side.graphs
+    if cache_counts:
+        result.observations.compile_cache = cache_counts
     result.observations.compiled_graph_calls = compiled_side.calls
     if inductor and (codes or compiled_side.graphs):
         result.observations.kernel_choice = kernel_choice(codes)

@@ -1,0 +1,222 @@
+"""Throughput of a matrix run on this machine's device: cold and warm, side by side in one run.
+
+    python benchmarks/bench_throughput.py --profiles default,full -n 14
+    python benchmarks/bench_throughput.py --profiles default -n 14 --base-tree /tmp/main-of-today
+
+Each profile runs cold (an empty Inductor/Triton cache) then warm (the same cache again, as a CI
+job that restores it), through `pytest --scaledmm-matrix -n N --scaledmm-reuse-cache`. Printed
+per run: wall, checked valid cases a minute, the sums of compile / eager / compiled run /
+reference check / child start-up / triage / harness seconds, the workers' busy fraction, the
+longest case, the lower bound these imply (the longer of the longest case and the summed case
+time over the workers), and the FX graph cache's hits. With --base-tree the profile also runs
+cold under that checkout's plugin, and the ids and outcomes of the two cold runs are compared:
+nothing in the verdict may change for speed.
+
+"Checked valid": a case of a valid configuration (model purpose `valid`) whose outcome is a
+verdict (not skipped, unsupported, a harness error or a timeout).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+NOT_A_VERDICT = {"SKIPPED", "UNSUPPORTED", "HARNESS_ERROR", "TIMEOUT"}
+# Timing fields summed per run; case_s is each case's whole time in its worker.
+PARTS = {
+    "compile": ("compile_s", "export_s", "package_s", "load_s"),
+    "eager": ("eager_s",),
+    "run": ("run_s", "other_m_s"),
+    "check": ("check_s",),
+    "startup": ("startup_s",),
+    "triage": ("triage_s", "opcheck_s"),
+}
+
+
+def plugin_installed() -> bool:
+    """Whether this Python loads the plugin by its entry point (else -p names it)."""
+    from importlib.metadata import entry_points  # noqa: PLC0415
+
+    return any(e.value.startswith("pytest_scaledmm") for e in entry_points(group="pytest11"))
+
+
+def pytest_command(matrix: Path, profile: str, workers: int, report: Path) -> list[str]:
+    load = [] if plugin_installed() else ["-p", "pytest_scaledmm.plugin.entry"]
+    return [
+        sys.executable,
+        "-m",
+        "pytest",
+        *load,
+        "-p",
+        "no:cacheprovider",
+        "-q",
+        "--tb=no",
+        "-rN",
+        "-W",
+        "ignore",
+        "--scaledmm-matrix",
+        str(matrix),
+        "--scaledmm-profile",
+        profile,
+        "--scaledmm-report",
+        str(report),
+        "--scaledmm-reuse-cache",
+        "-n",
+        str(workers),
+    ]
+
+
+def run_once(tree: Path, matrix: Path, profile: str, workers: int, cache: Path, work: Path, label: str) -> dict:
+    """One run in a fresh process, in `work` (whose earlier report, if any, orders its cases);
+    its wall from this process's clock, its report read back."""
+    work.mkdir(parents=True, exist_ok=True)
+    report = work / f"{label}.json"
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
+    env["TRITON_CACHE_DIR"] = str(cache / "triton")
+    log = work / f"{label}.log"
+    start = time.perf_counter()
+    with log.open("w") as out:
+        proc = subprocess.run(
+            pytest_command(matrix, profile, workers, report), cwd=work, env=env, stdout=out, stderr=out
+        )
+    wall = time.perf_counter() - start
+    if not report.exists():
+        raise SystemExit(f"{label}: no report (exit {proc.returncode}); see {log}")
+    data = json.loads(report.read_text())
+    return {"label": label, "wall": wall, "workers": workers, "returncode": proc.returncode, "report": data}
+
+
+def case_seconds(case: dict) -> float:
+    timing = case.get("timing") or {}
+    whole = timing.get("case_s")
+    if isinstance(whole, (int, float)):
+        return float(whole)
+    return float(sum(v for v in timing.values() if isinstance(v, (int, float))))
+
+
+def _compile_seconds(case: dict) -> float:
+    return float((case.get("timing") or {}).get("compile_s") or 0.0)
+
+
+def checked_valid(case: dict) -> bool:
+    purpose = (case.get("model") or {}).get("purpose") or case["params"].get("purpose", "valid")
+    return purpose == "valid" and case["outcome"] not in NOT_A_VERDICT
+
+
+def figures(run: dict) -> dict:
+    cases = run["report"]["cases"]
+    sums = {name: 0.0 for name in PARTS}
+    for case in cases:
+        timing = case.get("timing") or {}
+        for name, keys in PARTS.items():
+            sums[name] += sum(float(timing.get(key) or 0.0) for key in keys)
+    total = sum(case_seconds(c) for c in cases)
+    sums["harness"] = max(0.0, total - sum(sums.values()))
+    longest = max(cases, key=case_seconds) if cases else None
+    valid = sum(1 for c in cases if checked_valid(c))
+    workers = run["workers"]
+    cache = (run["report"].get("session") or {}).get("compile_cache") or {}
+    return {
+        "label": run["label"],
+        "cases": len(cases),
+        "checked_valid": valid,
+        "wall_s": round(run["wall"], 1),
+        "checked_valid_per_min": round(valid / run["wall"] * 60, 1),
+        "sums_s": {k: round(v, 1) for k, v in sums.items()},
+        "case_s_sum": round(total, 1),
+        "busy": round(total / (workers * run["wall"]), 3),
+        "longest_s": round(case_seconds(longest), 1) if longest else 0.0,
+        "longest_id": longest["id"] if longest else None,
+        "longest_compile_s": round(max((_compile_seconds(c) for c in cases), default=0.0), 1),
+        "lower_bound_s": round(max(total / workers, case_seconds(longest) if longest else 0.0), 1),
+        "cache": cache,
+        "returncode": run["returncode"],
+        "summary": run["report"].get("summary"),
+    }
+
+
+def outcome_changes(before: dict, after: dict) -> list[str]:
+    """Ids missing on either side, and ids whose outcome differs."""
+    old = {c["id"]: c["outcome"] for c in before["cases"]}
+    new = {c["id"]: c["outcome"] for c in after["cases"]}
+    lines = [f"only before: {i}" for i in sorted(old.keys() - new.keys())]
+    lines += [f"only after: {i}" for i in sorted(new.keys() - old.keys())]
+    lines += [f"{i}: {old[i]} -> {new[i]}" for i in sorted(old.keys() & new.keys()) if old[i] != new[i]]
+    return lines
+
+
+def table(rows: list[dict]) -> str:
+    head = (
+        "| run | wall s | checked valid | /min | busy | compile | eager | run | check | start-up | triage"
+        " | harness | longest s (compile) | bound s | FX cache hit/miss |"
+    )
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for f in rows:
+        s = f["sums_s"]
+        lines.append(
+            f"| {f['label']} | {f['wall_s']} | {f['checked_valid']}/{f['cases']} | {f['checked_valid_per_min']} |"
+            f" {f['busy']:.0%} | {s['compile']} | {s['eager']} | {s['run']} | {s['check']} | {s['startup']} |"
+            f" {s['triage']} | {s['harness']} | {f['longest_s']} ({f['longest_compile_s']}) | {f['lower_bound_s']} |"
+            f" {f['cache'].get('hit', '?')}/{f['cache'].get('miss', '?')} |"
+        )
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--matrix", type=Path, default=REPO / "matrix.yaml")
+    parser.add_argument("--profiles", default="default")
+    parser.add_argument("-n", "--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
+    parser.add_argument("--base-tree", type=Path, help="an earlier checkout: its cold run's outcomes are compared")
+    parser.add_argument("--runs", default="cold,warm", help="cold, warm or both (warm reuses the cold run's cache)")
+    parser.add_argument("--out", type=Path, help="directory for the reports, logs and figures.json")
+    args = parser.parse_args(argv)
+    work = args.out or Path(tempfile.mkdtemp(prefix="bench-throughput-"))
+    work.mkdir(parents=True, exist_ok=True)
+    runs = [r for r in args.runs.split(",") if r]
+    rows, compared = [], {}
+    for profile in [p for p in args.profiles.split(",") if p]:
+        cache = Path(tempfile.mkdtemp(prefix=f"bench-cache-{profile}-"))
+        cold = None
+        if args.base_tree:
+            base_cache = Path(tempfile.mkdtemp(prefix=f"bench-cache-base-{profile}-"))
+            label = f"{profile}-base-cold"
+            base_tree, matrix = args.base_tree.resolve(), args.matrix.resolve()
+            base = run_once(base_tree, matrix, profile, args.workers, base_cache, work / label, label)
+            rows.append(figures(base))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+            shutil.rmtree(base_cache, ignore_errors=True)
+        for kind in runs:
+            # Cold starts with no earlier report; warm has the cold run's, as a CI job that keeps both.
+            label = f"{profile}-{kind}"
+            run = run_once(REPO, args.matrix.resolve(), profile, args.workers, cache, work / profile, label)
+            rows.append(figures(run))
+            print(table(rows[-1:]).splitlines()[-1], flush=True)
+            cold = run if kind == "cold" else cold
+        if args.base_tree and cold is not None:
+            changes = outcome_changes(base["report"], cold["report"])
+            compared[profile] = changes
+        shutil.rmtree(cache, ignore_errors=True)
+    (work / "figures.json").write_text(json.dumps({"runs": rows, "outcome_changes": compared}, indent=1))
+    print(f"\n-n {args.workers}, reports and logs in {work}\n")
+    print(table(rows))
+    for profile, changes in compared.items():
+        verdict = "identical ids and outcomes" if not changes else f"{len(changes)} difference(s)"
+        print(f"\n{profile}: base cold vs this cold: {verdict}")
+        for line in changes[:20]:
+            print(f"  {line}")
+    return 1 if any(compared.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Scheduling for the tail: the costliest cases first, handed out one at a time.
+
+A run's wall is bounded below by the longer of (total case time ÷ workers) and its longest case.
+xdist's own modes hand out contiguous chunks in collection order, so a worker can draw the last
+few autotuning cases while the others sit idle. Here every worker orders its collection by
+expected cost, highest first (the same inputs in every worker, so the same order: xdist checks),
+and the controller hands the next case to whichever worker has fewer than two queued: greedy
+longest-processing-time-first scheduling, within 4/3 of the optimum.
+
+The expected cost of a case is its measured seconds in the newest report of the same matrix in
+the run's report directory, else a model: the compile mode's typical seconds, more for cases that
+call the compiled side at several shapes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from ..matrix.compile_modes import inductor_modes
+from ..reports.report import ReportError, load_report
+
+# Typical seconds of one case per compile mode on a GPU (docs/measured.md: medians per mode);
+# only the order matters, so the CPU uses the same figures.
+MODE_SECONDS = {
+    "eager": 0.1,
+    "aot_eager": 0.4,
+    "inductor": 1.5,
+    "dynamic": 2.5,
+    "reduce-overhead": 3.0,
+    "max-autotune-no-cudagraphs": 4.0,
+    "max-autotune": 5.0,
+    "triton-gemm": 4.0,
+    "persistent-tma": 4.0,
+    "cutlass-gemm": 6.0,
+    "aten-gemm": 2.0,
+    "aoti": 6.0,
+    "mark-dynamic": 4.0,
+    "mark-unbacked": 4.0,
+}
+UNKNOWN_MODE_SECONDS = 2.0
+# A case expected to be refused is answered before any compilation finishes.
+REFUSED_FACTOR = 0.5
+# Scales or operands the host holds: Inductor's lowering takes another path, often slower.
+HOST_FACTOR = 1.5
+# At most this many cases queued on a worker: one running, one ready to start.
+QUEUED_PER_WORKER = 2
+
+
+def measured_seconds(record: Mapping[str, Any]) -> float | None:
+    """A recorded case's seconds: the worker's own clock when the record has it, else its parts."""
+    timing = record.get("timing")
+    if not isinstance(timing, Mapping):
+        return None
+    whole = timing.get("case_s")
+    if isinstance(whole, (int, float)) and not isinstance(whole, bool):
+        return float(whole)
+    parts = [v for v in timing.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    return float(sum(parts)) if parts else None
+
+
+def modelled_seconds(params: Mapping[str, Any]) -> float:
+    mode = str(params.get("mode"))
+    seconds = MODE_SECONDS.get(mode, UNKNOWN_MODE_SECONDS if mode in inductor_modes() else 0.4)
+    if params.get("purpose", "valid") != "valid":
+        seconds *= REFUSED_FACTOR
+    if params.get("operand_layout") == "scale_on_host":
+        seconds *= HOST_FACTOR
+    return seconds
+
+
+def previous_durations(report_dir: Path, matrix: str | None = None) -> dict[str, float]:
+    """Case id -> seconds from the newest finished, readable report of `matrix` in the directory
+    (the placeholder this run claimed its path with holds no case and is skipped)."""
+    try:
+        reports = sorted(report_dir.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    except OSError:
+        return {}
+    for path in reports:
+        try:
+            data = load_report(path)
+        except (ReportError, OSError):
+            continue
+        if "generated" not in (data.get("session") or {}):
+            continue
+        if matrix is not None and (data.get("matrix") or {}).get("path") != matrix:
+            continue
+        durations = {}
+        for case in data["cases"]:
+            seconds = measured_seconds(case)
+            if seconds is not None:
+                durations[case["id"]] = seconds
+        return durations
+    return {}
+
+
+class CostOrder:
+    """Orders a matrix run's cases by expected cost, highest first; other items keep their place
+    after them. With --scaledmm-first-failure that order (speed.FirstFailureOrder) comes first and
+    cost breaks its ties."""
+
+    def __init__(self, report_dir: Path, matrix: str | None = None):
+        self.report_dir = report_dir
+        self.matrix = matrix
+
+    def pytest_collection_modifyitems(self, items):
+        measured = previous_durations(self.report_dir, self.matrix)
+
+        def cost(item) -> float:
+            case = getattr(item, "case", None)
+            if case is None:
+                return -1.0
+            seen = measured.get(case.id)
+            return seen if seen is not None else modelled_seconds(case.params)
+
+        # Stable: among equal costs the generator's order stays, and so does any earlier ordering's
+        # key when a plugin that runs after this one sorts again.
+        items.sort(key=lambda item: -cost(item))
+
+
+def longest_first_scheduling(config, log):
+    """The controller's scheduler: the next case in collection order to the first worker with
+    fewer than QUEUED_PER_WORKER queued (xdist's LoadScheduling, with its chunking taken out)."""
+    from xdist.scheduler import LoadScheduling  # noqa: PLC0415  lazy: only under xdist
+
+    class LongestFirstScheduling(LoadScheduling):
+        def schedule(self) -> None:
+            assert self.collection_is_completed
+            if self.collection is not None:  # type: ignore[has-type]
+                for node in self.nodes:
+                    self.check_schedule(node)
+                return
+            if not self._check_nodes_have_same_collection():
+                self.log("**Different tests collected, aborting run**")
+                return
+            collection = next(iter(self.node2collection.values()))
+            self.collection = collection
+            self.pending[:] = range(len(collection))
+            if not collection:
+                return
+            # Round by round, so the costliest cases start at once, one on each worker.
+            for _ in range(QUEUED_PER_WORKER):
+                for node in self.nodes:
+                    if self.pending:
+                        self._send_tests(node, 1)
+            if not self.pending:
+                for node in self.nodes:
+                    node.shutdown()
+
+        def check_schedule(self, node, duration: float = 0) -> None:
+            if node.shutting_down:
+                return
+            if not self.pending:
+                node.shutdown()
+                return
+            queued = len(self.node2pending[node])
+            if queued < QUEUED_PER_WORKER:
+                self._send_tests(node, QUEUED_PER_WORKER - queued)
+
+    return LongestFirstScheduling(config, log)

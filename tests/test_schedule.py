@@ -1,0 +1,109 @@
+"""Scheduling for the tail (plugin/schedule.py): the costliest cases first in every worker's
+collection, handed out one at a time; every case's seconds accounted in its record."""
+
+import json
+
+import pytest
+
+from matrices import IN_PROCESS, matrix_text, planted
+from pytest_scaledmm.plugin import schedule
+
+MODES_MATRIX = matrix_text(
+    [planted("correct")],
+    {"mode": ["eager", "aot_eager", "inductor"], "scale_a": ["tensor_0d", "tensor_1d"]},
+)
+
+
+def _mode(case_id: str) -> str:
+    return next(mode for mode in ("aot_eager", "inductor", "eager") if f"-{mode}-" in case_id)
+
+
+def test_without_a_previous_report_the_compile_mode_orders_the_cases(matrix_project):
+    matrix_project.write_matrix(MODES_MATRIX)
+    ids = matrix_project.collect()
+    assert len(ids) == 6
+    assert [_mode(i) for i in ids] == ["inductor"] * 2 + ["aot_eager"] * 2 + ["eager"] * 2
+
+
+def test_the_previous_reports_seconds_order_the_next_run(matrix_project):
+    matrix_project.write_matrix(MODES_MATRIX)
+    result = matrix_project.run("--scaledmm-matrix", *IN_PROCESS)
+    result.assert_outcomes(passed=6)
+    newest = max((matrix_project.path / ".scaledmm" / "reports").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    data = json.loads(newest.read_text())
+    # Every case's own clock is in its record, and holds its parts.
+    for case in data["cases"]:
+        timing = case["timing"]
+        parts = sum(v for k, v in timing.items() if k != "case_s")
+        assert timing["case_s"] >= parts - 1e-3, timing
+    # Say the eager cases were the slow ones: the next run starts with them.
+    for case in data["cases"]:
+        case["timing"] = {"case_s": 100.0 if "-eager-" in case["id"] else 0.01}
+    newest.write_text(json.dumps(data))
+    ids = matrix_project.collect()
+    assert [_mode(i) for i in ids[:2]] == ["eager", "eager"]
+    assert sorted(ids) == sorted(c["id"] for c in data["cases"])
+
+
+def test_measured_seconds_prefer_the_cases_own_clock_and_refuse_garbage():
+    assert schedule.measured_seconds({"timing": {"case_s": 3.0, "compile_s": 2.0}}) == 3.0
+    assert schedule.measured_seconds({"timing": {"compile_s": 2.0, "eager_s": 0.5}}) == 2.5
+    assert schedule.measured_seconds({"timing": {"case_s": True}}) is None
+    assert schedule.measured_seconds({"timing": None}) is None
+    assert schedule.measured_seconds({}) is None
+
+
+def test_a_refused_case_is_cheaper_than_a_valid_one_of_its_mode():
+    valid = schedule.modelled_seconds({"mode": "max-autotune", "purpose": "valid"})
+    refused = schedule.modelled_seconds({"mode": "max-autotune", "purpose": "boundary"})
+    host = schedule.modelled_seconds({"mode": "max-autotune", "operand_layout": "scale_on_host"})
+    assert refused < valid < host
+    assert schedule.modelled_seconds({"mode": "eager"}) < schedule.modelled_seconds({"mode": "inductor"})
+
+
+class _Node:
+    """The part of xdist's WorkerController a scheduler talks to."""
+
+    def __init__(self, name):
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.workerinput = {"workerid": name}
+        self.shutting_down = False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indices):
+        self.sent.extend(indices)
+
+    def shutdown(self):
+        self.shutting_down = True
+
+
+class _Config:
+    """What xdist's LoadScheduling reads of the config: three workers, no chunk limit."""
+
+    def getvalue(self, name):
+        return {"tx": ["3*popen"]}.get(name)
+
+    getoption = getvalue
+
+
+def test_the_scheduler_hands_the_next_case_in_order_to_the_worker_that_is_free():
+    pytest.importorskip("xdist")
+    sched = schedule.longest_first_scheduling(_Config(), log=None)
+    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
+    collection = [f"case{i}" for i in range(10)]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    # The three costliest start at once, one on each worker, each with one queued behind it.
+    assert [node.sent for node in nodes] == [[0, 3], [1, 4], [2, 5]]
+    # gw1 finishes its first: it gets the next case in order, and only one.
+    sched.mark_test_complete(nodes[1], 1, duration=5.0)
+    assert nodes[1].sent == [1, 4, 6] and nodes[0].sent == [0, 3]
+    for index in (3, 0):  # finished out of order: the queue still tops up to two
+        sched.mark_test_complete(nodes[0], index, duration=0.1)
+    assert nodes[0].sent == [0, 3, 7, 8]
+    sched.mark_test_complete(nodes[2], 2)
+    assert nodes[2].sent == [2, 5, 9] and not sched.pending
+    sched.mark_test_complete(nodes[2], 5)
+    assert nodes[2].shutting_down and not nodes[0].shutting_down  # nothing left to hand out
