@@ -1,6 +1,8 @@
 """The triage ladder: for one failing case per signature, which layer breaks, whether the
 quantized path is at fault, and which knobs make it pass."""
 
+import os
+
 from pytest_scaledmm.execution import triage
 from pytest_scaledmm.matrix.case_params import Case
 from pytest_scaledmm.verdict.outcome import Outcome
@@ -25,6 +27,7 @@ def test_triage_names_the_layer_and_the_workaround_once_per_signature(matrix_pro
     matrix_project.write_matrix(TRIAGE_MATRIX)
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
     result.assert_outcomes(failed=2)
+    assert triage.SHARED_DIR_ENV not in os.environ  # the run's claims directory went with it
     first, second = sorted(matrix_project.report()["cases"], key=lambda c: "see" in c.get("triage", {}))
     found = first["triage"]
     assert second["triage"] == {"see": first["id"]}  # one ladder per signature
@@ -69,3 +72,56 @@ def test_the_ladder_for_an_inductor_case():
     assert result["layer"] == "inductor"
     assert [w["rung"] for w in result["workarounds"]] == ["backend=eager", "backend=aot_eager", "gemm=ATEN"]
     assert "breaks in inductor" in triage.one_line(result)
+
+
+class _Runner:
+    """A runner whose every rung passes, counting the rungs it ran."""
+
+    def __init__(self):
+        self.rungs = 0
+
+    def rung(self, case, rung):
+        self.rungs += 1
+        return {"outcome": "PASS", "signature": None, "layer": None, "seconds": 0.0}
+
+
+def _failing(case_id: str) -> tuple[Case, Outcome]:
+    params = {
+        "kernel": "aten_scaled_mm",
+        "scale_a": "tensor_0d",
+        "scale_b": "tensor_1d",
+        "dtype_a": "e4m3fn",
+        "dtype_b": "e4m3fn",
+        "out_dtype": "bf16",
+        "mode": "inductor",
+        "m": 16,
+        "k": 32,
+        "n": 16,
+    }
+    return Case(case_id, params), Outcome("COMPILE_ONLY_ERROR", "InductorError: one cause", "inductor")
+
+
+def test_workers_sharing_a_directory_triage_each_signature_once_in_the_run(tmp_path):
+    """Two xdist workers' Triage objects: the second to meet a signature points at the first's
+    case instead of running its own ladder; without a shared directory each process triages."""
+    first_runner, second_runner = _Runner(), _Runner()
+    first = triage.Triage(first_runner, "cpu", 600, str(tmp_path))
+    second = triage.Triage(second_runner, "cpu", 600, str(tmp_path))
+    found = first(*_failing("case-on-gw0"))
+    assert first_runner.rungs > 0 and "see" not in found
+    assert second(*_failing("case-on-gw1")) == {"see": "case-on-gw0"}
+    assert second_runner.rungs == 0
+    assert second(*_failing("another-on-gw1")) == {"see": "case-on-gw0"}  # remembered here too
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".claim-")] == []  # no temp left
+
+    alone = triage.Triage(_Runner(), "cpu", 600, None)
+    assert "see" not in alone(*_failing("case-on-gw1"))
+
+
+def test_an_unusable_claims_directory_leaves_each_process_to_triage_on_its_own(tmp_path):
+    missing = tmp_path / "gone"
+    assert triage.claim_signature(str(missing), "MISMATCH: x", "a") is None
+    assert triage.claim_signature(str(missing), "MISMATCH: x", "b") is None
+    assert triage.claim_signature(str(tmp_path), "MISMATCH: x", "a") is None
+    assert triage.claim_signature(str(tmp_path), "MISMATCH: x", "b") == "a"
+    assert triage.claim_signature(str(tmp_path), "MISMATCH: y", "b") is None

@@ -14,14 +14,17 @@ When the eager call itself is wrong, compiler rungs are not run (no compiler set
 kernel); the rungs that change the input are.
 
 Every rung goes through the same runner as the case (an isolated child by default), so a rung
-that crashes or hangs is an outcome too. Only failing cases are triaged, once per signature, within
-a time budget per process.
+that crashes or hangs is an outcome too. Only failing cases are triaged, once per signature in the
+run (xdist workers claim signatures in a directory they share), within a time budget per process.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import math
+import os
+import tempfile
 import time
 from typing import Any
 
@@ -199,13 +202,41 @@ def _bf16_matmul(case: Case, ctx):
 # -- the ladder, on the parent side ------------------------------------------------------------
 
 
-class Triage:
-    """Triage each failing signature once per process, within a time budget."""
+# A directory the xdist controller makes for the run: the processes claim signatures there.
+SHARED_DIR_ENV = "PYTEST_SCALEDMM_TRIAGE_DIR"
 
-    def __init__(self, runner, device: str, budget_s: float):
+
+def claim_signature(directory: str | None, key: str, case_id: str) -> str | None:
+    """None when this case is the first of the run with this signature; else the id of the case
+    that was. Claimed by creating a file named after the signature, holding the case id."""
+    if not directory:
+        return None
+    path = os.path.join(directory, hashlib.sha256(key.encode()).hexdigest()[:32])
+    try:
+        fd, temp = tempfile.mkstemp(dir=directory, prefix=".claim-")
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(case_id)
+        try:
+            os.link(temp, path)  # atomic: the file appears with its content
+            return None
+        except FileExistsError:
+            with open(path, encoding="utf-8") as claimed:
+                return claimed.read() or "a case of another worker"
+        finally:
+            os.unlink(temp)
+    except OSError:  # an unusable directory: this process triages on its own
+        return None
+
+
+class Triage:
+    """Triage each failing signature once per run (once per process where the processes share
+    no directory), within a time budget per process."""
+
+    def __init__(self, runner, device: str, budget_s: float, shared_dir: str | None = None):
         self.runner = runner
         self.device = device
         self.budget_s = budget_s
+        self.shared_dir = shared_dir
         self.spent_s = 0.0
         self.seen: dict[str, str] = {}
 
@@ -215,7 +246,10 @@ class Triage:
         key = f"{result.outcome}: {result.signature}"
         if key in self.seen:
             return {"see": self.seen[key]}
-        self.seen[key] = case.id
+        first = claim_signature(self.shared_dir, key, case.id)
+        self.seen[key] = first or case.id
+        if first is not None:
+            return {"see": first}
         if result.outcome == oc.TIMEOUT:
             return {
                 "skipped": "a hang is not triaged (each rung could hang as long); replay it with "

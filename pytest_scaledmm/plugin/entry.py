@@ -170,6 +170,7 @@ def _configure_matrix_run(config, settings) -> None:
     config.stash[STATE_KEY] = state
     if not settings.reuse_cache and not settings.worker:
         state.use_fresh_cache()  # before Inductor's import, which fixes where headers are precompiled
+    state.share_triage_claims()  # before xdist starts the workers, which inherit where
     if not settings.isolate and state.compiles_with_inductor():
         import_torch(inductor=True)  # cases run here: Inductor's import noise would land in the first
     if settings.cases:
@@ -345,6 +346,7 @@ def pytest_unconfigure(config):
     state = _state(config)
     if state is not None:
         state.close()  # the child process first: it may still use the cache
+        state.drop_triage_claims()
         state.drop_owned_cache()
     lock = config.stash.get(LOCK_KEY, None)
     if lock is not None:

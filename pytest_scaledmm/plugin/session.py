@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import shutil
+import tempfile
 import time
 import traceback
 from collections import Counter
@@ -21,7 +24,7 @@ from ..execution.cache import FreshCache
 from ..execution.device import device_info, environment, probe_cpu_vector_isa_in_background, resolve_device
 from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner
 from ..execution.run import RunContext
-from ..execution.triage import Triage
+from ..execution.triage import SHARED_DIR_ENV, Triage
 from ..matrix.case_params import Case
 from ..matrix.cases import generate_cases
 from ..matrix.compile_modes import inductor_modes
@@ -93,6 +96,7 @@ class MatrixSession:
         self._target_arch: str | None = None
         self._context: RunContext | None = None
         self._spare_child: SpareChild | None = None
+        self._triage_dir: str | None = None
         self._runner: InProcessRunner | ChildRunner | None = None
         self._triage: Triage | None = None
         self._aoti_controls: dict = {}  # device -> the AOTInductor control's answer, once per session
@@ -266,7 +270,8 @@ class MatrixSession:
         if not self.settings.triage:
             return None
         if self._triage is None:
-            self._triage = Triage(self.runner(), self.context().device, self.settings.triage_budget)
+            shared = os.environ.get(SHARED_DIR_ENV)
+            self._triage = Triage(self.runner(), self.context().device, self.settings.triage_budget, shared)
         return self._triage(case, result)
 
     def close(self) -> None:
@@ -332,6 +337,22 @@ class MatrixSession:
     def use_fresh_cache(self) -> None:
         """Give this run its own Inductor/Triton cache (execution/cache.py)."""
         self._cache.claim()
+
+    def share_triage_claims(self) -> None:
+        """The directory in which this run's processes claim failure signatures to triage, so
+        that each is triaged once in the run (execution/triage.py); made by the controller."""
+        if self.settings.worker or not self.settings.triage or os.environ.get(SHARED_DIR_ENV):
+            return
+        self._triage_dir = tempfile.mkdtemp(prefix="scaledmm-triage-")
+        os.environ[SHARED_DIR_ENV] = self._triage_dir
+
+    def drop_triage_claims(self) -> None:
+        if self._triage_dir is None:
+            return
+        shutil.rmtree(self._triage_dir, ignore_errors=True)
+        if os.environ.get(SHARED_DIR_ENV) == self._triage_dir:
+            del os.environ[SHARED_DIR_ENV]
+        self._triage_dir = None
 
     def drop_owned_cache(self) -> None:
         self._cache.release()
