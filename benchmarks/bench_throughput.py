@@ -202,6 +202,8 @@ def main(argv=None) -> int:
             run = run_once(REPO, args.matrix.resolve(), profile, args.workers, cache, work / profile, label)
             rows.append(figures(run))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
+            # Written after every run: a run cut short by a time limit keeps the earlier figures.
+            (work / "figures.json").write_text(json.dumps({"runs": rows, "outcome_changes": compared}, indent=1))
             cold = run if kind == "cold" else cold
         if args.base_tree and cold is not None:
             changes = outcome_changes(base["report"], cold["report"])

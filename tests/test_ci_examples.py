@@ -114,10 +114,10 @@ def _environment(root: Path) -> dict:
     }
 
 
-def _checkout(root: Path, kernel: str) -> Path:
+def _checkout(root: Path, kernel: str, matrix: str = TINY) -> Path:
     """A fresh clone of the user's project, as every CI job starts with."""
     root.mkdir(parents=True)
-    (root / "matrix.yaml").write_text(TINY)
+    (root / "matrix.yaml").write_text(matrix)
     (root / "mykernel.py").write_text(KERNEL[kernel])
     return root
 
@@ -191,12 +191,15 @@ class GithubRun:
         event: str | None = None,
         default_branch: str = "main",
         inputs: dict | None = None,
+        matrix: str = TINY,
     ):
         self.tmp, self.name, self.workflow, self.ref, self.kernel, self.main = tmp, name, workflow, ref, kernel, main
+        self.matrix = matrix
         self.event, self.ref_name = _github_event(ref)
         self.event = event or self.event
         self.default_branch = default_branch
         self.inputs = inputs or {}
+        self.run_id = name
         self.artifacts = tmp / name / "artifacts"
         self.artifacts.mkdir(parents=True)
 
@@ -268,13 +271,19 @@ class GithubRun:
             if given["if_no_artifact_found"] == "fail":
                 return 1, "no artifact found"
             return 0, "no artifact found"
+        if uses.startswith("actions/cache@"):
+            # Restores the exact key or the newest entry a restore-key prefixes; saves at the end
+            # of a job that succeeded, under its key (entries are immutable, as on GitHub).
+            found = restore_cache(self.tmp / "gh-cache", given["key"], [given["restore-keys"]], root / given["path"])
+            self.post_saves.append((given["key"], root / given["path"]))
+            return 0, f"cache restored from {found}" if found else "cache not found"
         raise AssertionError(f"the test does not know the action {uses}")
 
     def job(self, job_name: str, matrix: dict, env: dict) -> list:
         """(step name, exit status or None when skipped, output) of each step of one job."""
         job = self.workflow["jobs"][job_name]
         label = "-".join(str(v) for v in matrix.values()) or "all"
-        root = _checkout(self.tmp / self.name / f"{job_name}-{label}", self.kernel)
+        root = _checkout(self.tmp / self.name / f"{job_name}-{label}", self.kernel, self.matrix)
         outputs = root / ".github-output"
         env = {
             **env,
@@ -289,8 +298,11 @@ class GithubRun:
         }
         context = {f"matrix.{k}": v for k, v in matrix.items()}
         context.update({f"env.{k}": v for k, v in env.items()})
+        self.post_saves: list = []
         context.update(
             {
+                "github.workspace": str(root),
+                "github.run_id": str(self.run_id),
                 "github.ref": self.ref,
                 "github.ref_name": self.ref_name,
                 "github.event_name": self.event,
@@ -323,6 +335,8 @@ class GithubRun:
             results.append((name, code, output))
             if code:
                 status = "failure"
+        for key, path in self.post_saves if status == "success" else ():
+            save_cache(self.tmp / "gh-cache", key, path)
         return results
 
     def pipeline(self, env: dict) -> dict:
@@ -338,6 +352,26 @@ class GithubRun:
         if self.publishes() and not any(code for steps in jobs.values() for _, code, _ in steps):
             publish(self.main, self.event, self.artifacts)
         return jobs
+
+
+def _gitlab_expand(text: str, variables: dict) -> str:
+    """GitLab's $NAME expansion in a job's variables and cache key."""
+    return re.sub(r"\$(\w+)", lambda m: variables.get(m.group(1), ""), text)
+
+
+def restore_cache(store: Path, key: str, prefixes: list, path: Path) -> str | None:
+    """A CI cache's restore: the entry named `key`, else the newest one a prefix starts."""
+    entries = sorted(store.iterdir(), key=lambda p: p.stat().st_mtime, reverse=True) if store.is_dir() else []
+    found = next((e for e in entries if e.name == key), None)
+    found = found or next((e for e in entries if any(e.name.startswith(p) for p in prefixes)), None)
+    if found is not None:
+        _copy_tree(found, path)
+    return found.name if found is not None else None
+
+
+def save_cache(store: Path, key: str, path: Path) -> None:
+    if path.is_dir() and not (store / key).exists():
+        _copy_tree(path, store / key)
 
 
 def publish(main: Path, event: str, artifacts: Path) -> None:
@@ -632,8 +666,10 @@ class GitlabPipeline:
         main: Path,
         source: str = "push",
         default_branch: str = "main",
+        matrix: str = TINY,
     ):
         self.tmp, self.name, self.pipeline, self.ref, self.kernel, self.main = tmp, name, pipeline, ref, kernel, main
+        self.matrix = matrix
         self.source, self.default_branch = source, default_branch
         self.artifacts = tmp / name / "artifacts"
         self.results = {}
@@ -655,13 +691,23 @@ class GitlabPipeline:
         job = self.pipeline[job_name]
         label = f"{job_name}: [{', '.join(variables.values())}]" if variables else job_name
         # pytest refuses a path with brackets: the checkout's directory is named without them.
-        root = _checkout(self.tmp / self.name / re.sub(r"[^\w.+-]", "_", label), self.kernel)
+        root = _checkout(self.tmp / self.name / re.sub(r"[^\w.+-]", "_", label), self.kernel, self.matrix)
         for need in needs:  # `needs:` brings the artifacts of those jobs
             _copy_tree(self.artifacts / need, root)
         # before_script installs packages: skipped here.
         env = {k: v for k, v in env.items() if not k.startswith("CI_MERGE_REQUEST_")}
-        env.update({**self.variables(), **variables, "MAIN_ARTIFACTS": str(self.main)})
+        env.update({**self.variables(), **variables, "MAIN_ARTIFACTS": str(self.main), "CI_PROJECT_DIR": str(root)})
+        env.update({k: _gitlab_expand(str(v), env) for k, v in job.get("variables", {}).items()})
+        cache = job.get("cache")
+        if cache:  # restored before the job, saved after it when it succeeds
+            key = _gitlab_expand(cache["key"], env)
+            for path in cache["paths"]:
+                restore_cache(self.tmp / "gl-cache", key, [], root / path)
         proc = _bash("\n".join(job["script"]), root, env)
+        if cache and proc.returncode == 0:
+            for path in cache["paths"]:
+                shutil.rmtree(self.tmp / "gl-cache" / key, ignore_errors=True)  # mutable per key
+                save_cache(self.tmp / "gl-cache", key, root / path)
         if proc.returncode == 0 or job["artifacts"].get("when") == "always":
             for path in job["artifacts"]["paths"]:
                 if (root / path).exists():
@@ -923,3 +969,53 @@ def test_the_gitlab_pipeline_installs_the_package_from_scaledmm_spec():
     assert jobs == ["scaledmm-shard", "scaledmm-gate", "scaledmm-report"]
     for name in jobs:
         _check_install("\n".join(line for line in pipeline[name]["before_script"] if "pip install" in line))
+
+
+# One Inductor case: what the compile cache the shard jobs keep between runs holds.
+COMPILED = matrix_text([planted("my_fp8", "scaled_mm", module="mykernel")], {"mode": ["inductor"]})
+
+
+def _compile_cache(report_path: Path) -> dict:
+    return json.loads(report_path.read_text())["session"]["compile_cache"]
+
+
+@pytest.mark.slow
+def test_the_github_shard_job_compiles_warm_from_the_last_runs_cache(tmp_path):
+    workflow = yaml.safe_load((EXAMPLES / "github-actions.yml").read_text())
+    env = _github_env(workflow, tmp_path)
+    env["SHARDS"] = "1"
+    torch = _torch_version()
+    counts = []
+    for name in ("first", "second"):
+        run = GithubRun(
+            tmp_path, name, workflow, ref="refs/heads/main", kernel="correct", main=tmp_path / "m", matrix=COMPILED
+        )
+        steps = _ran(run.job("shard", {"runner": RUNNER, "torch": torch, "shard": 1}, env))
+        assert all(not code for code, _ in steps.values()), steps
+        counts.append(
+            _compile_cache(
+                tmp_path / name / f"shard-{RUNNER}-{torch}-1" / "shards" / f"{RUNNER}-torch{torch}-shard1.json"
+            )
+        )
+    assert counts[0]["hit"] == 0 and counts[0]["miss"] >= 1  # cold: nothing restored
+    assert counts[1]["hit"] >= 1 and counts[1]["miss"] == 0  # warm: the first run's cache
+
+
+@pytest.mark.slow
+def test_the_gitlab_shard_job_compiles_warm_from_the_last_runs_cache(tmp_path):
+    pipeline = yaml.safe_load((EXAMPLES / "gitlab-ci.yml").read_text())
+    env = _environment(tmp_path)
+    env.update({k: str(v) for k, v in pipeline["variables"].items()})
+    env["SHARDS"] = "1"
+    torch = _torch_version()
+    counts = []
+    for name in ("first", "second"):
+        run = GitlabPipeline(
+            tmp_path, name, pipeline, ref="main", kernel="correct", main=tmp_path / "m", matrix=COMPILED
+        )
+        proc = run.job("scaledmm-shard", {"RUNNER": RUNNER, "TORCH": torch, "SHARD": "1"}, env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        label = re.sub(r"[^\w.+-]", "_", f"scaledmm-shard: [{RUNNER}, {torch}, 1]")
+        counts.append(_compile_cache(tmp_path / name / label / "shards" / f"{RUNNER}-torch{torch}-shard1.json"))
+    assert counts[0]["hit"] == 0 and counts[0]["miss"] >= 1
+    assert counts[1]["hit"] >= 1 and counts[1]["miss"] == 0
