@@ -98,7 +98,7 @@ def environment(device: str) -> dict:
     }
 
 
-def probe_cpu_vector_isa_in_background(share: bool = False) -> None:
+def probe_cpu_vector_isa_in_background() -> None:
     """Inductor's first CPU kernel waits for a test build of each vector ISA the CPU reports
     (~1.5-5 s each, one after another, redone in every fresh cache: most of a CPU run's cold
     start). Build them now, in parallel threads; Inductor's own check then finds them built.
@@ -124,10 +124,6 @@ def probe_cpu_vector_isa_in_background(share: bool = False) -> None:
             with ThreadPoolExecutor(max(1, len(isas))) as pool:
                 list(pool.map(bool, isas))
         except Exception:
-            return
-        if share:  # the run's other processes take this answer (vec_isa.py)
-            from .vec_isa import share_check_result  # noqa: PLC0415  lazy: imports Inductor
-
-            share_check_result()
+            pass
 
     threading.Thread(target=build, name="scaledmm-isa-probe", daemon=True).start()

@@ -188,27 +188,16 @@ def _warm_up(requested_device: str, uses_inductor: bool) -> None:
             torch.empty(1, device=device)
     except Exception:  # a missing or failing device: each case reports it
         return
-    if not uses_inductor:
-        return
-    from .device import probe_cpu_vector_isa_in_background  # noqa: PLC0415  lazy: the child
-    from .vec_isa import take_shared_result  # noqa: PLC0415  lazy: the child
+    if device == "cpu" and uses_inductor:
+        from .device import probe_cpu_vector_isa_in_background  # noqa: PLC0415  lazy: the child
 
-    if take_shared_result():
-        return
-    # On the CPU every case needs the answer; on a GPU only cases with a host tensor do, and one
-    # process of the run checks for all (the first xdist worker's child, or the only one).
-    if device == "cpu" or os.environ.get("PYTEST_XDIST_WORKER", "gw0") == "gw0":
-        probe_cpu_vector_isa_in_background(share=True)
+        probe_cpu_vector_isa_in_background()
 
 
 def _serve(request, ctx):
     """One request's answer. Whatever run_case raises (a harness bug) is answered as the case's
     HARNESS_ERROR outcome, so the parent always gets a record for it."""
     op, case_id, params, extra = request
-    if "torch._inductor.compile_fx" in sys.modules:  # the check another process shared may be there now
-        from .vec_isa import take_shared_result  # noqa: PLC0415  lazy: the child
-
-        take_shared_result()
     case = Case(case_id, params)
     start = time.perf_counter()
     if op == "case":
