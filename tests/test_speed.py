@@ -1,6 +1,7 @@
 """Speed features: likely failures first, each new signature printed once, cases balanced between
 xdist workers, CPU threads shared out between them."""
 
+import json
 import re
 
 import pytest
@@ -94,7 +95,13 @@ def test_first_failure_in_a_real_run_reads_the_last_results_not_its_own_placehol
     # file held no case, so the last run's failures were never put first outside --collect-only.
     matrix_project.write_matrix(MATRIX)
     assert matrix_project.run(*IN_PROCESS, "--scaledmm-matrix").ret == 1
-    assert matrix_project.collect()[0].startswith("correct.")  # the plain order starts with passes
+    # Say the passing cases were the slow ones: the plain (cost) order starts with them.
+    newest = max((matrix_project.path / ".scaledmm" / "reports").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    data = json.loads(newest.read_text())
+    for case in data["cases"]:
+        case["timing"] = {"case_s": 100.0 if case["id"].startswith("correct.") else 0.01}
+    newest.write_text(json.dumps(data))
+    assert matrix_project.collect()[0].startswith("correct.")
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-first-failure", "-v")
     ran = [line.split("::", 1)[1].split(" ")[0] for line in result.outlines if line.startswith("matrix.yaml::")]
     assert len(ran) == 4 and all(cid.startswith("ignores_scale_b.") for cid in ran[:2])

@@ -185,12 +185,14 @@ def _configure_matrix_run(config, settings) -> None:
 
         check_case_ids(state, named, "node id")
     _register_plugins(config, state, baseline)
-    from .speed import schedule_longest_first, share_cpu_threads
+    from .speed import longest_first, share_cpu_threads
 
     if settings.worker:
         share_cpu_threads()
     else:
-        schedule_longest_first(config)
+        scheduler = longest_first(config)
+        if scheduler is not None:
+            config.pluginmanager.register(scheduler, "scaledmm-longest-first")
     _collect_only_the_matrix(config, spec.path)
 
 
