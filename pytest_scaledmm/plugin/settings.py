@@ -148,6 +148,12 @@ def requested_report(config: pytest.Config) -> str | None:
     return config.getoption(opt.REPORT.dest, None)
 
 
+def writes_report(config: pytest.Config, settings: Settings) -> bool:
+    """Whether this process writes the report: not an xdist worker, --collect-only or --help."""
+    option = config.option
+    return not (settings.worker or option.collectonly or option.help)
+
+
 MATRIX_FILE = "matrix.yaml"  # what a directory given as the matrix holds
 
 

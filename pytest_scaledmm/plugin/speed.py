@@ -110,19 +110,19 @@ class LongestFirst:
         return longest_first_scheduling(config, log)
 
 
-def schedule_longest_first(config) -> None:
+def schedule_longest_first(config) -> LongestFirst | None:
     """xdist's default `load` mode hands out chunks of consecutive cases and never takes them
     back, and `worksteal` takes back the cheap end of a queue: with cases of very different cost
     (eager 0.05 s, autotuning 5 s) a worker drawing the last autotuning cases holds the wall while
     the others sit idle. schedule.py hands the costliest case first, one at a time. A --dist the
-    user gave wins."""
+    user gave wins. The plugin to register, or None."""
     if getattr(config.option, "dist", "no") != "load" or _dist_given(config):
-        return
+        return None
     try:
         from xdist.scheduler import LoadScheduling  # noqa: F401, PLC0415
     except ImportError:
-        return
-    config.pluginmanager.register(LongestFirst(), "scaledmm-longest-first")
+        return None
+    return LongestFirst()
 
 
 def share_cpu_threads() -> None:
