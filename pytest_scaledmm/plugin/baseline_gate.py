@@ -4,6 +4,7 @@ session's."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -12,6 +13,10 @@ from ..reports.gate import run_gate
 from ..reports.report import ReportError, load_report
 from .options import ALLOW_CAPABILITY_LOSS, ALLOW_LOOSER_SLACK, ALLOW_MISSING, ALLOW_WORSE
 from .reporter import build_session_report
+
+if TYPE_CHECKING:
+    from ..reports.gate import GateResult
+    from .session import MatrixSession
 
 
 def load_baseline(path: str) -> Report:
@@ -35,19 +40,19 @@ class BaselineGate:
     missing, capability lost: printed in the terminal summary), 0 when every failing case failed
     the same way in the baseline. Failures outside the matrix always keep exit status 1."""
 
-    def __init__(self, config, state, path, baseline):
+    def __init__(self, config: pytest.Config, state: MatrixSession, path: str, baseline: Report) -> None:
         self.config, self.state = config, state
         self.baseline = (Path(path), baseline)
         self.other_failures = 0
-        self.result = None
+        self.result: GateResult | None = None
         self.excused = False  # exit status 1 turned to 0: every failure is an old one
 
-    def pytest_runtest_logreport(self, report):
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.failed and "scaledmm" not in dict(report.user_properties):
             self.other_failures += 1
 
     @pytest.hookimpl(trylast=True)
-    def pytest_sessionfinish(self, session, exitstatus):
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         # Other exit statuses fail the session already; --collect-only runs nothing to gate. The
         # session's status as it is now: an empty shard's "no tests collected" became OK and is gated.
         if (
@@ -82,7 +87,7 @@ class BaselineGate:
             session.exitstatus = pytest.ExitCode.OK
             self.excused = True
 
-    def pytest_terminal_summary(self, terminalreporter):
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.result is None:
             return
         if not self.result.passed:

@@ -15,6 +15,7 @@ short (a subset, -x, Ctrl-C, SIGTERM, an internal error, an unusual exit status)
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,25 +26,27 @@ from .options import add_pytest_options
 from .signal_guard import SIGNALS_KEY, SignalGuard
 
 if TYPE_CHECKING:
+    from ..records import Report
     from ..reports.report import ReportLock
     from .session import MatrixSession
+    from .settings import Settings
 
 STATE_KEY: pytest.StashKey[MatrixSession] = pytest.StashKey()
 LOCK_KEY: pytest.StashKey[ReportLock] = pytest.StashKey()
 
 
-def pytest_addhooks(pluginmanager):
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
     from . import hookspecs
 
     pluginmanager.add_hookspecs(hookspecs)
 
 
-def pytest_addoption(parser):
+def pytest_addoption(parser: pytest.Parser) -> None:
     add_pytest_options(parser.getgroup("scaledmm", "scaled-mm compatibility matrix"), parser)
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_load_initial_conftests(early_config, parser, args):
+def pytest_load_initial_conftests(early_config: pytest.Config, parser: pytest.Parser, args: list[str]) -> None:
     # A conftest that declares kernels imports torch: import it first, without its import noise.
     if getattr(early_config.known_args_namespace, "scaledmm_matrix", None) is not None:
         import os
@@ -59,12 +62,12 @@ def pytest_load_initial_conftests(early_config, parser, args):
         import_torch()
 
 
-def _state(config):
+def _state(config: pytest.Config) -> MatrixSession | None:
     return config.stash.get(STATE_KEY, None)
 
 
 @pytest.hookimpl(tryfirst=True)
-def pytest_configure(config):
+def pytest_configure(config: pytest.Config) -> None:
     from .settings import Settings, writes_report
 
     guard = config.stash.get(SIGNALS_KEY, None)
@@ -135,7 +138,7 @@ def _warn_other_torch(recorded: dict) -> None:
     )
 
 
-def _configure_matrix_run(config, settings) -> None:
+def _configure_matrix_run(config: pytest.Config, settings: Settings) -> None:
     from ..matrix.errors import MatrixError
     from ..matrix.known_failures import check_entries
     from ..matrix.spec import load_spec
@@ -193,7 +196,7 @@ def _configure_matrix_run(config, settings) -> None:
     _collect_only_the_matrix(config, spec.path)
 
 
-def _register_plugins(config, state, baseline) -> None:
+def _register_plugins(config: pytest.Config, state: MatrixSession, baseline: Report | None) -> None:
     """Every plugin object of a matrix run, in this order (pluggy calls later ones first)."""
     from .baseline_gate import BaselineGate
     from .reporter import MatrixReporter, build_session_report
@@ -205,7 +208,7 @@ def _register_plugins(config, state, baseline) -> None:
     manager = config.pluginmanager
     manager.register(MatrixReporter(config, state), "scaledmm-reporter")
     manager.register(ReproducePlugin(state), "scaledmm-reproduce")
-    if baseline is not None:
+    if baseline is not None and settings.baseline is not None:
         manager.register(BaselineGate(config, state, settings.baseline, baseline), "scaledmm-baseline-gate")
     # Under xdist the workers collect, so they order; they read the same file, so they agree.
     # Registered later, called earlier: cost orders first, a first-failure order sorts after it.
@@ -223,7 +226,7 @@ def _register_plugins(config, state, baseline) -> None:
             manager.register(JunitProperties(state), "scaledmm-junit")
 
 
-def _abandon_requested_report(config, error) -> None:
+def _abandon_requested_report(config: pytest.Config, error: pytest.UsageError) -> None:
     """A usage error before the report path is claimed: an earlier report at the path asked for
     must not pass for this run (reports/report.py, abandon_report)."""
     from ..reports.report import abandon_report
@@ -238,7 +241,7 @@ def _abandon_requested_report(config, error) -> None:
 _PYTEST_OUTPUTS = {"xmlpath": "--junitxml", "reportlog": "--report-log", "debug": "--debug", "resultlog": "--resultlog"}
 
 
-def _output_clash(config, path: Path) -> str | None:
+def _output_clash(config: pytest.Config, path: Path) -> str | None:
     """The flag of a pytest output written to the report path, or None."""
     from ..reports.step_summary import same_file
 
@@ -249,7 +252,7 @@ def _output_clash(config, path: Path) -> str | None:
     return None
 
 
-def _claim_report_path(config, path: Path) -> None:
+def _claim_report_path(config: pytest.Config, path: Path) -> None:
     """Before any case runs: the report can be written there, no other live run writes it, and
     an earlier report there moves aside for an unfinished one (reports/report.py, start_report)."""
     from ..reports.report import ReportLock, ReportLocked, check_writable, start_report
@@ -285,7 +288,7 @@ def _claim_report_path(config, path: Path) -> None:
         raise pytest.UsageError(f"--scaledmm-report: cannot write {path}: {exc.strerror or exc}") from None
 
 
-def pytest_sessionstart(session):
+def pytest_sessionstart(session: pytest.Session) -> None:
     # After every plugin's and conftest's pytest_configure: the child inherits the environment
     # they set, as a restarted child would; before collection, which its start-up overlaps.
     state = _state(session.config)
@@ -293,13 +296,13 @@ def pytest_sessionstart(session):
         state.prestart_child()
 
 
-def pytest_collection_finish(session):
+def pytest_collection_finish(session: pytest.Session) -> None:
     state = _state(session.config)
     if state is not None and _runs_cases_here(session.config, state.settings) and session.items:
         state.start_runner()
 
 
-def _runs_cases_here(config, settings) -> bool:
+def _runs_cases_here(config: pytest.Config, settings: Settings) -> bool:
     """False for an xdist controller (its workers run the cases), --collect-only and --help."""
     option = config.option
     if option.collectonly or option.help:
@@ -310,7 +313,7 @@ def _runs_cases_here(config, settings) -> bool:
     return settings.worker or not distributing
 
 
-def _collect_only_the_matrix(config, matrix_path: Path) -> None:
+def _collect_only_the_matrix(config: pytest.Config, matrix_path: Path) -> None:
     """`pytest --scaledmm-matrix` runs the matrix, not the project's testpaths; explicit paths
     given on the command line are kept and the matrix is added to them, unless one of them names
     it already: a node id in it (`m.yaml::CASE`) runs only that case."""
@@ -323,7 +326,7 @@ def _collect_only_the_matrix(config, matrix_path: Path) -> None:
         config.args[:] = [str(matrix_path)]
 
 
-def _names(config, arg, path: Path) -> bool:
+def _names(config: pytest.Config, arg: str, path: Path) -> bool:
     """Whether a path argument (or the file of a node id) is `path`."""
     try:
         return Path(config.invocation_params.dir, str(arg).split("::", 1)[0]).resolve() == path
@@ -331,14 +334,14 @@ def _names(config, arg, path: Path) -> bool:
         return False
 
 
-def matrix_node_ids(config, matrix_path: Path) -> list[str]:
+def matrix_node_ids(config: pytest.Config, matrix_path: Path) -> list[str]:
     """The case ids the command line's node ids in the matrix file name (`m.yaml::CASE`)."""
     if config.args_source != pytest.Config.ArgsSource.ARGS:
         return []
     return [str(arg).split("::")[1] for arg in config.args if "::" in str(arg) and _names(config, arg, matrix_path)]
 
 
-def pytest_unconfigure(config):
+def pytest_unconfigure(config: pytest.Config) -> None:
     state = _state(config)
     if state is not None:
         state.close()  # the child process first: it may still use the cache
@@ -349,7 +352,7 @@ def pytest_unconfigure(config):
         lock.release()
 
 
-def pytest_collect_file(file_path, parent):
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
     state = _state(parent.config)
     if state is not None and file_path == state.spec.path:
         from .items import MatrixFile
@@ -359,7 +362,9 @@ def pytest_collect_file(file_path, parent):
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """The safety net: a case item that ends a phase without its record (a setup error, a skip
     before the case ran, anything that bypassed runtest) gets one here."""
     report = yield
@@ -375,7 +380,9 @@ def pytest_runtest_makereport(item, call):
     return report
 
 
-def pytest_report_teststatus(report, config):
+def pytest_report_teststatus(
+    report: pytest.TestReport | pytest.CollectReport, config: pytest.Config
+) -> tuple[str, str, tuple[str, dict[str, bool]]] | None:
     """A case that passes with a record of a class shown apart (OutcomeClass.shown_apart): a
     known failure fixed upstream, a lenient compiled side, a tolerated error parity."""
     if report.when == "call" and report.passed:
@@ -386,7 +393,7 @@ def pytest_report_teststatus(report, config):
     return None
 
 
-def pytest_terminal_summary(terminalreporter, config):
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
     state = _state(config)
     if state is None or state.settings.worker:
         return

@@ -4,6 +4,9 @@ case item ends with (the safety net gives one to a phase that ended without it).
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -14,16 +17,22 @@ from ..verdict import outcome as oc
 from .explore import explore_items
 from .signal_guard import Terminated
 
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle
+
+    from ..matrix.case_params import Case
+    from .session import MatrixSession
+
 
 class MatrixFile(pytest.File):
-    def __init__(self, *, state, **kwargs):
+    def __init__(self, *, state: MatrixSession, **kwargs: Any) -> None:  # kwargs: pytest.File's
         super().__init__(**kwargs)
         self.state = state
 
-    def collect(self):
+    def collect(self) -> Iterator[pytest.Item]:
         state = self.state
         if state.settings.explore is not None:
-            yield from explore_items(self, state)
+            yield from explore_items(self, state, state.settings.explore.examples)
             return
         for case in state.cases():
             yield CaseItem.from_parent(self, name=case.id, case=case, state=state)
@@ -36,13 +45,13 @@ class CaseFailure(Exception):
 
 
 class CaseItem(pytest.Item):
-    def __init__(self, *, case, state, **kwargs):
+    def __init__(self, *, case: Case, state: MatrixSession, **kwargs: Any) -> None:  # kwargs: pytest.Item's
         super().__init__(**kwargs)
         self.case = case
         self.state = state
         self.add_marker("scaledmm")
 
-    def runtest(self):
+    def runtest(self) -> None:
         state = self.state
         start = time.perf_counter()
         try:
@@ -77,17 +86,19 @@ class CaseItem(pytest.Item):
         if status == "failed":
             raise CaseFailure(record)
 
-    def repr_failure(self, excinfo, style=None):
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         if isinstance(excinfo.value, CaseFailure):
             text = format_failure(excinfo.value.record, self.state.replay_command(self.case.id))
             return "\n".join(printable(line) for line in text.splitlines())  # the kernel's text is data
         return super().repr_failure(excinfo, style=style)
 
-    def reportinfo(self):
+    def reportinfo(self) -> tuple[Path, None, str]:
         return self.path, None, f"scaledmm {self.case.id}"
 
 
-def missing_record(item, call, report):
+def missing_record(item: CaseItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> dict | None:
     state = item.state
     if report.when == "setup" and report.passed:
         return None  # the call phase records the case
@@ -103,6 +114,12 @@ def missing_record(item, call, report):
         report.outcome = "failed"
         report.longrepr = record["detail"]
     return record
+
+
+def user_property(properties: Iterable[tuple[str, object]], name: str) -> dict | None:
+    """What a case item put in its user_properties under `name` (its record, its environment)."""
+    value = dict(properties).get(name)
+    return value if isinstance(value, dict) else None
 
 
 def format_failure(record: dict, replay: str | None = None) -> str:

@@ -4,6 +4,7 @@ incomplete when it is, the report written now and then and at the end, the termi
 from __future__ import annotations
 
 import time
+from collections.abc import Generator, Sequence
 from typing import TYPE_CHECKING
 
 import pytest
@@ -13,12 +14,17 @@ from ..reports.printable import printable
 from ..reports.report import signature_groups, write_atomic
 from ..reports.summary import summary_lines
 from ..verdict import outcome as oc
-from .items import CaseItem
+from .items import CaseItem, user_property
 from .settings import writes_report
 from .signal_guard import SIGNALS_KEY, TERMINATED, Terminated
 
 if TYPE_CHECKING:
+    from _pytest._code.code import ExceptionRepr
+    from _pytest.outcomes import Exit
+
     from ..records import Report
+    from .session import MatrixSession
+    from .settings import Settings
 
 
 PARTIAL_REPORT_EVERY_S = 30.0
@@ -30,21 +36,24 @@ class MatrixReporter:
     run was complete. While cases run, SIGTERM ends the session like Ctrl-C, and both are noted so
     that a kernel swallowing the exception cannot hide them."""
 
-    def __init__(self, config, state):
+    def __init__(self, config: pytest.Config, state: MatrixSession) -> None:
         self.config = config
         self.state = state
         self._last_write = time.monotonic()
         self.deselected = 0
-        self.write_error = None  # why the last report write failed
+        self.write_error: str | None = None  # why the last report write failed
+        self.session: pytest.Session | None = None
+        self.written_at_end = False  # the session's end wrote the report (or tried to)
+        self.seen_at_write: str | None = None  # the signal noted when it was last written
 
-    def pytest_sessionstart(self, session):
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
         guard = self.config.stash.get(SIGNALS_KEY, None)
         if guard is not None:
             guard.attach(self.state)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_collection(self, session):
+    def pytest_collection(self, session: pytest.Session) -> Generator[None, object, object]:
         # The cases are generated while collecting: a signal there ends the run after it.
         guard = self.config.stash.get(SIGNALS_KEY, None)
         if guard is not None:
@@ -56,7 +65,7 @@ class MatrixReporter:
                 guard.arm(deferred=False)
 
     @pytest.hookimpl(wrapper=True)
-    def pytest_runtestloop(self, session):
+    def pytest_runtestloop(self, session: pytest.Session) -> Generator[None, object, object]:
         # After the last case the session is ending: a signal is noted (sessionfinish writes the
         # report with it and exits 2), never raised into pytest's or a plugin's teardown.
         try:
@@ -66,10 +75,10 @@ class MatrixReporter:
             if guard is not None:
                 guard.deferred = True
 
-    def pytest_deselected(self, items):
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
         self.deselected += sum(1 for item in items if isinstance(item, CaseItem))
 
-    def pytest_keyboard_interrupt(self, excinfo):
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[KeyboardInterrupt | Exit]) -> None:
         value = excinfo.value
         if isinstance(value, Terminated):
             reason = TERMINATED
@@ -79,19 +88,18 @@ class MatrixReporter:
             reason = f"interrupted ({type(value).__name__})"
         self.state.interrupted(reason)
 
-    def pytest_internalerror(self, excrepr, excinfo):
+    def pytest_internalerror(self, excrepr: ExceptionRepr, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         message = str(excinfo.value).strip().splitlines()
         self.state.interrupted(
             f"pytest internal error: {excinfo.typename}: {message[0] if message else ''}".rstrip(": ")
         )
 
-    def pytest_runtest_logreport(self, report):
-        properties = dict(report.user_properties)
-        record = properties.get("scaledmm")
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        record = user_property(report.user_properties, "scaledmm")
         # Setup and teardown reports carry a record only when the call phase gave none.
         if record is None or (report.when != "call" and record["id"] in self.state.records):
             return
-        self.state.add_record(record, properties.get("scaledmm_env"))
+        self.state.add_record(record, user_property(report.user_properties, "scaledmm_env"))
         if not self.state.settings.worker and time.monotonic() - self._last_write > PARTIAL_REPORT_EVERY_S:
             self._write()
 
@@ -105,7 +113,7 @@ class MatrixReporter:
         self._last_write = time.monotonic()
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session, exitstatus):
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         if self.state.settings.worker:
             return
         guard = self.config.stash.get(SIGNALS_KEY, None)
@@ -122,10 +130,11 @@ class MatrixReporter:
                 if self.write_error:  # the results are lost: the session never exits 0
                     session.exitstatus = pytest.ExitCode.USAGE_ERROR
         finally:
+            self.written_at_end = True
             self.seen_at_write = guard.seen if guard is not None else None
         self._interrupted_after_all(session)
 
-    def _interrupted_after_all(self, session) -> None:
+    def _interrupted_after_all(self, session: pytest.Session) -> None:
         """A signal noted, not raised (after the last case): the session still ends as
         interrupted, its report rewritten when the signal came after it was written."""
         guard = self.config.stash.get(SIGNALS_KEY, None)
@@ -136,7 +145,7 @@ class MatrixReporter:
             self._write()
         session.exitstatus = pytest.ExitCode.INTERRUPTED
 
-    def _finish(self, session, exitstatus) -> None:
+    def _finish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         """What the final report needs to say why it is incomplete (session.incomplete_reasons)."""
         state = self.state
         causes = []
@@ -167,20 +176,17 @@ class MatrixReporter:
             guard.restore()
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_unconfigure(self, config):
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
         # Signals stay noted until here: the other plugins' teardown and the terminal summary
         # ran after the report was written, and a signal then must not be a traceback.
-        session = getattr(self, "session", None)
-        if (
-            session is not None
-            and not self.state.settings.worker
-            and getattr(self, "seen_at_write", "unset") != "unset"
-        ):
-            self._interrupted_after_all(session)
+        if self.session is not None and not self.state.settings.worker and self.written_at_end:
+            self._interrupted_after_all(self.session)
         self._restore_signal_handlers()
 
     @pytest.hookimpl(wrapper=True, tryfirst=True)
-    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+    def pytest_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter, exitstatus: pytest.ExitCode, config: pytest.Config
+    ) -> Generator[None, None, None]:
         # Around pytest's own summary, whose short test summary closes it: the root causes, the
         # answer a user runs for, come last, right above pytest's final line.
         try:
@@ -188,7 +194,7 @@ class MatrixReporter:
         finally:
             self._summary(terminalreporter, config)
 
-    def _summary(self, terminalreporter, config) -> None:
+    def _summary(self, terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
         if not writes_report(config, self.state.settings) or not self.state.finished:
             return
         if self.write_error:
@@ -201,9 +207,9 @@ class MatrixReporter:
         lines[1:1] = [f"note: {note}" for note in pack_notes(ran)]
         # What a kernel's declaration left untested (matrix/cases.py), right under it.
         lines[1:1] = [f"warning: {w}" for w in self.state.matrix_block()["generation"].get("warnings", [])]
-        total = self.state.empty_shard()
-        if total:
-            index, count = self.state.settings.shard
+        total, shard = self.state.empty_shard(), self.state.settings.shard
+        if total and shard is not None:
+            index, count = shard
             lines.insert(
                 1,
                 f"shard {index}/{count} holds none of the matrix's {total} case(s) (more shards than cases):"
@@ -215,7 +221,7 @@ class MatrixReporter:
             terminalreporter.write_line(printable(line))  # record text (signatures, ids) is data
 
 
-def selection_options(config, settings) -> list[str]:
+def selection_options(config: pytest.Config, settings: Settings) -> list[str]:
     """The options given that run a subset of the collected cases."""
     option = config.option
     found = []
@@ -234,7 +240,7 @@ def selection_options(config, settings) -> list[str]:
     return found
 
 
-def build_session_report(state) -> Report:
+def build_session_report(state: MatrixSession) -> Report:
     """The session's report with how strict it was: the gate judges strict-only failures by the
     candidate's session.strict_errors."""
     report = state.build_report()
@@ -242,13 +248,13 @@ def build_session_report(state) -> Report:
     return report
 
 
-def fixed_upstream_summary(terminalreporter, state) -> None:
+def fixed_upstream_summary(terminalreporter: pytest.TerminalReporter, state: MatrixSession) -> None:
     """The known failures whose cases pass now: each entry once, to be retired."""
     fixed = [r for r in state.records.values() if r.get("outcome") == oc.FIXED_UPSTREAM]
     if not fixed:
         return
     terminalreporter.section("scaled-mm known failures fixed upstream", yellow=True)
-    entries: dict = {}
+    entries: dict[int, list[dict]] = {}
     for record in fixed:
         entries.setdefault(record["known_failure"]["entry"], []).append(record)
     for index, records in sorted(entries.items()):

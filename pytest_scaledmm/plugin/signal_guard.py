@@ -12,12 +12,19 @@ import os
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Optional, Union
 
 import pytest
 
 if TYPE_CHECKING:
-    pass
+    from types import FrameType
+
+    from .session import MatrixSession
+
+    PythonHandler = Callable[[int, Optional[FrameType]], object]
+    # What signal.signal returns: a Python handler, SIG_DFL or SIG_IGN, or None (set outside Python).
+    Handler = Union[PythonHandler, int, signal.Handlers, None]
 
 TERMINATED = "terminated (SIGTERM)"
 
@@ -39,10 +46,10 @@ class SignalGuard:
     "interrupted", not with a traceback per signal. Both are noted so that a kernel swallowing
     the exception cannot hide them."""
 
-    def __init__(self, deferred: bool = False):
-        self.old: dict = {}
+    def __init__(self, deferred: bool = False) -> None:
+        self.old: dict[int, Handler] = {}
         self.seen: str | None = None  # the signal that ends the session; SIGTERM wins
-        self.state = None
+        self.state: MatrixSession | None = None
         self.deferred = deferred  # before pytest's session: noted only, raised by `arm`
 
     def install(self) -> None:
@@ -57,7 +64,7 @@ class SignalGuard:
     def reason(name: str) -> str:
         return TERMINATED if name == "SIGTERM" else "interrupted (SIGINT)"
 
-    def handle(self, signum, frame):
+    def handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
         old = self.old.get(signum)
         if name == "SIGINT" and old == signal.SIG_IGN:
@@ -73,7 +80,8 @@ class SignalGuard:
         if name == "SIGTERM":
             raise Terminated()
         if callable(old) and old is not signal.default_int_handler:
-            return old(signum, frame)
+            old(signum, frame)
+            return None
         raise KeyboardInterrupt()
 
     def arm(self, deferred: bool | None = None) -> None:
@@ -87,7 +95,7 @@ class SignalGuard:
         if self.seen is not None:
             raise KeyboardInterrupt()
 
-    def attach(self, state) -> None:
+    def attach(self, state: MatrixSession) -> None:
         """From here on signals are noted in `state`, one that came before too."""
         self.state = state
         if self.seen is not None:
@@ -98,28 +106,30 @@ class SignalGuard:
         ending = self.seen is not None and self.old
         for number, old in self.old.items():
             old = old if old is not None else signal.SIG_DFL
-            if ending and old in (signal.default_int_handler, signal.SIG_DFL):
+            if ending and (old is signal.SIG_DFL or old is signal.default_int_handler):
                 # The session ended on a signal: one more in the last moments of the process
                 # would be a traceback or a kill after the report; it has nothing left to stop.
-                old = _ending_handler(old, time.monotonic() + ENDING_GRACE_S)
+                then = None if old is signal.SIG_DFL else signal.default_int_handler
+                old = _ending_handler(then, time.monotonic() + ENDING_GRACE_S)
             signal.signal(number, old)
         self.old = {}
         if ending:
             atexit.register(_ignore_signals_at_exit)
 
 
-def _ending_handler(old, deadline: float):
+def _ending_handler(then: PythonHandler | None, deadline: float) -> PythonHandler:
     """A signal just after a session that a signal ended: the process is exiting, nothing is
-    left to interrupt. After the grace (in-process, as under pytester) it acts as `old` did."""
+    left to interrupt. After the grace (in-process, as under pytester) it acts as `then` (None:
+    the default action, SIG_DFL)."""
 
-    def handler(signum, frame):
+    def handler(signum: int, frame: FrameType | None) -> None:
         if time.monotonic() < deadline:
             return
-        if old is signal.SIG_DFL:
+        if then is None:
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
         else:
-            old(signum, frame)
+            then(signum, frame)
 
     return handler
 
