@@ -14,7 +14,8 @@ __version__ = "0.1.0"
 __all__ = ["Kernel", "MatrixError", "ReportError", "ScaledmmError", "__version__"]
 
 # Resolved on first use, by name: the plugin imports this package at every pytest start, and
-# modules of every layer import it (for __version__), so it imports none of them itself.
+# modules of every layer import it (for __version__), so it imports none of them itself. A type
+# checker reads them as the classes from __init__.pyi (shipped with py.typed).
 _LAZY = {
     "Kernel": ("pytest_scaledmm.matrix.kernels", "Kernel"),
     "MatrixError": ("pytest_scaledmm.matrix.errors", "MatrixError"),

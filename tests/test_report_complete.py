@@ -19,7 +19,7 @@ import pytest
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.execution import isolate
-from pytest_scaledmm.plugin import entry as plugin
+from pytest_scaledmm.plugin import reporter
 from pytest_scaledmm.plugin.session import MatrixSession
 
 TWO_CASES = matrix_text([planted("correct")], {"scale_b": ["tensor_0d", "tensor_1d"]})
@@ -230,7 +230,7 @@ def test_pytest_internal_error_makes_the_report_incomplete(matrix_project, pytes
 
 
 def test_partial_report_stays_incomplete(matrix_project, pytester, monkeypatch):
-    monkeypatch.setattr(plugin, "PARTIAL_REPORT_EVERY_S", -1.0)  # a partial report after every case
+    monkeypatch.setattr(reporter, "PARTIAL_REPORT_EVERY_S", -1.0)  # a partial report after every case
     pytester.makeconftest(
         """
         import shutil

@@ -173,16 +173,16 @@ def test_reports_are_readable_by_others_modulo_the_umask(matrix_project):
 
 
 def test_no_report_line_after_the_final_write_failed(matrix_project, monkeypatch):
-    from pytest_scaledmm.reports import report as report_module
+    from pytest_scaledmm.plugin import reporter
 
-    real = report_module.write_atomic
+    real = reporter.write_atomic
 
     def failing(path, data):
         if data.get("session", {}).get("complete"):
             raise OSError(28, "No space left on device")
         return real(path, data)
 
-    monkeypatch.setattr(report_module, "write_atomic", failing)
+    monkeypatch.setattr(reporter, "write_atomic", failing)  # where the session's reporter writes
     result = _run(matrix_project)
     out = result.stdout.str()
     assert "No space left" in out + result.stderr.str()

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import fields, is_dataclass
 
+import pytest
+
 from ..matrix.errors import MatrixError
-from ..matrix.spec import kernel_from_declaration
+from ..matrix.spec import KernelSpec, kernel_from_declaration
 
 HOOK = "pytest_scaledmm_kernels"
 
 
-def _answers(config) -> list[tuple[str, object]]:
+def _answers(config: pytest.Config) -> list[tuple[str, object]]:
     """(where, answer) of each implementation that answered, in pluggy's order. Each plugin is
     asked through pluggy, by a caller without the others: its answer keeps its name even beside
     a plugin that answers None (which a call of the whole hook drops)."""
@@ -24,7 +26,7 @@ def _answers(config) -> list[tuple[str, object]]:
     return found
 
 
-def declared_kernels(config) -> list:
+def declared_kernels(config: pytest.Config) -> list[KernelSpec]:
     """KernelSpecs from every pytest_scaledmm_kernels implementation, in pluggy's order (as every
     pytest hook: the latest registered first, so a conftest's kernels come before an installed
     plugin's); a bad declaration is a MatrixError naming the plugin that made it."""

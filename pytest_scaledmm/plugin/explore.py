@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, assume, given, settings
@@ -25,6 +25,14 @@ from ..matrix.case_params import case_id, make_case, matches
 from ..matrix.cases import given_axes, kernel_axes
 from ..matrix.corpus import complete_params, read_entries, write_corpus
 from ..matrix.schema import SHAPE_AXES
+
+if TYPE_CHECKING:
+    from _pytest._code.code import TerminalRepr, TracebackStyle
+
+    from ..matrix.case_params import Case
+    from ..matrix.spec import KernelSpec, Profile
+    from ..verdict.outcome import Outcome
+    from .session import MatrixSession
 
 
 class ExploreFailure(AssertionError):
@@ -41,14 +49,15 @@ def _failure_type(key: str) -> type:
     return _FAILURE_TYPES[key]
 
 
-def _dim_strategy(value):
-
+def _dim_strategy(value: Mapping[str, int] | Iterable[int]) -> st.SearchStrategy[int]:
     if isinstance(value, dict):
         return st.integers(value["min"], value["max"])
     return st.sampled_from(sorted(value))
 
 
-def explore_kernel(state, kernel, examples: int, profile=None) -> list[tuple]:
+def explore_kernel(
+    state: MatrixSession, kernel: KernelSpec, examples: int, profile: Profile | None = None
+) -> list[tuple[Case, Outcome]]:
     """[(case, outcome)] — the minimal failing case of each signature hypothesis found, over the
     axes of `profile` (default: the run's; for a composite, one of its parts)."""
 
@@ -62,7 +71,7 @@ def explore_kernel(state, kernel, examples: int, profile=None) -> list[tuple]:
             **{dim: _dim_strategy(axes[dim]) for dim in SHAPE_AXES},
         }
     )
-    last: dict[str, tuple] = {}
+    last: dict[str, tuple[Case, Outcome]] = {}
 
     @hypothesis_seed(state.seed)
     @settings(
@@ -75,8 +84,7 @@ def explore_kernel(state, kernel, examples: int, profile=None) -> list[tuple]:
         print_blob=False,
     )
     @given(strategy)
-    def probe(params):
-
+    def probe(params: dict[str, Any]) -> None:
         assume(not any(matches(rule, params) for rule in state.spec.exclude))
         case = make_case(params)
         result = state.run(case, triage=False)
@@ -103,13 +111,16 @@ def _only_findings(exc: BaseException) -> bool:
     return isinstance(exc, ExploreFailure)
 
 
-def explore_items(parent, state):
+def explore_items(parent: pytest.Collector, state: MatrixSession, examples: int) -> Iterator[ExploreItem]:
+    """One item per kernel, each searching `examples` cases (--scaledmm-explore)."""
     # A composite profile: each part's kernels over that part's axes.
     composite = bool(state.profile.parts)
     for part in state.profile.leaves:
         for kernel in state.spec.kernels_for(part):
             name = f"explore[{part.name}:{kernel.name}]" if composite else f"explore[{kernel.name}]"
-            yield ExploreItem.from_parent(parent, name=name, kernel=kernel, state=state, profile=part)
+            yield ExploreItem.from_parent(
+                parent, name=name, kernel=kernel, state=state, profile=part, examples=examples
+            )
 
 
 class ExploreFound(Exception):
@@ -121,19 +132,22 @@ class ExploreFound(Exception):
 class ExploreItem(pytest.Item):
     """Hypothesis search over one kernel's axes; fails listing the minimal cases it found."""
 
-    def __init__(self, *, kernel, state, profile, **kwargs):
+    def __init__(
+        self, *, kernel: KernelSpec, state: MatrixSession, profile: Profile, examples: int, **kwargs: Any
+    ) -> None:
         super().__init__(**kwargs)
         self.kernel = kernel
         self.state = state
         self.profile = profile
+        self.examples = examples
 
-    def runtest(self):
+    def runtest(self) -> None:
         state = self.state
         environment = state.environment_to_send()
         if environment is not None:
             self.user_properties.append(("scaledmm_env", environment))
         start = time.monotonic()
-        found = explore_kernel(state, self.kernel, state.settings.explore.examples, self.profile)
+        found = explore_kernel(state, self.kernel, self.examples, self.profile)
         records = []
         for case, result in found:
             triage = state.triage(case, result)
@@ -146,7 +160,9 @@ class ExploreItem(pytest.Item):
         if records:
             raise ExploreFound(records)
 
-    def repr_failure(self, excinfo, style=None):
+    def repr_failure(
+        self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
+    ) -> str | TerminalRepr:
         if isinstance(excinfo.value, ExploreFound):
             lines = [f"hypothesis found {len(excinfo.value.records)} failure signature(s); minimal cases:"]
             for record in excinfo.value.records:
@@ -157,7 +173,7 @@ class ExploreItem(pytest.Item):
             return "\n".join(lines)
         return super().repr_failure(excinfo, style=style)
 
-    def reportinfo(self):
+    def reportinfo(self) -> tuple[Path, None, str]:
         return self.path, None, f"scaledmm explore {self.kernel.name}"
 
 

@@ -14,9 +14,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
+
+from .items import user_property
+
+if TYPE_CHECKING:
+    from .session import MatrixSession
 
 # Flat properties, in this order: name -> where in the record (or the environment) it is.
 RECORD_FIELDS = ("outcome", "signature", "root_cause", "layer")
@@ -80,11 +85,11 @@ def flat_properties(record: Mapping, environment: Mapping | None, shard: tuple |
 class JunitProperties:
     """Registered on the process that writes `--junitxml` (never an xdist worker)."""
 
-    def __init__(self, state):
+    def __init__(self, state: MatrixSession) -> None:
         self.state = state
 
     @pytest.hookimpl(tryfirst=True)
-    def pytest_runtest_logreport(self, report):
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown" or not report.user_properties:
             return
         properties = list(report.user_properties)
@@ -99,6 +104,6 @@ class JunitProperties:
                 value = JsonList(value)
             wrapped.append((name, value))
         if isinstance(record, dict):
-            environment = dict(properties).get("scaledmm_env") or self.state.environment
+            environment = user_property(properties, "scaledmm_env") or self.state.environment
             wrapped += flat_properties(record, environment, self.state.settings.shard)
         report.user_properties = wrapped

@@ -13,14 +13,17 @@ import math
 import re
 import shlex
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
+
+if TYPE_CHECKING:
+    import pytest
 
 DEVICE_CHOICES_HELP = (
     "auto (cuda when torch sees a GPU, else cpu), cpu, cuda (xdist worker gwN takes GPU N mod GPUs) or cuda:N"
 )
 
 
-def integer(value) -> int:
+def integer(value: object) -> int:
     """An integer written in ASCII digits: int() also reads "٣" and "1_000", which no shell,
     ini file or report spells a number as."""
     if type(value) is int:
@@ -259,7 +262,7 @@ KEEP = Option(
 PLUGIN_OPTIONS += [SHARD, KEEP]
 
 
-def add_pytest_options(group, parser=None) -> None:
+def add_pytest_options(group: pytest.OptionGroup, parser: pytest.Parser | None = None) -> None:
     """Each option on the command line and, given the parser, as an ini option. The command line
     keeps None where an option is not given, so that sources.py can tell it from a default."""
     for option in PLUGIN_OPTIONS:
@@ -272,7 +275,7 @@ def add_pytest_options(group, parser=None) -> None:
             parser.addini(option.ini_name, f"{option.flag}: {option.help}", type=_ini_type(option), default=None)
 
 
-def _ini_type(option: Option):
+def _ini_type(option: Option) -> Any:  # pytest's ini type: a name, or (9.2) a union
     if option.kind == "list":
         return "args"
     import pytest  # noqa: PLC0415  lazy: the CLI reads these options without pytest

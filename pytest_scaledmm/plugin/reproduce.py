@@ -4,6 +4,8 @@ arrive, explore mode's findings added to the corpus, and their summary lines."""
 from __future__ import annotations
 
 import difflib
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -13,8 +15,12 @@ from ..reports.printable import printable
 from ..reports.repro import ReproWriter
 from .explore import corpus_entry, save_corpus
 
+if TYPE_CHECKING:
+    from ..matrix.spec import Profile
+    from .session import MatrixSession
 
-def check_case_ids(state, wanted, label: str = "--scaledmm-case") -> None:
+
+def check_case_ids(state: MatrixSession, wanted: Iterable[str], label: str = "--scaledmm-case") -> None:
     """Every requested id must be a case of this matrix and profile (and shard); otherwise one
     usage error, naming `label` (where the ids came from), the profile or shard that has it, or
     the closest ids."""
@@ -28,7 +34,7 @@ def check_case_ids(state, wanted, label: str = "--scaledmm-case") -> None:
     # the included cases, which every profile has and so are known already).
     leaf_ids: dict[str, set] = {}
 
-    def has(profile, cid) -> bool:
+    def has(profile: Profile, cid: str) -> bool:
         for part in profile.leaves:
             if part.name not in leaf_ids:
                 leaf_ids[part.name] = {c.id for c in generate_cases(state.spec, part, state.target_arch)[0]}
@@ -65,13 +71,13 @@ class ReproducePlugin:
     """--scaledmm-case selection where cases are collected; repro scripts and the corpus on the
     controller, as records come in."""
 
-    def __init__(self, state):
+    def __init__(self, state: MatrixSession) -> None:
         self.state = state
         settings = state.settings
         self.wanted = set(settings.cases)
         self.writer = None
         self.corpus_entries: list[dict] = []
-        self.corpus_added = None
+        self.corpus_added: int | None = None
         if settings.repro_dir and not settings.worker:
             self.writer = ReproWriter(
                 settings.repro_dir,
@@ -85,7 +91,9 @@ class ReproducePlugin:
     def _controller(self) -> bool:
         return not self.state.settings.worker
 
-    def pytest_collection_modifyitems(self, session, config, items):
+    def pytest_collection_modifyitems(
+        self, session: pytest.Session, config: pytest.Config, items: list[pytest.Item]
+    ) -> None:
         """--scaledmm-case: keep exactly those cases. Ids are those of the full collection, since
         deselection happens after every case was collected."""
         if not self.wanted:
@@ -100,10 +108,11 @@ class ReproducePlugin:
             items[:] = keep
 
     @pytest.hookimpl(trylast=True)
-    def pytest_runtest_logreport(self, report):
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call" or not self._controller():
             return
-        properties = dict(report.user_properties)
+        # What the case items put there, as JSON: records are plain dicts until the writer types them.
+        properties: dict[str, Any] = dict(report.user_properties)
         records = []
         if "scaledmm" in properties:
             records.append(properties["scaledmm"])
@@ -115,26 +124,29 @@ class ReproducePlugin:
                 self.corpus_entries.append(corpus_entry(record, env))
                 records.append(record)
         if self.writer is not None:
-            env = properties.get("scaledmm_env") or self.state.environment
+            env = properties.get("scaledmm_env") or self.state.environment or {}
             for record in records:
                 self.writer.add(record, env, self.state.seed)
 
-    def pytest_sessionfinish(self, session, exitstatus):
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         explore = self.state.settings.explore
         if self._controller() and self.corpus_entries and explore is not None:
             self.corpus_added = save_corpus(explore.corpus, self.corpus_entries)
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+    def pytest_terminal_summary(
+        self, terminalreporter: pytest.TerminalReporter, exitstatus: pytest.ExitCode, config: pytest.Config
+    ) -> None:
         if not self._controller():
             return
 
         lines = summary_lines(self.state.records.values())
         if self.writer is not None:
             lines += self.writer.summary_lines()
-        if self.corpus_added is not None:
+        explore = self.state.settings.explore
+        if self.corpus_added is not None and explore is not None:
             lines.append(
-                f"corpus: {self.corpus_added} new minimal case(s) in {self.state.settings.explore.corpus}"
+                f"corpus: {self.corpus_added} new minimal case(s) in {explore.corpus}"
                 " (list it under `include:` in matrix.yaml to replay them)"
             )
         if lines:

@@ -6,6 +6,9 @@ with --scaledmm-keep N, old reports pruned from the default report directory
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -15,21 +18,27 @@ from ..reports.render import md_code, md_escape, render_markdown
 from ..reports.report_dir import default_report_dir, prune_reports, report_series
 from ..reports.step_summary import append_step_summary, step_summary_path
 
+if TYPE_CHECKING:
+    from ..records import Report
+    from .session import MatrixSession
+
 
 class RunOutputs:
-    def __init__(self, config, state, build_report):
+    def __init__(
+        self, config: pytest.Config, state: MatrixSession, build_report: Callable[[MatrixSession], Report]
+    ) -> None:
         self.config = config
         self.state = state
         self.build_report = build_report  # the session's report as written (entry.build_session_report)
         self.done = False
 
     @pytest.hookimpl(trylast=True)
-    def pytest_terminal_summary(self, terminalreporter):
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
 
         for line in self._emit():
             terminalreporter.write_line(printable(line), yellow=line.startswith("warning"))
 
-    def pytest_unconfigure(self, config):
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
         for line in self._emit():  # no terminal reporter (-p no:terminal): still done, said on stderr
             print(line, file=sys.stderr)
 
@@ -45,10 +54,10 @@ class RunOutputs:
         if warning:
             lines.append(warning)
         if self.state.settings.keep:
-            lines += self._prune()
+            lines += self._prune(self.state.settings.keep)
         return lines
 
-    def _step_summary(self):
+    def _step_summary(self) -> str | None:
 
         if step_summary_path() is None:
             return None
@@ -73,14 +82,14 @@ class RunOutputs:
             )
         return text
 
-    def _prune(self) -> list[str]:
+    def _prune(self, keep: int) -> list[str]:
 
         settings = self.state.settings
         directory = default_report_dir(self.state.spec.path, getattr(self.config.option, "rootdir", None))
-        protected = [settings.report] + ([settings.baseline] if settings.baseline else [])
+        protected = [settings.report] + ([Path(settings.baseline)] if settings.baseline else [])
         # Only earlier runs of this matrix, profile and shard: the project's other jobs keep theirs.
         series = report_series(self.build_report(self.state))
-        removed, problems = prune_reports(directory, settings.keep, protected, series)
+        removed, problems = prune_reports(directory, keep, protected, series)
         lines = []
         if removed:
             lines.append(f"--scaledmm-keep {settings.keep}: removed {len(removed)} older report(s) from {directory}")

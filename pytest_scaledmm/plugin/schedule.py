@@ -16,10 +16,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import pytest
 
 from ..matrix.compile_modes import inductor_modes
 from ..reports.report import ReportError, load_report
+
+if TYPE_CHECKING:
+    from xdist.remote import Producer
+    from xdist.scheduler import LoadScheduling
+    from xdist.workermanage import WorkerController
 
 # Typical seconds of one case per compile mode on a GPU (docs/measured.md: medians per mode);
 # only the order matters, so the CPU uses the same figures.
@@ -104,10 +111,10 @@ class CostOrder:
         self.report_dir = report_dir
         self.matrix = matrix
 
-    def pytest_collection_modifyitems(self, items):
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         measured = previous_durations(self.report_dir, self.matrix)
 
-        def cost(item) -> float:
+        def cost(item: pytest.Item) -> float:
             case = getattr(item, "case", None)
             if case is None:
                 return -1.0
@@ -119,7 +126,7 @@ class CostOrder:
         items.sort(key=lambda item: -cost(item))
 
 
-def longest_first_scheduling(config, log):
+def longest_first_scheduling(config: pytest.Config, log: Producer) -> LoadScheduling:
     """The controller's scheduler: the next case in collection order to the first worker with
     fewer than QUEUED_PER_WORKER queued (xdist's LoadScheduling, with its chunking taken out)."""
     from xdist.scheduler import LoadScheduling  # noqa: PLC0415  lazy: only under xdist
@@ -148,7 +155,7 @@ def longest_first_scheduling(config, log):
                 for node in self.nodes:
                     node.shutdown()
 
-        def check_schedule(self, node, duration: float = 0) -> None:
+        def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
             if node.shutting_down:
                 return
             if not self.pending:

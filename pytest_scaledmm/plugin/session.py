@@ -15,9 +15,10 @@ import tempfile
 import time
 import traceback
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Any
 
 from ..execution.aoti_control import apply_control, control_dtype, failed_stage
 from ..execution.cache import FreshCache
@@ -40,7 +41,7 @@ from .settings import Settings
 from .shard import shard_block, shard_slice
 
 
-def plain_json(data):
+def plain_json(data: object) -> Any:
     """JSON-plain copy: xdist ships user_properties through execnet, which refuses str
     subclasses such as torch's TorchVersion."""
     return json.loads(json.dumps(data, default=str))
@@ -63,7 +64,7 @@ def target_arch(requested: str) -> str:
         return device_info("cuda:0").arch
 
 
-def compile_cache_counts(records) -> dict[str, int]:
+def compile_cache_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
     """Inductor's FX graph cache over the run's compiled sides: hits, misses, bypasses, and how
     many cases compiled with Inductor at all. A warm cache shows as hits."""
     totals = {"hit": 0, "miss": 0, "bypass": 0, "cases": 0}
@@ -166,7 +167,7 @@ class MatrixSession:
         return None
 
     # -- running ------------------------------------------------------------------------------
-    def context(self):
+    def context(self) -> RunContext:
         if self._context is None:
             # torch's structured-trace logger emits DEBUG records meant for tlparse; keep them out
             # of pytest's captured-log sections.
@@ -213,7 +214,7 @@ class MatrixSession:
         modes = {mode for part in self.profile.leaves for mode in self.spec.axes_for(part).get("mode", ())}
         return bool(modes & inductor_modes())
 
-    def runner(self):
+    def runner(self) -> InProcessRunner | ChildRunner:
         """The child process that runs cases (or the in-process runner); started on first use."""
         if self._runner is None:
             isolate = self.settings.isolate

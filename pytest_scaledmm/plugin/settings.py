@@ -4,15 +4,17 @@ config.getoption; a bad value is one usage error before anything runs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from ..matrix.replay_command import MATRIX_SUFFIXES, parse_recorded_on
 from ..reports.report_dir import check_keep, default_report_dir, default_report_name
 from . import options as opt
-from .sources import resolve_options
+from .sources import Sources, resolve_options
 
 
 @dataclass(frozen=True)
@@ -148,6 +150,12 @@ def requested_report(config: pytest.Config) -> str | None:
     return config.getoption(opt.REPORT.dest, None)
 
 
+def writes_report(config: pytest.Config, settings: Settings) -> bool:
+    """Whether this process writes the report: not an xdist worker, --collect-only or --help."""
+    option = config.option
+    return not (settings.worker or option.collectonly or option.help)
+
+
 MATRIX_FILE = "matrix.yaml"  # what a directory given as the matrix holds
 
 
@@ -189,7 +197,7 @@ def _default_report_path(config: pytest.Config, matrix_path: Path) -> Path:
     return default_report_dir(matrix_path, getattr(config.option, "rootdir", None)) / default_report_name()
 
 
-def _recorded_on(get, sources) -> dict | None:
+def _recorded_on(get: Callable[[str], Any], sources: Sources) -> dict | None:
 
     value = get(opt.RECORDED_ON.dest)
     if value is None:
@@ -200,7 +208,7 @@ def _recorded_on(get, sources) -> dict | None:
         raise pytest.UsageError(sources.problem(opt.RECORDED_ON, str(exc))) from None
 
 
-def _ci_settings(get, sources) -> dict:
+def _ci_settings(get: Callable[[str], Any], sources: Sources) -> dict:
     """--scaledmm-shard and --scaledmm-keep, checked (plugin/shard.py, reports/report_dir.py); a
     bad value names where it came from (the flag, SCALEDMM_SHARD=..., the ini file's line)."""
 

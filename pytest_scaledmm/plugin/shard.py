@@ -39,7 +39,7 @@ MODE_COST = {
 _FORMAT = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{1,9})\s*$")
 
 
-def shard_problem(value) -> str | None:
+def shard_problem(value: object) -> str | None:
     """None when `value` is "I/N" with whole numbers 1 <= I <= N, else the problem."""
     found = _FORMAT.match(str(value))
     if found and 1 <= int(found.group(1)) <= int(found.group(2)):
@@ -59,7 +59,7 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     return int(found.group(1)), int(found.group(2))
 
 
-def case_cost(params) -> float:
+def case_cost(params: object) -> float:
     """Expected seconds of one case, from its compile mode (matrix/compile_modes.py families)."""
     mode = params.get("mode") if hasattr(params, "get") else None
     if not isinstance(mode, str):

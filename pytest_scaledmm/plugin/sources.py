@@ -110,7 +110,7 @@ def matrix_on_command_line(config: pytest.Config) -> Path | None:
     return next(iter(found), None)
 
 
-def _from_environment(config, option: opt.Option, strict: bool) -> Given | None:
+def _from_environment(config: pytest.Config, option: opt.Option, strict: bool) -> Given | None:
     raw = os.environ.get(option.env_name)
     if raw is None or raw.strip() == "":
         return None
@@ -123,7 +123,7 @@ def _from_environment(config, option: opt.Option, strict: bool) -> Given | None:
     return Given(value, "environment", label)
 
 
-def _from_ini(config, option: opt.Option, strict: bool) -> Given | None:
+def _from_ini(config: pytest.Config, option: opt.Option, strict: bool) -> Given | None:
     try:
         raw = config.getini(option.ini_name)
     except (ValueError, pytest.UsageError) as exc:  # the ini value has the wrong type
@@ -140,7 +140,7 @@ def _from_ini(config, option: opt.Option, strict: bool) -> Given | None:
     return Given(value, "ini", label)
 
 
-def _parsed(option: opt.Option, raw, label: str, strict: bool):
+def _parsed(option: opt.Option, raw: object, label: str, strict: bool) -> Any:
     try:
         return opt.parse_value(option, raw)
     except ValueError as exc:
@@ -153,7 +153,7 @@ def _parsed(option: opt.Option, raw, label: str, strict: bool):
 _SECTIONS = {"pyproject.toml": "[tool.pytest.ini_options]", "setup.cfg": "[tool:pytest]"}
 
 
-def _ini_label(config, option: opt.Option, raw) -> str:
+def _ini_label(config: pytest.Config, option: opt.Option, raw: object) -> str:
     shown = "" if raw is None else f" = {' '.join(map(str, raw)) if isinstance(raw, list) else raw}"
     name = option.ini_name
     if _overridden(config, name):
@@ -168,7 +168,7 @@ def _ini_label(config, option: opt.Option, raw) -> str:
     return f"{inipath.name} {section} {name}{shown}"
 
 
-def _overridden(config, name: str) -> bool:
+def _overridden(config: pytest.Config, name: str) -> bool:
     """Whether `-o name=...` set the ini value (pytest's private records; False when unknown)."""
     entry = getattr(config, "_inicfg", {}).get(name)
     if getattr(entry, "origin", None) == "override":
@@ -181,14 +181,14 @@ class NotRunHint:
     """Options given while the matrix does not run: one line at the end, since the run collects
     the project's tests (or nothing) and would otherwise not say why no case ran."""
 
-    def __init__(self, unused: tuple):
+    def __init__(self, unused: tuple[str, ...]) -> None:
         self.unused = unused
 
-    def pytest_terminal_summary(self, terminalreporter):
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(not_run_hint(self.unused), yellow=True)
 
 
-def not_run_hint(unused) -> str:
+def not_run_hint(unused: tuple[str, ...]) -> str:
     shown = ", ".join(unused[:4]) + (f" and {len(unused) - 4} more" if len(unused) > 4 else "")
     return (
         f"scaledmm: the matrix did not run: {shown} take(s) effect only with --scaledmm-matrix"

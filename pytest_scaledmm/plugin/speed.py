@@ -7,6 +7,9 @@ import os
 import shlex
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
 
 from ..execution.device import threads_per_worker
 from ..execution.triage import headline
@@ -15,6 +18,11 @@ from ..matrix.schema import SCALE_RANK
 from ..reports.printable import printable
 from ..reports.report import ReportError, load_report
 from ..verdict import outcome as oc
+from .items import user_property
+
+if TYPE_CHECKING:
+    from xdist.remote import Producer
+    from xdist.scheduler import LoadScheduling
 
 
 def likelihood(params: dict) -> int:
@@ -48,7 +56,7 @@ class FirstFailureOrder:
         self.report_dir = report_dir
         self.matrix = matrix
 
-    def pytest_collection_modifyitems(self, items):
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         # Same inputs in every xdist worker (the same report file), so the same order everywhere.
         failed = last_failures(self.report_dir, self.matrix)
         keyed = [(item, getattr(item, "case", None)) for item in items]  # other tests have no case
@@ -66,16 +74,16 @@ class SignatureTicker:
     appear, and lists them in a section of the terminal summary: a line written during the run
     would break pytest's progress line."""
 
-    def __init__(self, config):
+    def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.started = time.monotonic()
         self.seen: set[tuple] = set()
         self.lines: list[str] = []
 
-    def pytest_runtest_logreport(self, report):
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "call":
             return
-        record = dict(report.user_properties).get("scaledmm")
+        record = user_property(report.user_properties, "scaledmm")
         if not record or record["outcome"] not in oc.FAILURES:
             return
         key = (record["outcome"], record["signature"])
@@ -87,14 +95,14 @@ class SignatureTicker:
 
         self.lines.append(printable(f"[scaledmm +{elapsed:.1f}s] new signature: {headline(record)} ({record['id']})"))
 
-    def pytest_terminal_summary(self, terminalreporter):
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if self.lines:
             terminalreporter.section("scaled-mm signatures, as they appeared")
             for line in self.lines:
                 terminalreporter.write_line(line)
 
 
-def _dist_given(config) -> bool:
+def _dist_given(config: pytest.Config) -> bool:
     """Whether the user chose an xdist distribution mode (command line, PYTEST_ADDOPTS, addopts)."""
     args = list(config.invocation_params.args) + shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
     args += list(config.getini("addopts"))
@@ -104,18 +112,18 @@ def _dist_given(config) -> bool:
 class LongestFirst:
     """Registered on the xdist controller of a matrix run when no --dist was given."""
 
-    def pytest_xdist_make_scheduler(self, config, log):
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> LoadScheduling:
         from .schedule import longest_first_scheduling  # noqa: PLC0415  lazy: only under xdist
 
         return longest_first_scheduling(config, log)
 
 
-def longest_first(config) -> LongestFirst | None:
-    """The scheduler plugin for the controller, or None. xdist's default `load` mode hands out
-    chunks of consecutive cases and never takes them back, and `worksteal` takes back the cheap
-    end of a queue: with cases of very different cost (eager 0.05 s, autotuning 5 s) a worker
-    drawing the last autotuning cases holds the wall while the others sit idle. schedule.py hands
-    the costliest case first, one at a time. A --dist the user gave wins."""
+def schedule_longest_first(config: pytest.Config) -> LongestFirst | None:
+    """xdist's default `load` mode hands out chunks of consecutive cases and never takes them
+    back, and `worksteal` takes back the cheap end of a queue: with cases of very different cost
+    (eager 0.05 s, autotuning 5 s) a worker drawing the last autotuning cases holds the wall while
+    the others sit idle. schedule.py hands the costliest case first, one at a time. A --dist the
+    user gave wins. The plugin to register, or None."""
     if getattr(config.option, "dist", "no") != "load" or _dist_given(config):
         return None
     try:
