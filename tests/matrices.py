@@ -24,6 +24,8 @@ SYNTHETIC = {
     "special_scale": ["none"],
     "value_regime": ["standard"],
     "operand_layout": ["dense"],
+    "bias_dtype": ["out"],
+    "scale_dtype": ["fp32"],
 }
 BASE_AXES = {
     "scale_a": ["tensor_0d"],

@@ -27,6 +27,8 @@ axes:
   special_scale: [none]
   value_regime: [standard]
   operand_layout: [dense]
+  bias_dtype: [out]
+  scale_dtype: [fp32]
   m: {min: 1, max: 64}
   k: [64, 32]
   n: [32, 16]

@@ -81,6 +81,8 @@ def case_id(params: Mapping[str, Any]) -> str:
         parts.append(f"bias{params['bias_dtype']}")
     if params.get("scale_keepdim"):
         parts.append("keepdim")
+    if params.get("scale_dtype", "fp32") != "fp32":
+        parts.append(f"s{params['scale_dtype']}")
     digest = hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:6]
     return "-".join(parts + [digest])
 

@@ -30,7 +30,16 @@ from ..verdict.scale_forms import FORMS, own_pairings
 from .case_params import Case, case_id, make_case, matches
 from .compile_modes import compile_mode
 from .kernels import kernel_accepts_fast_accum
-from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, PRODUCTION_AXES, SERVER_M, takes_axis
+from .schema import (
+    ALL_KERNELS,
+    CATEGORICAL_AXES,
+    GROUPED_KERNELS,
+    KERNEL_AXES,
+    PRODUCTION_AXES,
+    SERVER_M,
+    defaults_digest,
+    takes_axis,
+)
 from .shapes import DIMS, dim_pools, empty_dims
 from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
@@ -86,6 +95,8 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: set | None =
     builtin = kernel.impl is None and kernel.fn is None
     for name, (_, neutral, takers) in KERNEL_AXES.items():
         asked = list(axes.get(name, [neutral]))
+        if builtin and takers != ALL_KERNELS and given is not None and name not in given:
+            asked = [neutral]  # a built-in's own axes (bias dtype ...): where the matrix lists them
         # Only where the profile asks for more than the neutral value: other ids stay as they were.
         if takes_axis(kernel.name, takers, builtin) and (kernel.name in GROUPED_KERNELS or asked != [neutral]):
             values[name] = asked
@@ -347,6 +358,8 @@ def production_data_fits(row: Mapping) -> bool:
     one-element scale_a."""
     regime = row.get("value_regime", "standard")
     layout = row.get("operand_layout", "dense")
+    if row.get("scale_dtype", "fp32") != "fp32" and regime not in ("standard", "cancelling"):
+        return False  # half-precision scales round the values the other regimes place at a range's edge
     if regime == "standard" and layout == "dense":
         return True
     forms = [FORM_BY_ID[row[side]] for side in ("scale_a", "scale_b") if side in row]
@@ -560,6 +573,7 @@ class GenerationNotes:
         """The notes as the run records them; a composite's keys only for a composite, the modes
         left out only where some are."""
         found: dict[str, Any] = {"arch": self.arch, **{key: getattr(self, key) for key in COUNTERS}}
+        found["defaults"] = defaults_digest()
         found["included"] = self.included
         if self.duplicates is not None:
             found["duplicates"] = self.duplicates
@@ -668,6 +682,7 @@ class _Slices:
 
     empties: list[dict]
     server: list[dict]
+    listed_m: set
     boundary_core: list[dict]
     boundary_extra: list[dict]
     boundary: list[dict]
@@ -680,21 +695,24 @@ def _slices(rows: list[KernelRows], axes: Mapping[str, Any], families: dict, bud
     # (an empty dim a model refuses names a reason the boundary slice already has).
     empties = [p for p in _empty_slice(rows, empty_dims(axes), families) if p["purpose"] == "valid"]
     empties = empties[: min(len(empties), max(len(rows) * 3, budget * 3 // 100), budget // 8)]
-    # A profile that pins the production axes to their neutral value is a synthetic slice (a
-    # benchmark's, a smoke run's): no server sizes either.
-    synthetic = all(list(axes.get(axis, ())) == [_neutral_of(axis)] for axis in PRODUCTION_AXES)
-    server = [] if synthetic else _server_slice(rows, axes, families)
-    server = server[: min(len(server), max(len(rows) * 4, budget * 3 // 100), budget // 8)]
     core, extra = _boundary(rows, families)
     # Each refusal reason under each family fits up to BOUNDARY_MAX_PERCENT.
     boundary_cap = max(budget * BOUNDARY_SHARE_PERCENT // 100, min(len(core), budget * BOUNDARY_MAX_PERCENT // 100))
     boundary = core[:boundary_cap]
     specials = _special(rows, families, list(axes.get("special_side", ["a"])))
     special_floor = min(len(specials), budget * SPECIAL_SHARE_PERCENT // 100)
+    covering = sum(len(r.valid) for r in rows)
+    # A profile that pins the production axes to their neutral value is a synthetic slice (a
+    # benchmark's, a smoke run's): no server sizes either. Else what the covering rows and the
+    # other slices' floors leave, a few per kernel at least, a sixth of the budget at most.
+    synthetic = all(list(axes.get(axis, ())) == [_neutral_of(axis)] for axis in PRODUCTION_AXES)
+    server = [] if synthetic else _server_slice(rows, axes, families)
+    spare = budget - len(boundary) - special_floor - covering - len(empties)
+    server = server[: min(len(server), max(len(rows) * 4, spare), budget // 6)]
     # The valid share holds the covering rows and the empty and server slices where they fit.
-    valid_need = max(_valid_floor(budget), sum(len(r.valid) for r in rows) + len(empties) + len(server))
+    valid_need = max(_valid_floor(budget), covering + len(empties) + len(server))
     special = specials[: max(special_floor, budget - len(boundary) - valid_need)]
-    return _Slices(empties, server, core, extra, boundary, specials, special)
+    return _Slices(empties, server, _listed_sizes(axes["m"]), core, extra, boundary, specials, special)
 
 
 SLOTS = ("valid", "special", "boundary")
@@ -766,7 +784,9 @@ def _take_slices(slices: _Slices, budget: int, chosen: _Chosen, notes: Generatio
     for params in slices.server:
         if chosen.take(_purposed(params), "valid"):
             notes.server += 1
-            notes.m_added.setdefault(params["kernel"], []).append(params["m"])
+            if params["m"] not in slices.listed_m:
+                added = notes.m_added.setdefault(params["kernel"], [])
+                added += [params["m"]] * (params["m"] not in added)
     for params in slices.special:
         notes.special += chosen.take(params, "special")
     for params in slices.boundary:
@@ -1076,7 +1096,8 @@ def _listed_sizes(value) -> set:
 
 def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list[dict]:
     """Per kernel, the token counts a server meets (schema.SERVER_M) that the axis of M does not
-    list, each on a valid case of its own; then M = N and M = N = K on a valid case (rowwise
+    list, each on a valid case of its own, and two K tails of a 32-block (below); then M = N and
+    M = N = K on a valid case (rowwise
     scales first: a kernel that tells per-token from per-channel scales by their length is wrong
     only there). Only cases the kernel's model takes; kernels interleaved."""
     listed = _listed_sizes(axes["m"])
@@ -1089,6 +1110,10 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
             continue
         modes = [mode for family_modes in families.values() for mode in family_modes]
         wanted = [({"m": m}, f"m{m}") for m in SERVER_M if m not in listed]
+        # K above one 32-block and not a multiple of it (48, 80: a 32-wide K loop's remainder),
+        # where the axis of K lists one: its class (ktail) holds other sizes too.
+        tails = sorted(k for k in _listed_sizes(axes["k"]) if k > 32 and k % 32)
+        wanted[2:2] = [({"k": k}, f"k{k}") for k in tails[:2]]
         rowwise = [p for p in bases if not FORM_BY_ID[p["scale_a"]].per_tensor] or bases
         for base in rowwise[:1]:
             wanted += [({"m": base["n"]}, "m=n"), ({"m": base["k"], "n": base["k"]}, "m=n=k")]

@@ -48,13 +48,14 @@ CATEGORICAL_AXES: dict[str, list[Any]] = {
 # ids of every other kernel and profile stay as they were.
 GROUPED_KERNELS = ("scaled_grouped_mm",)
 ALL_KERNELS = "*"  # an axis every kernel takes, user kernels included, but the grouped ones
+USER_KERNELS = "user"  # among an axis's takers: every user kernel (impl or hook) takes it
 
 
 def takes_axis(kernel_name: str, takers, builtin: bool) -> bool:
     """Whether a kernel takes a KERNEL_AXES axis."""
     if takers == ALL_KERNELS:
         return kernel_name not in GROUPED_KERNELS
-    return builtin and kernel_name in takers
+    return kernel_name in takers if builtin else USER_KERNELS in takers
 
 
 # name -> (values, neutral value, the kernels that take it or ALL_KERNELS).
@@ -70,8 +71,11 @@ KERNEL_AXES: dict[str, tuple[list[Any], Any, Union[tuple[str, ...], str]]] = {
     "bias_dtype": (
         ["out", "bf16", "fp16", "fp32"],
         "out",
-        ("aten_scaled_mm", "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise"),
+        ("aten_scaled_mm", "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise", USER_KERNELS),
     ),
+    # The dtype user kernels get their fp32-form scales in: libraries pass them in the
+    # activation's dtype (the built-in ops take fp32 scales only).
+    "scale_dtype": (["fp32", "bf16", "fp16"], "fp32", (USER_KERNELS,)),
     # A rowwise scale of a 3-D activation as amax(dim=-1, keepdim=True) gives it: [B, T, 1].
     "scale_keepdim": ([False, True], False, ("fp8_linear_rowwise",)),
     # Production data (verdict/regimes.py, verdict/layouts.py), for every kernel but the grouped
@@ -129,6 +133,10 @@ PRODUCTION_DEFAULTS: dict[str, list] = {
     "value_regime": list(REGIMES),
     "operand_layout": list(OPERAND_LAYOUTS),
     "special_side": ["a", "b"],
+    # User kernels only (schema.KERNEL_AXES takers): an fp32 bias beside bf16 and fp16 outputs,
+    # scales in bf16 and fp16.
+    "bias_dtype": ["out", "fp32"],
+    "scale_dtype": ["fp32", "bf16", "fp16"],
     # M 1, below a tile, odd tails, block edges; K one block, several, tails of a 32- and a
     # 128-block (48, 80, 96, 192: K above one block and not a multiple of it); N aligned or not,
     # several 128-blocks; each dim empty once.
@@ -139,14 +147,28 @@ PRODUCTION_DEFAULTS: dict[str, list] = {
 # Token counts a server meets besides the sizes a matrix lists (listed K and N are the weights'
 # shapes; M is every batch from 1 to the largest prefill): decode, odd tails, block edges, a
 # prefill. Added where the kernel's model takes them, in a slice of their own.
+# In the order a small budget keeps them.
 SERVER_M: dict[int, str] = {
     1: "decode",
     17: "odd tail",
-    127: "block edge - 1",
-    128: "block edge",
     129: "block edge + 1",
     2048: "prefill",
+    128: "block edge",
+    127: "block edge - 1",
 }
+
+
+def defaults_digest() -> str:
+    """A short digest of what a matrix's left-out axes and listed M take (PRODUCTION_DEFAULTS,
+    SERVER_M): reports carry it, so that the gate can tell a change of these defaults from a
+    change of the matrix or of the kernels when two runs' cases differ."""
+    import hashlib  # noqa: PLC0415  only when a report is written
+    import json  # noqa: PLC0415
+
+    text = json.dumps({"axes": PRODUCTION_DEFAULTS, "server_m": sorted(SERVER_M)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
 # Axes whose non-neutral values are production data: a profile that gives them only the neutral
 # value draws none, and says so.
 PRODUCTION_AXES = ("value_regime", "operand_layout", "special_scale")

@@ -332,6 +332,9 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
 
     if dynamic:
         scale_a, scale_b = balance_range(scale_a, scale_b, a, params)
+    if params.get("scale_dtype", "fp32") != "fp32" and not isinstance(scale_a, tuple):
+        # As a library passes them: in the activation's dtype; the reference reads these values.
+        scale_a, scale_b = (s.to(torch_dtype(params["scale_dtype"])) for s in (scale_a, scale_b))
     layout = params.get("scale_layout", "contiguous")
     if layout == "expanded":  # the reference must see the repeated value too
         scale_a, scale_b = (_each(s, lambda t: lay_out(t, layout).clone()) for s in (scale_a, scale_b))
