@@ -19,7 +19,7 @@ def readme_matrix(entry: dict) -> dict:
     return {
         "version": 1,
         "kernels": [{**entry, "scale_forms": ["tensor_0d", "tensor_1d"]}],
-        "axes": {"mode": ["eager", "aot_eager", "inductor"], "m": [1, 16]},
+        "axes": {"out_dtype": ["bf16", "fp16"], "mode": ["eager", "aot_eager", "inductor"], "m": [1, 16]},
         "profiles": {"default": {"cases": 60}},
     }
 

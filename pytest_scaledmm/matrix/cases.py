@@ -850,7 +850,8 @@ def _axis_values(space: KernelSpace, values: Mapping[str, list], specials: list,
     """The values of each dimension the kernel's cases could take (its space): the axes it is
     given, the special values of its special slice, the shape classes of M, K and N (with the
     empty ones the axes list); the coverage line says which of them cases drew."""
-    found = {axis: list(vals) for axis, vals in values.items() if axis != "special_scale"}
+    # A value no valid row can have (an exclude rule, the model) is not in the space.
+    found = {axis: [v for v in vals if space.allowed({axis: v})] for axis, vals in values.items()}
     found["special_scale"] = ["none", *specials]
     empty = empty_dims(axes)
     for dim in DIMS:

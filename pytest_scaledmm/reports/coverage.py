@@ -291,7 +291,7 @@ def dimension_lines(dimensions: Mapping) -> list[str]:
             line += "; drawn, not checked: " + "; ".join(unchecked)
         line += "; left out by the budget: " + ("; ".join(left) if left else "none")
         if block.get("m_added"):
-            line += "; M added (server sizes, M = N, M = N = K): " + ", ".join(map(str, block["m_added"]))
+            line += "; M added (token counts a server meets): " + ", ".join(map(str, block["m_added"]))
         lines.append(line)
     return lines
 
