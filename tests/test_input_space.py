@@ -161,3 +161,18 @@ def test_the_gate_says_when_the_case_sets_differ_because_the_defaults_changed(tm
     assert gate(tmp_path, baseline, candidate) == 1
     err = capsys.readouterr()
     assert "missing from the candidate" in err.out + err.err and "defaults changed" not in err.out + err.err
+
+
+def test_the_default_profile_has_an_fp8_output_with_scale_result_and_k_tails():
+    from pytest_scaledmm.matrix.spec import load_spec  # noqa: PLC0415
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "matrix.yaml")
+    cases, notes = generate_cases(spec, spec.profile("default"), "cpu")
+    fp8_out = [c for c in cases if c["out_dtype"] == "e4m3fn"]
+    assert fp8_out and {c["kernel"] for c in fp8_out} == {"aten_scaled_mm"}
+    assert {c.params.get("scale_result") for c in fp8_out} == {"two"}
+    assert {c["kernel"] for c in cases if c["k"] in (48, 80) and c["purpose"] == "valid"} == {
+        "aten_scaled_mm",
+        "int8_w8a8",
+    }
+    assert notes["truncated"] == 0  # the server slice takes what the covering rows leave

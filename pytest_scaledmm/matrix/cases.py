@@ -1097,10 +1097,10 @@ def _listed_sizes(value) -> set:
 
 def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list[dict]:
     """Per kernel, the token counts a server meets (schema.SERVER_M) that the axis of M does not
-    list, each on a valid case of its own, and two K tails of a 32-block (below); then M = N and
-    M = N = K on a valid case (rowwise
-    scales first: a kernel that tells per-token from per-channel scales by their length is wrong
-    only there). Only cases the kernel's model takes; kernels interleaved."""
+    list, each on a valid case of its own; two K tails of a 32-block and an fp8 output with its
+    scale_result (below); then M = N and M = N = K on a valid case (rowwise scales first: a
+    kernel that tells per-token from per-channel scales by their length is wrong only there).
+    Only cases the kernel's model takes; kernels interleaved."""
     listed = _listed_sizes(axes["m"])
     per_kernel = []
     for kernel, space, _, _, valid in spaces:
@@ -1110,11 +1110,15 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
             per_kernel.append(found)
             continue
         modes = [mode for family_modes in families.values() for mode in family_modes]
-        wanted = [({"m": m}, f"m{m}") for m in SERVER_M if m not in listed]
+        wanted: list[tuple[dict[str, Any], str]] = [({"m": m}, f"m{m}") for m in SERVER_M if m not in listed]
         # K above one 32-block and not a multiple of it (48, 80: a 32-wide K loop's remainder),
         # where the axis of K lists one: its class (ktail) holds other sizes too.
         tails = sorted(k for k in _listed_sizes(axes["k"]) if k > 32 and k % 32)
         wanted[2:2] = [({"k": k}, f"k{k}") for k in tails[:2]]
+        if takes_axis(kernel.name, KERNEL_AXES["scale_result"][2], kernel.impl is None and kernel.fn is None):
+            # An fp8 output with its output scale (torch._scaled_mm's scale_result), as an fp8
+            # activation for the next layer is made.
+            wanted[1:1] = [({"out_dtype": "e4m3fn", "scale_result": "two", "bias": False}, "fp8out")]
         rowwise = [p for p in bases if not FORM_BY_ID[p["scale_a"]].per_tensor] or bases
         for base in rowwise[:1]:
             wanted += [({"m": base["n"]}, "m=n"), ({"m": base["k"], "n": base["k"]}, "m=n=k")]
