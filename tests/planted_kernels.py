@@ -355,3 +355,10 @@ def bias_promotes_output(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fa
     after the cast, so type promotion returns fp32."""
     out = _dequant_blocks(a, b, scale_a, scale_b, None, out_dtype)
     return out if bias is None else out + bias
+
+
+def sanitizes_operands(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only with a NaN or inf in an operand: the kernel zeroes non-finite inputs (a
+    saturating load), so an overflowed activation's row comes out finite instead of NaN."""
+    clean = torch.nan_to_num(a.to(torch.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    return _dequant_blocks(clean, b, scale_a, scale_b, bias, out_dtype)

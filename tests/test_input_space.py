@@ -37,6 +37,7 @@ PLANTED = {
     "square_fast_path": lambda p: p["m"] == p["n"] > 1,
     "half_scale_bits": lambda p: p.get("scale_dtype", "fp32") != "fp32",
     "bias_promotes_output": lambda p: p.get("bias") and p.get("bias_dtype") == "fp32" and p["out_dtype"] != "fp32",
+    "sanitizes_operands": lambda p: p.get("special_operand", "none") != "none",
 }
 
 
@@ -51,7 +52,7 @@ def _catching_case(document: dict, reaches) -> str:
     from pytest_scaledmm.matrix.kernels import resolve_kernels  # noqa: PLC0415  torch
 
     spec, (cases, _) = _cases(document)
-    candidates = [c for c in cases if reaches(c.params) and c["purpose"] == "valid"]
+    candidates = [c for c in cases if reaches(c.params) and c["purpose"] in ("valid", "special")]
     assert candidates, "the generator drew no case of this dimension"
     ctx = RunContext(
         device="cpu",

@@ -68,6 +68,8 @@ def case_id(params: Mapping[str, Any]) -> str:
     if params.get("special_scale", "none") != "none":
         side = params.get("special_side", "a")
         parts.append(params["special_scale"] + ("_b" if side == "b" else ""))
+    if params.get("special_operand", "none") != "none":
+        parts.append(f"{params['special_operand']}_in_a")
     if params.get("value_regime", "standard") != "standard":
         parts.append(REGIME_SHORT[params["value_regime"]])
     if params.get("operand_layout", "dense") != "dense":

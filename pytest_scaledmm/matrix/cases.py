@@ -916,7 +916,8 @@ def runnable_modes(modes: list, arch: str) -> list:
 
 
 def _purposed(params: dict) -> dict:
-    return {**params, "purpose": "special" if params.get("special_scale", "none") != "none" else "valid"}
+    special = params.get("special_scale", "none") != "none" or params.get("special_operand", "none") != "none"
+    return {**params, "purpose": "special" if special else "valid"}
 
 
 def _valid_floor(budget: int) -> int:
@@ -1088,6 +1089,11 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
     ]
 
 
+def specials_asked(axes: Mapping[str, Any]) -> bool:
+    """Whether the profile asks for special values (its special_scale axis lists one)."""
+    return any(value != "none" for value in axes.get("special_scale", ()))
+
+
 def _listed_sizes(value) -> set:
     """The sizes an axis of M (a list or a {min, max} range) holds."""
     if isinstance(value, dict):
@@ -1119,12 +1125,22 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
             # An fp8 output with its output scale (torch._scaled_mm's scale_result), as an fp8
             # activation for the next layer is made.
             wanted[1:1] = [({"out_dtype": "e4m3fn", "scale_result": "two", "bias": False}, "fp8out")]
+        # NaN in an operand (inf where the dtype has one: e5m2), not only in a scale.
+        fp8 = [
+            p for p in bases if p["dtype_a"] in ("e4m3fn", "e5m2") and p.get("value_regime", "standard") == "standard"
+        ]
+        if fp8 and specials_asked(axes):
+            wanted[3:3] = [({"special_operand": "nan"}, "nan-a")]
+            if any(p["dtype_a"] == "e5m2" for p in fp8):
+                wanted[4:4] = [({"special_operand": "inf"}, "inf-a")]
         rowwise = [p for p in bases if not FORM_BY_ID[p["scale_a"]].per_tensor] or bases
         for base in rowwise[:1]:
             wanted += [({"m": base["n"]}, "m=n"), ({"m": base["k"], "n": base["k"]}, "m=n=k")]
         for index, (change, label) in enumerate(wanted):
             offset = zlib.crc32(f"{kernel.name}::server::{label}".encode())
             pool = rowwise if label.startswith("m=") else bases
+            if label.endswith("-a"):
+                pool = [p for p in fp8 if label == "nan-a" or p["dtype_a"] == "e5m2"]
             for step in range(len(pool)):
                 base = pool[(offset + step) % len(pool)]
                 case = {**base, **change, "mode": modes[(offset + index) % len(modes)]}
