@@ -157,7 +157,8 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
     if params.get("special_operand", "none") != "none":
         # A non-finite operand element: the IEEE value, the tolerance from the finite elements.
         value = a @ b if bias is None else a @ b + bias
-        terms = bound_terms(*(torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) for x in (a, b)), bias)
+        finite_a_op, finite_b_op = (torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) for x in (a, b))
+        terms = bound_terms(finite_a_op, finite_b_op, bias)
         magnitude = torch.where(
             torch.isfinite(value), torch.maximum(terms["value"].abs(), value.abs()), terms["value"].abs()
         )
