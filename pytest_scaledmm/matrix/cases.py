@@ -563,6 +563,12 @@ class GenerationNotes:
         for kernel, sets in part.possible.items():
             merged = self.possible.setdefault(kernel, {})
             for key, items in sets.items():
+                if isinstance(items, dict):  # axis_values: per axis, the values of every part
+                    axes_known = merged.setdefault(key, {})
+                    for axis, values in items.items():
+                        seen = axes_known.setdefault(axis, [])
+                        seen += [value for value in values if value not in seen]
+                    continue
                 known = merged.setdefault(key, [])
                 known += [item for item in items if item not in known]
         for kernel, keys in part.boundary_reasons.items():

@@ -20,6 +20,7 @@ from .corpus import check_kernels, check_sizes, included_cases
 from .errors import MatrixError
 from .packs import PACK_KERNELS
 from .schema import (
+    AXIS_DEFAULTS,  # noqa: F401  re-exported: the neutral values, for callers of spec
     CATEGORICAL_AXES,
     DEFAULT_LIMITS,
     KERNEL_AXES,
