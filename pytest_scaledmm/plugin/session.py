@@ -228,7 +228,10 @@ class MatrixSession:
 
     def start_runner(self) -> None:
         """After collection: the child gets its settings and loads the kernels while the first
-        case is handed out (a child that cannot start says so in the first case)."""
+        case is handed out (a child that cannot start says so in the first case). Only for the
+        child prestart_child spawned: without one no kernel runs there."""
+        if self._spare_child is None:
+            return
         try:
             self.runner().start()
         except Exception:
