@@ -78,12 +78,25 @@ def modelled_seconds(params: Mapping[str, Any]) -> float:
 
 
 def previous_durations(report_dir: Path, matrix: str | None = None) -> dict[str, float]:
-    """Case id -> seconds from the newest finished, readable report of `matrix` in the directory
-    (the placeholder this run claimed its path with holds no case and is skipped)."""
+    """Case id -> seconds from the newest finished, readable report of `matrix` in the directory."""
+    data = newest_finished_report(report_dir, matrix)
+    if data is None:
+        return {}
+    durations = {}
+    for case in data["cases"]:
+        seconds = measured_seconds(case)
+        if seconds is not None:
+            durations[case["id"]] = seconds
+    return durations
+
+
+def newest_finished_report(report_dir: Path, matrix: str | None = None) -> dict | None:
+    """The newest readable report of a finished run (of `matrix`, when given) in the directory.
+    The placeholder a run claims its path with holds no case and is skipped."""
     try:
         reports = sorted(report_dir.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
     except OSError:
-        return {}
+        return None
     for path in reports:
         try:
             data = load_report(path)
@@ -93,13 +106,8 @@ def previous_durations(report_dir: Path, matrix: str | None = None) -> dict[str,
             continue
         if matrix is not None and (data.get("matrix") or {}).get("path") != matrix:
             continue
-        durations = {}
-        for case in data["cases"]:
-            seconds = measured_seconds(case)
-            if seconds is not None:
-                durations[case["id"]] = seconds
-        return durations
-    return {}
+        return dict(data)
+    return None
 
 
 class CostOrder:

@@ -16,9 +16,9 @@ from ..execution.triage import headline
 from ..matrix.compile_modes import inductor_modes
 from ..matrix.schema import SCALE_RANK
 from ..reports.printable import printable
-from ..reports.report import ReportError, load_report
 from ..verdict import outcome as oc
 from .items import user_property
+from .schedule import newest_finished_report
 
 if TYPE_CHECKING:
     from xdist.remote import Producer
@@ -37,18 +37,8 @@ def last_failures(report_dir: Path, matrix: str | None = None) -> set[str]:
     like pytest's --ff. The unfinished report this run claimed its path with is skipped: it is
     the newest, and holds no case."""
 
-    reports = sorted(report_dir.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for path in reports:
-        try:
-            data = load_report(path)
-        except ReportError:
-            continue
-        if "generated" not in (data.get("session") or {}):
-            continue  # a claimed path's placeholder, not a run's results
-        if matrix is not None and (data.get("matrix") or {}).get("path") != matrix:
-            continue
-        return {c["id"] for c in data["cases"] if c["outcome"] in oc.FAILURES}
-    return set()
+    data = newest_finished_report(report_dir, matrix)
+    return {c["id"] for c in data["cases"] if c["outcome"] in oc.FAILURES} if data is not None else set()
 
 
 class FirstFailureOrder:
