@@ -11,7 +11,37 @@ from pathlib import Path
 import yaml
 
 # One case per kernel: a 0-D scale against a [1] one, compiled with aot_eager, the smallest shape.
-BASE_AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
+# The axes a matrix that leaves them out gets the whole range of (schema.PRODUCTION_DEFAULTS),
+# narrowed to their neutral value: tests of reporting and running keep one case per kernel.
+SYNTHETIC = {
+    "dtype_a": ["e4m3fn"],
+    "dtype_b": ["e4m3fn"],
+    "out_dtype": ["bf16"],
+    "bias": [False],
+    "use_fast_accum": [False],
+    "scale_layout": ["contiguous"],
+    "activation_rank": [2],
+    "special_scale": ["none"],
+    "value_regime": ["standard"],
+    "operand_layout": ["dense"],
+    "bias_dtype": ["out"],
+    "scale_dtype": ["fp32"],
+}
+BASE_AXES = {
+    "scale_a": ["tensor_0d"],
+    "scale_b": ["tensor_1d"],
+    "mode": ["aot_eager"],
+    "m": [4],
+    "k": [32],
+    "n": [16],
+    **SYNTHETIC,
+}
+
+
+def synthetic(axes: dict, *keep: str) -> dict:
+    """`axes` with the SYNTHETIC axes it does not list (but those in `keep`, left out) added."""
+    return {**{k: v for k, v in SYNTHETIC.items() if k not in keep}, **axes}
+
 
 # Cases in the pytest process without triage: for tests of reporting, not of isolation.
 IN_PROCESS = ("--scaledmm-isolate=no", "--no-scaledmm-triage")

@@ -17,7 +17,7 @@ def _compiling() -> bool:
 
 
 def _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype):
-    tokens = a.reshape(-1, a.shape[-1])  # a 3-D activation is B x T tokens
+    tokens = a.flatten(0, -2)  # a 3-D activation is B x T tokens (reshape(-1, K) raises at K = 0)
     out = (tokens.to(torch.float32) * scale_a) @ (b.to(torch.float32) * scale_b)
     if bias is not None:
         out = out + bias.to(torch.float32)
@@ -41,7 +41,7 @@ def _expand(scale, rows: int, cols: int):
 def _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype, k_used=None):
     """Like _dequant_mm, for every scale form (block scales too); only the first `k_used` products
     of each dot are summed when given."""
-    tokens = a.reshape(-1, a.shape[-1]).to(torch.float32)
+    tokens = a.flatten(0, -2).to(torch.float32)
     m, k = tokens.shape
     n = b.shape[-1]
     left = tokens * _expand(scale_a, m, k)
@@ -308,3 +308,57 @@ def wraps_scaled_mm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_ac
     return torch._scaled_mm(
         a, b, scale_a=scale_a, scale_b=scale_b, bias=bias, out_dtype=out_dtype, use_fast_accum=use_fast_accum
     )
+
+
+# -- input-space dimensions a synthetic matrix never reaches ---------------------------------------
+
+
+def k_tail_of_32_dropped(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only at a K above one 32-block with a tail (48, 80 ...): a masked K loop in steps of
+    32 that forgets the remainder; every K a multiple of 32 is right."""
+    k = a.shape[-1]
+    used = k if k <= 32 or k % 32 == 0 else k // 32 * 32
+    return _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype, k_used=used)
+
+
+def stale_second_m_tile(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only past 128 tokens: the rows of a second M tile take the first tile's last row,
+    as a kernel whose tile loop stops at one (a prefill batch, M = 129)."""
+    out = _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype)
+    flat = out.reshape(-1, out.shape[-1])
+    if flat.shape[0] > 128:
+        flat = torch.cat([flat[:128], flat[127:128].expand(flat.shape[0] - 128, -1)])
+    return flat.reshape(out.shape)
+
+
+def square_fast_path(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only where M = N: a dispatch table's square-tile entry writes the output
+    transposed (right for symmetric products only)."""
+    out = _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype)
+    if a.dim() == 2 and a.shape[0] == b.shape[1] and a.shape[0] > 1:
+        return out.t().contiguous()
+    return out
+
+
+def half_scale_bits(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only for bf16 or fp16 scales (as a library passes them, in the activation's dtype):
+    their bits are read as a 16-bit integer, as a kernel that loads every scale as raw storage."""
+
+    def raw(scale):
+        return scale if scale.dtype == torch.float32 else scale.view(torch.int16).to(torch.float32)
+
+    return _dequant_blocks(a, b, raw(scale_a), raw(scale_b), bias, out_dtype)
+
+
+def bias_promotes_output(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """Wrong output dtype with an fp32 bias beside a bf16 or fp16 output: the epilogue adds the bias
+    after the cast, so type promotion returns fp32."""
+    out = _dequant_blocks(a, b, scale_a, scale_b, None, out_dtype)
+    return out if bias is None else out + bias
+
+
+def sanitizes_operands(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only with a NaN or inf in an operand: the kernel zeroes non-finite inputs (a
+    saturating load), so an overflowed activation's row comes out finite instead of NaN."""
+    clean = torch.nan_to_num(a.to(torch.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    return _dequant_blocks(clean, b, scale_a, scale_b, bias, out_dtype)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import yaml
 
-from matrices import IN_PROCESS
+from matrices import IN_PROCESS, synthetic
 from pytest_scaledmm.matrix.cases import generate_cases
 from pytest_scaledmm.matrix.spec import load_spec
 
@@ -18,7 +18,7 @@ def spec_of(tmp_path: Path, axes: dict, cases: int = 60, kernel=KERNEL, profile_
     document = {
         "version": 1,
         "kernels": [kernel],
-        "axes": axes,
+        "axes": synthetic(axes, "dtype_a", "dtype_b", "out_dtype"),
         "profiles": {"default": {"cases": cases, **({"axes": profile_axes} if profile_axes else {})}},
     }
     path = tmp_path / "matrix.yaml"
@@ -40,7 +40,7 @@ def test_left_out_scale_axes_take_the_declared_forms(tmp_path):
     assert {(c["scale_a"], c["scale_b"], c["mode"]) for c in cases} >= {
         (a, b, m) for a in FORMS for b in FORMS for m in ("aot_eager", "inductor")
     }
-    assert len(cases) == 60 and notes["warnings"] == []
+    assert len(cases) == 60 and [w for w in notes["warnings"] if "production data" not in w] == []
 
 
 def test_left_out_dtype_axes_take_the_declared_dtypes_also_without_fast_accum(tmp_path):
@@ -99,14 +99,16 @@ def test_the_warning_is_shown_in_the_run_summary_and_kept_in_the_report(matrix_p
             {
                 "version": 1,
                 "kernels": [{**KERNEL, "scale_forms": ["tensor_0d", "rowwise"]}],
-                "axes": {
-                    "scale_a": ["tensor_0d"],
-                    "scale_b": ["tensor_0d"],
-                    "mode": ["aot_eager"],
-                    "m": [4],
-                    "k": [32],
-                    "n": [16],
-                },
+                "axes": synthetic(
+                    {
+                        "scale_a": ["tensor_0d"],
+                        "scale_b": ["tensor_0d"],
+                        "mode": ["aot_eager"],
+                        "m": [4],
+                        "k": [32],
+                        "n": [16],
+                    }
+                ),
                 "profiles": {"default": {"cases": 5}},
             },
             sort_keys=False,
@@ -121,9 +123,17 @@ def test_the_warning_is_shown_in_the_run_summary_and_kept_in_the_report(matrix_p
     assert any("declares scale_b rowwise" in w for w in warnings)
 
 
-def test_built_in_kernels_keep_the_matrix_defaults(tmp_path):
-    """A built-in's declaration bounds what its op takes; what to test is the matrix's word."""
-    spec = spec_of(tmp_path, {"mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}, cases=4, kernel="fp8_linear")
+def test_built_in_kernels_take_the_whole_range_their_model_accepts(tmp_path):
+    """A built-in's left-out scale axes take the production range, narrowed by its support model
+    (fp8_linear: per-tensor scales only); a listed axis is the matrix's word."""
+    axes = {"mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
+    spec = spec_of(tmp_path, axes, cases=40, kernel="fp8_linear")
     cases, notes = cases_and_notes(spec)
-    assert {(c["scale_a"], c["scale_b"]) for c in cases} == {("tensor_0d", "tensor_0d")}
+    valid = {(c["scale_a"], c["scale_b"]) for c in cases if c["purpose"] == "valid"}
+    forms = ("tensor_0d", "tensor_1d", "tensor_1x1")
+    assert valid == {(a, b) for a in forms for b in forms}
     assert not any("declares" in w for w in notes["warnings"])
+    listed = spec_of(
+        tmp_path, {**axes, "scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"]}, cases=4, kernel="fp8_linear"
+    )
+    assert {(c["scale_a"], c["scale_b"]) for c in cases_and_notes(listed)[0]} == {("tensor_0d", "tensor_0d")}

@@ -9,7 +9,7 @@ import sys
 import yaml
 from reports_factory import case, report, write
 
-from matrices import IN_PROCESS, matrix_text, planted
+from matrices import IN_PROCESS, matrix_text, planted, synthetic
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.verdict.outcome import ErrorInfo, normalise_message, signature_of
 
@@ -65,7 +65,7 @@ def _line(text: str) -> int:
     return next(i for i, line in enumerate(KERNELS.splitlines(), 1) if text in line)
 
 
-AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"], "mode": ["aot_eager"], "k": [32]}
+AXES = synthetic({"scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"], "mode": ["aot_eager"], "k": [32]})
 
 
 def _project(pytester, kernels, axes):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from direct_run import run_matrix
 
-from matrices import matrix_text, planted
+from matrices import matrix_text, planted, synthetic
 from pytest_scaledmm.verdict import draw
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict import reference as reference_module
@@ -26,6 +26,7 @@ BASE_AXES = {
     "n": [16],
     "out_dtype": ["fp32"],
 }
+BASE_AXES = synthetic(BASE_AXES)
 EVERY_K = [32, 1024, 4096, 16384]
 # fast accumulation: the old bound's 2^-13 per product, the loosest it had
 LARGE_K = {"k": [1024, 2048], "use_fast_accum": [True]}

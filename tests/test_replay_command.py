@@ -13,11 +13,13 @@ import torch
 import yaml
 from reports_factory import CAND, case, report, write
 
-from matrices import IN_PROCESS, planted
+from matrices import IN_PROCESS, planted, synthetic
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.matrix.replay_command import replay_command
 
-AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4, 8], "k": [32], "n": [16]}
+AXES = synthetic(
+    {"scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"], "mode": ["aot_eager"], "m": [4, 8], "k": [32], "n": [16]}
+)
 OPTIONS = ("--scaledmm-matrix", "--scaledmm-profile", "--scaledmm-seed", "--scaledmm-device", "--scaledmm-recorded-on")
 
 

@@ -59,7 +59,9 @@ def test_xdist_hands_out_the_costliest_case_first_unless_told_otherwise(matrix_p
         """
         version: 1
         kernels: [aten_scaled_mm]
-        axes: {scale_a: [tensor_0d, tensor_1d], scale_b: [tensor_0d], mode: [eager, aot_eager], m: [16], k: [32], n: [16]}
+        axes: {scale_a: [tensor_0d, tensor_1d], scale_b: [tensor_0d], mode: [eager, aot_eager], m: [16], k: [32], n: [16],
+               dtype_a: [e4m3fn], dtype_b: [e4m3fn], out_dtype: [bf16], bias: [false], use_fast_accum: [false],
+               scale_layout: [contiguous], special_scale: [none], value_regime: [standard], operand_layout: [dense]}
         profiles: {default: {cases: 4}}
         """
     )

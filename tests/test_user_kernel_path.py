@@ -13,7 +13,7 @@ import textwrap
 import pytest
 import yaml
 
-from matrices import IN_PROCESS, matrix_text, planted
+from matrices import IN_PROCESS, matrix_text, planted, synthetic
 
 KERNELS = """
 import torch
@@ -30,7 +30,9 @@ def doubled(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=Fals
     return (2 * right(a, b, scale_a, scale_b, bias=bias, out_dtype=out_dtype).float()).to(out_dtype)
 """
 
-AXES = {"scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"], "mode": ["aot_eager"], "m": [4, 8], "k": [32], "n": [16]}
+AXES = synthetic(
+    {"scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"], "mode": ["aot_eager"], "m": [4, 8], "k": [32], "n": [16]}
+)
 
 
 def matrix(*kernels) -> str:

@@ -255,7 +255,7 @@ def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) 
     from ..verdict.draw import make_inputs  # noqa: PLC0415  lazy: imports torch
     from ..verdict.opcheck import opcheck_params  # noqa: PLC0415  lazy: imports torch
 
-    if case.params.get("special_scale", "none") != "none":
+    if case.params.get("special_scale", "none") != "none" or case.params.get("special_operand", "none") != "none":
         inputs = make_inputs(opcheck_params(case.params), input_seed(ctx.run_seed, case.id), ctx.device)
 
     saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()

@@ -68,6 +68,8 @@ def case_id(params: Mapping[str, Any]) -> str:
     if params.get("special_scale", "none") != "none":
         side = params.get("special_side", "a")
         parts.append(params["special_scale"] + ("_b" if side == "b" else ""))
+    if params.get("special_operand", "none") != "none":
+        parts.append(f"{params['special_operand']}_in_a")
     if params.get("value_regime", "standard") != "standard":
         parts.append(REGIME_SHORT[params["value_regime"]])
     if params.get("operand_layout", "dense") != "dense":
@@ -81,6 +83,8 @@ def case_id(params: Mapping[str, Any]) -> str:
         parts.append(f"bias{params['bias_dtype']}")
     if params.get("scale_keepdim"):
         parts.append("keepdim")
+    if params.get("scale_dtype", "fp32") != "fp32":
+        parts.append(f"s{params['scale_dtype']}")
     digest = hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:6]
     return "-".join(parts + [digest])
 

@@ -30,7 +30,16 @@ from ..verdict.scale_forms import FORMS, own_pairings
 from .case_params import Case, case_id, make_case, matches
 from .compile_modes import compile_mode
 from .kernels import kernel_accepts_fast_accum
-from .schema import CATEGORICAL_AXES, GROUPED_KERNELS, KERNEL_AXES, takes_axis
+from .schema import (
+    ALL_KERNELS,
+    CATEGORICAL_AXES,
+    GROUPED_KERNELS,
+    KERNEL_AXES,
+    PRODUCTION_AXES,
+    SERVER_M,
+    defaults_digest,
+    takes_axis,
+)
 from .shapes import DIMS, dim_pools, empty_dims
 from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
@@ -39,7 +48,7 @@ FORM_BY_ID = {form.id: form for form in FORMS}
 
 
 def given_axes(spec: Spec, profile: Profile) -> set:
-    """The axes the matrix or the profile lists; the others take schema.AXIS_DEFAULTS."""
+    """The axes the matrix or the profile lists; the others take schema.PRODUCTION_DEFAULTS."""
     return set(spec.axes) | set(profile.axes)
 
 
@@ -86,6 +95,8 @@ def kernel_axes(kernel: KernelSpec, axes: Mapping[str, Any], given: set | None =
     builtin = kernel.impl is None and kernel.fn is None
     for name, (_, neutral, takers) in KERNEL_AXES.items():
         asked = list(axes.get(name, [neutral]))
+        if builtin and takers != ALL_KERNELS and given is not None and name not in given:
+            asked = [neutral]  # a built-in's own axes (bias dtype ...): where the matrix lists them
         # Only where the profile asks for more than the neutral value: other ids stay as they were.
         if takes_axis(kernel.name, takers, builtin) and (kernel.name in GROUPED_KERNELS or asked != [neutral]):
             values[name] = asked
@@ -347,6 +358,8 @@ def production_data_fits(row: Mapping) -> bool:
     one-element scale_a."""
     regime = row.get("value_regime", "standard")
     layout = row.get("operand_layout", "dense")
+    if row.get("scale_dtype", "fp32") != "fp32" and regime not in ("standard", "cancelling"):
+        return False  # half-precision scales round the values the other regimes place at a range's edge
     if regime == "standard" and layout == "dense":
         return True
     forms = [FORM_BY_ID[row[side]] for side in ("scale_a", "scale_b") if side in row]
@@ -509,7 +522,7 @@ def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[lis
 
 
 # Notes that count cases; a composite's are its parts' summed.
-COUNTERS = ("covering_rows", "drawn", "empty", "boundary", "special", "truncated")
+COUNTERS = ("covering_rows", "drawn", "empty", "server", "boundary", "special", "truncated")
 
 
 @dataclass
@@ -522,14 +535,16 @@ class GenerationNotes:
     covering_rows: int = 0
     drawn: int = 0
     empty: int = 0
+    server: int = 0  # the server slice's cases: token counts the axis of M leaves out, M = N (= K)
     boundary: int = 0
     special: int = 0
     truncated: int = 0
     included: int = 0
     duplicates: int | None = None  # a composite's: cases an earlier part already had
     left_out_modes: list[str] = field(default_factory=list)
+    m_added: dict[str, list[int]] = field(default_factory=dict)  # kernel -> M of the server slice
     warnings: list[str] = field(default_factory=list)
-    possible: dict[str, dict[str, list]] = field(default_factory=dict)
+    possible: dict[str, dict[str, Any]] = field(default_factory=dict)
     boundary_reasons: dict[str, list[str]] = field(default_factory=dict)
     families: list[str] = field(default_factory=list)
     parts: dict[str, int] | None = None  # a composite's: cases per part, before duplicates
@@ -541,10 +556,19 @@ class GenerationNotes:
         for key in COUNTERS:
             setattr(self, key, getattr(self, key) + getattr(part, key))
         self.left_out_modes += [mode for mode in part.left_out_modes if mode not in self.left_out_modes]
+        for kernel, sizes in part.m_added.items():
+            known_m = self.m_added.setdefault(kernel, [])
+            known_m += [size for size in sizes if size not in known_m]
         self.warnings += part.warnings
         for kernel, sets in part.possible.items():
             merged = self.possible.setdefault(kernel, {})
             for key, items in sets.items():
+                if isinstance(items, dict):  # axis_values: per axis, the values of every part
+                    axes_known = merged.setdefault(key, {})
+                    for axis, values in items.items():
+                        seen = axes_known.setdefault(axis, [])
+                        seen += [value for value in values if value not in seen]
+                    continue
                 known = merged.setdefault(key, [])
                 known += [item for item in items if item not in known]
         for kernel, keys in part.boundary_reasons.items():
@@ -555,11 +579,14 @@ class GenerationNotes:
         """The notes as the run records them; a composite's keys only for a composite, the modes
         left out only where some are."""
         found: dict[str, Any] = {"arch": self.arch, **{key: getattr(self, key) for key in COUNTERS}}
+        found["defaults"] = defaults_digest()
         found["included"] = self.included
         if self.duplicates is not None:
             found["duplicates"] = self.duplicates
         if self.left_out_modes:
             found["left_out_modes"] = self.left_out_modes
+        if self.m_added:
+            found["m_added"] = self.m_added
         found.update(
             warnings=self.warnings,
             possible=self.possible,
@@ -660,6 +687,8 @@ class _Slices:
     what the valid cases leave."""
 
     empties: list[dict]
+    server: list[dict]
+    listed_m: set
     boundary_core: list[dict]
     boundary_extra: list[dict]
     boundary: list[dict]
@@ -678,8 +707,18 @@ def _slices(rows: list[KernelRows], axes: Mapping[str, Any], families: dict, bud
     boundary = core[:boundary_cap]
     specials = _special(rows, families, list(axes.get("special_side", ["a"])))
     special_floor = min(len(specials), budget * SPECIAL_SHARE_PERCENT // 100)
-    special = specials[: max(special_floor, budget - len(boundary) - _valid_floor(budget))]
-    return _Slices(empties, core, extra, boundary, specials, special)
+    covering = sum(len(r.valid) for r in rows)
+    # A profile that pins the production axes to their neutral value is a synthetic slice (a
+    # benchmark's, a smoke run's): no server sizes either. Else what the covering rows and the
+    # other slices' floors leave, a few per kernel at least, a sixth of the budget at most.
+    synthetic = all(list(axes.get(axis, ())) == [_neutral_of(axis)] for axis in PRODUCTION_AXES)
+    server = [] if synthetic else _server_slice(rows, axes, families)
+    spare = budget - len(boundary) - special_floor - covering - len(empties)
+    server = server[: min(len(server), max(len(rows) * 4, spare), budget // 6)]
+    # The valid share holds the covering rows and the empty and server slices where they fit.
+    valid_need = max(_valid_floor(budget), covering + len(empties) + len(server))
+    special = specials[: max(special_floor, budget - len(boundary) - valid_need)]
+    return _Slices(empties, server, _listed_sizes(axes["m"]), core, extra, boundary, specials, special)
 
 
 SLOTS = ("valid", "special", "boundary")
@@ -748,11 +787,17 @@ def _take_slices(slices: _Slices, budget: int, chosen: _Chosen, notes: Generatio
     share, more special and boundary cases up to the budget."""
     for params in slices.empties:
         notes.empty += chosen.take(params, "valid")
+    for params in slices.server:
+        if chosen.take(_purposed(params), "valid"):
+            notes.server += 1
+            if params["m"] not in slices.listed_m:
+                added = notes.m_added.setdefault(params["kernel"], [])
+                added += [params["m"]] * (params["m"] not in added)
     for params in slices.special:
         notes.special += chosen.take(params, "special")
     for params in slices.boundary:
         notes.boundary += chosen.take(params, "boundary")
-    left = budget - notes.covering_rows - notes.drawn - notes.empty - notes.special - notes.boundary
+    left = budget - notes.covering_rows - notes.drawn - notes.empty - notes.server - notes.special - notes.boundary
     spare = [(p, "special") for p in slices.specials[len(slices.special) :]] + [
         (p, "boundary") for p in slices.boundary_core[len(slices.boundary) :] + slices.boundary_extra
     ]
@@ -782,19 +827,22 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     rows = [_kernel_rows(spec, profile, kernel, axes, modes, arch) for kernel in kernels]
     slices = _slices(rows, axes, families, budget)
     chosen = _Chosen(spec, kernels)
-    valid_budget = budget - len(slices.boundary) - len(slices.special) - len(slices.empties)
+    valid_budget = budget - len(slices.boundary) - len(slices.special) - len(slices.empties) - len(slices.server)
     rows = _take_valid(spec, rows, valid_budget, chosen, notes)
     _take_slices(slices, budget, chosen, notes)
     cases = chosen.cases()
     notes.warnings = _narrowing_warnings(profile, axes, rows, chosen.by_kernel, len(cases))
+    notes.warnings += _synthetic_warning(profile, cases)
     if with_included:
         notes.included += _add_included(spec, cases, chosen.seen)
     notes.possible = {
         kernel.name: {
             "scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],
             "form_class": [list(t) for t in space.possible_form_classes()],
+            "axis_values": _axis_values(space, values, specials, axes),
+            **({"m_added": notes.m_added[kernel.name]} if kernel.name in notes.m_added else {}),
         }
-        for kernel, space, values, *_ in rows
+        for kernel, space, values, specials, _ in rows
     }
     notes.boundary_reasons = {
         kernel.name: sorted({p["expected_refusal"] for p in chosen.by_kernel[kernel.name]["boundary"]})
@@ -802,6 +850,37 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     }
     notes.families = list(families)
     return cases, notes
+
+
+def _axis_values(space: KernelSpace, values: Mapping[str, list], specials: list, axes: Mapping[str, Any]) -> dict:
+    """The values of each dimension the kernel's cases could take (its space): the axes it is
+    given, the special values of its special slice, the shape classes of M, K and N (with the
+    empty ones the axes list); the coverage line says which of them cases drew."""
+    # A value no valid row can have (an exclude rule, the model) is not in the space.
+    found = {axis: [v for v in vals if space.allowed({axis: v})] for axis, vals in values.items()}
+    found["special_scale"] = ["none", *specials]
+    empty = empty_dims(axes)
+    for dim in DIMS:
+        found[f"{dim}_class"] = [f"{dim}0"] * (dim in empty) + list(space.classes[f"{dim}_class"])
+    return found
+
+
+def _neutral_of(axis: str):
+    return KERNEL_AXES[axis][1] if axis in KERNEL_AXES else "none"
+
+
+def _synthetic_warning(profile: Profile, cases: Sequence[Case]) -> list[str]:
+    """A line when no case holds production data: the profile's axes give value_regime,
+    operand_layout and special_scale their neutral value only (synthetic data, which is known
+    to hide bugs)."""
+    neutral = {axis: _neutral_of(axis) for axis in PRODUCTION_AXES}
+    if not cases or any(case.params.get(axis, value) != value for case in cases for axis, value in neutral.items()):
+        return []
+    listed = ", ".join(f"{axis}: [{value}]" for axis, value in neutral.items())
+    return [
+        f"profile {profile.name!r} draws no production data (its axes give {listed} only): leave these"
+        " axes out, or list more values, to test the values, layouts and special scales real kernels meet"
+    ]
 
 
 def _narrowing_warnings(profile: Profile, axes: Mapping[str, Any], spaces: list, chosen: dict, total: int) -> list[str]:
@@ -843,7 +922,8 @@ def runnable_modes(modes: list, arch: str) -> list:
 
 
 def _purposed(params: dict) -> dict:
-    return {**params, "purpose": "special" if params.get("special_scale", "none") != "none" else "valid"}
+    special = params.get("special_scale", "none") != "none" or params.get("special_operand", "none") != "none"
+    return {**params, "purpose": "special" if special else "valid"}
 
 
 def _valid_floor(budget: int) -> int:
@@ -1009,6 +1089,70 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
                 case.update(purpose="boundary", expected_refusal=broken[0]) if broken else case.update(purpose="valid")
                 if len(broken) <= 1:
                     found.append(case)
+        per_kernel.append(found)
+    return [
+        cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)
+    ]
+
+
+def specials_asked(axes: Mapping[str, Any]) -> bool:
+    """Whether the profile asks for special values (its special_scale axis lists one)."""
+    return any(value != "none" for value in axes.get("special_scale", ()))
+
+
+def _listed_sizes(value) -> set:
+    """The sizes an axis of M (a list or a {min, max} range) holds."""
+    if isinstance(value, dict):
+        return set(range(value["min"], value["max"] + 1))
+    return set(value)
+
+
+def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list[dict]:
+    """Per kernel, the token counts a server meets (schema.SERVER_M) that the axis of M does not
+    list, each on a valid case of its own; two K tails of a 32-block and an fp8 output with its
+    scale_result (below); then M = N and M = N = K on a valid case (rowwise scales first: a
+    kernel that tells per-token from per-channel scales by their length is wrong only there).
+    Only cases the kernel's model takes; kernels interleaved."""
+    listed = _listed_sizes(axes["m"])
+    per_kernel = []
+    for kernel, space, _, _, valid in spaces:
+        found: list[dict] = []
+        bases = [{k: v for k, v in p.items() if k != "special_side"} for p in valid if p["purpose"] == "valid"]
+        if not bases:
+            per_kernel.append(found)
+            continue
+        modes = [mode for family_modes in families.values() for mode in family_modes]
+        wanted: list[tuple[dict[str, Any], str]] = [({"m": m}, f"m{m}") for m in SERVER_M if m not in listed]
+        # K above one 32-block and not a multiple of it (48, 80: a 32-wide K loop's remainder),
+        # where the axis of K lists one: its class (ktail) holds other sizes too.
+        tails = sorted(k for k in _listed_sizes(axes["k"]) if k > 32 and k % 32)
+        wanted[2:2] = [({"k": k}, f"k{k}") for k in tails[:2]]
+        if takes_axis(kernel.name, KERNEL_AXES["scale_result"][2], kernel.impl is None and kernel.fn is None):
+            # An fp8 output with its output scale (torch._scaled_mm's scale_result), as an fp8
+            # activation for the next layer is made.
+            wanted[1:1] = [({"out_dtype": "e4m3fn", "scale_result": "two", "bias": False}, "fp8out")]
+        # NaN in an operand (inf where the dtype has one: e5m2), not only in a scale.
+        fp8 = [
+            p for p in bases if p["dtype_a"] in ("e4m3fn", "e5m2") and p.get("value_regime", "standard") == "standard"
+        ]
+        if fp8 and specials_asked(axes):
+            wanted[3:3] = [({"special_operand": "nan"}, "nan-a")]
+            if any(p["dtype_a"] == "e5m2" for p in fp8):
+                wanted[4:4] = [({"special_operand": "inf"}, "inf-a")]
+        rowwise = [p for p in bases if not FORM_BY_ID[p["scale_a"]].per_tensor] or bases
+        for base in rowwise[:1]:
+            wanted += [({"m": base["n"]}, "m=n"), ({"m": base["k"], "n": base["k"]}, "m=n=k")]
+        for index, (change, label) in enumerate(wanted):
+            offset = zlib.crc32(f"{kernel.name}::server::{label}".encode())
+            pool = rowwise if label.startswith("m=") else bases
+            if label.endswith("-a"):
+                pool = [p for p in fp8 if label == "nan-a" or p["dtype_a"] == "e5m2"]
+            for step in range(len(pool)):
+                base = pool[(offset + step) % len(pool)]
+                case = {**base, **change, "mode": modes[(offset + index) % len(modes)]}
+                if case["m"] and not space.model.breaks(case) and not space._excluded(case):
+                    found.append(case)
+                    break
         per_kernel.append(found)
     return [
         cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)

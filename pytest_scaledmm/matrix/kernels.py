@@ -272,11 +272,22 @@ def scaled_mm_v2_functional(a, b, scale_a, scale_b, *, bias=None, out_dtype, use
     )
 
 
+def _empty_sum(shape, bias, out_dtype, device):
+    """The output at K = 0: every dot product is an empty sum, so the bias alone (torch._scaled_mm
+    leaves such an output uninitialised on the CPU)."""
+    import torch  # noqa: PLC0415  torch: start-up time
+
+    out = torch.zeros(shape, dtype=torch.float32, device=device)
+    return (out if bias is None else out + bias.to(torch.float32)).to(out_dtype)
+
+
 def _fp8_linear(a, b, scale_a, scale_b, bias, out_dtype, use_fast_accum, lift: bool):
     import torch  # noqa: PLC0415  torch: start-up time
 
-    tokens = a.reshape(-1, a.shape[-1])
+    tokens = a.flatten(0, -2)  # not reshape(-1, K): at K = 0 the -1 is ambiguous and raises
     output_shape = [*a.shape[:-1], b.shape[1]]
+    if tokens.shape[1] == 0:
+        return _empty_sum(output_shape, bias, out_dtype, a.device)
     count = tokens.shape[0]
     if count < TOKEN_PADDING:
         tokens = torch.cat([tokens, tokens.new_zeros((TOKEN_PADDING - count, tokens.shape[1]))])
@@ -309,7 +320,9 @@ def fp8_linear_rowwise(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast
     keepdim=True) of a 3-D activation); per-channel weight scales; output reshaped back."""
     import torch  # noqa: PLC0415  torch: start-up time
 
-    tokens = a.reshape(-1, a.shape[-1])
+    tokens = a.flatten(0, -2)
+    if tokens.shape[1] == 0:
+        return _empty_sum([*a.shape[:-1], b.shape[1]], bias, out_dtype, a.device)
     out = _first(
         torch._scaled_mm(
             tokens,

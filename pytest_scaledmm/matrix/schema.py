@@ -48,13 +48,14 @@ CATEGORICAL_AXES: dict[str, list[Any]] = {
 # ids of every other kernel and profile stay as they were.
 GROUPED_KERNELS = ("scaled_grouped_mm",)
 ALL_KERNELS = "*"  # an axis every kernel takes, user kernels included, but the grouped ones
+USER_KERNELS = "user"  # among an axis's takers: every user kernel (impl or hook) takes it
 
 
 def takes_axis(kernel_name: str, takers, builtin: bool) -> bool:
     """Whether a kernel takes a KERNEL_AXES axis."""
     if takers == ALL_KERNELS:
         return kernel_name not in GROUPED_KERNELS
-    return builtin and kernel_name in takers
+    return kernel_name in takers if builtin else USER_KERNELS in takers
 
 
 # name -> (values, neutral value, the kernels that take it or ALL_KERNELS).
@@ -70,8 +71,11 @@ KERNEL_AXES: dict[str, tuple[list[Any], Any, Union[tuple[str, ...], str]]] = {
     "bias_dtype": (
         ["out", "bf16", "fp16", "fp32"],
         "out",
-        ("aten_scaled_mm", "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise"),
+        ("aten_scaled_mm", "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise", USER_KERNELS),
     ),
+    # The dtype user kernels get their fp32-form scales in: libraries pass them in the
+    # activation's dtype (the built-in ops take fp32 scales only).
+    "scale_dtype": (["fp32", "bf16", "fp16"], "fp32", (USER_KERNELS,)),
     # A rowwise scale of a 3-D activation as amax(dim=-1, keepdim=True) gives it: [B, T, 1].
     "scale_keepdim": ([False, True], False, ("fp8_linear_rowwise",)),
     # Production data (verdict/regimes.py, verdict/layouts.py), for every kernel but the grouped
@@ -88,7 +92,8 @@ SHAPE_LIMITS = [row.name for row in SUPPORT_FIELDS if row.group == SHAPE_LIMIT]
 SUPPORT_RULES = [row.name for row in SUPPORT_FIELDS if row.group == RULE]
 ALL_AXES = list(CATEGORICAL_AXES) + list(KERNEL_AXES) + SHAPE_AXES + ["kernel"]
 
-# What a matrix that leaves an axis out gets.
+# The neutral value of each axis: what a case without it means (an included case's missing
+# params, the order generation tries values in). Not what a matrix that leaves an axis out gets.
 AXIS_DEFAULTS: dict[str, list] = {
     "scale_a": ["tensor_0d"],
     "scale_b": ["tensor_0d"],
@@ -105,6 +110,68 @@ AXIS_DEFAULTS: dict[str, list] = {
     "k": [32],
     "n": [32],
 }
+
+
+# What a matrix that leaves an axis out gets: the whole range a kernel can be given (the
+# production data of the shipped default profile), narrowed per kernel by what it declares and
+# what its support model refuses. A matrix narrows this space by listing an axis, never widens
+# it. Modes: the three layers (autotuning and CUDA-graph modes only when listed: their compiles
+# cost seconds); 3-D activations and block scales only when listed (the kernel contract's
+# operands are 2-D, its scales per-tensor or rowwise).
+PRODUCTION_DEFAULTS: dict[str, list] = {
+    "scale_a": ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise"],
+    "scale_b": ["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise"],
+    "dtype_a": ["e5m2", "e4m3fn"],
+    "dtype_b": ["e5m2", "e4m3fn"],
+    "out_dtype": ["fp32", "bf16", "fp16"],
+    "bias": [True, False],
+    "use_fast_accum": [True, False],
+    "mode": ["eager", "aot_eager", "inductor"],
+    "scale_layout": ["noncontiguous", "contiguous", "offset", "expanded"],
+    "activation_rank": [2],
+    "special_scale": ["none", "zero", "negative", "inf", "nan"],
+    "value_regime": list(REGIMES),
+    "operand_layout": list(OPERAND_LAYOUTS),
+    "special_side": ["a", "b"],
+    # User kernels only (schema.KERNEL_AXES takers): an fp32 bias beside bf16 and fp16 outputs,
+    # scales in bf16 and fp16.
+    "bias_dtype": ["out", "fp32"],
+    "scale_dtype": ["fp32", "bf16", "fp16"],
+    # M 1, below a tile, odd tails, block edges; K one block, several, tails of a 32- and a
+    # 128-block (48, 80, 96, 192: K above one block and not a multiple of it); N aligned or not,
+    # several 128-blocks; each dim empty once.
+    "m": [0, 1, 16, 17, 33, 64, 127, 256],
+    "k": [128, 32, 64, 256, 24, 160, 20, 320, 48, 80, 96, 192, 0],
+    "n": [32, 16, 64, 128, 40, 256, 384, 0],
+}
+# Token counts a server meets besides the sizes a matrix lists (listed K and N are the weights'
+# shapes; M is every batch from 1 to the largest prefill): decode, odd tails, block edges, a
+# prefill. Added where the kernel's model takes them, in a slice of their own.
+# In the order a small budget keeps them.
+SERVER_M: dict[int, str] = {
+    1: "decode",
+    17: "odd tail",
+    129: "block edge + 1",
+    2048: "prefill",
+    128: "block edge",
+    127: "block edge - 1",
+}
+
+
+def defaults_digest() -> str:
+    """A short digest of what a matrix's left-out axes and listed M take (PRODUCTION_DEFAULTS,
+    SERVER_M): reports carry it, so that the gate can tell a change of these defaults from a
+    change of the matrix or of the kernels when two runs' cases differ."""
+    import hashlib  # noqa: PLC0415  only when a report is written
+    import json  # noqa: PLC0415
+
+    text = json.dumps({"axes": PRODUCTION_DEFAULTS, "server_m": sorted(SERVER_M)}, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+# Axes whose non-neutral values are production data: a profile that gives them only the neutral
+# value draws none, and says so.
+PRODUCTION_AXES = ("value_regime", "operand_layout", "special_scale")
 
 
 _DIM = {
@@ -259,7 +326,7 @@ MATRIX_SCHEMA = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "additionalProperties": False,
-    "required": ["version", "kernels", "axes", "profiles"],
+    "required": ["version", "kernels", "profiles"],
     "properties": {
         "version": {"const": 1},
         "seed": {"type": "integer", "minimum": 0},

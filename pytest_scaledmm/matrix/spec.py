@@ -20,12 +20,13 @@ from .corpus import check_kernels, check_sizes, included_cases
 from .errors import MatrixError
 from .packs import PACK_KERNELS
 from .schema import (
-    AXIS_DEFAULTS,
+    AXIS_DEFAULTS,  # noqa: F401  re-exported: the neutral values, for callers of spec
     CATEGORICAL_AXES,
     DEFAULT_LIMITS,
     KERNEL_AXES,
     KERNEL_DECLARATION_SCHEMA,
     MATRIX_SCHEMA,
+    PRODUCTION_DEFAULTS,
     PROFILE_BODY_KEYS,
     size_problem,
 )
@@ -152,7 +153,7 @@ class Spec:
     def axes_for(self, profile: Profile) -> dict[str, Any]:
         if profile.parts:  # no axes of its own: merging the matrix's would describe no case
             raise ValueError(f"profile {profile.name!r} is a union of profiles: take the axes of each of its parts")
-        merged = dict(AXIS_DEFAULTS)
+        merged = dict(PRODUCTION_DEFAULTS)
         merged.update(self.axes)
         merged.update(profile.axes)
         return merged
@@ -362,14 +363,17 @@ def _check_sizes(path: Path, data: Mapping[str, Any], limits: Mapping[str, int])
         largest: dict[str, int] = {}
         source: dict[str, str | None] = {}  # the key that sets each dim, None: the default
         for dim in ("m", "k", "n"):
-            for key, axes in ((f"profiles.{name}.axes.{dim}", body.get("axes", {})), (f"axes.{dim}", data["axes"])):
+            for key, axes in (
+                (f"profiles.{name}.axes.{dim}", body.get("axes", {})),
+                (f"axes.{dim}", data.get("axes") or {}),
+            ):
                 if dim in axes:
                     value = axes[dim]
                     largest[dim] = value["max"] if isinstance(value, dict) else max(value)
                     source[dim] = key
                     break
             else:
-                largest[dim], source[dim] = max(AXIS_DEFAULTS[dim]), None
+                largest[dim], source[dim] = max(PRODUCTION_DEFAULTS[dim]), None
         problem = size_problem(largest["m"], largest["k"], largest["n"], limits)
         if problem is not None:
             # Named after the largest dim the matrix sets: the one to lower.
@@ -528,7 +532,7 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
     for i, name in enumerate(names):
         if names.index(name) != i:
             raise MatrixError(path, f"kernels[{i}].name", f"duplicate kernel {name!r}")
-    _check_dims(path, "axes", data["axes"])
+    _check_dims(path, "axes", data.get("axes") or {})
     profiles = _profiles(path, data["profiles"], names)
     limits = _limits(data)
     _check_sizes(path, data, limits)
@@ -553,7 +557,7 @@ def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Seque
         digest=hashlib.sha256(canonical.encode()).hexdigest()[:16],
         seed=data.get("seed", DEFAULT_SEED),
         kernels=kernels,
-        axes=dict(data["axes"]),
+        axes=dict(data.get("axes") or {}),
         archs=tuple(data.get("archs", ())),
         exclude=tuple(data.get("exclude", ())),
         profiles=profiles,

@@ -125,7 +125,60 @@ def coverage_block(records: Iterable[Mapping], possible: Mapping | None, arch: s
         }
     block["pairwise"] = pairwise
     block["production"] = production_counts(ran, checked)
+    block["dimensions"] = dimension_coverage(records, ran, checked, possible or {})
     return block
+
+
+def _dimension_value(params: Mapping, axis: str):
+    if axis.endswith("_class"):
+        dim = axis[0]
+        return classes_of(params)[dim] if params.get(dim) else f"{dim}0"
+    if axis == "special_scale":
+        return params.get("special_scale", "none")
+    return params.get(axis, AXIS_NEUTRAL.get(axis))
+
+
+def dimension_coverage(records: list, ran: list, checked: list, possible: Mapping) -> dict:
+    """Per kernel and dimension of its input space (generation's axis_values): the values some
+    case drew, those checked against the reference (valid cases; special ones that eager ran),
+    and those no case drew (the budget left them out); with the token counts the server slice
+    added."""
+    checked_ids = {id(r) for r in checked}
+    found: dict[str, dict] = {}
+    for kernel, sets in possible.items():
+        space = sets.get("axis_values")
+        if not space:
+            continue
+        own = [r for r in records if (r.get("params") or {}).get("kernel") == kernel]
+        ok = [
+            r
+            for r in own
+            if id(r) in checked_ids
+            or (r in ran and purpose_of(r) == "special" and (r.get("errors") or {}).get("eager") is not None)
+        ]
+        dims = {}
+        for axis, values in space.items():
+            drawn = {_dimension_value(r["params"], axis) for r in own}
+            done = {_dimension_value(r["params"], axis) for r in ok}
+            dims[axis] = {
+                "values": list(values),
+                "checked": [v for v in values if v in done],
+                "drawn": [v for v in values if v in drawn],
+                "left_out": [v for v in values if v not in drawn],
+            }
+        found[kernel] = {"dimensions": dims, "m_added": list(sets.get("m_added", []))}
+    return found
+
+
+# The value a case without an axis has (an included case, an axis a kernel does not take).
+AXIS_NEUTRAL = {
+    "value_regime": "standard",
+    "operand_layout": "dense",
+    "scale_layout": "contiguous",
+    "activation_rank": 2,
+    "bias": False,
+    "use_fast_accum": False,
+}
 
 
 # Production-data properties of a case (matrix/schema.KERNEL_AXES), each with the value a case
@@ -204,6 +257,7 @@ def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[s
             )
         )
 
+    lines += dimension_lines(coverage.get("dimensions") or {})
     for group in mismatch_groups(records):
         if is_user_kernel(group["kernel"]):
             # A user kernel's support model is what it declares: raising inside it is the
@@ -215,6 +269,30 @@ def coverage_lines(coverage: Mapping, records: Iterable[Mapping] = ()) -> list[s
         else:
             what = f"{group['count']} {group['purpose']} case(s) refused by eager ({group['refusal']})"
         lines.append(f"model mismatch: the op changed: {group['kernel']}: {what}, e.g. {group['example']}")
+    return lines
+
+
+def dimension_lines(dimensions: Mapping) -> list[str]:
+    """One line per kernel: for each dimension of its space with more than one value, the values
+    checked of those it had; the values drawn but never checked and those the budget left out;
+    the token counts the server slice added."""
+    lines = []
+    for kernel, block in dimensions.items():
+        dims = block.get("dimensions") or {}
+        counts = [f"{axis} {len(d['checked'])}/{len(d['values'])}" for axis, d in dims.items() if len(d["values"]) > 1]
+        unchecked = [
+            f"{axis} {', '.join(map(str, v))}"
+            for axis, d in dims.items()
+            if (v := [x for x in d["drawn"] if x not in d["checked"]])
+        ]
+        left = [f"{axis} {', '.join(map(str, d['left_out']))}" for axis, d in dims.items() if d["left_out"]]
+        line = f"coverage {kernel} (values checked/in its space): " + (", ".join(counts) or "one value per dimension")
+        if unchecked:
+            line += "; drawn, not checked: " + "; ".join(unchecked)
+        line += "; left out by the budget: " + ("; ".join(left) if left else "none")
+        if block.get("m_added"):
+            line += "; M added (token counts a server meets): " + ", ".join(map(str, block["m_added"]))
+        lines.append(line)
     return lines
 
 

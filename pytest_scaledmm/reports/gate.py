@@ -646,10 +646,31 @@ def _removed_check(j: Judgement) -> list[Finding]:
     return [
         Finding(
             f"{len(removed)} case(s) of the baseline are missing from the candidate{of_them},"
-            f" e.g. {removed[0].case_id}",
+            f" e.g. {removed[0].case_id}" + _defaults_changed(j.context),
             opt_in="allow_missing",
         )
     ]
+
+
+def _defaults_changed(ctx: GateContext) -> str:
+    """Why the case sets differ when the matrix is the same file but the plugin's defaults for
+    the axes it leaves out are not (matrix.generation.defaults), and the command that makes a
+    new baseline; else nothing."""
+    blocks: list[dict[str, Any]] = [dict(report.get("matrix") or {}) for _, report in (ctx.baseline, ctx.candidate)]
+    before, after = (dict(block.get("generation") or {}).get("defaults") for block in blocks)
+    if after is None or before == after or blocks[0].get("hash") != blocks[1].get("hash"):
+        return ""
+    matrix = blocks[1]
+    command = (
+        f"pytest --scaledmm-matrix {matrix.get('path') or 'matrix.yaml'} --scaledmm-profile"
+        f" {matrix.get('profile') or 'default'} --scaledmm-report {ctx.baseline[0]}"
+    )
+    return (
+        f"; the case sets differ because the matrix's defaults changed (the values an axis it leaves"
+        f" out takes: defaults {before or 'none recorded'} -> {after}), not the matrix: make a new"
+        f" baseline under the baseline's torch and kernels ({command}, or `tox -e baseline` in a"
+        f" `scaledmm init` project) and gate against it"
+    )
 
 
 def _failure_check(j: Judgement) -> list[Finding]:

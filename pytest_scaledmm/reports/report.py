@@ -859,11 +859,22 @@ REPORT_SCHEMA = {
                 "total_cases": _COUNT,
                 "total_ids_sha256": {"type": "string"},
                 "ids_sha256": {"type": "string"},
-                # Per kernel, what the whole run can cover (coverage.py): lists of plain values.
+                # Per kernel, what the whole run can cover (coverage.py): lists of plain values;
+                # the values of each dimension of its space, the token counts the server slice added.
                 "possible": {
                     "type": "object",
                     "additionalProperties": {
                         "type": "object",
+                        "properties": {
+                            "axis_values": {
+                                "type": "object",
+                                "additionalProperties": {
+                                    "type": "array",
+                                    "items": {"type": ["string", "integer", "boolean"]},
+                                },
+                            },
+                            "m_added": {"type": "array", "items": {"type": "integer"}},
+                        },
                         "additionalProperties": {
                             "type": "array",
                             "items": {"type": "array", "items": {"type": ["string", "integer", "boolean"]}},

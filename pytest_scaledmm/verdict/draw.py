@@ -332,6 +332,9 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
 
     if dynamic:
         scale_a, scale_b = balance_range(scale_a, scale_b, a, params)
+    if params.get("scale_dtype", "fp32") != "fp32" and not isinstance(scale_a, tuple):
+        # As a library passes them: in the activation's dtype; the reference reads these values.
+        scale_a, scale_b = (s.to(torch_dtype(params["scale_dtype"])) for s in (scale_a, scale_b))
     layout = params.get("scale_layout", "contiguous")
     if layout == "expanded":  # the reference must see the repeated value too
         scale_a, scale_b = (_each(s, lambda t: lay_out(t, layout).clone()) for s in (scale_a, scale_b))
@@ -341,6 +344,11 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         scale_b = _with_special(scale_b, special)
     else:
         scale_a = _with_special(scale_a, special)
+    if params.get("special_operand", "none") != "none" and a.numel():
+        # One non-finite element in `a` (a NaN from an overflowed activation): the reference
+        # reads it too, its row of the output is non-finite.
+        a = a.clone()
+        a[0, 0] = torch.tensor(float(params["special_operand"])).to(a.dtype)
     operand_layout = params.get("operand_layout", DENSE)
     batches = activation_batches(params)
     activation = make_activation(a, expand_scale(scale_a, params["scale_a"], "a", m, k), params) if dynamic else None

@@ -48,7 +48,7 @@ class OpcheckResult:
 def opcheck_params(params: Mapping[str, Any]) -> dict:
     """The case's parameters for its opcheck inputs: opcheck compares outputs exactly, so NaN
     from a special scale value would fail it on its own."""
-    return {**params, "special_scale": "none"}
+    return {**params, "special_scale": "none", "special_operand": "none"}
 
 
 @cache

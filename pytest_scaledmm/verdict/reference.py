@@ -154,7 +154,15 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
     a, b, bias = dequantised(params, inputs, scale_a)
     finite_a, finite_b = inputs.finite_scale_a, inputs.finite_scale_b
     special = params.get("special_scale", "none") != "none"
-    if not special or (finite_a is None and finite_b is None) or scale_a is finite_a:
+    if params.get("special_operand", "none") != "none":
+        # A non-finite operand element: the IEEE value, the tolerance from the finite elements.
+        value = a @ b if bias is None else a @ b + bias
+        finite_a_op, finite_b_op = (torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) for x in (a, b))
+        terms = bound_terms(finite_a_op, finite_b_op, bias)
+        magnitude = torch.where(
+            torch.isfinite(value), torch.maximum(terms["value"].abs(), value.abs()), terms["value"].abs()
+        )
+    elif not special or (finite_a is None and finite_b is None) or scale_a is finite_a:
         terms = bound_terms(a, b, bias)
         value = terms["value"]
         magnitude = value.abs()

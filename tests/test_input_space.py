@@ -1,0 +1,179 @@
+"""The input space a matrix leaves open: axes it leaves out take the whole production range, M
+the token counts a server meets. Each planted kernel below is wrong in one dimension a synthetic
+matrix never reached; the README's matrix as written and a matrix that lists only kernels find
+each, and the same cases of the `correct` kernel pass."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from matrices import IN_PROCESS
+from pytest_scaledmm.matrix.cases import generate_cases
+from pytest_scaledmm.matrix.spec import parse_spec
+from pytest_scaledmm.verdict import outcome as oc
+
+
+def readme_matrix(entry: dict) -> dict:
+    """The README's "your own kernel in five lines" matrix, its kernel line replaced by `entry`."""
+    return {
+        "version": 1,
+        "kernels": [{**entry, "scale_forms": ["tensor_0d", "tensor_1d"]}],
+        "axes": {"out_dtype": ["bf16", "fp16"], "mode": ["eager", "aot_eager", "inductor"], "m": [1, 16]},
+        "profiles": {"default": {"cases": 60}},
+    }
+
+
+def kernels_only(entry: dict) -> dict:
+    return {"version": 1, "kernels": [entry], "profiles": {"default": {"cases": 60}}}
+
+
+MATRICES = {"readme": readme_matrix, "kernels-only": kernels_only}
+
+# Planted kernel -> the cases that can show its bug (the generator must draw some).
+PLANTED = {
+    "k_tail_of_32_dropped": lambda p: p["k"] > 32 and p["k"] % 32 != 0,
+    "stale_second_m_tile": lambda p: p["m"] > 128,
+    "square_fast_path": lambda p: p["m"] == p["n"] > 1,
+    "half_scale_bits": lambda p: p.get("scale_dtype", "fp32") != "fp32",
+    "bias_promotes_output": lambda p: p.get("bias") and p.get("bias_dtype") == "fp32" and p["out_dtype"] != "fp32",
+    "sanitizes_operands": lambda p: p.get("special_operand", "none") != "none",
+}
+
+
+def _cases(document: dict):
+    spec = parse_spec(Path("matrix.yaml"), yaml.safe_dump(document, sort_keys=False))
+    return spec, generate_cases(spec, spec.profile("default"), "cpu")
+
+
+def _catching_case(document: dict, reaches) -> str:
+    """The id of the first case that can show the bug and does (run here, on the CPU)."""
+    from pytest_scaledmm.execution.run import RunContext, run_case  # noqa: PLC0415  torch
+    from pytest_scaledmm.matrix.kernels import resolve_kernels  # noqa: PLC0415  torch
+
+    spec, (cases, _) = _cases(document)
+    candidates = [c for c in cases if reaches(c.params) and c["purpose"] in ("valid", "special")]
+    assert candidates, "the generator drew no case of this dimension"
+    ctx = RunContext(
+        device="cpu",
+        run_seed=spec.seed,
+        kernel_specs={k.name: k for k in spec.kernels},
+        kernels=resolve_kernels(spec.path, spec.kernels),
+    )
+    for case in candidates[:6]:
+        if run_case(case, ctx).outcome not in (oc.PASS, oc.UNSUPPORTED):
+            return case.id
+    raise AssertionError(f"none of {len(candidates)} case(s) of the dimension failed")
+
+
+@pytest.mark.parametrize("matrix", list(MATRICES))
+@pytest.mark.parametrize("kernel", list(PLANTED))
+def test_each_planted_dimension_is_caught_and_the_correct_twin_is_clean(matrix_project, kernel, matrix):
+    planted = MATRICES[matrix]({"name": kernel, "impl": f"planted_kernels:{kernel}"})
+    case_id = _catching_case(planted, PLANTED[kernel])
+    matrix_project.write_matrix(yaml.safe_dump(planted, sort_keys=False))
+    result = matrix_project.run(f"matrix.yaml::{case_id}", "--scaledmm-matrix", *IN_PROCESS)
+    result.assert_outcomes(failed=1)
+    # The same case (same name, so the same id) of a kernel without the bug passes.
+    twin = MATRICES[matrix]({"name": kernel, "impl": "planted_kernels:correct"})
+    matrix_project.write_matrix(yaml.safe_dump(twin, sort_keys=False))
+    result = matrix_project.run(f"matrix.yaml::{case_id}", "--scaledmm-matrix", *IN_PROCESS)
+    result.assert_outcomes(passed=1)
+
+
+def test_a_matrix_that_lists_only_kernels_draws_the_production_space():
+    _, (cases, notes) = _cases(kernels_only({"name": "mine", "impl": "planted_kernels:correct"}))
+    drawn = {axis: {c.params.get(axis) for c in cases} for axis in ("value_regime", "operand_layout", "scale_dtype")}
+    assert drawn["value_regime"] >= {"standard", "full_range", "real_scales", "near_limit", "cancelling"}
+    assert drawn["operand_layout"] >= {"dense", "a_padded", "a_offset", "b_row_major", "b_padded"}
+    assert drawn["scale_dtype"] >= {"fp32", "bf16", "fp16"}
+    assert {c["special_scale"] for c in cases if c["purpose"] == "special"} >= {"zero", "negative"}
+    assert {c.params.get("special_side") for c in cases if c["purpose"] == "special"} == {None, "b"}
+    assert not any("production data" in w for w in notes["warnings"])
+
+
+def test_listed_m_gets_the_server_sizes_and_a_listed_axis_narrows(tmp_path):
+    document = readme_matrix({"name": "mine", "impl": "planted_kernels:correct"})
+    document["axes"]["value_regime"] = ["standard"]
+    _, (cases, notes) = _cases(document)
+    assert {c.params.get("value_regime", "standard") for c in cases} == {"standard"}
+    assert {1, 16} < {c["m"] for c in cases}
+    assert set(notes["m_added"]["mine"]) >= {17, 127, 128, 129, 2048}
+    assert any(c["m"] == c["n"] for c in cases)
+    # The k axis left out: tails of a 32-block above one block.
+    assert {c["k"] for c in cases} & {48, 80, 96, 192}
+
+
+def test_a_profile_without_production_data_says_so(matrix_project):
+    document = readme_matrix({"name": "mine", "impl": "planted_kernels:correct"})
+    document["axes"].update(value_regime=["standard"], operand_layout=["dense"], special_scale=["none"])
+    document["profiles"]["default"]["cases"] = 4
+    matrix_project.write_matrix(yaml.safe_dump(document, sort_keys=False))
+    result = matrix_project.run("--scaledmm-matrix", "--collect-only", "-q", *IN_PROCESS)
+    assert result.ret == 0
+    _, (_, notes) = _cases(document)
+    assert any(w.startswith("profile 'default' draws no production data") for w in notes["warnings"])
+
+
+def test_the_coverage_line_names_each_dimension_drawn_checked_and_left_out(matrix_project):
+    document = readme_matrix({"name": "mine", "impl": "planted_kernels:correct"})
+    document["axes"]["mode"] = ["eager"]
+    document["profiles"]["default"]["cases"] = 12
+    matrix_project.write_matrix(yaml.safe_dump(document, sort_keys=False))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *IN_PROCESS)
+    assert result.ret == 0
+    line = next(x for x in result.stdout.lines if x.startswith("coverage mine (values checked/in its space):"))
+    assert "value_regime " in line and "left out by the budget: " in line and "M added" in line
+    dims = matrix_project.report()["coverage"]["dimensions"]["mine"]
+    regime = dims["dimensions"]["value_regime"]
+    assert set(regime["drawn"]) | set(regime["left_out"]) == set(regime["values"])
+    assert set(regime["checked"]) <= set(regime["drawn"])
+    assert dims["m_added"] and set(dims["m_added"]) <= {c["params"]["m"] for c in matrix_project.report()["cases"]}
+
+
+def test_fp8_linear_is_right_at_k_zero(matrix_project):
+    document = {
+        "version": 1,
+        "kernels": ["fp8_linear"],
+        "axes": {"mode": ["eager", "aot_eager"], "m": [4], "k": [0, 32], "n": [16], "bias": [False, True]},
+        "profiles": {"default": {"cases": 8}},
+    }
+    matrix_project.write_matrix(yaml.safe_dump(document, sort_keys=False))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *IN_PROCESS)
+    cases = [c for c in matrix_project.report()["cases"] if c["params"]["k"] == 0]
+    assert cases and {c["outcome"] for c in cases} == {"PASS"}, result.stdout.str()[-2000:]
+
+
+def test_the_gate_says_when_the_case_sets_differ_because_the_defaults_changed(tmp_path, capsys):
+    from reports_factory import BASE, CAND, case, gate, report  # noqa: PLC0415  tests' own helpers
+
+    baseline = report([case("old", "PASS"), case("both", "PASS")], **BASE)
+    candidate = report([case("both", "PASS"), case("new", "PASS")], **CAND)
+    baseline["matrix"]["generation"] = {"defaults": "aaaaaaaaaaaa"}
+    candidate["matrix"]["generation"] = {"defaults": "bbbbbbbbbbbb"}
+    assert gate(tmp_path, baseline, candidate) == 1
+    err = capsys.readouterr()
+    text = err.out + err.err
+    assert "the case sets differ because the matrix's defaults changed" in text
+    assert "defaults aaaaaaaaaaaa -> bbbbbbbbbbbb" in text
+    assert f"--scaledmm-report {tmp_path / 'baseline.json'}" in text
+    # The same defaults: missing cases alone, no word of defaults.
+    candidate["matrix"]["generation"] = {"defaults": "aaaaaaaaaaaa"}
+    assert gate(tmp_path, baseline, candidate) == 1
+    err = capsys.readouterr()
+    assert "missing from the candidate" in err.out + err.err and "defaults changed" not in err.out + err.err
+
+
+def test_the_default_profile_has_an_fp8_output_with_scale_result_and_k_tails():
+    from pytest_scaledmm.matrix.spec import load_spec  # noqa: PLC0415
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "matrix.yaml")
+    cases, notes = generate_cases(spec, spec.profile("default"), "cpu")
+    fp8_out = [c for c in cases if c["out_dtype"] == "e4m3fn"]
+    assert fp8_out and {c["kernel"] for c in fp8_out} == {"aten_scaled_mm"}
+    assert {c.params.get("scale_result") for c in fp8_out} == {"two"}
+    assert {c["kernel"] for c in cases if c["k"] in (48, 80) and c["purpose"] == "valid"} == {
+        "aten_scaled_mm",
+        "int8_w8a8",
+    }
+    assert notes["truncated"] == 0  # the server slice takes what the covering rows leave
