@@ -27,6 +27,8 @@ SYNTHETIC = {
     "bias_dtype": ["out"],
     "scale_dtype": ["fp32"],
 }
+# The same axes as lines under `axes:` in a matrix written as text.
+SYNTHETIC_YAML = "".join(f"  {axis}: [{str(values[0]).lower()}]\n" for axis, values in SYNTHETIC.items())
 BASE_AXES = {
     "scale_a": ["tensor_0d"],
     "scale_b": ["tensor_1d"],

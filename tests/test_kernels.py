@@ -9,7 +9,7 @@ import pytest
 import torch
 from direct_run import run_matrix
 
-from matrices import IN_PROCESS, matrix_text
+from matrices import IN_PROCESS, matrix_text, synthetic
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.spec import KernelSpec
 from pytest_scaledmm.verdict import outcome as oc
@@ -18,9 +18,10 @@ from pytest_scaledmm.verdict.reference import parity
 
 
 def matrix(kernels, axes, cases=200, **extra) -> str:
-    return matrix_text(
-        kernels, axes, cases=cases, base={"mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}, **extra
-    )
+    """A matrix of the built-ins on the synthetic slice (the production axes at their neutral
+    value): these tests judge each kernel on the inputs they list, not on the drawn space."""
+    base = synthetic({"mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]})
+    return matrix_text(kernels, axes, cases=cases, base=base, **extra)
 
 
 def failures(results):
@@ -326,14 +327,7 @@ def test_hook_kernels_collect_identically_under_xdist(matrix_project):
 
 @pytest.mark.slow
 def test_fp8_scaled_mm_rank_pair_runs_on_this_cpu(matrix_project, cpu_fp8_mm):
-    matrix_project.write_matrix(
-        """
-        version: 1
-        kernels: [aten_scaled_mm]
-        axes: {scale_a: [tensor_0d], scale_b: [tensor_1d], mode: [inductor], m: [17], k: [32], n: [16]}
-        profiles: {default: {cases: 1}}
-        """
-    )
+    matrix_project.write_matrix(matrix_text(["aten_scaled_mm"], {"mode": ["inductor"], "m": [17]}, cases=1))
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json")
     (case,) = matrix_project.report()["cases"]
     assert case["id"].startswith("fp8e4m3-s0d_x_s1d-m17k32n16-bf16-inductor-")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from matrices import SYNTHETIC_YAML
 from pytest_scaledmm import cli
 from pytest_scaledmm.matrix.case_params import make_case
 from pytest_scaledmm.reports import repro
@@ -31,7 +32,8 @@ def kernel(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False
 '''
 FIXED = BUGGY.replace("    if torch.compiler.is_compiling():\n", "    if False:\n")
 
-REPRO_MATRIX = """\
+REPRO_MATRIX = (
+    """\
 version: 1
 kernels:
   - {name: mine, impl: 'mykernels:kernel'}
@@ -43,9 +45,13 @@ axes:
   m: [4]
   k: [32]
   n: [16]
+"""
+    + SYNTHETIC_YAML
+    + """\
 profiles:
   default: {cases: 2}
 """
+)
 
 
 def _run_script(path: Path, *args, cwd=None, timeout=120):
@@ -216,7 +222,8 @@ def kernel(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False
     raise ValueError("Invalid scaling configuration: this kernel takes M >= 8 only")
 """
 
-REFUSING_MATRIX = """\
+REFUSING_MATRIX = (
+    """\
 version: 1
 kernels:
   - {name: declares_min_m, impl: 'refusing:kernel', min_m: 8}
@@ -228,9 +235,13 @@ axes:
   m: [4]
   k: [32]
   n: [16]
+"""
+    + SYNTHETIC_YAML
+    + """\
 profiles:
   default: {cases: 2}
 """
+)
 
 
 @pytest.mark.slow
