@@ -362,3 +362,22 @@ def sanitizes_operands(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast
     saturating load), so an overflowed activation's row comes out finite instead of NaN."""
     clean = torch.nan_to_num(a.to(torch.float32), nan=0.0, posinf=0.0, neginf=0.0)
     return _dequant_blocks(clean, b, scale_a, scale_b, bias, out_dtype)
+
+
+_DEQUANTISED_WEIGHTS: dict = {}
+
+
+def caches_weight_by_pointer(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only when a weight's values change in place (a checkpoint reload, an RL weight
+    sync): the dequantised weight is cached by data pointer, as a prepacking cache keyed on the
+    tensor's address does; every call with fresh tensors is right."""
+    key = (b.data_ptr(), b.shape, b.stride(), b.dtype, str(b.device))
+    if key not in _DEQUANTISED_WEIGHTS:
+        _DEQUANTISED_WEIGHTS[key] = b.to(torch.float32)
+    tokens = a.flatten(0, -2).to(torch.float32)
+    m, k = tokens.shape
+    n = b.shape[-1]
+    out = (tokens * _expand(scale_a, m, k)) @ (_DEQUANTISED_WEIGHTS[key] * _expand(scale_b, k, n))
+    if bias is not None:
+        out = out + bias.to(torch.float32)
+    return out.to(out_dtype).reshape(*a.shape[:-1], n)

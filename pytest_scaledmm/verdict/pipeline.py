@@ -36,6 +36,8 @@ from .signature_text import (
     CHANGED_IN_PLACE,
     FIRST_OUTPUT_CHANGED,
     FIRST_OUTPUT_UNREADABLE,
+    IN_PLACE_CALL,
+    IN_PLACE_CALL_RAISED,
     LATER_CALLS,
     LATER_CALLS_RAISED,
     RECOMPILED,
@@ -365,7 +367,58 @@ def _serving_call(
         if found:
             return found
         earlier.append(raw)
-    return None
+    return _in_place_call(call, first_given, second, spec, device, caught, side, compare)
+
+
+def _storages(given: tuple) -> list | None:
+    """The storages of `given`'s tensors, None when one is not a plain tensor (a weight object)."""
+    if not all(plain_tensor(t) for t in given if isinstance(t, torch.Tensor)):
+        return None
+    return [t.untyped_storage() if isinstance(t, torch.Tensor) else None for t in given]
+
+
+def _in_place_call(
+    call: Callable,
+    first_given: tuple,
+    second: PristineInputs,
+    spec: OtherShape,
+    device: str,
+    caught: Callable,
+    side: str,
+    compare: Callable,
+) -> dict | None:
+    """The first call's tensors, the same objects, given the second input set's values in place
+    (what a serving loop's static buffers see): the output must be the new values' result. A
+    kernel that caches by tensor identity or data pointer answers with the first call's. The
+    first call's values are put back afterwards; its copies are compared with them later."""
+    targets, sources = _storages(first_given), _storages(second.fresh())
+    if targets is None or sources is None or len(targets) != len(sources):
+        return None
+    pairs = [(t, s) for t, s in zip(targets, sources) if t is not None and s is not None]
+    if any(t.nbytes() != s.nbytes() for t, s in pairs):
+        return None
+    saved = [t.clone() for t, _ in pairs]
+    # The call's tensors are the first call's: what it changed is read on their storages.
+    second.given_storages = targets
+    try:
+        for target, source in pairs:
+            target.copy_(source)
+        try:
+            raw = call(*first_given)
+            sync(device)
+        except BaseException as exc:
+            error = caught(exc, side, "runtime")
+            compare(first_given, True)
+            return {"ok": False, "ratio": math.inf, "problem": f"{IN_PLACE_CALL_RAISED} {error.type}"}
+        compare(first_given, False)
+        found = guarded(spec.check, True, _clone(raw), None, device)[0]
+        if found is None or found.get("ok"):
+            return None
+        return {**found, "ok": False, "problem": f"{IN_PLACE_CALL}: {problem_of(found)}"}
+    finally:
+        with contextlib.suppress(Exception):  # a device the call left unreadable: its error is the outcome
+            for (target, _), kept in zip(pairs, saved):
+                target.copy_(kept)
 
 
 SERVING_CALLS = 3  # the first call, then the second input set twice

@@ -31,6 +31,9 @@ SHARES_PREVIOUS_OUTPUT = "output shares storage with the previous call's output"
 SHARES_INPUT = "output shares storage with input"
 FIRST_OUTPUT_CHANGED = "first output changed by the second call"
 FIRST_OUTPUT_UNREADABLE = "first output unreadable after the second call"
+# The last serving-loop call: the second inputs' values written into the first call's tensors.
+IN_PLACE_CALL = "call with new values in the first call's tensors"
+IN_PLACE_CALL_RAISED = f"{IN_PLACE_CALL} raised"
 
 CHECK_PROBLEMS = (
     NONFINITE_POSITIONS,
@@ -45,6 +48,8 @@ CHECK_PROBLEMS = (
     SHARES_INPUT,
     FIRST_OUTPUT_CHANGED,
     FIRST_OUTPUT_UNREADABLE,
+    IN_PLACE_CALL_RAISED,
+    f"{IN_PLACE_CALL}: ",
 )
 
 # A dynamic-M case (pipeline.dynamic_m_outcome) and a kernel writing into its inputs
