@@ -6,6 +6,7 @@ passes every configuration the planted bugs are tested with. Each other kernel c
 deliberate bug of a kind found in real scaled-mm kernels and wrappers.
 """
 
+import weakref
 from typing import Optional
 
 import torch
@@ -369,15 +370,24 @@ _DEQUANTISED_WEIGHTS: dict = {}
 
 def caches_weight_by_pointer(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """MISMATCH only when a weight's values change in place (a checkpoint reload, an RL weight
-    sync): the dequantised weight is cached by data pointer, as a prepacking cache keyed on the
-    tensor's address does; every call with fresh tensors is right."""
-    key = (b.data_ptr(), b.shape, b.stride(), b.dtype, str(b.device))
-    if key not in _DEQUANTISED_WEIGHTS:
-        _DEQUANTISED_WEIGHTS[key] = b.to(torch.float32)
+    sync): the dequantised weight is cached per weight tensor (by its data pointer, the entry
+    holding a weak reference to it), as a prepacking cache does; every call with fresh tensors is
+    right."""
+    entry = _DEQUANTISED_WEIGHTS.get(b.data_ptr())
+    if entry is None or entry[0]() is not b:
+        entry = (weakref.ref(b), b.to(torch.float32))
+        _DEQUANTISED_WEIGHTS[b.data_ptr()] = entry
     tokens = a.flatten(0, -2).to(torch.float32)
     m, k = tokens.shape
     n = b.shape[-1]
-    out = (tokens * _expand(scale_a, m, k)) @ (_DEQUANTISED_WEIGHTS[key] * _expand(scale_b, k, n))
+    out = (tokens * _expand(scale_a, m, k)) @ (entry[1] * _expand(scale_b, k, n))
     if bias is not None:
         out = out + bias.to(torch.float32)
     return out.to(out_dtype).reshape(*a.shape[:-1], n)
+
+
+def sanitizes_weight(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only with a NaN or inf in the weight: its loads saturate non-finite values to zero
+    (the activation's do not), so a corrupted weight column comes out finite."""
+    clean = torch.nan_to_num(b.to(torch.float32), nan=0.0, posinf=0.0, neginf=0.0)
+    return _dequant_blocks(a, clean, scale_a, scale_b, bias, out_dtype)

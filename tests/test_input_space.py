@@ -38,6 +38,7 @@ PLANTED = {
     "half_scale_bits": lambda p: p.get("scale_dtype", "fp32") != "fp32",
     "bias_promotes_output": lambda p: p.get("bias") and p.get("bias_dtype") == "fp32" and p["out_dtype"] != "fp32",
     "sanitizes_operands": lambda p: p.get("special_operand", "none") != "none",
+    "sanitizes_weight": lambda p: "b" in p.get("special_operand", "none").partition("_")[2],
     # Data pointers are not traceable (a compiled side fails on them): the eager cases show it.
     "caches_weight_by_pointer": lambda p: p["mode"] == "eager" and p["k"] > 0 and p["n"] > 0,
 }

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..verdict.regimes import special_operand_of
 from ..verdict.scale_forms import FORMS
 from .schema import CATEGORICAL_AXES, SHAPE_AXES
 
@@ -69,7 +70,8 @@ def case_id(params: Mapping[str, Any]) -> str:
         side = params.get("special_side", "a")
         parts.append(params["special_scale"] + ("_b" if side == "b" else ""))
     if params.get("special_operand", "none") != "none":
-        parts.append(f"{params['special_operand']}_in_a")
+        value, operand = special_operand_of(params)
+        parts.append(f"{value}_in_{operand}")
     if params.get("value_regime", "standard") != "standard":
         parts.append(REGIME_SHORT[params["value_regime"]])
     if params.get("operand_layout", "dense") != "dense":

@@ -1136,9 +1136,11 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
             p for p in bases if p["dtype_a"] in ("e4m3fn", "e5m2") and p.get("value_regime", "standard") == "standard"
         ]
         if fp8 and specials_asked(axes):
-            wanted[3:3] = [({"special_operand": "nan"}, "nan-a")]
+            # In the weight too (its last element): a kernel may sanitise one operand's loads only.
+            operands = [({"special_operand": "nan_ab"}, "nan-a")]
             if any(p["dtype_a"] == "e5m2" for p in fp8):
-                wanted[4:4] = [({"special_operand": "inf"}, "inf-a")]
+                operands.append(({"special_operand": "inf"}, "inf-a"))
+            wanted[3:3] = operands
         rowwise = [p for p in bases if not FORM_BY_ID[p["scale_a"]].per_tensor] or bases
         for base in rowwise[:1]:
             wanted += [({"m": base["n"]}, "m=n"), ({"m": base["k"], "n": base["k"]}, "m=n=k")]

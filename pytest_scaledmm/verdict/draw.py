@@ -42,6 +42,7 @@ from .regimes import (
     power_of_two_at_most,
     real_scale_factors,
     regime_of,
+    special_operand_of,
 )
 from .scale_forms import WHOLE, scale_form
 
@@ -344,11 +345,16 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         scale_b = _with_special(scale_b, special)
     else:
         scale_a = _with_special(scale_a, special)
-    if params.get("special_operand", "none") != "none" and a.numel():
-        # One non-finite element in `a` (a NaN from an overflowed activation): the reference
-        # reads it too, its row of the output is non-finite.
-        a = a.clone()
-        a[0, 0] = torch.tensor(float(params["special_operand"])).to(a.dtype)
+    special_value, special_in = special_operand_of(params)
+    if special_in and a.numel() and b.numel():
+        # A non-finite element in `a` (a NaN from an overflowed activation) and/or `b`: the
+        # reference reads them too, their row / column of the output is non-finite.
+        if "a" in special_in:
+            a = a.clone()
+            a[0, 0] = torch.tensor(float(special_value)).to(a.dtype)
+        if "b" in special_in:
+            b = b.clone()
+            b[-1, -1] = torch.tensor(float(special_value)).to(b.dtype)
     operand_layout = params.get("operand_layout", DENSE)
     batches = activation_batches(params)
     activation = make_activation(a, expand_scale(scale_a, params["scale_a"], "a", m, k), params) if dynamic else None

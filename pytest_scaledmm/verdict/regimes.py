@@ -191,3 +191,11 @@ def cancel(a, b, generator):
 def power_of_two_at_most(ratio: float) -> float:
     """The largest power of two not above `ratio` (> 0)."""
     return 2.0 ** math.floor(math.log2(ratio))
+
+
+def special_operand_of(params: Mapping[str, Any]) -> tuple[str, str]:
+    """(value, operands) of a case's non-finite operand elements, or ("none", ""): `special_operand`
+    is the value ("nan", "inf": in a[0, 0]), with "_b" when it sits in b[-1, -1] instead, "_ab"
+    when in both."""
+    value, _, operands = str(params.get("special_operand", "none")).partition("_")
+    return value, "" if value == "none" else operands or "a"
