@@ -21,7 +21,7 @@ from .schema import CATEGORICAL_AXES, SHAPE_AXES
 
 SCALE_SHORT = {form.id: form.short for form in FORMS}
 LAYOUT_SHORT = {"noncontiguous": "nc", "offset": "off", "expanded": "exp"}
-KERNEL_SHORT = {"aten_scaled_mm": "fp8", "int8_w8a8": "w8a8"}
+KERNEL_SHORT = {"aten_scaled_mm": "fp8", "int8_w8a8": "w8a8", "int8_bmm": "i8bmm"}
 REGIME_SHORT = {
     "full_range": "fullrange",
     "real_scales": "realscales",

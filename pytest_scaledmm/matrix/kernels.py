@@ -358,6 +358,23 @@ def int8_w8a8(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=Fa
     return out.to(out_dtype)
 
 
+def int8_bmm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A batched int8 W8A8 matmul as attention and MoE paths write it: torch.bmm over the int8
+    operands widened to int32 (the weight broadcast over the batch; a 2-D activation is one
+    batch), then the per-token / per-channel scale epilogue on the [B, T, N] product."""
+    import torch  # noqa: PLC0415  torch: start-up time
+
+    batched = a if a.dim() == 3 else a.unsqueeze(0)
+    weight = b.to(torch.int32).expand(batched.shape[0], -1, -1)
+    out = torch.bmm(batched.to(torch.int32), weight).to(torch.float32)
+    if scale_a.numel() > 1:  # per token: [M, 1] or [B, T, 1]
+        scale_a = scale_a.reshape(*batched.shape[:-1], 1)
+    out = out * scale_a.to(torch.float32) * scale_b.to(torch.float32)
+    if bias is not None:
+        out = out + bias.to(torch.float32)
+    return out.to(out_dtype).reshape(*a.shape[:-1], b.shape[-1])
+
+
 BUILTIN_IMPLS: dict[str, KernelFn] = {
     "aten_scaled_mm": aten_scaled_mm,
     "scaled_mm_v2": scaled_mm_v2,
@@ -365,6 +382,7 @@ BUILTIN_IMPLS: dict[str, KernelFn] = {
     "fp8_linear": fp8_linear,
     "fp8_linear_no_lift": fp8_linear_no_lift,
     "int8_w8a8": int8_w8a8,
+    "int8_bmm": int8_bmm,
     "fp8_linear_rowwise": fp8_linear_rowwise,
     "scaled_grouped_mm": scaled_grouped_mm,
 }

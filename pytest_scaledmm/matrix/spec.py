@@ -47,6 +47,8 @@ BUILTIN_KERNELS: dict[str, dict] = {
     "fp8_linear": {"family": "fp8", "scale_forms": _PER_TENSOR},
     "fp8_linear_no_lift": {"family": "fp8", "scale_forms": _PER_TENSOR},
     "int8_w8a8": {"family": "int8", "scale_forms": _EPILOGUE},
+    # torch.bmm on int32-widened int8 operands (3-D activations, the weight broadcast).
+    "int8_bmm": {"family": "int8", "scale_forms": _EPILOGUE},
     # Per-token activation scales, per-channel weight scales; a [B, T, 1] (keepdim) scale flattened.
     "fp8_linear_rowwise": {"family": "fp8", "scale_forms": ["rowwise"]},
     # torch._scaled_grouped_mm: rowwise e4m3 operands, bf16 output, sizes and group sizes in

@@ -360,6 +360,12 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     ("scaled_grouped_mm", "gpu"): OpModel(
         "measured on an H200 (sm90), torch 2.11 (scripts/h200_frontier_probe.py); other GPUs not measured"
     ),
+    # torch.bmm on int32: anything on the CPU (eager and compiled, torch 2.13); CUDA has no
+    # integer bmm ("baddbmm_cuda" not implemented for 'Int', eager and compiled).
+    ("int8_bmm", "cpu"): OpModel(_CPU),
+    ("int8_bmm", "gpu"): OpModel(
+        "measured on an H200 (sm90), torch 2.11 (scripts/h200_int8_bmm_probe.py)", no_backend=True
+    ),
     # torch._int_mm: anything on the CPU; on CUDA M > 16, K and N multiples of 8.
     ("int8_w8a8", "cpu"): OpModel(_CPU, raw_operands=True),
     ("int8_w8a8", "gpu"): OpModel(

@@ -140,7 +140,10 @@ def _same_layout(t, values):
 
     storage = t.untyped_storage().clone()
     copy = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, t.storage_offset(), t.size(), t.stride())
-    copy.copy_(values.to(t.device))
+    # An expanded view (stride 0) holds one element per broadcast dim: written through that one.
+    broadcast = [size > 1 and stride == 0 for size, stride in zip(t.size(), t.stride())]
+    target = copy.as_strided([1 if b else size for b, size in zip(broadcast, t.size())], t.stride(), t.storage_offset())
+    target.copy_(values.to(t.device)[tuple(slice(0, 1) if b else slice(None) for b in broadcast)])
     return copy
 
 

@@ -343,6 +343,10 @@ def _serving_call(
     first one's memory. Its failed check, or None. `first_given` are the first call's copies (for
     storage sharing); `compare` records what a call changed in its inputs; `fresh` makes the
     copies (marking dims)."""
+    # First, while a small cache (one entry, a pair) still holds the first call's tensors.
+    found = _in_place_call(call, first_given, second, spec, device, caught, side, compare)
+    if found:
+        return found
     earlier = [first_raw]
     for _ in range(SERVING_CALLS - 1):
         given = fresh(second) if fresh else second.fresh()
@@ -367,14 +371,16 @@ def _serving_call(
         if found:
             return found
         earlier.append(raw)
-    return _in_place_call(call, first_given, second, spec, device, caught, side, compare)
+    return None
 
 
 def _storages(given: tuple) -> list | None:
-    """The storages of `given`'s tensors, None when one is not a plain tensor (a weight object)."""
-    if not all(plain_tensor(t) for t in given if isinstance(t, torch.Tensor)):
+    """The storages of `given`'s tensors (None for an absent argument), or None when an argument
+    is neither a plain tensor nor None (a weight object, a tuple of scales): then nothing is
+    written in place."""
+    if not all(t is None or plain_tensor(t) for t in given):
         return None
-    return [t.untyped_storage() if isinstance(t, torch.Tensor) else None for t in given]
+    return [None if t is None else t.untyped_storage() for t in given]
 
 
 def _in_place_call(
@@ -388,9 +394,10 @@ def _in_place_call(
     compare: Callable,
 ) -> dict | None:
     """The first call's tensors, the same objects, given the second input set's values in place
-    (what a serving loop's static buffers see): the output must be the new values' result. A
-    kernel that caches by tensor identity or data pointer answers with the first call's. The
-    first call's values are put back afterwards; its copies are compared with them later."""
+    (what a serving loop's static buffers and a weight reload see), their version counters
+    bumped: the output must be the new values' result. A kernel that caches by tensor identity
+    or data pointer answers with the first call's. The first call's values are put back
+    afterwards; its copies are compared with them later."""
     targets, sources = _storages(first_given), _storages(second.fresh())
     if targets is None or sources is None or len(targets) != len(sources):
         return None
@@ -403,6 +410,7 @@ def _in_place_call(
     try:
         for target, source in pairs:
             target.copy_(source)
+        _written(first_given)
         try:
             raw = call(*first_given)
             sync(device)
@@ -419,6 +427,18 @@ def _in_place_call(
         with contextlib.suppress(Exception):  # a device the call left unreadable: its error is the outcome
             for (target, _), kept in zip(pairs, saved):
                 target.copy_(kept)
+            _written(first_given)
+
+
+def _written(given: tuple) -> None:
+    """Bumps the version counters of `given`'s tensors, as an in-place write through them
+    (`param.copy_(new)`) does: a cache keyed on (pointer, version) is right to miss."""
+    bump = getattr(torch.autograd.graph, "increment_version", None)
+    if bump is not None:
+        for t in given:
+            if t is not None:
+                with contextlib.suppress(RuntimeError):  # an inference tensor has no counter to bump
+                    bump(t)
 
 
 SERVING_CALLS = 3  # the first call, then the second input set twice

@@ -39,6 +39,7 @@ V2_BUILTINS = ("scaled_mm_v2", "scaled_mm_v2_functional")  # aten._scaled_mm_v2,
 FP8_BUILTINS = ("aten_scaled_mm", *V2_BUILTINS, "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise")
 GROUPED_BUILTINS = ("scaled_grouped_mm",)  # torch._scaled_grouped_mm
 INT8_BUILTINS = ("int8_w8a8",)
+INT8_BATCHED = ("int8_bmm",)  # torch.bmm on int32: no CUDA kernel
 RAW_OPS = ("aten_scaled_mm", *V2_BUILTINS, "int8_w8a8")  # no token flattening: 2-D operands only
 
 
@@ -212,13 +213,13 @@ REFUSALS = (
         "operand layouts without scale_on_host",
     ),
     # No kernel for this backend in this torch: CPU fp8 _scaled_mm before 2.8 (NotImplementedError).
-    # torch._scaled_grouped_mm has no CPU kernel (torch 2.13).
+    # torch._scaled_grouped_mm has no CPU kernel (torch 2.13); CUDA has no integer bmm (torch 2.11).
     _entry(
         "backend",
-        FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS,
+        FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS + INT8_BATCHED,
         (_NI, _RT),
         r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm|scaled_grouped_mm)' "
-        r"with arguments from the '\w+' backend",
+        r"with arguments from the '\w+' backend|\"(baddbmm|bmm|addmm|mm)_cuda\" not implemented for 'Int'",
         "this device in this torch release (no kernel for the backend)",
         "archs, min_torch",
     ),
