@@ -391,3 +391,16 @@ def sanitizes_weight(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_a
     (the activation's do not), so a corrupted weight column comes out finite."""
     clean = torch.nan_to_num(b.to(torch.float32), nan=0.0, posinf=0.0, neginf=0.0)
     return _dequant_blocks(a, clean, scale_a, scale_b, bias, out_dtype)
+
+
+def shifted_last_n_tile(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only at N above one 64-wide tile and not a multiple of it (96): the last tile is
+    computed shifted back to end at N (a full tile over [N - 64, N)), then stored from its own
+    start instead of its end, so the tail columns hold the wrong ones."""
+    out = _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype)
+    n = out.shape[-1]
+    if n > 64 and n % 64:
+        whole = n // 64 * 64
+        columns = list(range(whole)) + [n - 64 + j - whole for j in range(whole, n)]
+        out = out.index_select(-1, torch.tensor(columns, device=out.device))
+    return out

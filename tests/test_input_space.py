@@ -34,6 +34,7 @@ MATRICES = {"readme": readme_matrix, "kernels-only": kernels_only}
 PLANTED = {
     "k_tail_of_32_dropped": lambda p: p["k"] > 32 and p["k"] % 32 != 0,
     "stale_second_m_tile": lambda p: p["m"] > 128,
+    "shifted_last_n_tile": lambda p: p["n"] > 64 and p["n"] % 64 != 0,
     "square_fast_path": lambda p: p["m"] == p["n"] > 1,
     "half_scale_bits": lambda p: p.get("scale_dtype", "fp32") != "fp32",
     "bias_promotes_output": lambda p: p.get("bias") and p.get("bias_dtype") == "fp32" and p["out_dtype"] != "fp32",

@@ -1109,9 +1109,10 @@ def _listed_sizes(value) -> set:
 
 def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list[dict]:
     """Per kernel, the token counts a server meets (schema.SERVER_M) that the axis of M does not
-    list, each on a valid case of its own; two K tails of a 32-block and an fp8 output with its
-    scale_result (below); then M = N and M = N = K on a valid case (rowwise scales first: a
-    kernel that tells per-token from per-channel scales by their length is wrong only there).
+    list, each on a valid case of its own; two K tails of a 32-block, an N tail of a 64-wide
+    tile, an fp8 output with its scale_result (below); then M = N and M = N = K on a valid case
+    (rowwise scales first: a kernel that tells per-token from per-channel scales by their length
+    is wrong only there).
     Only cases the kernel's model takes; kernels interleaved."""
     listed = _listed_sizes(axes["m"])
     per_kernel = []
@@ -1126,7 +1127,9 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
         # K above one 32-block and not a multiple of it (48, 80: a 32-wide K loop's remainder),
         # where the axis of K lists one: its class (ktail) holds other sizes too.
         tails = sorted(k for k in _listed_sizes(axes["k"]) if k > 32 and k % 32)
-        wanted[2:2] = [({"k": k}, f"k{k}") for k in tails[:2]]
+        # N above one 64-wide tile and not a multiple of it (96: a shifted or masked last N tile).
+        n_tails = sorted(n for n in _listed_sizes(axes["n"]) if n > 64 and n % 64)
+        wanted[2:2] = [({"k": k}, f"k{k}") for k in tails[:2]] + [({"n": n}, f"n{n}") for n in n_tails[:1]]
         if takes_axis(kernel.name, KERNEL_AXES["scale_result"][2], kernel.impl is None and kernel.fn is None):
             # An fp8 output with its output scale (torch._scaled_mm's scale_result), as an fp8
             # activation for the next layer is made.

@@ -139,10 +139,10 @@ PRODUCTION_DEFAULTS: dict[str, list] = {
     "scale_dtype": ["fp32", "bf16", "fp16"],
     # M 1, below a tile, odd tails, block edges; K one block, several, tails of a 32- and a
     # 128-block (48, 80, 96, 192: K above one block and not a multiple of it); N aligned or not,
-    # several 128-blocks; each dim empty once.
+    # several 128-blocks, tails above one 64- or 128-wide tile (96, 192); each dim empty once.
     "m": [0, 1, 16, 17, 33, 64, 127, 256],
     "k": [128, 32, 64, 256, 24, 160, 20, 320, 48, 80, 96, 192, 0],
-    "n": [32, 16, 64, 128, 40, 256, 384, 0],
+    "n": [32, 16, 64, 128, 40, 256, 384, 96, 192, 0],
 }
 # Token counts a server meets besides the sizes a matrix lists (listed K and N are the weights'
 # shapes; M is every batch from 1 to the largest prefill): decode, odd tails, block edges, a
