@@ -862,6 +862,11 @@ def _axis_values(space: KernelSpace, values: Mapping[str, list], specials: list,
     empty = empty_dims(axes)
     for dim in DIMS:
         found[f"{dim}_class"] = [f"{dim}0"] * (dim in empty) + list(space.classes[f"{dim}_class"])
+    # The listed sizes of K and N too (the weights' shapes): a class can be drawn while a size in
+    # it (an N tail of 96 beside 40) never is.
+    for dim in ("k", "n"):
+        if isinstance(axes.get(dim), list):
+            found[dim] = sorted(set(axes[dim]))
     return found
 
 

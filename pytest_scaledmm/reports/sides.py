@@ -20,7 +20,13 @@ from dataclasses import dataclass
 
 from ..verdict.classify import plain_names
 from ..verdict.outcome import normalise_message
-from ..verdict.signature_text import LATER_CALLS_RAISED, NONFINITE_PATTERN, NONFINITE_POSITIONS, WRONG_SIGN_INFINITIES
+from ..verdict.signature_text import (
+    IN_PLACE_CALL_RAISED,
+    LATER_CALLS_RAISED,
+    NONFINITE_PATTERN,
+    NONFINITE_POSITIONS,
+    WRONG_SIGN_INFINITIES,
+)
 
 SIDES = ("eager", "compiled")
 
@@ -77,9 +83,10 @@ def _of_check(check: Mapping | None) -> SideOutcome:
     if check["ok"]:
         return SideOutcome(PASSED)
     problem, pattern = (text if isinstance(text := check.get(key), str) else "" for key in ("problem", "pattern"))
-    if problem.startswith(LATER_CALLS_RAISED):
-        raised = problem[len(LATER_CALLS_RAISED) :].strip()
-        return SideOutcome(RAISED, raised.rsplit(".", 1)[-1] or "an error of no type", raised)
+    for prefix in (LATER_CALLS_RAISED, IN_PLACE_CALL_RAISED):
+        if problem.startswith(prefix):
+            raised = problem[len(prefix) :].strip()
+            return SideOutcome(RAISED, raised.rsplit(".", 1)[-1] or "an error of no type", raised)
     nonfinite = check.get("nonfinite")
     if (type(nonfinite) is int and nonfinite > 0) or pattern == NONFINITE_PATTERN or problem in _NONFINITE_PROBLEMS:
         return SideOutcome(NONFINITE, what=problem or pattern)
