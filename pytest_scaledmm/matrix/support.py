@@ -20,7 +20,7 @@ operand one scale element covers, and a scale fits it when it has one element pe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -174,30 +174,77 @@ SIZE_KEYS = frozenset(
 )
 
 
-def _fitted(model: OpModel, form_id: str, side: str, layout: str, m: int, k: int, n: int) -> dict:
-    """fitted_recipes as the kernel sees them: block recipes always dense where it converts them."""
-    found = dict(fitted_recipes(form_id, side, layout, m, k, n))
-    if model.converts_block_layouts:
-        found.update({recipe: True for recipe in found if recipe in BLOCKWISE})
-    return found
+@dataclass(frozen=True)
+class OpCase:
+    """What the op rules read of a case, read once: each axis with its neutral value where the
+    case lacks it (`bias_dtype` None: the case has no such axis)."""
+
+    scale_a: str
+    scale_b: str
+    m: int
+    k: int
+    n: int
+    dtype_a: str | None
+    dtype_b: str | None
+    out_dtype: str | None
+    bias: bool
+    bias_dtype: str | None
+    use_fast_accum: bool
+    activation_rank: int
+    scale_layout: str
+    operand_layout: str | None
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> OpCase:
+        return cls(
+            scale_a=params["scale_a"],
+            scale_b=params["scale_b"],
+            m=params["m"],
+            k=params["k"],
+            n=params["n"],
+            dtype_a=params.get("dtype_a"),
+            dtype_b=params.get("dtype_b"),
+            out_dtype=params.get("out_dtype"),
+            bias=bool(params.get("bias")),
+            bias_dtype=params.get("bias_dtype"),
+            use_fast_accum=bool(params.get("use_fast_accum")),
+            activation_rank=params.get("activation_rank", 2),
+            scale_layout=params.get("scale_layout", "contiguous"),
+            operand_layout=params.get("operand_layout"),
+        )
+
+    def fitted(self, model: OpModel, side: str) -> dict:
+        """fitted_recipes of one side's scale as the kernel sees them: block recipes always
+        dense where it converts them."""
+        form = self.scale_a if side == "a" else self.scale_b
+        found = dict(fitted_recipes(form, side, self.scale_layout, self.m, self.k, self.n))
+        if model.converts_block_layouts:
+            found.update({recipe: True for recipe in found if recipe in BLOCKWISE})
+        return found
+
+    def scale_memory(self, side: str) -> tuple:
+        form = self.scale_a if side == "a" else self.scale_b
+        return scale_memory(form, side, self.scale_layout, self.m, self.k, self.n)
+
+
+def _chosen(model: OpModel, case: OpCase) -> tuple | None:
+    if model.recipe_pairs is None:
+        return None  # the op takes any scale: it chooses no recipe
+    side_a, side_b = case.fitted(model, "a"), case.fitted(model, "b")
+    return next(((a, b) for a, b in model.recipe_pairs if side_a.get(a) and side_b.get(b)), None)
 
 
 def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> tuple | None:
     """The (recipe_a, recipe_b) pair the op takes for this case's scales, or None."""
-    if model.recipe_pairs is None:
-        return None  # the op takes any scale: it chooses no recipe
-    m, k, n, layout = params["m"], params["k"], params["n"], params.get("scale_layout", "contiguous")
-    side_a = _fitted(model, params["scale_a"], "a", layout, m, k, n)
-    side_b = _fitted(model, params["scale_b"], "b", layout, m, k, n)
-    return next(((a, b) for a, b in model.recipe_pairs if side_a.get(a) and side_b.get(b)), None)
+    return _chosen(model, OpCase.of(params))
 
 
-def _microscaling_break(model: OpModel, params: Mapping[str, Any], arch: str) -> str | None:
+def _microscaling_break(model: OpModel, case: OpCase, arch: str) -> str | None:
     """The key of a case with microscaled scales or fp4 operands, None when it has neither or
     the kernel takes it here: the same microscaling form on both sides with its operand dtypes
     (else scale_pair), on an arch that has the recipes (else needs_sm100)."""
-    forms = [scale_form(params[side]) for side in ("scale_a", "scale_b")]
-    dtypes = [params.get("dtype_a"), params.get("dtype_b")]
+    forms = [scale_form(case.scale_a), scale_form(case.scale_b)]
+    dtypes = [case.dtype_a, case.dtype_b]
     micro = [form for form in forms if form.scale_dtype != "fp32"]
     packed = [d for d in dtypes if d in FP4_DTYPES]
     if not micro and not packed:
@@ -209,84 +256,170 @@ def _microscaling_break(model: OpModel, params: Mapping[str, Any], arch: str) ->
     return None if arch in model.microscaling_archs else "needs_sm100"
 
 
+# One rule: the OpModel fields it reads and its check, (model, case, chosen recipe pair) -> the
+# refusal keys it gives (verdict/refusals.py REFUSALS keys). A new rule is one row here and its
+# field on OpModel; tests/test_support_rules.py fails a field no row reads.
+RuleCheck = Callable[[OpModel, OpCase, "tuple | None"], "list[str]"]
+
+
+@dataclass(frozen=True)
+class OpRule:
+    fields: tuple[str, ...]
+    check: RuleCheck
+
+
+def _recipe_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+    if model.recipe_pairs is None:
+        return []
+    if recipe is None:
+        side_a, side_b = case.fitted(model, "a"), case.fitted(model, "b")
+        refused = next((key for (a, b), key in model.refused_pairs if a in side_a and b in side_b), None)
+        shaped = any(a in side_a and b in side_b for a, b in model.recipe_pairs)
+        return [refused or (model.strided_key if shaped else "scale_pair")]
+    if recipe == _RR and model.rowwise_unit_stride:
+        for side in ("a", "b"):
+            shape, strides, _ = case.scale_memory(side)
+            if len(shape) == 2 and strides[1] != 1:
+                return ["rowwise_layout"]
+    return []
+
+
+def _host_scale_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+    if not (model.same_device_scales and case.operand_layout == "scale_on_host"):
+        return []
+    # A 0-D host scale is a scalar to an elementwise epilogue (int8); the fp8 GEMMs refuse any.
+    form = scale_form(case.scale_a)
+    return ["scale_device"] if form.per_tensor and not (model.host_scalar_ok and form.rank == 0) else []
+
+
+def _bias_matches_out_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+    if not (case.bias and model.bias_matches_out and case.bias_dtype is not None):
+        return []
+    out, bias = case.out_dtype, case.bias_dtype
+    return ["bias_dtype"] if bias == "fp32" or (bias != "out" and out in ("bf16", "fp16") and bias != out) else []
+
+
+def _fp8_out_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+    fp8_out = case.out_dtype not in (None, "bf16", "fp16", "fp32")
+    if not fp8_out or model.fp8_out_recipes is None or recipe is None:
+        return []
+    return [] if recipe in model.fp8_out_recipes else ["rowwise_out_dtype"]
+
+
+def _blockwise(recipe: tuple | None) -> bool:
+    return recipe is not None and any(r in BLOCKWISE for r in recipe)
+
+
+def _recipe_layout_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+    if recipe is None or not _blockwise(recipe) or not model.converts_block_layouts:
+        return []
+    sizes = (case.m, case.n)
+    whole = case.k % BLOCK == 0 and all(size % BLOCK == 0 for r, size in zip(recipe, sizes) if r == "BlockWise128x128")
+    return [] if whole else ["recipe_layout"]
+
+
+def _scale_offset_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+    if not (model.scale_offset_multiple and case.scale_layout == "offset"):
+        return []
+    for index, side in enumerate(("a", "b")):
+        if model.converts_block_layouts and recipe is not None and recipe[index] in BLOCKWISE:
+            continue  # the kernel copies it
+        if case.scale_memory(side)[2] % model.scale_offset_multiple:
+            return ["library_status"]
+    return []
+
+
+def _size_rule(field_name: str, size: str, smaller: bool = False) -> OpRule:
+    """A (limit, key) rule on one size: a multiple of the limit, or (smaller) at least it."""
+
+    def check(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+        rule = getattr(model, field_name)
+        value = getattr(case, size)
+        if not rule:
+            return []
+        return [rule[1]] if (value < rule[0] if smaller else value % rule[0]) else []
+
+    return OpRule((field_name,), check)
+
+
+# Read before the scales' recipes, whatever the scales are.
+FIRST_RULES: tuple[OpRule, ...] = (
+    OpRule(("no_backend",), lambda model, case, recipe: ["backend"] if model.no_backend else []),
+    OpRule(
+        ("raw_operands",),
+        lambda model, case, recipe: ["operand_rank"] if model.raw_operands and case.activation_rank == 3 else [],
+    ),
+)
+# Microscaled scales and fp4 operands (_microscaling_break) are decided between the two tables.
+MICROSCALING_FIELDS = ("microscaling_archs",)
+# The rules for fp32 scales, in the order their keys are listed.
+RECIPE_RULES: tuple[OpRule, ...] = (
+    OpRule(
+        ("e5m2_pair",),
+        lambda model, case, recipe: ["e5m2_pair"] if model.e5m2_pair and case.dtype_a == case.dtype_b == "e5m2" else [],
+    ),
+    _size_rule("k_multiple", "k"),
+    _size_rule("n_multiple", "n"),
+    _size_rule("min_m", "m", smaller=True),
+    OpRule(("recipe_pairs", "refused_pairs", "strided_key", "rowwise_unit_stride"), _recipe_rule),
+    OpRule(
+        ("col_major_b",),
+        lambda model, case, recipe: (
+            ["operand_layout"] if model.col_major_b and case.operand_layout == "b_row_major" else []
+        ),
+    ),
+    OpRule(("same_device_scales", "host_scalar_ok"), _host_scale_rule),
+    OpRule(
+        ("bias_out_dtypes",),
+        lambda model, case, recipe: (
+            ["bias_dtype"]
+            if case.bias and model.bias_out_dtypes is not None and case.out_dtype not in model.bias_out_dtypes
+            else []
+        ),
+    ),
+    OpRule(("bias_matches_out",), _bias_matches_out_rule),
+    OpRule(("fp8_out_recipes",), _fp8_out_rule),
+    OpRule(
+        ("single_block_pairs",),
+        lambda model, case, recipe: (
+            ["scale_pair"] if recipe in model.single_block_pairs and (case.m > BLOCK or case.k > BLOCK) else []
+        ),
+    ),
+    OpRule(("converts_block_layouts",), _recipe_layout_rule),
+    OpRule(
+        ("blockwise_fast_accum",),
+        lambda model, case, recipe: (
+            ["blockwise_fast_accum"]
+            if _blockwise(recipe) and model.blockwise_fast_accum and case.use_fast_accum
+            else []
+        ),
+    ),
+    OpRule(
+        ("blockwise_m_multiple",),
+        lambda model, case, recipe: (
+            ["library_status"]
+            if recipe == ("BlockWise1x128", "BlockWise128x128")
+            and model.blockwise_m_multiple
+            and case.m % model.blockwise_m_multiple
+            else []
+        ),
+    ),
+    OpRule(("scale_offset_multiple",), _scale_offset_rule),
+)
+
+
 def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> list:
-    m, k, n = params["m"], params["k"], params["n"]
-    found = []
-    if model.no_backend:
-        found.append("backend")
-    if model.raw_operands and params.get("activation_rank", 2) == 3:
-        found.append("operand_rank")
-    micro = _microscaling_break(model, params, arch)
+    """The refusal keys a built-in's measured op model gives a case: a fold over FIRST_RULES, the
+    microscaling check, then RECIPE_RULES (fp32 scales only), each key once, in that order."""
+    case = OpCase.of(params)
+    found = [key for rule in FIRST_RULES for key in rule.check(model, case, None)]
+    micro = _microscaling_break(model, case, arch)
     if micro is not None:
         return found + [micro]
-    if scale_form(params["scale_a"]).scale_dtype != "fp32":
-        return found  # microscaled, taken on this arch: the recipe rules below are for fp32 scales
-    if model.e5m2_pair and params.get("dtype_a") == params.get("dtype_b") == "e5m2":
-        found.append("e5m2_pair")
-    if model.k_multiple and k % model.k_multiple[0]:
-        found.append(model.k_multiple[1])
-    if model.n_multiple and n % model.n_multiple[0]:
-        found.append(model.n_multiple[1])
-    if model.min_m and m < model.min_m[0]:
-        found.append(model.min_m[1])
-    layout = params.get("scale_layout", "contiguous")
-    recipe = None
-    if model.recipe_pairs is not None:
-        recipe = chosen_recipes(model, params)
-        if recipe is None:
-            side_a = _fitted(model, params["scale_a"], "a", layout, m, k, n)
-            side_b = _fitted(model, params["scale_b"], "b", layout, m, k, n)
-            refused = next((key for (a, b), key in model.refused_pairs if a in side_a and b in side_b), None)
-            shaped = any(a in side_a and b in side_b for a, b in model.recipe_pairs)
-            found.append(refused or (model.strided_key if shaped else "scale_pair"))
-        elif recipe == _RR and model.rowwise_unit_stride:
-            for side, form in (("a", params["scale_a"]), ("b", params["scale_b"])):
-                shape, strides, _ = scale_memory(form, side, layout, m, k, n)
-                if len(shape) == 2 and strides[1] != 1:
-                    found.append("rowwise_layout")
-                    break
-    if model.col_major_b and params.get("operand_layout") == "b_row_major":
-        found.append("operand_layout")
-    if model.same_device_scales and params.get("operand_layout") == "scale_on_host":
-        # A 0-D host scale is a scalar to an elementwise epilogue (int8); the fp8 GEMMs refuse any.
-        form = scale_form(params["scale_a"])
-        if form.per_tensor and not (model.host_scalar_ok and form.rank == 0):
-            found.append("scale_device")
-    if (
-        params.get("bias")
-        and model.bias_out_dtypes is not None
-        and params.get("out_dtype") not in model.bias_out_dtypes
-    ):
-        found.append("bias_dtype")
-    if params.get("bias") and model.bias_matches_out and "bias_dtype" in params:
-        out, bias = params.get("out_dtype"), params["bias_dtype"]
-        if bias == "fp32" or (bias != "out" and out in ("bf16", "fp16") and bias != out):
-            found.append("bias_dtype")
-    fp8_out = params.get("out_dtype") not in (None, "bf16", "fp16", "fp32")
-    if fp8_out and model.fp8_out_recipes is not None and recipe is not None and recipe not in model.fp8_out_recipes:
-        found.append("rowwise_out_dtype")
-    if recipe in model.single_block_pairs and (m > BLOCK or k > BLOCK):
-        found.append("scale_pair")
-    blockwise = recipe is not None and any(r in BLOCKWISE for r in recipe)
-    if recipe is not None and blockwise and model.converts_block_layouts:
-        whole = k % BLOCK == 0 and all(size % BLOCK == 0 for r, size in zip(recipe, (m, n)) if r == "BlockWise128x128")
-        if not whole:
-            found.append("recipe_layout")
-    if blockwise and model.blockwise_fast_accum and params.get("use_fast_accum"):
-        found.append("blockwise_fast_accum")
-    if (
-        recipe == ("BlockWise1x128", "BlockWise128x128")
-        and model.blockwise_m_multiple
-        and m % model.blockwise_m_multiple
-    ):
-        found.append("library_status")
-    if model.scale_offset_multiple and layout == "offset":
-        for index, (side, form) in enumerate((("a", params["scale_a"]), ("b", params["scale_b"]))):
-            if model.converts_block_layouts and recipe is not None and recipe[index] in BLOCKWISE:
-                continue  # the kernel copies it
-            if scale_memory(form, side, layout, m, k, n)[2] % model.scale_offset_multiple:
-                found.append("library_status")
-                break
+    if scale_form(case.scale_a).scale_dtype != "fp32":
+        return found  # microscaled, taken on this arch: the recipe rules are for fp32 scales
+    recipe = _chosen(model, case)
+    found += [key for rule in RECIPE_RULES for key in rule.check(model, case, recipe)]
     return list(dict.fromkeys(found))
 
 

@@ -1,0 +1,54 @@
+"""The built-ins' op models are tables of rules (matrix/support.py FIRST_RULES, RECIPE_RULES):
+every OpModel field is read by a row, every row names real fields and fires for some built-in
+model on some case, and the fold gives each key once in the rows' order."""
+
+import dataclasses
+import itertools
+
+from pytest_scaledmm.matrix import support
+from pytest_scaledmm.verdict.scale_forms import FORMS
+
+ROWS = support.FIRST_RULES + support.RECIPE_RULES
+
+
+def _cases():
+    forms = [form.id for form in FORMS]
+    extras = (
+        {},
+        {"dtype_a": "e5m2", "dtype_b": "e5m2", "bias": True, "out_dtype": "fp32", "use_fast_accum": True},
+        {"scale_layout": "offset", "operand_layout": "b_row_major"},
+        {"activation_rank": 3, "scale_layout": "noncontiguous", "operand_layout": "scale_on_host"},
+        {"out_dtype": "e4m3fn", "bias": True, "bias_dtype": "fp32"},
+    )
+    for sa, sb in itertools.product(forms, forms):
+        for m, k, n in ((1, 32, 16), (17, 128, 256), (6, 320, 384), (4, 20, 40), (256, 256, 128)):
+            for extra in extras:
+                yield {"scale_a": sa, "scale_b": sb, "m": m, "k": k, "n": n, "dtype_a": "e4m3fn", **extra}
+
+
+def test_every_op_model_field_is_read_by_a_rule_and_every_rule_by_a_field():
+    fields = {f.name for f in dataclasses.fields(support.OpModel)} - {"source"}
+    read = {name for row in ROWS for name in row.fields} | set(support.MICROSCALING_FIELDS)
+    assert fields - read == set(), "an OpModel field no rule reads"
+    assert read - fields == set(), "a rule names a field OpModel has not"
+    assert all(callable(row.check) for row in ROWS)
+
+
+def test_every_rule_fires_for_some_builtin_model():
+    silent = set(range(len(ROWS)))
+    for model in support.BUILTIN_MODELS.values():
+        for params in _cases():
+            case = support.OpCase.of(params)
+            recipe = support._chosen(model, case)
+            silent -= {i for i in silent if ROWS[i].check(model, case, recipe)}
+        if not silent:
+            break
+    assert [ROWS[i].fields for i in sorted(silent)] == []
+
+
+def test_the_fold_keeps_the_rows_order_and_each_key_once():
+    model = support.OpModel("test", e5m2_pair=True, k_multiple=(16, "k_alignment"), n_multiple=(16, "k_alignment"))
+    params = {"scale_a": "tensor_0d", "scale_b": "tensor_0d", "m": 4, "k": 20, "n": 40}
+    params.update(dtype_a="e5m2", dtype_b="e5m2")
+    assert support._op_breaks(model, params) == ["e5m2_pair", "k_alignment"]
+    assert support._op_breaks(dataclasses.replace(model, no_backend=True), params)[0] == "backend"
