@@ -1,6 +1,7 @@
-"""The built-ins' op models are tables of rules (matrix/support.py FIRST_RULES, RECIPE_RULES):
-every OpModel field is read by a row, every row names real fields and fires for some built-in
-model on some case, and the fold gives each key once in the rows' order."""
+"""The built-ins' op models (matrix/support.py FIRST_RULES, RECIPE_RULES) and kernels'
+declarations (verdict/refusals.py DECLARED_RULES) are tables of rules: every field is read by a
+row and every row names a real field; each op rule fires for some built-in model on some case;
+the folds give each key in the rows' order."""
 
 import dataclasses
 import itertools
@@ -52,3 +53,24 @@ def test_the_fold_keeps_the_rows_order_and_each_key_once():
     params.update(dtype_a="e5m2", dtype_b="e5m2")
     assert support._op_breaks(model, params) == ["e5m2_pair", "k_alignment"]
     assert support._op_breaks(dataclasses.replace(model, no_backend=True), params)[0] == "backend"
+
+
+def test_every_declaration_has_a_rule_and_every_rule_a_declaration():
+    from pytest_scaledmm.verdict.refusals import DECLARED_RULES, Support  # noqa: PLC0415
+
+    declarations = {f.name for f in dataclasses.fields(Support)} - {"name", "builtin"}
+    rows = [rule.field for rule in DECLARED_RULES]
+    assert sorted(rows) == sorted(declarations), "a Support field without its row, or a row without a field"
+    assert all(callable(rule.check) for rule in DECLARED_RULES)
+
+
+def test_each_declared_rule_names_what_breaks_it():
+    from pytest_scaledmm.verdict.refusals import Support, declared_breaks  # noqa: PLC0415
+
+    kernel = Support("mine", False, scale_forms=("rowwise",), min_m=17, k_multiple=16)
+    params = {"scale_a": "tensor_0d", "scale_b": "rowwise", "m": 4, "k": 20, "n": 16}
+    assert declared_breaks(kernel, params) == [
+        ("scale_forms", "scale_a tensor_0d is not in its scale_forms ['rowwise']"),
+        ("min_m", "M = 4 is outside its min_m: 17"),
+        ("k_multiple", "K = 20 is outside its k_multiple: 16"),
+    ]

@@ -29,7 +29,7 @@ as the run did.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
@@ -363,52 +363,55 @@ class Support:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _tokens(params: Mapping[str, Any]) -> int:
-    return params["m"]  # a 3-D activation has M = B*T tokens in total
-
-
 def _pairs(declared) -> set:
     return {tuple(pair) for pair in declared}  # lists once a repro script reads them from JSON
 
 
-def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """Every declaration of `kernel` (a KernelSpec or Support) that the case lies outside, as
-    (the declaration's key, what breaks it), in the order they are checked."""
-    kernel = Support.of(kernel)
-    if kernel is None:
-        return []
-    found = []
-    for side in ("scale_a", "scale_b"):
-        if kernel.scale_forms and params.get(side) not in kernel.scale_forms:
-            found.append(
-                ("scale_forms", f"{side} {params.get(side)} is not in its scale_forms {list(kernel.scale_forms)}")
-            )
-    for side in ("dtype_a", "dtype_b"):
-        if kernel.dtypes and params.get(side) not in kernel.dtypes:
-            found.append(("dtypes", f"{side} {params.get(side)} is not in its dtypes {list(kernel.dtypes)}"))
-    for key, (a, b) in (("scale_pairs", ("scale_a", "scale_b")), ("dtype_pairs", ("dtype_a", "dtype_b"))):
+Break = tuple[str, str]  # (the declaration's key, what breaks it)
+
+
+def _in_list(key: str, axes: tuple[str, ...], neutral: Any = None) -> DeclaredRule:
+    """A declaration listing the values an axis (each of `axes`) may take."""
+
+    def check(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
+        declared = getattr(kernel, key)
+        found = []
+        for axis in axes:
+            value = params.get(axis, neutral)
+            if declared and value not in declared:
+                found.append((key, f"{axis} {value} is not in its {key} {list(declared)}"))
+        return found
+
+    return DeclaredRule(key, check)
+
+
+def _in_pairs(key: str, a: str, b: str) -> DeclaredRule:
+    """A declaration listing the (a, b) pairs two axes may take together."""
+
+    def check(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
         declared = getattr(kernel, key)
         if declared and (params.get(a), params.get(b)) not in _pairs(declared):
-            found.append((key, f"{params.get(a)} x {params.get(b)} is not in its {key}"))
+            return [(key, f"{params.get(a)} x {params.get(b)} is not in its {key}")]
+        return []
+
+    return DeclaredRule(key, check)
+
+
+def _bias_out_dtypes(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
     out = params.get("out_dtype")
-    if kernel.out_dtypes and out not in kernel.out_dtypes:
-        found.append(("out_dtypes", f"out_dtype {out} is not in its out_dtypes {list(kernel.out_dtypes)}"))
     if params.get("bias") and kernel.bias_out_dtypes is not None and out not in kernel.bias_out_dtypes:
-        found.append(
+        return [
             (
                 "bias_out_dtypes",
                 f"a bias with out_dtype {out} is outside its bias_out_dtypes {list(kernel.bias_out_dtypes)}",
             )
-        )
-    for key, axis, neutral in (
-        ("scale_layouts", "scale_layout", "contiguous"),
-        ("operand_layouts", "operand_layout", "dense"),
-    ):
-        declared = getattr(kernel, key, None)
-        value = params.get(axis, neutral)
-        if declared and value not in declared:
-            found.append((key, f"{axis} {value} is not in its {key} {list(declared)}"))
-    pair = (params.get("scale_a"), params.get("scale_b"))
+        ]
+    return []
+
+
+def _pair_rules(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
+    pair, out = (params.get("scale_a"), params.get("scale_b")), params.get("out_dtype")
+    found = []
     for rule_pair, rule_outs, rule_bias in kernel.pair_rules or ():
         if tuple(rule_pair) != pair:
             continue
@@ -421,19 +424,57 @@ def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
             )
         if params.get("bias") and rule_bias is False:
             found.append(("pair_rules", f"its pair {pair[0]} x {pair[1]} takes no bias"))
-    m, k, n = _tokens(params), params["k"], params["n"]
-    limits = [
-        ("min_m", lambda v: m < v, f"M = {m}"),
-        ("max_m", lambda v: m > v, f"M = {m}"),
-        ("m_multiple", lambda v: m % v, f"M = {m}"),
-        ("k_multiple", lambda v: k % v, f"K = {k}"),
-        ("n_multiple", lambda v: n % v, f"N = {n}"),
-    ]
-    for key, outside, what in limits:
-        value = getattr(kernel, key)
-        if value is not None and outside(value):
-            found.append((key, f"{what} is outside its {key}: {value}"))
     return found
+
+
+def _size_limit(key: str, dim: str, outside: Callable[[int, int], bool]) -> DeclaredRule:
+    """A declared limit on one size (M counts tokens: B*T for a 3-D activation)."""
+
+    def check(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
+        limit, size = getattr(kernel, key), params[dim]
+        if limit is not None and outside(size, limit):
+            return [(key, f"{dim.upper()} = {size} is outside its {key}: {limit}")]
+        return []
+
+    return DeclaredRule(key, check)
+
+
+@dataclass(frozen=True)
+class DeclaredRule:
+    """One declaration a kernel may make (a Support field) and its check: what of a case lies
+    outside it. A new declaration is one row of DECLARED_RULES and its Support field;
+    tests/test_support_rules.py fails a field no row reads."""
+
+    field: str
+    check: Callable[[Support, Mapping[str, Any]], list[Break]]
+
+
+# In the order their breaks are listed.
+DECLARED_RULES: tuple[DeclaredRule, ...] = (
+    _in_list("scale_forms", ("scale_a", "scale_b")),
+    _in_list("dtypes", ("dtype_a", "dtype_b")),
+    _in_pairs("scale_pairs", "scale_a", "scale_b"),
+    _in_pairs("dtype_pairs", "dtype_a", "dtype_b"),
+    _in_list("out_dtypes", ("out_dtype",)),
+    DeclaredRule("bias_out_dtypes", _bias_out_dtypes),
+    _in_list("scale_layouts", ("scale_layout",), "contiguous"),
+    _in_list("operand_layouts", ("operand_layout",), "dense"),
+    DeclaredRule("pair_rules", _pair_rules),
+    _size_limit("min_m", "m", lambda size, limit: size < limit),
+    _size_limit("max_m", "m", lambda size, limit: size > limit),
+    _size_limit("m_multiple", "m", lambda size, limit: bool(size % limit)),
+    _size_limit("k_multiple", "k", lambda size, limit: bool(size % limit)),
+    _size_limit("n_multiple", "n", lambda size, limit: bool(size % limit)),
+)
+
+
+def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Every declaration of `kernel` (a KernelSpec or Support) that the case lies outside, as
+    (the declaration's key, what breaks it), in DECLARED_RULES' order."""
+    kernel = Support.of(kernel)
+    if kernel is None:
+        return []
+    return [found for rule in DECLARED_RULES for found in rule.check(kernel, params)]
 
 
 def outside_declared_support(kernel, params: Mapping[str, Any]) -> str | None:
