@@ -11,22 +11,14 @@ import pytest
 import torch
 from direct_run import run_matrix
 
-from matrices import matrix_text, planted, synthetic
+from matrices import BASE_AXES as SYNTHETIC_BASE
+from matrices import matrix_text, planted
 from pytest_scaledmm.verdict import draw
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict import reference as reference_module
 
 CALIBRATION = Path(__file__).resolve().parents[1] / "calibration"
-BASE_AXES = {
-    "scale_a": ["tensor_0d"],
-    "scale_b": ["tensor_1d"],
-    "mode": ["aot_eager"],
-    "m": [4],
-    "k": [32],
-    "n": [16],
-    "out_dtype": ["fp32"],
-}
-BASE_AXES = synthetic(BASE_AXES)
+BASE_AXES = {**SYNTHETIC_BASE, "out_dtype": ["fp32"]}
 EVERY_K = [32, 1024, 4096, 16384]
 # fast accumulation: the old bound's 2^-13 per product, the loosest it had
 LARGE_K = {"k": [1024, 2048], "use_fast_accum": [True]}

@@ -350,14 +350,9 @@ def _serving_call(
     earlier = [first_raw]
     for _ in range(SERVING_CALLS - 1):
         given = fresh(second) if fresh else second.fresh()
-        try:
-            raw = call(*given)
-            sync(device)
-        except BaseException as exc:
-            error = caught(exc, side, "runtime")
-            compare(given, True)
-            return {"ok": False, "ratio": math.inf, "problem": f"{LATER_CALLS_RAISED} {error.type}"}
-        compare(given, False)
+        raw, raised = _later_call(call, given, device, caught, side, compare, LATER_CALLS_RAISED)
+        if raised:
+            return raised
         try:
             problem = serving_loop_problem(first_raw, first_kept, first_given, raw, given, second.names, held)
             if problem is None and held and _storage_key(raw) is not None:
@@ -372,6 +367,23 @@ def _serving_call(
             return found
         earlier.append(raw)
     return None
+
+
+def _later_call(
+    call: Callable, given: tuple, device: str, caught: Callable, side: str, compare: Callable, raised: str
+) -> tuple[Any, dict | None]:
+    """One serving-loop call after the first, on `given`: its raw output and None, or None and
+    the failed check (`raised` and the error's type) when it raised; `compare` records what it
+    changed in `given`."""
+    try:
+        raw = call(*given)
+        sync(device)
+    except BaseException as exc:
+        error = caught(exc, side, "runtime")
+        compare(given, True)
+        return None, {"ok": False, "ratio": math.inf, "problem": f"{raised} {error.type}"}
+    compare(given, False)
+    return raw, None
 
 
 def _storages(given: tuple) -> list | None:
@@ -411,14 +423,9 @@ def _in_place_call(
         for target, source in pairs:
             target.copy_(source)
         _written(first_given)
-        try:
-            raw = call(*first_given)
-            sync(device)
-        except BaseException as exc:
-            error = caught(exc, side, "runtime")
-            compare(first_given, True)
-            return {"ok": False, "ratio": math.inf, "problem": f"{IN_PLACE_CALL_RAISED} {error.type}"}
-        compare(first_given, False)
+        raw, raised = _later_call(call, first_given, device, caught, side, compare, IN_PLACE_CALL_RAISED)
+        if raised:
+            return raised
         found = guarded(spec.check, True, _clone(raw), None, device)[0]
         if found is None or found.get("ok"):
             return None
