@@ -404,3 +404,22 @@ def shifted_last_n_tile(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fas
         columns = list(range(whole)) + [n - 64 + j - whole for j in range(whole, n)]
         out = out.index_select(-1, torch.tensor(columns, device=out.device))
     return out
+
+
+_TILE_ROWS: dict = {}
+
+
+def tile_config_cached_without_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """MISMATCH only when a later call has more tokens than the first of its (K, N): the tile
+    config is tuned on the first call and cached per (K, N) without M, so one M tile (the first
+    M rounded up to a power of two, at least 16) is all a later, larger call computes; the rows
+    past it stay zero. Each first call of a shape is right."""
+    out = _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype)
+    if _compiling():  # the cache lives on the eager path only
+        return out
+    flat = out.reshape(-1, out.shape[-1])
+    key = (a.shape[-1], b.shape[-1], a.dtype, str(a.device))
+    rows = _TILE_ROWS.setdefault(key, max(16, 1 << max(flat.shape[0] - 1, 0).bit_length()))
+    if flat.shape[0] > rows:
+        flat = torch.cat([flat[:rows], torch.zeros_like(flat[rows:])])
+    return flat.reshape(out.shape)

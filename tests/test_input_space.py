@@ -42,9 +42,14 @@ PLANTED = {
     "sanitizes_weight": lambda p: "b" in p.get("special_operand", "none").partition("_")[2],
     # Data pointers are not traceable (a compiled side fails on them): the eager cases show it.
     "caches_weight_by_pointer": lambda p: p["mode"] == "eager" and p["k"] > 0 and p["n"] > 0,
+    # The eager side's call at 3 x M outgrows the first M's tile.
+    "tile_config_cached_without_m": lambda p: 6 <= p["m"] <= 341 and p["k"] > 0 and p["n"] > 0,
 }
 # What the failing case's record must say, where the class of failure alone would not show it.
-SIGNATURES = {"caches_weight_by_pointer": "call with new values in the first call's tensors"}
+SIGNATURES = {
+    "caches_weight_by_pointer": "call with new values in the first call's tensors",
+    "tile_config_cached_without_m": "call at another M after the first",
+}
 
 
 def _cases(document: dict):

@@ -502,3 +502,18 @@ def test_repro_scripts_are_named_per_root_cause_and_never_replace_another(tmp_pa
     with pytest.raises(repro.ReproError, match="never overwritten"):
         repro.write_script(other, _mismatch_record("aten_scaled_mm", "a-1"), {}, 1, code, 10.0)
     assert json.loads((other / "index.json").read_text()) == {"schema": "something else"}
+
+
+def test_a_repro_of_a_failure_at_another_m_makes_the_eager_call_the_run_made(matrix_project, pytester):
+    from matrices import IN_PROCESS, planted
+
+    kernels = [planted(name) for name in ("tile_config_cached_without_m", "correct")]
+    found = _compile_path_repros(matrix_project, pytester, kernels, "eager", *IN_PROCESS)
+    record, script = found["tile_config_cached_without_m"]
+    assert record["outcome"] == "MISMATCH" and "call at another M after the first (m=48)" in record["signature"]
+    assert found["correct"][0]["outcome"] == "PASS" and found["correct"][0]["extra"]["other_m"] == 48
+    text = script.read_text()
+    assert "EAGER_OTHER_M = [{'label': 'm=48', 'm': 48, 'seed': " in text
+    code, said = _run_script(script, cwd=pytester.path)
+    assert code == repro.EXIT_REPRODUCED, said
+    assert "call at another M after the first (m=48)" in said

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from packaging.version import Version
 
@@ -20,6 +20,7 @@ from ..matrix.case_params import Case, input_seed
 from ..matrix.compile_modes import OTHER_M_FACTORS, compile_mode, compile_settings
 from ..matrix.kernels import accepts_keyword, custom_op, kernel_accepts_fast_accum, prepare_callable, unavailable_reason
 from ..matrix.spec import KernelSpec
+from ..matrix.support import support_model
 from ..verdict import outcome as oc
 from ..verdict.classify import classify
 from ..verdict.outcome import Outcome, describe_exception
@@ -149,6 +150,10 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
         except Exception as exc:
             # The prepare step or module factory raised: neither side can run, alike.
             return _build_failed(exc, spec, params)
+        marked_sizes = other_m_sizes(case.id, case["m"], ctx.run_seed) if row.marks_m else []
+        other_shapes = _other_shapes(case, ctx, spec, kernel, inputs, call, slack, marked_sizes)
+        eager_size = marked_sizes[:1] or eager_other_m(case.id, params, ctx.run_seed, _model(spec, ctx.device))
+        eager_other = other_shapes[:1] or _other_shapes(case, ctx, spec, kernel, inputs, call, slack, eager_size)
         # In the isolated child a KeyboardInterrupt can only come from the kernel: a CRASH.
         sides = eager_compile_check(
             call.fn,
@@ -160,14 +165,17 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
             params,
             interrupts=not ctx.in_child,
             runner=row.runner,
-            other_shapes=_other_shapes(case, ctx, spec, kernel, inputs, call, slack) if row.marks_m else (),
+            other_shapes=other_shapes,
             second_call=_second_call(spec, kernel, inputs, params, seed, ctx.device, slack, call),
             names=call.names,
+            eager_other_m=eager_other[0] if eager_other else None,
         )
     finally:
         _restore_dynamo_config(saved_config)
         _restore_stance(saved_stance)
     result = sides.outcome
+    if eager_size:
+        result.observations.other_m = eager_size[0]["m"]
     if spec.slack:
         result.observations.kernel_slack = {"slack": spec.slack, "reason": spec.slack_reason}
     if result.outcome != oc.CRASH and result.eager_error is None:
@@ -180,10 +188,34 @@ def other_m_sizes(case_id: str, m: int, run_seed: int) -> list:
     (compile_modes.OTHER_M_FACTORS times the case's M), each with an input seed of its own.
     Repro scripts carry the same list."""
 
-    return [
-        {"label": f"m={m * f}", "m": m * f, "seed": input_seed(run_seed, f"{case_id}@m={m * f}")}
-        for f in OTHER_M_FACTORS
-    ]
+    return [other_m_entry(case_id, m * f, run_seed) for f in OTHER_M_FACTORS]
+
+
+def other_m_entry(case_id: str, m: int, run_seed: int) -> dict:
+    """{"label", "m", "seed"}: the case at another M, with an input seed of its own."""
+    return {"label": f"m={m}", "m": m, "seed": input_seed(run_seed, f"{case_id}@m={m}")}
+
+
+# Above it the eager side's other M is smaller: a call and a float64 reference at 3 x M would
+# cost more than the case.
+EAGER_OTHER_M_LARGEST = 1024
+
+
+def eager_other_m(case_id: str, params: Mapping[str, Any], run_seed: int, model) -> list:
+    """[{"label", "m", "seed"}] or []: the M of the eager side's call after the first (pipeline
+    SidePlan.other_m), the first of OTHER_M_FACTORS times M, M divided by them, M + 1 and M - 1
+    that the kernel's support `model` accepts. A dynamic-M mode's first other M is the same."""
+    m = params["m"]
+    candidates = [m * f for f in OTHER_M_FACTORS if m * f <= EAGER_OTHER_M_LARGEST]
+    candidates += [m // f for f in OTHER_M_FACTORS] + [m + 1, m - 1]
+    for other in dict.fromkeys(candidates):
+        if other >= 1 and other != m and not model.breaks({**params, "m": other}):
+            return [other_m_entry(case_id, other, run_seed)]
+    return []
+
+
+def _model(spec: KernelSpec, device: str):
+    return support_model(spec, device_info(device).arch)
 
 
 def _case_call(spec: KernelSpec, kernel, inputs, params, built=None):
@@ -225,8 +257,8 @@ def _second_call(spec: KernelSpec, kernel, inputs, params, seed: int, device: st
     )
 
 
-def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, call, slack: float) -> list:
-    """The case at the other M values of a dynamic-M mode (other_m_sizes), each with its own
+def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, call, slack: float, sizes) -> list:
+    """The case at other M values (`sizes`: other_m_sizes, eager_other_m), each with its own
     inputs and float64 reference; a kernel whose weights are built once keeps the first's."""
     from ..verdict.contracts import with_weights_of  # noqa: PLC0415  lazy: imports torch
     from ..verdict.draw import make_inputs  # noqa: PLC0415  lazy: imports torch
@@ -234,7 +266,7 @@ def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, 
     from ..verdict.pipeline import OtherShape  # noqa: PLC0415  lazy: imports torch
 
     shapes = []
-    for other in other_m_sizes(case.id, case["m"], ctx.run_seed):
+    for other in sizes:
         params = {**case.params, "m": other["m"]}
         inputs = with_weights_of(first, make_inputs(params, other["seed"], ctx.device), spec.contract)
         args = _case_call(spec, kernel, inputs, params, call.built).args

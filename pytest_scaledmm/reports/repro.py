@@ -34,7 +34,7 @@ from ..errors import ScaledmmError
 from ..execution.cache import CACHE_ENV as RUN_CACHE_ENV
 from ..execution.cache import OWNED_CACHE_ENV
 from ..execution.quiet import TORCH_IMPORT_NOISE
-from ..execution.run import other_m_sizes
+from ..execution.run import other_m_entry, other_m_sizes
 from ..execution.triage import one_line
 from ..matrix.case_params import input_seed
 from ..matrix.compile_modes import compile_mode, compile_settings
@@ -539,6 +539,8 @@ def render_script(
     device = _mapping(environment).get("device")
     row = compile_mode(params["mode"])
     other_m = other_m_sizes(record["id"], params["m"], run_seed) if row.marks_m else []
+    eager_m = _mapping(record.get("extra")).get("other_m")
+    eager_other_m = [other_m_entry(record["id"], eager_m, run_seed)] if type(eager_m) is int and eager_m >= 1 else []
     constants = "\n".join(
         [
             "# What the run recorded (values from the report, as data).",
@@ -553,6 +555,7 @@ def render_script(
             f"RUNNER = {literal(row.runner)}  # how the compiled side is made (pipeline.make_compiled)",
             f"RUNNER_MODULE = {literal(REGISTERED_BY.get(row.runner, ''))}  # the module of a registered runner",
             f"OTHER_M = {literal(other_m)}  # the other M a dynamic-M mode runs, each with its input seed",
+            f"EAGER_OTHER_M = {literal(eager_other_m)}  # the eager side's call at another M, as the run made it",
             f"KERNEL_SUPPORT = {literal(_plain(support))}  # what the kernel declares: how alike refusals are judged",
             f"FAST_ACCUM_KEYWORD = {literal(bool(fast_accum_keyword))}  # whether the kernel is passed use_fast_accum",
             f"SLACK = {literal(float(slack))}",

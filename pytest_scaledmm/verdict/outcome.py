@@ -239,6 +239,7 @@ class Observations(FieldsOnly):
     triage: dict | None = None  # the triage ladder's finding; the record keeps it beside `extra`
     device: str | None = None  # the device the case ran on (which GPU, under xdist)
     compile_cache: dict | None = None  # Inductor's FX graph cache: {"hit", "miss", "bypass"} counts
+    other_m: int | None = None  # the M of the eager side's call after the first (execution.run.eager_other_m)
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}

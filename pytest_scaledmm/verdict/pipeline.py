@@ -40,6 +40,8 @@ from .signature_text import (
     IN_PLACE_CALL_RAISED,
     LATER_CALLS,
     LATER_CALLS_RAISED,
+    OTHER_M_CALL,
+    OTHER_M_CALL_RAISED,
     RECOMPILED,
     SECOND_CALL,
     SHARES_INPUT,
@@ -386,6 +388,27 @@ def _later_call(
     return raw, None
 
 
+def _other_m_call(
+    call: Callable, other: OtherShape, names: list, plan: SidePlan, log: CallLog, side: str
+) -> dict | None:
+    """A call at another M after the first (SidePlan.other_m): its failed check, or None. A kernel
+    that keeps what it worked out for the first shape (a buffer, a tile, a dispatch choice)
+    answers the second with it."""
+    source = PristineInputs(other.args, names)
+    given = plan.fresh(source)
+
+    def compare(copies: tuple, raised: bool) -> None:
+        log.compare(copies, side, source, raised)
+
+    raw, raised = _later_call(call, given, plan.device, log.caught, side, compare, OTHER_M_CALL_RAISED)
+    if raised:
+        return raised
+    found = guarded(other.check, True, _clone(raw), None, plan.device)[0]
+    if found is None or found.get("ok"):
+        return None
+    return {**found, "ok": False, "problem": f"{OTHER_M_CALL} ({other.label}): {problem_of(found)}"}
+
+
 def _storages(given: tuple) -> list | None:
     """The storages of `given`'s tensors (None for an absent argument), or None when an argument
     is neither a plain tensor nor None (a weight object, a tuple of scales): then nothing is
@@ -517,7 +540,9 @@ class CallLog:
 class SidePlan:
     """The calls one side makes after its first: the serving loop's (`second`, outputs `held`
     across calls or not), else the same inputs again when `repeat`; then each of `other_shapes`,
-    the M-dependent `dims` of every call's copies marked `marked`."""
+    the M-dependent `dims` of every call's copies marked `marked`. `other_m`: one call at another
+    M after the serving loop, checked like it (the eager side's: a different shape after the first
+    call must give its own result)."""
 
     device: str
     second: OtherShape | None = None
@@ -527,6 +552,7 @@ class SidePlan:
     other_shapes: Sequence[OtherShape] = ()
     dims: list = field(default_factory=list)
     marked: str | None = None
+    other_m: OtherShape | None = None
     # The first call's copies compared again after the serving loop: a compiled call may write
     # into an earlier call's inputs.
     recheck_first: bool = False
@@ -596,6 +622,10 @@ def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: Call
             run.outs = (first, again)
         else:
             run.outs = (first,)
+        if plan.other_m is not None and run.later is None:
+            start = time.perf_counter()
+            run.later = _other_m_call(built.fn, plan.other_m, pristine.names, plan, log, side)
+            run.timing["other_m_s"] = time.perf_counter() - start
         for other in plan.other_shapes:
             source = PristineInputs(other.args, pristine.names)
             given = plan.fresh(source)
@@ -654,6 +684,7 @@ def eager_compile_check(
     other_shapes: Sequence[OtherShape] = (),
     second_call: OtherShape | None = None,
     names: Sequence[str] | None = None,
+    eager_other_m: OtherShape | None = None,
 ) -> Sides:
     """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
     the second runs the cached code), check each side with the side-checker `check`
@@ -670,13 +701,15 @@ def eager_compile_check(
     loop does next: each side calls again with those inputs (the compiled side on its cached
     code); the second output must match its own reference, the first must be unchanged after it,
     and no output may share storage with an input or with the previous output
-    (serving_loop_problem). Without it the compiled side runs the same inputs twice."""
+    (serving_loop_problem). Without it the compiled side runs the same inputs twice.
+    `eager_other_m`: the eager side's last call, at another M (SidePlan.other_m)."""
     log = CallLog(interrupts)
     pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
     second_inputs = PristineInputs(second_call.args, pristine.names) if second_call is not None else None
 
-    eager = run_side("eager", EagerCall(fn), pristine, log, SidePlan(device, second_call, second_inputs))
-    timing: dict = {"eager_s": eager.first_s}
+    eager_plan = SidePlan(device, second_call, second_inputs, other_m=eager_other_m)
+    eager = run_side("eager", EagerCall(fn), pristine, log, eager_plan)
+    timing: dict = {"eager_s": eager.first_s, **{f"eager_{key}": value for key, value in eager.timing.items()}}
 
     # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
     torch._dynamo.reset()

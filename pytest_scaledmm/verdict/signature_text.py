@@ -34,6 +34,9 @@ FIRST_OUTPUT_UNREADABLE = "first output unreadable after the second call"
 # The last serving-loop call: the second inputs' values written into the first call's tensors.
 IN_PLACE_CALL = "call with new values in the first call's tensors"
 IN_PLACE_CALL_RAISED = f"{IN_PLACE_CALL} raised"
+# The eager side's last call: inputs of another M (a server's next batch size), its own reference.
+OTHER_M_CALL = "call at another M after the first"
+OTHER_M_CALL_RAISED = f"{OTHER_M_CALL} raised"
 
 CHECK_PROBLEMS = (
     NONFINITE_POSITIONS,
@@ -50,6 +53,8 @@ CHECK_PROBLEMS = (
     FIRST_OUTPUT_UNREADABLE,
     IN_PLACE_CALL_RAISED,
     f"{IN_PLACE_CALL}: ",
+    OTHER_M_CALL_RAISED,
+    f"{OTHER_M_CALL} (",
 )
 
 # A dynamic-M case (pipeline.dynamic_m_outcome) and a kernel writing into its inputs
