@@ -4,6 +4,11 @@ under torch.compile (Dynamo guards on a Python branch and recompiles) or wrong a
 import torch
 
 
+def _compiling() -> bool:
+    check = getattr(torch.compiler, "is_compiling", None) or torch._dynamo.is_compiling
+    return check()
+
+
 def _product(a, b, scale_a, scale_b, bias, out_dtype):
     out = (a.to(torch.float32) * scale_a) @ (b.to(torch.float32) * scale_b)
     if bias is not None:
@@ -20,8 +25,9 @@ def branches_on_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accu
 
 
 def wrong_beyond_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    """Right for M <= 20 (every case's own M in these tests), off by half beyond."""
+    """Right for M <= 20 (every case's own M in these tests), off by half beyond in the compiled
+    graph only (the eager call at another M is right)."""
     out = _product(a, b, scale_a, scale_b, bias, out_dtype)
-    if a.shape[0] > 20:
+    if a.shape[0] > 20 and _compiling():
         out = out * 1.5
     return out

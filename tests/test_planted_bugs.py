@@ -53,7 +53,7 @@ BUGS = [
     ),
     (
         "first_token_scale",
-        {"scale_a": ["rowwise", "tensor_1x1"], "m": [1, 5]},
+        {"scale_a": ["rowwise", "tensor_1x1"], "m": [2, 5]},  # M = 1 fails at its other M (3), eager only
         oc.MISMATCH,
         "eager+compiled",
         lambda p: p["scale_a"] == "rowwise" and p["m"] > 1,

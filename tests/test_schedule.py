@@ -107,3 +107,51 @@ def test_the_scheduler_hands_the_next_case_in_order_to_the_worker_that_is_free()
     assert nodes[2].sent == [2, 5, 9] and not sched.pending
     sched.mark_test_complete(nodes[2], 5)
     assert nodes[2].shutting_down and not nodes[0].shutting_down  # nothing left to hand out
+
+
+HOST = "matrix.yaml::i8-row_x_row-m16k128n128-bf16-max-autotune-hostscale-1a2b3c"
+HOST_EAGER = "matrix.yaml::i8-row_x_row-m16k128n128-bf16-eager-hostscale-1a2b3c"
+
+
+def test_only_inductor_cases_with_a_host_scale_are_in_the_host_lane():
+    assert schedule.builds_host_kernel(HOST.rpartition("::")[2])
+    assert schedule.builds_host_kernel("fp8e4m3-s0d_x_s0d-m1k128n128-bf16-max-autotune-no-cudagraphs-hostscale-cd2176")
+    assert not schedule.builds_host_kernel(HOST_EAGER.rpartition("::")[2])
+    assert not schedule.builds_host_kernel("fp8e4m3-s0d_x_s0d-m1k128n128-bf16-max-autotune-apad-cd2176")
+
+
+def test_the_host_lane_goes_to_its_worker_and_to_any_once_that_worker_is_gone():
+    pytest.importorskip("xdist")
+    sched = schedule.longest_first_scheduling(_Config(), log=None)
+    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
+    collection = [HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b", "matrix.yaml::c", "matrix.yaml::d"]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    # The three host cases come first in order; only gw0 takes them (two queued at a time).
+    assert nodes[0].sent == [0, 1] and nodes[1].sent == [3, 5] and nodes[2].sent == [4, 6]
+    # gw1 and gw2 have nothing more they may take (the host case waits for gw0): they stop after
+    # their queues; gw0 does not.
+    assert nodes[1].shutting_down and nodes[2].shutting_down and not nodes[0].shutting_down
+    sched.mark_test_complete(nodes[0], 0)
+    assert nodes[0].sent == [0, 1, 2] and not sched.pending
+
+
+def test_a_host_case_left_when_its_worker_dies_goes_to_any_worker():
+    pytest.importorskip("xdist")
+    sched = schedule.longest_first_scheduling(_Config(), log=None)
+    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
+    collection = [HOST, HOST, HOST] + [f"matrix.yaml::c{i}" for i in range(6)]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    assert nodes[0].sent == [0, 1] and nodes[1].sent == [3, 5] and nodes[2].sent == [4, 6]
+    sched.remove_node(nodes[0])  # it crashed in case 0: case 1 goes back to the pending ones
+    for index in (3, 5):
+        sched.mark_test_complete(nodes[1], index)
+    assert nodes[1].sent == [3, 5, 2, 7]
+    for index in (4, 6):
+        sched.mark_test_complete(nodes[2], index)
+    assert nodes[2].sent == [4, 6, 8, 1] and not sched.pending

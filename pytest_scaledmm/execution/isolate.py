@@ -135,6 +135,10 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
             if name in kernels:
                 specs[name] = dataclasses.replace(specs[name], fn=kernels[name])
         ctx = dataclasses.replace(ctx_blob, kernels=kernels, kernel_specs=specs, in_child=True)
+        if ctx.host_lane and ctx.device.startswith("cuda"):  # the CPU device's warm-up did it
+            from .device import probe_cpu_vector_isa_in_background  # noqa: PLC0415  lazy: the child
+
+            probe_cpu_vector_isa_in_background()
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return

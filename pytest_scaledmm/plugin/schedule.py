@@ -10,6 +10,13 @@ longest-processing-time-first scheduling, within 4/3 of the optimum.
 The expected cost of a case is its measured seconds in the newest report of the same matrix in
 the run's report directory, else a model: the compile mode's typical seconds, more for cases that
 call the compiled side at several shapes.
+
+One lane: the cases whose compiled side builds a CPU kernel beside the GPU ones (a scale on the
+host under an Inductor mode) all go to worker HOST_LANE_WORKER, whose child checks the CPU's
+vector ISAs while the run starts (session.py). Inductor checks them once per process, a test
+build and a test load in a new Python for each ISA, one process at a time under its file lock:
+on an H200 with 14 workers that check, paid by each process that met such a case, was 60-95 s
+of one case's compile.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from ..matrix.case_params import OPERAND_LAYOUT_SHORT
 from ..matrix.compile_modes import inductor_modes
 from ..reports.report import ReportError, load_report
 
@@ -53,6 +61,16 @@ REFUSED_FACTOR = 0.5
 HOST_FACTOR = 1.5
 # At most this many cases queued on a worker: one running, one ready to start.
 QUEUED_PER_WORKER = 2
+HOST_LANE_WORKER = "gw0"
+
+
+def builds_host_kernel(case_id: str) -> bool:
+    """Whether a case's compiled side builds a CPU kernel beside the GPU ones: its scale on the host
+    (case_params.OPERAND_LAYOUT_SHORT) under an Inductor mode. Read from the id alone, as the
+    controller has nothing else."""
+    if OPERAND_LAYOUT_SHORT["scale_on_host"] not in case_id.split("-"):
+        return False
+    return any(f"-{mode}-" in f"-{case_id}-" for mode in inductor_modes())
 
 
 def measured_seconds(record: Mapping[str, Any]) -> float | None:
@@ -140,6 +158,31 @@ def longest_first_scheduling(config: pytest.Config, log: Producer) -> LoadSchedu
     from xdist.scheduler import LoadScheduling  # noqa: PLC0415  lazy: only under xdist
 
     class LongestFirstScheduling(LoadScheduling):
+        def _lane_node(self) -> WorkerController | None:
+            for node in self.nodes:
+                if node.gateway.id == HOST_LANE_WORKER and not node.shutting_down:
+                    return node
+            return None
+
+        def _send_next(self, node: WorkerController, count: int) -> None:
+            """The next `count` pending cases this node may take: the host lane's go to its worker
+            (to any worker once it is gone), the others to every worker."""
+            lane = self._lane_node()
+            collection = self.collection or []  # type: ignore[has-type]
+            chosen: list[int] = []
+            for position, index in enumerate(self.pending):
+                if len(chosen) == count:
+                    break
+                in_lane = lane is not None and builds_host_kernel(collection[index].rpartition("::")[2])
+                if not in_lane or node is lane:
+                    chosen.append(position)
+            indices = [self.pending[position] for position in chosen]
+            for position in reversed(chosen):
+                del self.pending[position]
+            if indices:
+                self.node2pending[node].extend(indices)
+                node.send_runtest_some(indices)
+
         def schedule(self) -> None:
             assert self.collection_is_completed
             if self.collection is not None:  # type: ignore[has-type]
@@ -158,19 +201,29 @@ def longest_first_scheduling(config: pytest.Config, log: Producer) -> LoadSchedu
             for _ in range(QUEUED_PER_WORKER):
                 for node in self.nodes:
                     if self.pending:
-                        self._send_tests(node, 1)
-            if not self.pending:
-                for node in self.nodes:
-                    node.shutdown()
+                        self._send_next(node, 1)
+            for node in self.nodes:
+                self._shut_down_if_done(node)
 
         def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
             if node.shutting_down:
                 return
-            if not self.pending:
-                node.shutdown()
-                return
             queued = len(self.node2pending[node])
             if queued < QUEUED_PER_WORKER:
-                self._send_tests(node, QUEUED_PER_WORKER - queued)
+                self._send_next(node, QUEUED_PER_WORKER - queued)
+            self._shut_down_if_done(node)
+
+        def _shut_down_if_done(self, node: WorkerController) -> None:
+            """A worker with nothing left that it may take stops after what it has queued."""
+            if node.shutting_down:
+                return
+            lane = self._lane_node()
+            collection = self.collection or []
+            if lane is None or node is lane:
+                takes = bool(self.pending)
+            else:
+                takes = any(not builds_host_kernel(collection[i].rpartition("::")[2]) for i in self.pending)
+            if not takes:
+                node.shutdown()
 
     return LongestFirstScheduling(config, log)
