@@ -123,7 +123,8 @@ def test_two_kernels_with_four_mismatch_causes_are_four_lines_each_naming_its_ke
 
 
 def test_all_names_the_shape_class_only_the_failures_have(pytester):
-    _project(pytester, [{"name": "past16", "impl": "mykernels:wrong_past_16"}], {"m": [4, 5, 17, 33], "n": [16]})  # 5's other M, 15, is right too
+    # 5's other M (15) is right too: only 17 and 33 fail.
+    _project(pytester, [{"name": "past16", "impl": "mykernels:wrong_past_16"}], {"m": [4, 5, 17, 33], "n": [16]})
     result, data = _run(pytester, *IN_PROCESS)
     result.assert_outcomes(failed=2, passed=2)
     (group,) = data["signatures"]
