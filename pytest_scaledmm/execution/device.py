@@ -98,28 +98,14 @@ def environment(device: str) -> dict:
     }
 
 
-# The xdist worker that runs the cases whose compiled side builds a CPU kernel beside the GPU ones
-# (plugin/schedule.py's host lane); outside xdist, the one process.
-HOST_LANE_WORKER = "gw0"
-
-
-def host_lane_worker() -> bool:
-    return os.environ.get("PYTEST_XDIST_WORKER", HOST_LANE_WORKER) == HOST_LANE_WORKER
-
-
-_isa_probe_started = False
-
-
 def probe_cpu_vector_isa_in_background() -> None:
     """Inductor's first CPU kernel waits for a test build of each vector ISA the CPU reports
     (~1.5-5 s each, one after another, redone in every fresh cache: most of a CPU run's cold
     start). Build them now, in parallel threads; Inductor's own check then finds them built.
-    These are torch internals: where a release lacks them, nothing is done. Once per process."""
+    These are torch internals: where a release lacks them, nothing is done."""
 
-    global _isa_probe_started
-    if _isa_probe_started or platform.machine() not in ("x86_64", "AMD64"):
+    if platform.machine() not in ("x86_64", "AMD64"):
         return
-    _isa_probe_started = True
     try:
         # Imported here, not in the thread: a thread importing Inductor while this one imports
         # Dynamo can see a half-initialised module.

@@ -135,6 +135,10 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
             if name in kernels:
                 specs[name] = dataclasses.replace(specs[name], fn=kernels[name])
         ctx = dataclasses.replace(ctx_blob, kernels=kernels, kernel_specs=specs, in_child=True)
+        if ctx.host_lane and ctx.device.startswith("cuda"):  # the CPU device's warm-up did it
+            from .device import probe_cpu_vector_isa_in_background  # noqa: PLC0415  lazy: the child
+
+            probe_cpu_vector_isa_in_background()
     except BaseException:
         conn.send(("error", traceback.format_exc()))
         return
@@ -188,11 +192,9 @@ def _warm_up(requested_device: str, uses_inductor: bool) -> None:
             torch.empty(1, device=device)
     except Exception:  # a missing or failing device: each case reports it
         return
-    from .device import host_lane_worker, probe_cpu_vector_isa_in_background  # noqa: PLC0415  lazy: the child
+    if device == "cpu" and uses_inductor:
+        from .device import probe_cpu_vector_isa_in_background  # noqa: PLC0415  lazy: the child
 
-    # On a GPU only the host lane's worker builds CPU kernels (a host scale's): its child checks
-    # now, while the run starts, so that its first such case does not wait for it.
-    if uses_inductor and (device == "cpu" or host_lane_worker()):
         probe_cpu_vector_isa_in_background()
 
 

@@ -38,6 +38,9 @@ class RunContext:
     opchecks: dict = field(default_factory=dict)  # opcheck family -> OpcheckResult, per process
     max_autotune_configs: int = 0  # 0: Inductor's full autotune search; N: at most N GEMM configs
     in_child: bool = False  # in the isolated child: a KeyboardInterrupt there is the kernel's
+    # This process runs the cases whose compiled side builds a CPU kernel (plugin/schedule.py's
+    # host lane): its child checks the CPU's vector ISAs as soon as it has its settings.
+    host_lane: bool = False
 
 
 def _torch_release():

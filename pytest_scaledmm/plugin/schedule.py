@@ -13,7 +13,7 @@ call the compiled side at several shapes.
 
 One lane: the cases whose compiled side builds a CPU kernel beside the GPU ones (a scale on the
 host under an Inductor mode) all go to worker HOST_LANE_WORKER, whose child checks the CPU's
-vector ISAs while the run starts (execution/isolate.py _warm_up). Inductor checks them once per process, a test
+vector ISAs while the run starts (session.py). Inductor checks them once per process, a test
 build and a test load in a new Python for each ISA, one process at a time under its file lock:
 on an H200 with 14 workers that check, paid by each process that met such a case, was 60-95 s
 of one case's compile.
@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from ..execution.device import HOST_LANE_WORKER
 from ..matrix.case_params import OPERAND_LAYOUT_SHORT
 from ..matrix.compile_modes import inductor_modes
 from ..reports.report import ReportError, load_report
@@ -62,6 +61,7 @@ REFUSED_FACTOR = 0.5
 HOST_FACTOR = 1.5
 # At most this many cases queued on a worker: one running, one ready to start.
 QUEUED_PER_WORKER = 2
+HOST_LANE_WORKER = "gw0"
 
 
 def builds_host_kernel(case_id: str) -> bool:

@@ -22,12 +22,7 @@ from typing import Any
 
 from ..execution.aoti_control import apply_control, control_dtype, failed_stage
 from ..execution.cache import FreshCache
-from ..execution.device import (
-    device_info,
-    environment,
-    probe_cpu_vector_isa_in_background,
-    resolve_device,
-)
+from ..execution.device import device_info, environment, probe_cpu_vector_isa_in_background, resolve_device
 from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner
 from ..execution.run import RunContext
 from ..execution.triage import SHARED_DIR_ENV, Triage
@@ -42,6 +37,7 @@ from ..records import Report, ShardBlock
 from ..reports.coverage import coverage_block, coverage_lines, model_block
 from ..reports.report import build_report, iso_time
 from ..verdict import outcome as oc
+from .schedule import HOST_LANE_WORKER, builds_host_kernel
 from .settings import Settings
 from .shard import shard_block, shard_slice
 
@@ -186,8 +182,15 @@ class MatrixSession:
                 archs=self.spec.archs,
                 slack=self.spec.slack,
                 max_autotune_configs=self.settings.max_autotune_configs,
+                host_lane=self._runs_host_lane(),
             )
         return self._context
+
+    def _runs_host_lane(self) -> bool:
+        """Whether this process is the host lane's worker (schedule.py) and has its cases."""
+        if os.environ.get("PYTEST_XDIST_WORKER", HOST_LANE_WORKER) != HOST_LANE_WORKER:
+            return False
+        return any(builds_host_kernel(case.id) for case in self.cases())
 
     def environment_to_send(self) -> dict | None:
         """This process's environment the first time it is asked, else None: the first item a
