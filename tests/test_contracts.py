@@ -125,6 +125,12 @@ def test_a_prepare_step_runs_once_per_case_and_the_serving_loop_keeps_its_weight
     results = run_matrix(matrix_text(entries, {**ROWWISE, "m": [4]}, cases=1))
     assert [r.outcome for _, r in results] == [oc.PASS]
     assert planted.PREPARED == [(64, 32)]
+    # The weight is a tuple: nothing can be written into it in place, and the record says so.
+    (said,) = [r.observations.not_checked for _, r in results]
+    assert said == [
+        "call with new values in the first call's tensors: an argument is not a plain tensor"
+        " (a weight object, a tuple of scales)"
+    ]
 
 
 def test_a_prepare_step_that_raises_is_the_kernels_failure():

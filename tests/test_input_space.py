@@ -189,3 +189,28 @@ def test_the_default_profile_has_an_fp8_output_with_scale_result_and_k_tails():
         "int8_w8a8",
     }
     assert notes["truncated"] == 0  # the server slice takes what the covering rows leave
+
+
+def test_a_record_says_which_later_calls_could_not_be_made(matrix_project):
+    """Fail closed: the in-place call skipped for a weight object, the call at another M for a
+    kernel that declares one M only, each named in the record's extra.not_checked."""
+    import json
+
+    from matrices import IN_PROCESS, SYNTHETIC
+
+    one_m = {"name": "one_m", "impl": "planted_kernels:correct", "min_m": 16, "max_m": 16}
+    document = {
+        "version": 1,
+        "kernels": [one_m],
+        "axes": {**SYNTHETIC, "m": [16], "mode": ["eager"]},
+        "profiles": {"default": {"cases": 2}},
+    }
+    matrix_project.write_matrix(yaml.safe_dump(document, sort_keys=False))
+    result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "r.json", *IN_PROCESS)
+    result.assert_outcomes(passed=2)
+    records = json.loads((matrix_project.path / "r.json").read_text())["cases"]
+    for record in records:
+        assert "other_m" not in record["extra"]
+        assert record["extra"]["not_checked"] == [
+            "call at another M after the first: no other M the kernel's declarations admit"
+        ]

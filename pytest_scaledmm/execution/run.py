@@ -24,6 +24,7 @@ from ..matrix.support import support_model
 from ..verdict import outcome as oc
 from ..verdict.classify import classify
 from ..verdict.outcome import Outcome, describe_exception
+from ..verdict.signature_text import OTHER_M_CALL
 from .device import device_info
 
 
@@ -179,6 +180,9 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     result = sides.outcome
     if eager_size:
         result.observations.other_m = eager_size[0]["m"]
+    elif result.outcome != oc.CRASH:
+        said = f"{OTHER_M_CALL}: no other M the kernel's declarations admit"
+        result.observations.not_checked = [*(result.observations.not_checked or []), said]
     if spec.slack:
         result.observations.kernel_slack = {"slack": spec.slack, "reason": spec.slack_reason}
     if result.outcome != oc.CRASH and result.eager_error is None:

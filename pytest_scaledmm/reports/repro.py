@@ -249,6 +249,9 @@ def _module_body(module: types.ModuleType) -> str:
         if missing:
             raise ReproError(f"{module.__name__} imports {sorted(missing)}, which {sibling} does not define")
     skip: set[int] = set()
+    for statement in tree.body:  # `if TYPE_CHECKING:` blocks of sibling imports: for annotations only
+        if _type_checking_imports(statement):
+            skip.update(range(statement.lineno - 1, statement.end_lineno or statement.lineno))
     for node in ast.walk(tree):
         if not isinstance(node, (ast.Expr, ast.ImportFrom)):
             continue
@@ -256,6 +259,16 @@ def _module_body(module: types.ModuleType) -> str:
         if docstring or (isinstance(node, ast.ImportFrom) and (node.level or node.module == "__future__")):
             skip.update(range(node.lineno - 1, node.end_lineno or node.lineno))
     return "\n".join(line for i, line in enumerate(source.splitlines()) if i not in skip).strip("\n")
+
+
+def _type_checking_imports(node: ast.stmt) -> bool:
+    return (
+        isinstance(node, ast.If)
+        and isinstance(node.test, ast.Name)
+        and node.test.id == "TYPE_CHECKING"
+        and not node.orelse
+        and all(isinstance(inner, ast.ImportFrom) and inner.level for inner in node.body)
+    )
 
 
 def verdict_code() -> str:

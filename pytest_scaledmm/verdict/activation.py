@@ -65,7 +65,7 @@ def divisor(params: Mapping[str, Any]) -> float:
 FINEST = (1, 128)
 
 
-def _group_ids(params: Mapping[str, Any], m: int, k: int, blocks=None):
+def _group_ids(params: Mapping[str, Any], m: int, k: int, blocks: tuple | None = None) -> tuple[torch.Tensor, int]:
     """(M x K int64 group index of each element of a, number of groups) from scale_a's grid, or
     from `blocks` (rows, cols) when given."""
 
@@ -77,13 +77,15 @@ def _group_ids(params: Mapping[str, Any], m: int, k: int, blocks=None):
     return ids, (int(ids.max()) + 1 if ids.numel() else 0)
 
 
-def _group_amax(values, ids, groups: int):
+def _group_amax(values: torch.Tensor, ids: torch.Tensor, groups: int) -> torch.Tensor:
 
     flat = values.abs().reshape(-1)
     return torch.zeros(groups, dtype=flat.dtype).scatter_reduce_(0, ids.reshape(-1), flat, "amax", include_self=True)
 
 
-def prepare_draw(a, scale_a, params: Mapping[str, Any]):
+def prepare_draw(
+    a: torch.Tensor, scale_a: torch.Tensor | tuple[torch.Tensor, ...], params: Mapping[str, Any]
+) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, ...]]:
     """(a, scale_a) the declared quantiser maps exactly where it can: scale_a floored to powers
     of two and spread over 16x (element i of its grid times 2^-(i % 5): a quantiser coarser
     than the case's form loses the smaller groups' low bits), and the largest |element| of each
@@ -113,7 +115,12 @@ def prepare_draw(a, scale_a, params: Mapping[str, Any]):
     return flat.reshape(m, k).to(a.dtype), floored
 
 
-def balance_range(scale_a, scale_b, a, params: Mapping[str, Any]):
+def balance_range(
+    scale_a: torch.Tensor | tuple[torch.Tensor, ...],
+    scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+    a: torch.Tensor,
+    params: Mapping[str, Any],
+) -> tuple[torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor | tuple[torch.Tensor, ...]]:
     """(scale_a, scale_b) with a power of two moved from scale_a to scale_b where x would leave
     the activation dtype's range: the product, and so the output, is unchanged."""
 
@@ -127,7 +134,7 @@ def balance_range(scale_a, scale_b, a, params: Mapping[str, Any]):
     return scale_a / factor, scale_b * factor
 
 
-def make_activation(a, expanded_scale_a, params: Mapping[str, Any]):
+def make_activation(a: torch.Tensor, expanded_scale_a: torch.Tensor, params: Mapping[str, Any]) -> torch.Tensor:
     """x = a * scale_a in the activation dtype (M x K, or a's 3-D shape), on the CPU."""
 
     m, k = params["m"], params["k"]
@@ -144,7 +151,7 @@ def make_activation(a, expanded_scale_a, params: Mapping[str, Any]):
     return x.reshape(a.shape) if a.dim() == 3 else x
 
 
-def quantisation_term(params: Mapping[str, Any], x, big_b) -> tuple[Any, str]:
+def quantisation_term(params: Mapping[str, Any], x: torch.Tensor, big_b: torch.Tensor) -> tuple[torch.Tensor, str]:
     """(M x N float64 bound on what quantising x costs through B, "exact" or "requantised").
     `x` is the activation as float64 M x K, `big_b` the dequantised K x N weight."""
 
@@ -188,7 +195,7 @@ def requantised_growth(params: Mapping[str, Any]) -> float:
     return 1.0 + (FP8_ROUNDING.get(name, (0.0, 0.0))[0] if name != "int8" else 2.0**-7)
 
 
-def dynamic_activation(params: Mapping[str, Any], inputs) -> Any | None:
+def dynamic_activation(params: Mapping[str, Any], inputs: Any) -> torch.Tensor | None:
     """The float64 M x K activation a dynamic kernel was given, or None."""
     if not is_dynamic(params) or getattr(inputs, "activation", None) is None:
         return None

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import Any
 
 from .outcome import (
     BOUNDARY_PARITY,
@@ -30,7 +31,7 @@ from .outcome import (
     normalise_message,
     signature_of,
 )
-from .refusals import judge, outside_declared_support
+from .refusals import DeclaredKernel, Support, judge, outside_declared_support
 from .signature_text import ACCEPTS, FALLBACK_SIGNATURE, OFF_THE_REFERENCE
 
 
@@ -87,7 +88,7 @@ def cause_of(error: ErrorInfo) -> str:
     return _SYMBOLIC.sub("N", signature_of(error))[:200].rstrip()
 
 
-def invalid_input(kernel, params: Mapping | None) -> bool:
+def invalid_input(kernel: Support | DeclaredKernel | None, params: Mapping[str, Any] | None) -> bool:
     """Whether the case's input is invalid by design: params purpose "boundary", or no purpose
     and a case outside the kernel's declared support (a KernelSpec or refusals.Support)."""
     if not params:
@@ -107,7 +108,11 @@ def _expected_refusal(params: Mapping | None) -> str:
 
 
 def _eager_refused(
-    eager_error: ErrorInfo, compiled_graph_calls: int, compiled_check: dict | None, boundary: bool, params
+    eager_error: ErrorInfo,
+    compiled_graph_calls: int,
+    compiled_check: dict | None,
+    boundary: bool,
+    params: Mapping[str, Any] | None,
 ) -> Outcome:
     """Eager raises and the compiled call returns: its result against the reference decides."""
     met = f"eager: {signature_of(eager_error)}"
@@ -148,8 +153,8 @@ def classify(
     compiled_graph_calls: int,
     eager_check: dict | None,
     compiled_check: dict | None,
-    kernel=None,
-    params: Mapping | None = None,
+    kernel: Support | DeclaredKernel | None = None,
+    params: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """The case's outcome from what each side raised or returned. `kernel` (a KernelSpec or a
     refusals.Support) and `params` say whether a refusal alike on both sides is earned
@@ -210,17 +215,22 @@ def classify(
 
 
 def crash_outcome(
-    exits: Mapping[str, BaseException], eager_error, compiled_error, timing: Mapping[str, float]
+    exits: Mapping[str, BaseException],
+    eager_error: ErrorInfo | None,
+    compiled_error: ErrorInfo | None,
+    timing: Mapping[str, float],
 ) -> Outcome:
     """The outcome of a kernel that tried to end the process (`exits`: side -> the
     BaseException it raised); isolated or not, a CRASH of the case."""
     side = "eager" if "eager" in exits else "compiled"
     error = eager_error if side == "eager" else compiled_error
     raised = ", ".join(f"{s}: {type(exc).__name__}({', '.join(map(repr, exc.args))})" for s, exc in exits.items())
+    # The side's error is the BaseException it raised (pipeline.CallLog.caught); its text without one.
+    said = signature_of(error) if error is not None else raised
     return Outcome(
         CRASH,
-        f"CRASH: {signature_of(error)}",
-        error.layer or side,
+        f"CRASH: {said}",
+        (error.layer if error is not None else None) or side,
         f"the kernel tried to end the process ({raised}); isolated, it would have killed the run",
         timing={k: round(v, 6) for k, v in timing.items()},
         eager_error=eager_error,

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import torch
 
-from .draw import make_inputs, second_call_seed
+from .draw import CaseInputs, make_inputs, second_call_seed
 from .microscaling import is_fp4
 from .pipeline import PristineInputs
 from .scale_forms import WHOLE, scale_form
@@ -37,14 +37,14 @@ CONTRACTS = ("call", "prepare", "module")
 OTHER_ACTIVATION_FACTOR = 0.75  # the serving loop's second activation, relative to the first
 
 
-def _is_op(fn) -> bool:
+def _is_op(fn: object) -> bool:
 
     return isinstance(fn, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)) or isinstance(
         getattr(fn, "_opoverload", None), torch._ops.OpOverload
     )
 
 
-def _takes(fn: Callable, name: str) -> bool:
+def _takes(fn: Callable[..., Any], name: str) -> bool:
     if _is_op(fn):
         return name != "forms"  # a torch op takes the harness's keywords, never `forms`
     try:
@@ -60,7 +60,7 @@ def _takes(fn: Callable, name: str) -> bool:
     )
 
 
-def optional_keywords(fn: Callable, values: Mapping[str, Any]) -> dict:
+def optional_keywords(fn: Callable[..., Any], values: Mapping[str, Any]) -> dict[str, Any]:
     """The entries of `values` whose names `fn` takes."""
     return {name: value for name, value in values.items() if _takes(fn, name)}
 
@@ -76,16 +76,16 @@ class CaseCall:
     built: Any = None
 
 
-def activation_args(inputs, dynamic: bool) -> tuple:
+def activation_args(inputs: CaseInputs, dynamic: bool) -> tuple[Any, ...]:
     return (inputs.activation,) if dynamic else (inputs.a, inputs.scale_a)
 
 
 def case_call(
-    kernel: Callable,
-    inputs,
+    kernel: Callable[..., Any],
+    inputs: CaseInputs,
     *,
     contract: str = "call",
-    prepare: Callable | None = None,
+    prepare: Callable[..., Any] | None = None,
     dynamic: bool = False,
     forms: Sequence[str] = (),
     use_fast_accum_keyword: bool = True,
@@ -94,7 +94,7 @@ def case_call(
     """The CaseCall of one case's inputs (inputs.CaseInputs). `built`: a weight object or module
     already made for this case (the serving loop's later calls reuse the first one's)."""
     out_dtype, fast = inputs.out_dtype, inputs.use_fast_accum
-    optional = {"forms": tuple(forms)}
+    optional: dict[str, Any] = {"forms": tuple(forms)}
     if use_fast_accum_keyword:
         optional["use_fast_accum"] = fast
     first = ("x",) if dynamic else ("a", "scale_a")
@@ -103,13 +103,26 @@ def case_call(
         extra_names = tuple(inputs.extras)  # offs, scale_result: passed by keyword after bias
         if dynamic:
 
-            def dynamic_case(x, b, scale_b, bias, *extra):
+            def dynamic_case(
+                x: torch.Tensor,
+                b: torch.Tensor,
+                scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+                bias: torch.Tensor | None,
+                *extra: torch.Tensor,
+            ) -> Any:
                 return kernel(x, b, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
 
             args = (inputs.activation, inputs.b, inputs.scale_b, inputs.bias, *inputs.extras.values())
             return CaseCall(dynamic_case, args, ["x", "b", "scale_b", "bias", *extra_names])
 
-        def scaled_mm_case(a, b, scale_a, scale_b, bias, *extra):
+        def scaled_mm_case(
+            a: torch.Tensor,
+            b: torch.Tensor,
+            scale_a: torch.Tensor | tuple[torch.Tensor, ...],
+            scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+            bias: torch.Tensor | None,
+            *extra: torch.Tensor,
+        ) -> Any:
             return kernel(a, b, scale_a, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
 
         return CaseCall(scaled_mm_case, inputs.args(), ["a", "b", "scale_a", "scale_b", "bias", *extra_names])
@@ -128,14 +141,14 @@ def case_call(
     keywords = optional_keywords(kernel, {"out_dtype": out_dtype, "forms": tuple(forms)})
     if keywords:
 
-        def apply_case(*args):
+        def apply_case(*args: Any) -> Any:
             return kernel(*args, **keywords)
 
         return CaseCall(apply_case, (*activation_args(inputs, dynamic), built), [*first, "weight"], built)
     return CaseCall(kernel, (*activation_args(inputs, dynamic), built), [*first, "weight"], built)
 
 
-def _same_layout(t, values):
+def _same_layout(t: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
     """A copy of tensor `t` (its storage, strides and offset kept) holding `values` in its view."""
 
     storage = t.untyped_storage().clone()
@@ -147,7 +160,7 @@ def _same_layout(t, values):
     return copy
 
 
-def _other_values(t, flip: bool):
+def _other_values(t: torch.Tensor, flip: bool) -> torch.Tensor:
     """t's values negated (int8 clamped), rows of its token view reversed when `flip`."""
 
     if is_fp4(t):
@@ -163,7 +176,7 @@ def _other_values(t, flip: bool):
     return wide.to(t.dtype).reshape(shape)
 
 
-def other_activation(inputs, params: Mapping[str, Any]):
+def other_activation(inputs: CaseInputs, params: Mapping[str, Any]) -> CaseInputs:
     """The case's inputs with another activation of the same shape and layout and the same
         weights: a negated, its tokens in reverse order where scale_a's grid allows (one scale per
         token or one for all), scale_a reordered with it and times 3/4 (x negated and times 3/4: the
@@ -175,7 +188,7 @@ def other_activation(inputs, params: Mapping[str, Any]):
     flip = params["m"] > 1 and row_block in (1, WHOLE)
     tokens_scaled = flip and row_block == 1
 
-    def scale(s):
+    def scale(s: torch.Tensor | tuple[torch.Tensor, ...] | None) -> torch.Tensor | tuple[torch.Tensor, ...] | None:
         # Times 3/4 too (exact): a kernel that keeps an earlier call's activation scale rounds off
         # the grid and is caught, where a power of two would map exactly again.
         if s is None or isinstance(s, tuple) or s.dtype != torch.float32:
@@ -196,7 +209,7 @@ def other_activation(inputs, params: Mapping[str, Any]):
     )
 
 
-def serving_inputs(contract: str, params: Mapping[str, Any], inputs, seed: int, device: str):
+def serving_inputs(contract: str, params: Mapping[str, Any], inputs: CaseInputs, seed: int, device: str) -> CaseInputs:
     """The serving loop's next inputs: new values of the same shape (second_call_seed) for a
     one-function kernel; another activation against the same built weights otherwise."""
     if contract == "call":
@@ -204,7 +217,7 @@ def serving_inputs(contract: str, params: Mapping[str, Any], inputs, seed: int, 
     return other_activation(inputs, params)
 
 
-def with_weights_of(first, inputs, contract: str):
+def with_weights_of(first: CaseInputs, inputs: CaseInputs, contract: str) -> CaseInputs:
     """`inputs` (another M of the case) with the first inputs' weights when they are built once."""
 
     if contract == "call":

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional, TypeVar
 
 import torch
 
@@ -60,7 +60,7 @@ SCALE_RESULTS = {"one": 1.0, "two": 2.0, "quarter": 0.25}
 SPECIAL_VALUES = {"zero": 0.0, "inf": math.inf, "nan": math.nan}  # "negative" negates the element
 
 
-def torch_dtype(name: str):
+def torch_dtype(name: str) -> torch.dtype | None:
 
     if name == "int8":
         return torch.int8
@@ -76,7 +76,7 @@ def activation_batches(params: Mapping[str, Any]) -> int:
     return 2 if params["m"] % 2 == 0 else 1
 
 
-def expected_shape(params: Mapping[str, Any]) -> tuple:
+def expected_shape(params: Mapping[str, Any]) -> tuple[int, ...]:
     """(M, N) for 2-D activations, (B, M/B, N) for 3-D ones: the leading dims of `a` are kept.
     A grouped case's: grouped.grouped_shape."""
     if params.get("group_layout"):
@@ -102,7 +102,7 @@ class CaseInputs:
     # A dynamic kernel's high-precision activation: a * scale_a, exact (activation.py).
     activation: Any = None
 
-    def args(self):
+    def args(self) -> tuple[Any, ...]:
         return (self.a, self.b, self.scale_a, self.scale_b, self.bias, *self.extras.values())
 
 
@@ -124,11 +124,19 @@ def _operand(side: str, m: int, k: int, n: int) -> tuple[int, int]:
     return (m, k) if side == "a" else (k, n)
 
 
-def _scale_tensor(form_id: str, side: str, m: int, k: int, n: int, generator, grid=None):
+def _scale_tensor(
+    form_id: str,
+    side: str,
+    m: int,
+    k: int,
+    n: int,
+    generator: torch.Generator,
+    grid: torch.Tensor | None = None,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """One element per block of the operand (scale_forms.py), in the form's memory order; `grid`
     (rows x cols of the form's grid) gives the values instead of a draw."""
 
-    def draw(*shape):
+    def draw(*shape: int) -> torch.Tensor:
         # A spread over several powers of two, so a scale applied on the wrong axis shows.
         exponents = torch.randint(-2, 3, shape, generator=generator)
         return torch.pow(2.0, exponents.float()) * (1 + torch.rand(shape, generator=generator) * 0.5)
@@ -146,13 +154,13 @@ def _scale_tensor(form_id: str, side: str, m: int, k: int, n: int, generator, gr
     return scale if form.rank == 2 else scale.reshape(form.shape(side, *operand))
 
 
-def _grid_of(scale, form_id: str, side: str, m: int, k: int, n: int):
+def _grid_of(scale: torch.Tensor, form_id: str, side: str, m: int, k: int, n: int) -> torch.Tensor:
     """A scale's values as its form's (rows x cols) grid, float32."""
     form = scale_form(form_id)
     return scale.reshape(form.grid(side, *_operand(side, m, k, n))).float()
 
 
-def _with_special(scale, special: str):
+def _with_special(scale: torch.Tensor, special: str) -> torch.Tensor:
     if special == "none":
         return scale
     scale = scale.clone()
@@ -161,12 +169,12 @@ def _with_special(scale, special: str):
     return scale
 
 
-def _extent(t) -> int:
+def _extent(t: torch.Tensor) -> int:
     """Elements of storage a view spans from its first element."""
     return 1 + sum((size - 1) * stride for size, stride in zip(t.shape, t.stride()) if size > 0)
 
 
-def lay_out(t, layout: str):
+def lay_out(t: torch.Tensor, layout: str) -> torch.Tensor:
     """The same scale values in another memory layout, on the same device. Unused storage is NaN,
     so a kernel that reads past a view's strides or offset produces NaN, not a near miss.
 
@@ -194,7 +202,11 @@ def lay_out(t, layout: str):
     return view
 
 
-def _move(t, device: str):
+# _move keeps a tensor a tensor, and an optional one (a bias) optional.
+_Moved = TypeVar("_Moved", torch.Tensor, Optional[torch.Tensor])
+
+
+def _move(t: _Moved, device: str) -> _Moved:
     """To the device, keeping strides (column-major b, outer-dim-major block scales)."""
 
     if t is None or device == "cpu":
@@ -202,24 +214,28 @@ def _move(t, device: str):
     return torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=device).copy_(t)
 
 
-def _mean_abs(scale):
+def _mean_abs(scale: torch.Tensor | tuple[torch.Tensor, ...]) -> torch.Tensor:
     """The mean |multiplier| of a scale (a float32 tensor as the scale's own mean for fp32 scales)."""
     if isinstance(scale, tuple) or scale.element_size() == 1:
         return scale_values(scale).abs().mean().float()
     return scale.abs().mean()
 
 
-def _each(scale, fn):
+def _each(
+    scale: torch.Tensor | tuple[torch.Tensor, ...], fn: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """fn of a scale, or of each level of a two-level (NVFP4) one."""
     return tuple(fn(level) for level in scale) if isinstance(scale, tuple) else fn(scale)
 
 
-def _placed(scale, device: str, layout: str):
+def _placed(
+    scale: torch.Tensor | tuple[torch.Tensor, ...], device: str, layout: str
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """A scale on the device in its layout; a two-level scale level by level."""
     return _each(scale, lambda t: lay_out(_move(t, device), layout))
 
 
-def _draw_operands(params: Mapping[str, Any], generator) -> tuple:
+def _draw_operands(params: Mapping[str, Any], generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """(a M x K, b K x N column-major) of the standard regime."""
 
     m, k, n = params["m"], params["k"], params["n"]
@@ -236,7 +252,11 @@ def _draw_operands(params: Mapping[str, Any], generator) -> tuple:
     return a, b
 
 
-def _operands_and_scales(params: Mapping[str, Any], generator) -> tuple:
+def _operands_and_scales(
+    params: Mapping[str, Any], generator: torch.Generator
+) -> tuple[
+    torch.Tensor, torch.Tensor, torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor | tuple[torch.Tensor, ...]
+]:
     """(a, b, scale_a, scale_b) of the case's value regime (regimes.py), on the CPU."""
     m, k, n = params["m"], params["k"], params["n"]
     regime = regime_of(params)
@@ -251,8 +271,10 @@ def _operands_and_scales(params: Mapping[str, Any], generator) -> tuple:
     a, b = _draw_operands(params, generator)
     if regime == "cancelling":
         a, b = cancel(a, b, generator)
-    scale_a = _scale_tensor(params["scale_a"], "a", m, k, n, generator)
-    scale_b = _scale_tensor(params["scale_b"], "b", m, k, n, generator)
+    # A tensor, or an NVFP4 (block, global) pair: the fp32-only steps below are guarded by the
+    # case's dtypes and forms, which mypy cannot follow.
+    scale_a: Any = _scale_tensor(params["scale_a"], "a", m, k, n, generator)
+    scale_b: Any = _scale_tensor(params["scale_b"], "b", m, k, n, generator)
     if params["dtype_a"] == "int8":
         # int8 values span +-127, so dequantisation scales are ~1/127 (absmax / 127 in practice);
         # larger ones overflow fp16 outputs for any K worth testing.
@@ -269,7 +291,13 @@ def _operands_and_scales(params: Mapping[str, Any], generator) -> tuple:
     return a, b, scale_a, scale_b
 
 
-def _dequantised_draw(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> tuple:
+def _dequantised_draw(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor | tuple[torch.Tensor, ...],
+    scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+    params: Mapping[str, Any],
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(A M x K, B K x N) in float64 of operands and scales still being drawn (reference.dequantised
     reads a finished CaseInputs)."""
     m, k, n = params["m"], params["k"], params["n"]
@@ -279,7 +307,13 @@ def _dequantised_draw(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> tupl
     )
 
 
-def _peak(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
+def _peak(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor | tuple[torch.Tensor, ...],
+    scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+    params: Mapping[str, Any],
+) -> float:
     """An upper bound of every |output| before bias: max of (|A| @ |B|) of the dequantised operands."""
     if not (params["m"] and params["k"] and params["n"]):
         return 0.0
@@ -299,6 +333,10 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         return _grouped_inputs(params, generator, device)
     m, k, n = params["m"], params["k"], params["n"]
     regime = regime_of(params)
+    # Each a tensor or an NVFP4 (block, global) pair; the tensor-only steps are guarded by
+    # checks (fp32_scales, the case's forms) that mypy cannot follow.
+    scale_a: Any
+    scale_b: Any
     a, b, scale_a, scale_b = _operands_and_scales(params, generator)
     dynamic = is_dynamic(params)
     if dynamic:
@@ -323,7 +361,7 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         if regime == "standard":
             # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
             # below a bf16 output's resolution and a kernel that drops it would pass.
-            spread = 4 * math.sqrt(k) * _mean_abs(scale_a) * _mean_abs(scale_b)
+            spread: torch.Tensor | float = 4 * math.sqrt(k) * _mean_abs(scale_a) * _mean_abs(scale_b)
             spread = spread if math.isfinite(spread) else 1.0  # an empty dim: no scale element
         else:
             spread = _output_spread(a, b, scale_a, scale_b, params)
@@ -385,7 +423,13 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     )
 
 
-def _output_spread(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
+def _output_spread(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor | tuple[torch.Tensor, ...],
+    scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+    params: Mapping[str, Any],
+) -> float:
     """The rms of the exact product's elements, estimated from the dequantised operands' rms:
     a bias on the output's scale."""
     if not (params["m"] and params["k"] and params["n"]):
@@ -395,7 +439,14 @@ def _output_spread(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
     return spread if math.isfinite(spread) and spread > 0 else 1.0
 
 
-def _near_limit(a, b, scale_a, scale_b, bias, params: Mapping[str, Any]):
+def _near_limit(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    scale_a: torch.Tensor,
+    scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+    bias: torch.Tensor | None,
+    params: Mapping[str, Any],
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(scale_a, bias) times one power of two that puts the largest exact |output| (bias
     included, scale_result applied) in (target/2, target] of NEAR_LIMIT_TARGET."""
     if not (params["m"] and params["n"]):
@@ -414,7 +465,9 @@ def _near_limit(a, b, scale_a, scale_b, bias, params: Mapping[str, Any]):
     return scale_a * factor, None if bias is None else (bias.double() * factor).to(bias.dtype)
 
 
-def _fp8_out_shrink(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
+def _fp8_out_shrink(
+    a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, params: Mapping[str, Any]
+) -> float:
     """A power of two that keeps every output of an fp8 case, scale_result and bias included,
     below FP8_OUT_LIMIT (an upper bound from |a| @ |b|), so that a right result never saturates."""
     if not (a.numel() and b.numel()):
@@ -424,7 +477,9 @@ def _fp8_out_shrink(a, b, scale_a, scale_b, params: Mapping[str, Any]) -> float:
     return 2.0 ** -max(0, math.ceil(math.log2(peak / FP8_OUT_LIMIT))) if peak > 0 else 1.0
 
 
-def expand_scale(scale, form_id: str, side: str, rows: int, cols: int):
+def expand_scale(
+    scale: torch.Tensor | tuple[torch.Tensor, ...], form_id: str, side: str, rows: int, cols: int
+) -> torch.Tensor:
     """The scale as a float64 (rows x cols) multiplier of the operand it dequantises: each
     element repeated over its block."""
 
@@ -435,7 +490,7 @@ def expand_scale(scale, form_id: str, side: str, rows: int, cols: int):
     return s.expand(-1, cols) if col_block is WHOLE else s.repeat_interleave(col_block, dim=1)[:, :cols]
 
 
-def _grouped_inputs(params: Mapping[str, Any], generator, device: str) -> CaseInputs:
+def _grouped_inputs(params: Mapping[str, Any], generator: torch.Generator, device: str) -> CaseInputs:
     """A grouped case's operands and rowwise scales (grouped.py), `offs` in the extras."""
 
     dtypes = torch_dtype(params["dtype_a"]), torch_dtype(params["dtype_b"])

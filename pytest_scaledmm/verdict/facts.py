@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import torch
+
+if TYPE_CHECKING:
+    from .draw import CaseInputs
 
 INPUT_NAMES = ("a", "b", "scale_a", "scale_b", "bias")
 
 
-def tensor_facts(t) -> dict | None:
+def tensor_facts(t: torch.Tensor | tuple | None) -> dict | None:
     if t is None:
         return None
     if isinstance(t, tuple):  # a two-level (NVFP4) scale: block scales, global scale
@@ -33,7 +37,7 @@ def tensor_facts(t) -> dict | None:
     }
 
 
-def input_facts(inputs) -> dict:
+def input_facts(inputs: CaseInputs) -> dict:
     """{name: tensor_facts} of a case's inputs (inputs.CaseInputs), in call order."""
     return {name: tensor_facts(tensor) for name, tensor in zip(INPUT_NAMES, inputs.args())}
 

@@ -64,20 +64,22 @@ def offsets(sizes: list[int]) -> list[int]:
     return ends
 
 
-def grouped_shape(params: Mapping[str, Any]) -> tuple:
+def grouped_shape(params: Mapping[str, Any]) -> tuple[int, ...]:
     """The output shape of a grouped case."""
     count, m, n = group_count(params), params["m"], params["n"]
     return (count * m, n) if params["group_layout"] == "2d3d" else (count, m, n)
 
 
-def _draw_scale(generator, *shape):
+def _draw_scale(generator: torch.Generator, *shape: int) -> torch.Tensor:
 
     # A spread over several powers of two, so a scale applied to the wrong group shows.
     exponents = torch.randint(-2, 3, shape, generator=generator)
     return torch.pow(2.0, exponents.float()) * (1 + torch.rand(shape, generator=generator) * 0.5)
 
 
-def draw_grouped(params: Mapping[str, Any], generator, dtype_a, dtype_b) -> tuple:
+def draw_grouped(
+    params: Mapping[str, Any], generator: torch.Generator, dtype_a: torch.dtype | None, dtype_b: torch.dtype | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[int] | None]:
     """(a, b, scale_a, scale_b, offs) of a grouped case on the CPU, drawn from `generator`: b
     column-major in its last two dims, rowwise float32 scales, offs a list of the group ends
     (None for 3d3d)."""
@@ -85,7 +87,7 @@ def draw_grouped(params: Mapping[str, Any], generator, dtype_a, dtype_b) -> tupl
     layout, count = params["group_layout"], group_count(params)
     m, k, n = params["m"], params["k"], params["n"]
 
-    def operand(*shape, dtype):
+    def operand(*shape: int, dtype: torch.dtype | None) -> torch.Tensor:
         return (torch.randn(*shape, generator=generator) * 2).to(dtype)
 
     if layout == "2d3d":
@@ -105,14 +107,16 @@ def draw_grouped(params: Mapping[str, Any], generator, dtype_a, dtype_b) -> tupl
     return a, b, scale_a, scale_b, None if layout == "3d3d" else offsets(group_sizes(params))
 
 
-def group_products(params: Mapping[str, Any], a, b, scale_a, scale_b) -> list:
+def group_products(
+    params: Mapping[str, Any], a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor
+) -> list[tuple[torch.Tensor, torch.Tensor, int | slice]]:
     """Per group, (A, B, rows): the float64 dequantised operands on the CPU (A: rows x K_g,
     B: K_g x N) and the output rows they make (a slice of the 2d3d output, or a group index).
     Each group on its own: its rows' scales, its own b and its b's scales (2d2d: its K slice)."""
 
     layout, count, m, n = params["group_layout"], group_count(params), params["m"], params["n"]
     a, b, sa, sb = (t.detach().to("cpu", torch.float64) for t in (a, b, scale_a, scale_b))
-    found: list[tuple[Any, Any, int | slice]] = []
+    found: list[tuple[torch.Tensor, torch.Tensor, int | slice]] = []
     if layout == "3d3d":
         for g in range(count):
             found.append((a[g] * sa[g][:, None], b[g] * sb[g][None, :], g))

@@ -15,12 +15,17 @@ offset computes garbage, not a near miss. No torch import at module level.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import torch
+
 OPERAND_LAYOUTS = ("dense", "a_padded", "a_offset", "b_row_major", "b_padded", "scale_on_host")
 DENSE = "dense"
 PAD = 16  # elements of padding: keeps 16-byte row alignment, as allocators and cuBLASLt want
 
 
-def _filled(shape: tuple, like):
+def _filled(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
     import torch  # noqa: PLC0415  lazy: torch-free collection
 
     if like.dtype == torch.int8:
@@ -28,7 +33,7 @@ def _filled(shape: tuple, like):
     return torch.full(shape, float("nan"), dtype=torch.float32, device=like.device).to(like.dtype)
 
 
-def place_a(a, layout: str):
+def place_a(a: torch.Tensor, layout: str) -> torch.Tensor:
     """a (M x K, row-major) in `layout`, on its device."""
     m, k = a.shape
     if layout == "a_padded":
@@ -42,7 +47,7 @@ def place_a(a, layout: str):
     return a
 
 
-def place_b(b, layout: str):
+def place_b(b: torch.Tensor, layout: str) -> torch.Tensor:
     """b (K x N, column-major) in `layout`, on its device."""
     k, n = b.shape
     if layout == "b_row_major":
@@ -54,7 +59,9 @@ def place_b(b, layout: str):
     return b
 
 
-def place_scale_a(scale, layout: str):
+def place_scale_a(
+    scale: torch.Tensor | tuple[torch.Tensor, ...], layout: str
+) -> torch.Tensor | tuple[torch.Tensor, ...]:
     """scale_a on the host for scale_on_host when it has one element, else as it is."""
     if layout == "scale_on_host" and not isinstance(scale, tuple) and scale.numel() == 1:
         return scale.to("cpu")

@@ -13,8 +13,6 @@ their product. torch only; no imports from this package (repro scripts embed it)
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 # The magnitudes of e2m1 codes 0-7; codes 8-15 are their negatives.
@@ -24,34 +22,34 @@ E8M0_NAN = 255
 FP4_TORCH_NAMES = {"fp4e2m1": "float4_e2m1fn_x2"}
 
 
-def is_fp4(t) -> bool:
+def is_fp4(t: torch.Tensor) -> bool:
 
     packed = getattr(torch, "float4_e2m1fn_x2", None)
     return packed is not None and t.dtype == packed
 
 
-def pack_fp4(codes):
+def pack_fp4(codes: torch.Tensor) -> torch.Tensor:
     """uint8 codes 0-15 (rows x even cols) as fp4 e2m1 pairs (rows x cols/2), first in the low nibble."""
 
     codes = codes.to(torch.uint8)
     return (codes[..., ::2] | (codes[..., 1::2] << 4)).view(torch.float4_e2m1fn_x2)
 
 
-def fp4_codes_to_float64(codes):
+def fp4_codes_to_float64(codes: torch.Tensor) -> torch.Tensor:
     """float64 values of uint8 e2m1 codes 0-15."""
 
     magnitude = torch.tensor(E2M1_VALUES, dtype=torch.float64)[(codes & 7).long()]
     return torch.where((codes & 8) != 0, -magnitude, magnitude)
 
 
-def _unpack_last(packed):
+def _unpack_last(packed: torch.Tensor) -> torch.Tensor:
 
     raw = packed.contiguous().view(torch.uint8)
     codes = torch.stack((raw & 0xF, raw >> 4), dim=-1).reshape(*raw.shape[:-1], raw.shape[-1] * 2)
     return fp4_codes_to_float64(codes)
 
 
-def operand_values(t):
+def operand_values(t: torch.Tensor) -> torch.Tensor:
     """An operand in float64 on the CPU. A 2-D fp4 operand is unpacked along its contiguous dim
     (a: M x K/2 row-major gives M x K; b: K/2 x N column-major gives K x N)."""
 
@@ -63,7 +61,7 @@ def operand_values(t):
     return _unpack_last(t)
 
 
-def scale_values(scale):
+def scale_values(scale: torch.Tensor | tuple[torch.Tensor, ...] | list[torch.Tensor]) -> torch.Tensor:
     """A scale's multipliers in float64 on the CPU: e8m0 as powers of two from its bits, a
     two-level scale as its block scales times its global scale."""
 
@@ -80,7 +78,7 @@ def scale_values(scale):
     return scale.to(torch.float64)
 
 
-def draw_fp4_operand(rows: int, cols: int, generator):
+def draw_fp4_operand(rows: int, cols: int, generator: torch.Generator) -> torch.Tensor:
     """rows x cols fp4 values (cols even), packed to rows x cols/2; every code equally likely."""
 
     if cols % 2:
@@ -88,7 +86,7 @@ def draw_fp4_operand(rows: int, cols: int, generator):
     return pack_fp4(torch.randint(0, 16, (rows, cols), generator=generator, dtype=torch.uint8))
 
 
-def draw_block_scale(scale_dtype: str, shape: tuple, generator) -> Any:
+def draw_block_scale(scale_dtype: str, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
     """Block scales of a microscaling form: e8m0 exponents 2^-2 .. 2^2, or e4m3 values spread
     over several powers of two (exact in e4m3)."""
 
@@ -100,7 +98,7 @@ def draw_block_scale(scale_dtype: str, shape: tuple, generator) -> Any:
     return values.to(torch.float8_e4m3fn)
 
 
-def draw_global_scale(generator):
+def draw_global_scale(generator: torch.Generator) -> torch.Tensor:
     """NVFP4's second-level fp32 per-tensor scale (0-D)."""
 
     return torch.pow(2.0, torch.randint(-3, 2, (), generator=generator).float()) * 1.25

@@ -15,7 +15,7 @@ from .signature_text import COLUMN_BAND, CONSTANT_FACTOR, NONFINITE_PATTERN, ROW
 BAND_DENSITY = 0.9
 
 
-def _band(off_lines, dense_lines) -> tuple | None:
+def _band(off_lines: torch.Tensor, dense_lines: torch.Tensor) -> tuple[int, int] | None:
     """(first, last) of the lines holding off elements when they are one contiguous strict subset
     of all lines and each of them is dense with off elements, else None."""
 
@@ -28,7 +28,9 @@ def _band(off_lines, dense_lines) -> tuple | None:
     return first, last
 
 
-def off_pattern(got, value, tol, diff, finite_ref) -> dict:
+def off_pattern(
+    got: torch.Tensor, value: torch.Tensor, tol: torch.Tensor, diff: torch.Tensor, finite_ref: torch.Tensor
+) -> dict:
     """What the off elements of an output have in common, so that distinct bugs get distinct
     signatures: "non-finite where the reference is finite" (an overflow), "by one constant factor"
     (every element is the reference times one number r, within twice the bound scaled by r: an

@@ -9,13 +9,14 @@ The run checks once per case family (execution/opcheck.py); a repro script check
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
 import torch
 
+from .draw import CaseInputs
 from .outcome import ErrorInfo, describe_exception, signature_of
 
 _FALLBACK_UTILS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
@@ -65,7 +66,7 @@ def _schema_check_refusal(dtype_name: str, device: str) -> str | None:
     return None
 
 
-def run_opcheck(op, inputs, family: str) -> OpcheckResult:
+def run_opcheck(op: Callable[..., Any], inputs: CaseInputs, family: str) -> OpcheckResult:
     """opcheck's default test utils on `inputs` (inputs.CaseInputs), less test_schema where its
     comparison cannot handle the operands' dtype."""
 

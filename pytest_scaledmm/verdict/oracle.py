@@ -8,13 +8,19 @@ on the wrong device, or one the checker cannot read, is a failed check that name
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Mapping, Sequence
+from typing import Any, Callable, Optional
 
 import torch
 
-from .draw import expected_shape
-from .reference import check_metadata, compare, parity, reference
+from .draw import CaseInputs, expected_shape
+from .reference import Reference, check_metadata, compare, parity, reference
 from .signature_text import UNCHECKABLE
+
+# One side's check (ok, ratio, problem ...), None where the side did not run; a side-checker's answer.
+SideChecks = tuple[Optional[dict], Optional[dict]]
+# check(eager_ran, eager_out, compiled_outs): eager_out is whatever the kernel returned.
+SideChecker = Callable[[bool, Any, Optional[Sequence[Any]]], SideChecks]
 
 
 def worst(checks: list) -> dict:
@@ -23,7 +29,15 @@ def worst(checks: list) -> dict:
     return failing[0] if failing else max(checks, key=lambda c: c["ratio"])
 
 
-def check_sides(params, inputs, eager_ran, eager_out, compiled_outs, slack, ref=None):
+def check_sides(
+    params: Mapping[str, Any],
+    inputs: CaseInputs,
+    eager_ran: bool,
+    eager_out: Any,
+    compiled_outs: Sequence[Any] | None,
+    slack: float,
+    ref: Reference | None = None,
+) -> SideChecks:
     """Each side against the float64 reference (reference.reference: exact values for zero and
     negative scales, IEEE non-finite positions for inf and nan ones, the tolerance built from the
     finite scales). With a special scale value the compiled outputs must also match eager's
@@ -38,18 +52,18 @@ def check_sides(params, inputs, eager_ran, eager_out, compiled_outs, slack, ref=
         checks = [compare(out, ref, shape, dtype) for out in compiled_outs]
         special = params.get("special_scale", "none") != "none" or params.get("special_operand", "none") != "none"
         if special and eager_ran and check_metadata(eager_out, shape, dtype) is None:
-            bound = {**ref.bound, "model": "twice the reference tolerance, against eager"}
+            bound = {**(ref.bound or {}), "model": "twice the reference tolerance, against eager"}
             checks += [parity(eager_out, out, ref.tolerance, shape, dtype, bound) for out in compiled_outs]
         compiled_check = worst(checks)
     return eager_check, compiled_check
 
 
-def case_checker(params, inputs, slack: float) -> Callable:
+def case_checker(params: Mapping[str, Any], inputs: CaseInputs, slack: float) -> SideChecker:
     """The side-checker of a case: check_sides with its parameters, inputs and slack."""
 
-    made: list = []  # the reference, built at the first check: the serving loop checks twice
+    made: list[Reference] = []  # the reference, built at the first check: the serving loop checks twice
 
-    def check(eager_ran, eager_out, compiled_outs):
+    def check(eager_ran: bool, eager_out: Any, compiled_outs: Sequence[Any] | None) -> SideChecks:
 
         if not made:
             made.append(reference(params, inputs, slack))
@@ -58,10 +72,10 @@ def case_checker(params, inputs, slack: float) -> Callable:
     return check
 
 
-def reference_checker(ref, shape, dtype) -> Callable:
+def reference_checker(ref: Reference, shape: tuple[int, ...], dtype: torch.dtype) -> SideChecker:
     """A side-checker against a given inputs.Reference, without parity (triage's plain matmul)."""
 
-    def check(eager_ran, eager_out, compiled_outs):
+    def check(eager_ran: bool, eager_out: Any, compiled_outs: Sequence[Any] | None) -> SideChecks:
         eager_check = compare(eager_out, ref, shape, dtype) if eager_ran else None
         compiled_check = None
         if compiled_outs is not None:
@@ -71,7 +85,7 @@ def reference_checker(ref, shape, dtype) -> Callable:
     return check
 
 
-def device_problem(out, device: str) -> dict | None:
+def device_problem(out: Any, device: str) -> dict | None:
     """A failed check when `out` is a tensor on another device than the case's (a meta tensor,
     a GPU tensor from a CPU run); the oracle cannot read such an output."""
 
@@ -94,7 +108,9 @@ def unchecked(exc: Exception) -> dict:
     }
 
 
-def guarded(check: Callable, eager_ran: bool, eager_out, compiled_outs, device: str):
+def guarded(
+    check: SideChecker, eager_ran: bool, eager_out: Any, compiled_outs: Sequence[Any] | None, device: str
+) -> SideChecks:
     """(eager_check, compiled_check) from a side-checker, guarded: an output on the wrong
     device, or an exception while checking, is a failed check of that side that says so."""
     eager_bad = device_problem(eager_out, device) if eager_ran else None

@@ -14,6 +14,7 @@ import re
 import sys
 import sysconfig
 import traceback
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -187,7 +188,7 @@ _CLASS_BY_NAME = {c.name: c for c in CLASSES}
 FAILURES = tuple(c.name for c in CLASSES if c.fails)
 
 
-def strict_errors_of(session) -> bool:
+def strict_errors_of(session: Any) -> bool:
     """Whether a report's run failed on strict-only classes (session.strict_errors); anything but
     an explicit false is strict."""
     return not (isinstance(session, dict) and session.get("strict_errors") is False)
@@ -240,6 +241,7 @@ class Observations(FieldsOnly):
     device: str | None = None  # the device the case ran on (which GPU, under xdist)
     compile_cache: dict | None = None  # Inductor's FX graph cache: {"hit", "miss", "bypass"} counts
     other_m: int | None = None  # the M of the eager side's call after the first (execution.run.eager_other_m)
+    not_checked: list | None = None  # the calls after the first that could not be made, and why
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -391,7 +393,7 @@ def source_frame(exc: BaseException) -> str | None:
 
     skip = _not_user_dirs()
 
-    def user(frames):
+    def user(frames: Iterable[Any] | None) -> str | None:
         for frame in reversed(list(frames or ())):
             name = frame.filename
             if name.startswith("<") or os.path.abspath(name).startswith(skip):

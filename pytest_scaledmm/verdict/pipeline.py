@@ -28,8 +28,9 @@ import torch
 from .classify import classify, crash_outcome, problem_of
 from .draw import make_inputs, second_call_seed
 from .kernel_choice import kernel_choice, output_code
-from .oracle import case_checker, guarded
+from .oracle import SideChecker, case_checker, guarded
 from .outcome import COMPILE_ONLY_ERROR, MISMATCH, ErrorInfo, Observations, Outcome, describe_exception
+from .refusals import DeclaredKernel, Support
 from .runners import CompiledSide, runner_named
 from .signature_text import (
     AT_ANOTHER_M,
@@ -57,10 +58,10 @@ class OtherShape:
 
     label: str  # e.g. "m=51"
     args: tuple
-    check: Callable
+    check: SideChecker
 
 
-def second_call(params, seed: int, device: str, slack: float):
+def second_call(params: Mapping[str, Any], seed: int, device: str, slack: float) -> OtherShape:
     """The case's serving-loop call (pipeline.eager_compile_check's `second_call`): inputs of the
     same shape from second_call_seed, with their own checker."""
     inputs = make_inputs(params, second_call_seed(seed), device)
@@ -132,7 +133,7 @@ def sync(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _clone(out):
+def _clone(out: Any) -> Any:
     return out.clone() if isinstance(out, torch.Tensor) else out
 
 
@@ -140,11 +141,11 @@ def _clone(out):
 _BITS = {1: "int8", 2: "int16", 4: "int32", 8: "int64"}
 
 
-def _storage_bytes(storage):
+def _storage_bytes(storage: torch.UntypedStorage) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=storage.device).set_(storage)
 
 
-def _bits(t):
+def _bits(t: torch.Tensor) -> torch.Tensor:
     return t.view(getattr(torch, _BITS[t.element_size()])) if t.element_size() in _BITS else t
 
 
@@ -161,7 +162,7 @@ def argument_names(fn: Callable, count: int) -> list:
     return [params[i] if i < len(params) else f"argument {i}" for i in range(count)]
 
 
-def plain_tensor(arg) -> bool:
+def plain_tensor(arg: object) -> bool:
     """A torch.Tensor that is not a subclass (a Parameter counts as plain)."""
     return type(arg) in (torch.Tensor, torch.nn.Parameter)
 
@@ -213,10 +214,10 @@ class PristineInputs:
         return found
 
 
-def _change(original, copy, given) -> str | None:
+def _change(original: Any, copy: Any, given: torch.UntypedStorage | None) -> str | None:
     """What differs between a caller's tensor and the copy a call was given (on the storage
     `given`), or None."""
-    if not plain_tensor(original):
+    if not plain_tensor(original) or given is None:  # only plain tensors are given a storage
         return None
     layout = [
         label
@@ -261,7 +262,7 @@ def changed_inputs_outcome(changed: Mapping[str, Mapping[str, str]], checked: Ou
     )
 
 
-def _storage_key(t) -> tuple | None:
+def _storage_key(t: Any) -> tuple | None:
     if not isinstance(t, torch.Tensor) or not t.numel():
         return None
     try:
@@ -271,7 +272,7 @@ def _storage_key(t) -> tuple | None:
     return (str(storage.device), storage.data_ptr()) if storage.data_ptr() else None
 
 
-def shared_storage(out, given: tuple, names: list) -> str | None:
+def shared_storage(out: Any, given: tuple, names: list) -> str | None:
     """The name of the input whose storage `out` shares, or None."""
     key = _storage_key(out)
     if key is None:
@@ -283,7 +284,13 @@ def shared_storage(out, given: tuple, names: list) -> str | None:
 
 
 def serving_loop_problem(
-    first_raw, first_kept, first_given: tuple, second_raw, second_given: tuple, names: list, held: bool
+    first_raw: Any,
+    first_kept: Any,
+    first_given: tuple,
+    second_raw: Any,
+    second_given: tuple,
+    names: list,
+    held: bool,
 ) -> str | None:
     """What a second call with other inputs showed about the outputs, None when nothing: an output
     sharing storage with an input or with the previous call's output, or the first output changed
@@ -329,8 +336,8 @@ def _worse(check: dict | None, second: dict | None) -> dict | None:
 def _serving_call(
     call: Callable,
     first_given: tuple,
-    first_raw,
-    first_kept,
+    first_raw: Any,
+    first_kept: Any,
     second: PristineInputs,
     spec: OtherShape,
     device: str,
@@ -339,14 +346,15 @@ def _serving_call(
     held: bool,
     compare: Callable,
     fresh: Callable | None = None,
+    not_checked: list[str] | None = None,
 ) -> dict | None:
     """One side's serving-loop calls after the first (eager_compile_check's `second_call`): the
     second input set twice, so that a ring of two output buffers also hands the third caller the
     first one's memory. Its failed check, or None. `first_given` are the first call's copies (for
     storage sharing); `compare` records what a call changed in its inputs; `fresh` makes the
-    copies (marking dims)."""
+    copies (marking dims); `not_checked` gets a line for a call that could not be made."""
     # First, while a small cache (one entry, a pair) still holds the first call's tensors.
-    found = _in_place_call(call, first_given, second, spec, device, caught, side, compare)
+    found = _in_place_call(call, first_given, second, spec, device, caught, side, compare, not_checked)
     if found:
         return found
     earlier = [first_raw]
@@ -409,6 +417,11 @@ def _other_m_call(
     return {**found, "ok": False, "problem": f"{OTHER_M_CALL} ({other.label}): {problem_of(found)}"}
 
 
+def _skipped(not_checked: list[str] | None, what: str) -> None:
+    if not_checked is not None and what not in not_checked:
+        not_checked.append(what)
+
+
 def _storages(given: tuple) -> list | None:
     """The storages of `given`'s tensors (None for an absent argument), or None when an argument
     is neither a plain tensor nor None (a weight object, a tuple of scales): then nothing is
@@ -427,6 +440,7 @@ def _in_place_call(
     caught: Callable,
     side: str,
     compare: Callable,
+    not_checked: list[str] | None = None,
 ) -> dict | None:
     """The first call's tensors, the same objects, given the second input set's values in place
     (what a serving loop's static buffers and a weight reload see), their version counters
@@ -435,9 +449,13 @@ def _in_place_call(
     afterwards; its copies are compared with them later."""
     targets, sources = _storages(first_given), _storages(second.fresh())
     if targets is None or sources is None or len(targets) != len(sources):
+        _skipped(
+            not_checked, f"{IN_PLACE_CALL}: an argument is not a plain tensor (a weight object, a tuple of scales)"
+        )
         return None
     pairs = [(t, s) for t, s in zip(targets, sources) if t is not None and s is not None]
     if any(t.nbytes() != s.nbytes() for t, s in pairs):
+        _skipped(not_checked, f"{IN_PLACE_CALL}: the second inputs' storages differ in size")
         return None
     saved = [t.clone() for t, _ in pairs]
     # The call's tensors are the first call's: what it changed is read on their storages.
@@ -516,6 +534,7 @@ class CallLog:
         self.exits: dict = {}  # side -> the BaseException
         self.changed: dict = {}  # side -> {argument name: what the call changed}
         self.unreadable: list = []
+        self.not_checked: list[str] = []  # the calls a side could not make, and why
 
     def caught(self, exc: BaseException, side: str, layer: str) -> ErrorInfo:
         """`exc` as the side's error; the user's Ctrl-C is raised again."""
@@ -606,6 +625,7 @@ def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: Call
                 plan.held,
                 lambda copies, raised: log.compare(copies, side, second, raised),
                 plan.fresh,
+                log.not_checked,
             )
             del first_raw
             run.timing["run_s"] = time.perf_counter() - start
@@ -676,9 +696,9 @@ def eager_compile_check(
     args: tuple,
     settings: Mapping[str, Any],
     device: str,
-    check: Callable,
-    kernel=None,
-    params: Mapping | None = None,
+    check: SideChecker,
+    kernel: Support | DeclaredKernel | None = None,
+    params: Mapping[str, Any] | None = None,
     interrupts: bool = True,
     runner: str = "compile",
     other_shapes: Sequence[OtherShape] = (),
@@ -760,6 +780,8 @@ def eager_compile_check(
     if cache_counts:
         result.observations.compile_cache = cache_counts
     result.observations.compiled_graph_calls = compiled_side.calls
+    if log.not_checked:
+        result.observations.not_checked = list(log.not_checked)
     if inductor and (codes or compiled_side.graphs):
         result.observations.kernel_choice = kernel_choice(codes)
     if marked:

@@ -77,7 +77,7 @@ def accumulator(params: Mapping[str, Any], device_type: str, calibrated: bool = 
 CALIBRATED_CAPABILITIES = ((9, 0),)
 
 
-def calibrated_device(device) -> bool:
+def calibrated_device(device: torch.device) -> bool:
     """Whether the tensor-core families were calibrated on this device (CUDA capability)."""
 
     if device.type != "cuda":
@@ -87,7 +87,9 @@ def calibrated_device(device) -> bool:
     return tuple(torch.cuda.get_device_capability(device)) in CALIBRATED_CAPABILITIES
 
 
-def dequantised(params: Mapping[str, Any], inputs: CaseInputs, scale_a=None, scale_b=None):
+def dequantised(
+    params: Mapping[str, Any], inputs: CaseInputs, scale_a: Any = None, scale_b: Any = None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(A, B, bias) in float64 on the CPU: A = a * scale_a (M x K, 3-D activations flattened to
     M tokens), B = b * scale_b (K x N), bias (N) or None. `scale_a` / `scale_b` replace the case's."""
 
@@ -106,7 +108,7 @@ def dequantised(params: Mapping[str, Any], inputs: CaseInputs, scale_a=None, sca
     return a, b, bias
 
 
-def bound_terms(a, b, bias) -> dict:
+def bound_terms(a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None) -> dict[str, torch.Tensor]:
     """The exact float64 product of dequantised operands and the magnitudes its bound is made
     of: value = A @ B + bias, dot = A @ B, energy = sqrt(A^2 @ B^2) (the l2 norm of the K
     products of each element). Works on any device."""
@@ -117,7 +119,15 @@ def bound_terms(a, b, bias) -> dict:
     return {"value": value, "dot": dot, "energy": energy, "epilogue": epilogue}
 
 
-def tolerance_of(terms: dict, k: int, family: str, u_out: float, slack: float, tiny: float, out_magnitude=None):
+def tolerance_of(
+    terms: Mapping[str, torch.Tensor],
+    k: int,
+    family: str,
+    u_out: float,
+    slack: float,
+    tiny: float,
+    out_magnitude: torch.Tensor | None = None,
+) -> torch.Tensor:
     """The elementwise bound (see the constants at the top of this module). `out_magnitude`
     replaces |value| in the output-rounding term."""
     acc = ACCUMULATORS[family]
@@ -141,7 +151,7 @@ class Reference:
     bound: dict | None = None  # the model and constants the tolerance was built with
 
 
-def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, scale_a=None) -> Reference:
+def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, scale_a: Any = None) -> Reference:
     """Dequantise in float64: value = (a * scale_a) @ (b * scale_b) + bias, with the case's scales
     (special values included, so zero and negative scales have exact references and inf / nan
     ones their IEEE result). The tolerance is built from the finite scales (inputs.finite_scale_a)
@@ -244,7 +254,7 @@ def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: flo
     return Reference(value, tolerance, bound)
 
 
-def check_metadata(out, expected_shape, expected_dtype) -> dict | None:
+def check_metadata(out: Any, expected_shape: tuple[int, ...], expected_dtype: torch.dtype) -> dict | None:
     """A failed check when `out` is not a tensor of the expected shape and dtype, else None."""
 
     if not isinstance(out, torch.Tensor):
@@ -266,7 +276,7 @@ def _relative(max_abs: float, scale: float) -> float:
     return 0.0 if max_abs == 0 else math.inf
 
 
-def off_counts(got, diff, tol, finite_ref) -> dict[str, int]:
+def off_counts(got: torch.Tensor, diff: torch.Tensor, tol: torch.Tensor, finite_ref: torch.Tensor) -> dict[str, int]:
     """How much of an output is off, as counts the gate compares between runs (one NaN becoming
     all NaN has error/bound inf on both sides): the elements, those past the bound, the rows and
     columns holding any (leading dimensions folded into rows), and the non-finite elements where
@@ -284,7 +294,7 @@ def off_counts(got, diff, tol, finite_ref) -> dict[str, int]:
     }
 
 
-def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
+def compare(out: Any, ref: Reference, expected_shape: tuple[int, ...], expected_dtype: torch.dtype) -> dict:
     """How far one output is from the reference; ratio = max |out - value| / tolerance, > 1 is
     outside it. Where the reference is non-finite (an inf or nan scale) the output must be
     non-finite too, nan or inf alike (a kernel may apply the scale before or after the sum), and
@@ -326,7 +336,14 @@ def compare(out, ref: Reference, expected_shape, expected_dtype) -> dict:
     return result
 
 
-def parity(eager_out, compiled_out, tolerance, expected_shape, expected_dtype, bound: dict | None = None) -> dict:
+def parity(
+    eager_out: Any,
+    compiled_out: Any,
+    tolerance: torch.Tensor,
+    expected_shape: tuple[int, ...],
+    expected_dtype: torch.dtype,
+    bound: dict | None = None,
+) -> dict:
     """Compiled against eager, for special scale values (on top of each side against the
     reference): the same NaN positions, the same signed infinities, and finite values within
     twice the reference tolerance (computed from the finite scales)."""

@@ -29,9 +29,9 @@ as the run did.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 from .outcome import INTERNAL_ERROR, REFUSED, UNSUPPORTED, ErrorInfo, Outcome, signature_of
 
@@ -53,7 +53,9 @@ class Refusal:
     declare: str = ""  # what a user kernel wrapping the op would declare to make it UNSUPPORTED
 
 
-def _entry(key, kernels, types, pattern, constraint, declare=""):
+def _entry(
+    key: str, kernels: Iterable[str], types: Iterable[str], pattern: str, constraint: str, declare: str = ""
+) -> Refusal:
     return Refusal(key, tuple(kernels), tuple(types), re.compile(pattern, re.S), constraint, declare)
 
 
@@ -323,6 +325,20 @@ def internal_error(eager: ErrorInfo, compiled: ErrorInfo) -> str | None:
     return None
 
 
+class DeclaredKernel(Protocol):
+    """What Support.of reads of a kernel given as a matrix entry (matrix.spec.KernelSpec): its name
+    and how it is given; its declarations are read by their Support field names."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def impl(self) -> str | None: ...
+
+    @property
+    def fn(self) -> Callable[..., Any] | None: ...
+
+
 @dataclass(frozen=True)
 class Support:
     """What a kernel declares it supports, and whether it is a built-in: all that judge reads of
@@ -351,8 +367,8 @@ class Support:
     operand_layouts: tuple | None = None  # the operand layouts (layouts.py) it takes
 
     @classmethod
-    def of(cls, kernel) -> Support | None:
-        if kernel is None or isinstance(kernel, cls):
+    def of(cls, kernel: Support | DeclaredKernel | None) -> Support | None:
+        if kernel is None or isinstance(kernel, Support):
             return kernel
         # A built-in has neither an impl reference nor a hook-declared callable.
         builtin = kernel.impl is None and kernel.fn is None and getattr(kernel, "module", None) is None
@@ -363,7 +379,7 @@ class Support:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-def _pairs(declared) -> set:
+def _pairs(declared: Iterable[Iterable[str]]) -> set[tuple[str, ...]]:
     return {tuple(pair) for pair in declared}  # lists once a repro script reads them from JSON
 
 
@@ -468,7 +484,7 @@ DECLARED_RULES: tuple[DeclaredRule, ...] = (
 )
 
 
-def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+def declared_breaks(kernel: Support | DeclaredKernel | None, params: Mapping[str, Any]) -> list[tuple[str, str]]:
     """Every declaration of `kernel` (a KernelSpec or Support) that the case lies outside, as
     (the declaration's key, what breaks it), in DECLARED_RULES' order."""
     kernel = Support.of(kernel)
@@ -477,13 +493,15 @@ def declared_breaks(kernel, params: Mapping[str, Any]) -> list[tuple[str, str]]:
     return [found for rule in DECLARED_RULES for found in rule.check(kernel, params)]
 
 
-def outside_declared_support(kernel, params: Mapping[str, Any]) -> str | None:
+def outside_declared_support(kernel: Support | DeclaredKernel | None, params: Mapping[str, Any]) -> str | None:
     """The first declaration of `kernel` (a KernelSpec or Support) that the case lies outside, or None."""
     found = declared_breaks(kernel, params)
     return found[0][1] if found else None
 
 
-def judge(kernel, params: Mapping[str, Any] | None, eager: ErrorInfo, compiled: ErrorInfo) -> Outcome:
+def judge(
+    kernel: Support | DeclaredKernel | None, params: Mapping[str, Any] | None, eager: ErrorInfo, compiled: ErrorInfo
+) -> Outcome:
     """The outcome of a case that eager and compiled refuse alike; see the module docstring.
     `kernel` is the case's KernelSpec or Support; None for a harness rung (a plain matmul), whose
     alike refusals stay UNSUPPORTED unless they are internal errors."""

@@ -24,9 +24,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .scale_forms import WHOLE, scale_form
+
+if TYPE_CHECKING:
+    import torch
 
 REGIMES = ("standard", "full_range", "real_scales", "near_limit", "cancelling")
 STANDARD = "standard"
@@ -53,7 +56,7 @@ def regime_of(params: Mapping[str, Any]) -> str:
     return params.get("value_regime", STANDARD)
 
 
-def _block_amax(x, block: tuple, whole):
+def _block_amax(x: torch.Tensor, block: tuple, whole: object) -> torch.Tensor:
     """Per scale block of a (rows x cols) float tensor: the amax over the block (a partial last
     block counts what it has)."""
     import torch  # noqa: PLC0415  lazy: torch-free collection
@@ -69,13 +72,15 @@ def _block_amax(x, block: tuple, whole):
     return padded.reshape(gr, rb, gc, cb).amax(dim=(1, 3))
 
 
-def _expand(grid, block: tuple, whole, rows: int, cols: int):
+def _expand(grid: torch.Tensor, block: tuple, whole: object, rows: int, cols: int) -> torch.Tensor:
     rb = rows if block[0] is whole else block[0]
     cb = cols if block[1] is whole else block[1]
     return grid.repeat_interleave(max(rb, 1), dim=0)[:rows].repeat_interleave(max(cb, 1), dim=1)[:, :cols]
 
 
-def quantise(x, dtype_name: str, block: tuple, whole, generator):
+def quantise(
+    x: torch.Tensor, dtype_name: str, block: tuple, whole: object, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(q, scale grid): x (rows x cols, float64) quantised per block as a real quantiser does:
     scale = amax / max of the dtype, q = x / scale rounded into the dtype; int8 clips at -128 as
     asymmetric schemes do, and a few elements are set to the dtype's smallest subnormal's
@@ -103,7 +108,9 @@ def quantise(x, dtype_name: str, block: tuple, whole, generator):
     return q.to(torch.float32).to(dtype), grid
 
 
-def full_range_operands(params: Mapping[str, Any], generator):
+def full_range_operands(
+    params: Mapping[str, Any], generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(a M x K, b K x N column-major, scale grid of a, scale grid of b) for full_range: an
     activation with outlier channels and a weight, each quantised per its scale form's blocks."""
     import torch  # noqa: PLC0415  lazy: torch-free collection
@@ -129,14 +136,16 @@ def full_range_operands(params: Mapping[str, Any], generator):
     return a, bt.t(), grid_a, grid_bt.t().contiguous()
 
 
-def real_scale_factors(grid_a, grid_b, generator):
+def real_scale_factors(
+    grid_a: torch.Tensor, grid_b: torch.Tensor, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Multipliers of real_scales for the scale grids (float32 tensors, one element per block):
     scale_a large and spread upwards, scale_b tiny and spread downwards, so every element of
     scale_a stays above 2^10 and every one of scale_b below 2^-14; a multi-element scale spans
     four decades."""
     import torch  # noqa: PLC0415  lazy: torch-free collection
 
-    def spread(grid, sign):
+    def spread(grid: torch.Tensor, sign: int) -> torch.Tensor:
         if grid.numel() <= 1:
             return torch.ones_like(grid)
         exponents = torch.rand(grid.shape, generator=generator) * 2 * DECADES * sign
@@ -148,7 +157,7 @@ def real_scale_factors(grid_a, grid_b, generator):
 CANCEL_BLOCK = 128  # partners stay inside one block of K, where every scale form has one scale
 
 
-def _partners(k: int):
+def _partners(k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(first, second) indices along K that cancel: inside each block of CANCEL_BLOCK, element i
     of its first half with element i of its second half, so that a partial sum holds the large
     terms long before their partners cancel them (a chunked low-precision sum shows)."""
@@ -163,7 +172,7 @@ def _partners(k: int):
     return torch.cat(firsts), torch.cat(seconds)
 
 
-def cancel(a, b, generator):
+def cancel(a: torch.Tensor, b: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """a (M x K) and b (K x N) whose K products cancel in pairs: a's partner column repeats the
     first's and b's partner row negates the first's, for CANCEL_SHARE of the pairs; the other
     pairs keep 7/8 of a's value, so a small residual is left. Partners are half a block apart

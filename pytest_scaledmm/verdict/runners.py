@@ -12,7 +12,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol
 
@@ -78,14 +78,14 @@ class CountingBackend:
         self.calls = 0
         self.stage = "dynamo"
 
-    def __call__(self, gm, example_inputs):
+    def __call__(self, gm: Any, example_inputs: Sequence[Any]) -> Callable[..., Any]:
         self.stage = self.inner_name
         compiled = self.inner(gm, example_inputs)
         self.graphs += 1
         self.stage = "dynamo"
         backend = self
 
-        def run(*args):
+        def run(*args: Any) -> Any:
             backend.calls += 1
             backend.stage = "runtime"
             result = compiled(*args)
@@ -95,11 +95,11 @@ class CountingBackend:
         run._boxed_call = getattr(compiled, "_boxed_call", False)  # type: ignore[attr-defined]
         return run
 
-    def get_compiler_config(self):
+    def get_compiler_config(self) -> Any:
         getter = getattr(self.inner, "get_compiler_config", None)
         return getter() if getter else None
 
-    def reset(self):
+    def reset(self) -> None:
         if hasattr(self.inner, "reset"):
             self.inner.reset()
 
@@ -165,7 +165,7 @@ class AotiCall:
     def fn(self) -> Callable:
         return self.call
 
-    def call(self, *args):
+    def call(self, *args: Any) -> Any:
         if self.loaded is None:
             self._build(args)
         self.calls += 1
@@ -173,7 +173,7 @@ class AotiCall:
 
     # Loading and running have methods of their own: a crash there leaves only a faulthandler
     # stack, and these frames name the stage (execution/isolate._STACK_LAYERS).
-    def _aoti_run(self, args: tuple):
+    def _aoti_run(self, args: tuple) -> Any:
         self.stage = "runtime"
         result = self.loaded(*args)
         self.stage = "aoti"
@@ -193,7 +193,7 @@ class AotiCall:
         user_fn = self.user_fn
 
         class Case(torch.nn.Module):
-            def forward(self, *inputs):
+            def forward(self, *inputs: Any) -> Any:
                 return user_fn(*inputs)
 
         self.stage = "export"

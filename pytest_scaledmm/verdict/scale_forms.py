@@ -59,7 +59,7 @@ class ScaleForm:
     global_scale: bool = False
     operand_dtypes: tuple | None = None
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.rank < 2 and not self.per_tensor:
             raise ValueError(f"scale form {self.id}: rank {self.rank} holds one element; blocks must be WHOLE")
         if self.scale_dtype not in SCALE_DTYPES or {self.recipe_a, self.recipe_b} - set(RECIPE_CODES):

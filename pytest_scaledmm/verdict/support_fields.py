@@ -11,6 +11,7 @@ library only: repro scripts embed verdict/.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +32,11 @@ ACTIVATIONS = ("quantized", "dynamic")
 ARCHS = ["cpu", "sm80", "sm86", "sm89", "sm90", "sm100", "sm120", "gfx90a", "gfx942", "gfx950"]
 
 
-def enum_list(values) -> dict:
+def enum_list(values: Sequence[Any]) -> dict:
     return {"type": "array", "minItems": 1, "uniqueItems": True, "items": {"enum": values}}
 
 
-def pair_list(values) -> dict:
+def pair_list(values: Sequence[Any]) -> dict:
     pair = {"type": "array", "minItems": 2, "maxItems": 2, "items": {"enum": values}}
     return {"type": "array", "minItems": 1, "uniqueItems": True, "items": pair}
 
