@@ -22,6 +22,7 @@ from ..matrix.kernels import accepts_keyword, custom_op, kernel_accepts_fast_acc
 from ..matrix.spec import KernelSpec
 from ..matrix.support import support_model
 from ..verdict import outcome as oc
+from ..verdict.case_axes import axis_value
 from ..verdict.classify import classify
 from ..verdict.outcome import Outcome, describe_exception
 from ..verdict.signature_text import OTHER_M_CALL
@@ -294,7 +295,7 @@ def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) 
     from ..verdict.draw import make_inputs  # noqa: PLC0415  lazy: imports torch
     from ..verdict.opcheck import opcheck_params  # noqa: PLC0415  lazy: imports torch
 
-    if case.params.get("special_scale", "none") != "none" or case.params.get("special_operand", "none") != "none":
+    if axis_value(case.params, "special_scale") != "none" or axis_value(case.params, "special_operand") != "none":
         inputs = make_inputs(opcheck_params(case.params), input_seed(ctx.run_seed, case.id), ctx.device)
 
     saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..verdict.case_axes import axis_value
 from ..verdict.regimes import special_operand_of
 from ..verdict.scale_forms import FORMS
 from .schema import CATEGORICAL_AXES, SHAPE_AXES
@@ -62,30 +63,30 @@ def case_id(params: Mapping[str, Any]) -> str:
         parts.append("bias")
     if params.get("use_fast_accum"):
         parts.append("fast")
-    if params.get("scale_layout", "contiguous") != "contiguous":
+    if axis_value(params, "scale_layout") != "contiguous":
         parts.append(LAYOUT_SHORT[params["scale_layout"]])
-    if params.get("activation_rank", 2) == 3:
+    if axis_value(params, "activation_rank") == 3:
         parts.append("3d")
-    if params.get("special_scale", "none") != "none":
-        side = params.get("special_side", "a")
+    if axis_value(params, "special_scale") != "none":
+        side = axis_value(params, "special_side")
         parts.append(params["special_scale"] + ("_b" if side == "b" else ""))
-    if params.get("special_operand", "none") != "none":
+    if axis_value(params, "special_operand") != "none":
         value, operand = special_operand_of(params)
         parts.append(f"{value}_in_{operand}")
-    if params.get("value_regime", "standard") != "standard":
+    if axis_value(params, "value_regime") != "standard":
         parts.append(REGIME_SHORT[params["value_regime"]])
-    if params.get("operand_layout", "dense") != "dense":
+    if axis_value(params, "operand_layout") != "dense":
         parts.append(OPERAND_LAYOUT_SHORT[params["operand_layout"]])
     # Axes only some kernels take (schema.KERNEL_AXES): in the id only where the case has them.
     if "group_layout" in params:
         parts.append(f"{params['group_layout']}g{params['groups']}-{params['group_sizes']}")
-    if params.get("scale_result", "none") != "none":
+    if axis_value(params, "scale_result") != "none":
         parts.append(f"sr{params['scale_result']}")
-    if params.get("bias") and params.get("bias_dtype", "out") != "out":
+    if params.get("bias") and axis_value(params, "bias_dtype") != "out":
         parts.append(f"bias{params['bias_dtype']}")
     if params.get("scale_keepdim"):
         parts.append("keepdim")
-    if params.get("scale_dtype", "fp32") != "fp32":
+    if axis_value(params, "scale_dtype") != "fp32":
         parts.append(f"s{params['scale_dtype']}")
     digest = hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:6]
     return "-".join(parts + [digest])

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 from allpairspy import AllPairs
 
+from ..verdict.case_axes import axis_value
 from ..verdict.scale_forms import FORMS, own_pairings
 from .case_params import Case, case_id, make_case, matches
 from .compile_modes import compile_mode
@@ -356,9 +357,9 @@ def production_data_fits(row: Mapping) -> bool:
     """Whether a (partial) row's value regime and operand layout apply to its scales and dtypes:
     regimes and layouts are for fp32 scales and unpacked operands; a scale on the host is a
     one-element scale_a."""
-    regime = row.get("value_regime", "standard")
-    layout = row.get("operand_layout", "dense")
-    if row.get("scale_dtype", "fp32") != "fp32" and regime not in ("standard", "cancelling"):
+    regime = axis_value(row, "value_regime")
+    layout = axis_value(row, "operand_layout")
+    if axis_value(row, "scale_dtype") != "fp32" and regime not in ("standard", "cancelling"):
         return False  # half-precision scales round the values the other regimes place at a range's edge
     if regime == "standard" and layout == "dense":
         return True
@@ -927,7 +928,7 @@ def runnable_modes(modes: list, arch: str) -> list:
 
 
 def _purposed(params: dict) -> dict:
-    special = params.get("special_scale", "none") != "none" or params.get("special_operand", "none") != "none"
+    special = axis_value(params, "special_scale") != "none" or axis_value(params, "special_operand") != "none"
     return {**params, "purpose": "special" if special else "valid"}
 
 
@@ -1086,7 +1087,7 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
                     **base,
                     dim: 0,
                     "mode": modes[(offset + index) % len(modes)],
-                    "special_scale": base.get("special_scale", "none"),
+                    "special_scale": axis_value(base, "special_scale"),
                 }
                 if "special_scale" not in base:
                     case.pop("special_scale")
@@ -1140,9 +1141,7 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
             # activation for the next layer is made.
             wanted[1:1] = [({"out_dtype": "e4m3fn", "scale_result": "two", "bias": False}, "fp8out")]
         # NaN in an operand (inf where the dtype has one: e5m2), not only in a scale.
-        fp8 = [
-            p for p in bases if p["dtype_a"] in ("e4m3fn", "e5m2") and p.get("value_regime", "standard") == "standard"
-        ]
+        fp8 = [p for p in bases if p["dtype_a"] in ("e4m3fn", "e5m2") and axis_value(p, "value_regime") == "standard"]
         if fp8 and specials_asked(axes):
             # In the weight too (its last element): a kernel may sanitise one operand's loads only.
             operands = [({"special_operand": "nan_ab"}, "nan-a")]

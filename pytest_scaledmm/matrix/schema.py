@@ -7,6 +7,7 @@ compile modes come from their tables (verdict/scale_forms.py, compile_modes.py).
 from collections.abc import Mapping
 from typing import Any, Optional, Union
 
+from ..verdict.case_axes import NEUTRAL
 from ..verdict.layouts import OPERAND_LAYOUTS
 from ..verdict.regimes import REGIMES
 from ..verdict.scale_forms import FORMS
@@ -62,28 +63,28 @@ def takes_axis(kernel_name: str, takers, builtin: bool) -> bool:
 KERNEL_AXES: dict[str, tuple[list[Any], Any, Union[tuple[str, ...], str]]] = {
     # torch._scaled_grouped_mm: a [total_M, K] x b [G, K, N] with offsets over M; a [G, M, K] x
     # b [G, K, N]; a [M, total_K] x b [total_K, N] with offsets over K (verdict/grouped.py).
-    "group_layout": (["2d3d", "3d3d", "2d2d"], "2d3d", GROUPED_KERNELS),
-    "group_sizes": (["even", "jagged", "empty"], "even", GROUPED_KERNELS),
-    "groups": ([1, 2, 3, 4, 8], 4, GROUPED_KERNELS),
+    "group_layout": (["2d3d", "3d3d", "2d2d"], NEUTRAL["group_layout"], GROUPED_KERNELS),
+    "group_sizes": (["even", "jagged", "empty"], NEUTRAL["group_sizes"], GROUPED_KERNELS),
+    "groups": ([1, 2, 3, 4, 8], NEUTRAL["groups"], GROUPED_KERNELS),
     # torch._scaled_mm's output scale, used with an fp8 output only.
-    "scale_result": (["none", "one", "two", "quarter"], "none", ("aten_scaled_mm",)),
+    "scale_result": (["none", "one", "two", "quarter"], NEUTRAL["scale_result"], ("aten_scaled_mm",)),
     # The bias's dtype; `out`: the output dtype's (bf16 for an fp8 output).
     "bias_dtype": (
         ["out", "bf16", "fp16", "fp32"],
-        "out",
+        NEUTRAL["bias_dtype"],
         ("aten_scaled_mm", "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise", USER_KERNELS),
     ),
     # The dtype user kernels get their fp32-form scales in: libraries pass them in the
     # activation's dtype (the built-in ops take fp32 scales only).
-    "scale_dtype": (["fp32", "bf16", "fp16"], "fp32", (USER_KERNELS,)),
+    "scale_dtype": (["fp32", "bf16", "fp16"], NEUTRAL["scale_dtype"], (USER_KERNELS,)),
     # A rowwise scale of a 3-D activation as amax(dim=-1, keepdim=True) gives it: [B, T, 1].
-    "scale_keepdim": ([False, True], False, ("fp8_linear_rowwise",)),
+    "scale_keepdim": ([False, True], NEUTRAL["scale_keepdim"], ("fp8_linear_rowwise",)),
     # Production data (verdict/regimes.py, verdict/layouts.py), for every kernel but the grouped
     # ones: the values a case holds, the memory its operands sit in, and which scale a special
     # value goes into (special cases only).
-    "value_regime": (list(REGIMES), "standard", ALL_KERNELS),
-    "operand_layout": (list(OPERAND_LAYOUTS), "dense", ALL_KERNELS),
-    "special_side": (["a", "b"], "a", ALL_KERNELS),
+    "value_regime": (list(REGIMES), NEUTRAL["value_regime"], ALL_KERNELS),
+    "operand_layout": (list(OPERAND_LAYOUTS), NEUTRAL["operand_layout"], ALL_KERNELS),
+    "special_side": (["a", "b"], NEUTRAL["special_side"], ALL_KERNELS),
 }
 SHAPE_AXES = ["m", "k", "n"]
 # What a kernel may declare about the shapes it supports (M counts tokens: B*T for 3-D a).
@@ -100,12 +101,12 @@ AXIS_DEFAULTS: dict[str, list] = {
     "dtype_a": ["e4m3fn"],
     "dtype_b": ["e4m3fn"],
     "out_dtype": ["bf16"],
-    "bias": [False],
-    "use_fast_accum": [False],
+    "bias": [NEUTRAL["bias"]],
+    "use_fast_accum": [NEUTRAL["use_fast_accum"]],
     "mode": ["inductor"],
-    "scale_layout": ["contiguous"],
-    "activation_rank": [2],
-    "special_scale": ["none"],
+    "scale_layout": [NEUTRAL["scale_layout"]],
+    "activation_rank": [NEUTRAL["activation_rank"]],
+    "special_scale": [NEUTRAL["special_scale"]],
     "m": [16],
     "k": [32],
     "n": [32],

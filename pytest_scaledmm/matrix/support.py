@@ -28,6 +28,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from ..verdict.case_axes import axis_value
 from ..verdict.refusals import V2_BUILTINS, Support, declared_breaks
 from ..verdict.scale_forms import FORMS, WHOLE, scale_form
 from .compile_modes import compile_mode
@@ -208,8 +209,8 @@ class OpCase:
             bias=bool(params.get("bias")),
             bias_dtype=params.get("bias_dtype"),
             use_fast_accum=bool(params.get("use_fast_accum")),
-            activation_rank=params.get("activation_rank", 2),
-            scale_layout=params.get("scale_layout", "contiguous"),
+            activation_rank=axis_value(params, "activation_rank"),
+            scale_layout=axis_value(params, "scale_layout"),
             operand_layout=params.get("operand_layout"),
         )
 

@@ -17,6 +17,7 @@ from ..matrix.shapes import classes_of
 from ..matrix.spec import is_user_kernel
 from ..matrix.support import explained_by_torch_range
 from ..verdict import outcome as oc
+from ..verdict.case_axes import axis_value
 from ..verdict.outcome import ErrorInfo
 from ..verdict.refusals import matching_refusal
 
@@ -134,7 +135,7 @@ def _dimension_value(params: Mapping, axis: str):
         dim = axis[0]
         return classes_of(params)[dim] if params.get(dim) else f"{dim}0"
     if axis == "special_scale":
-        return params.get("special_scale", "none")
+        return axis_value(params, "special_scale")
     return params.get(axis, AXIS_NEUTRAL.get(axis))
 
 

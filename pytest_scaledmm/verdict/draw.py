@@ -24,8 +24,9 @@ from .activation import (
     make_activation,
     prepare_draw,
 )
+from .case_axes import axis_value
 from .grouped import draw_grouped, grouped_shape
-from .layouts import DENSE, place_a, place_b, place_scale_a
+from .layouts import place_a, place_b, place_scale_a
 from .microscaling import (
     FP4_TORCH_NAMES,
     draw_block_scale,
@@ -71,7 +72,7 @@ def torch_dtype(name: str) -> torch.dtype | None:
 def activation_batches(params: Mapping[str, Any]) -> int:
     """A 3-D activation is (B, M/B, K) with B = 2 when M is even, else B = 1 (so M = 1 and odd M
     still get a 3-D tensor)."""
-    if params.get("activation_rank", 2) != 3:
+    if axis_value(params, "activation_rank") != 3:
         return 0
     return 2 if params["m"] % 2 == 0 else 1
 
@@ -108,12 +109,12 @@ class CaseInputs:
 
 def scale_result_of(params: Mapping[str, Any]) -> float | None:
     """The case's scale_result value, None when it passes none."""
-    return SCALE_RESULTS.get(params.get("scale_result", "none"))
+    return SCALE_RESULTS.get(axis_value(params, "scale_result"))
 
 
 def bias_dtype_name(params: Mapping[str, Any]) -> str:
     """The bias's dtype: the `bias_dtype` axis, else the output's (bf16 for an fp8 output)."""
-    chosen = params.get("bias_dtype", "out")
+    chosen = axis_value(params, "bias_dtype")
     if chosen != "out":
         return chosen
     return params["out_dtype"] if params["out_dtype"] in OUT_TORCH_NAMES else "bf16"
@@ -371,15 +372,15 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
 
     if dynamic:
         scale_a, scale_b = balance_range(scale_a, scale_b, a, params)
-    if params.get("scale_dtype", "fp32") != "fp32" and not isinstance(scale_a, tuple):
+    if axis_value(params, "scale_dtype") != "fp32" and not isinstance(scale_a, tuple):
         # As a library passes them: in the activation's dtype; the reference reads these values.
         scale_a, scale_b = (s.to(torch_dtype(params["scale_dtype"])) for s in (scale_a, scale_b))
-    layout = params.get("scale_layout", "contiguous")
+    layout = axis_value(params, "scale_layout")
     if layout == "expanded":  # the reference must see the repeated value too
         scale_a, scale_b = (_each(s, lambda t: lay_out(t, layout).clone()) for s in (scale_a, scale_b))
     finite_scale_a, finite_scale_b = scale_a, scale_b
-    special = params.get("special_scale", "none")
-    if params.get("special_side", "a") == "b":
+    special = axis_value(params, "special_scale")
+    if axis_value(params, "special_side") == "b":
         scale_b = _with_special(scale_b, special)
     else:
         scale_a = _with_special(scale_a, special)
@@ -393,7 +394,7 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         if "b" in special_in:
             b = b.clone()
             b[-1, -1] = torch.tensor(float(special_value)).to(b.dtype)
-    operand_layout = params.get("operand_layout", DENSE)
+    operand_layout = axis_value(params, "operand_layout")
     batches = activation_batches(params)
     activation = make_activation(a, expand_scale(scale_a, params["scale_a"], "a", m, k), params) if dynamic else None
     a = place_a(_move(a, device), operand_layout)

@@ -24,11 +24,13 @@ from typing import Any
 
 import torch
 
+from .case_axes import axis_value
+
 ALIGN = 16  # group sizes are multiples of this
 
 
 def group_count(params: Mapping[str, Any]) -> int:
-    return int(params.get("groups", 4))
+    return int(axis_value(params, "groups"))
 
 
 def grouped_extent(params: Mapping[str, Any]) -> int:
@@ -39,7 +41,7 @@ def grouped_extent(params: Mapping[str, Any]) -> int:
 def group_sizes(params: Mapping[str, Any]) -> list[int]:
     """The size of each group along the grouped dimension; they sum to G times the even share."""
     count, share = group_count(params), grouped_extent(params)
-    kind = "even" if params["group_layout"] == "3d3d" else params.get("group_sizes", "even")
+    kind = "even" if params["group_layout"] == "3d3d" else axis_value(params, "group_sizes")
     sizes = [share] * count
     if kind == "jagged":
         # Half of each even-indexed group's units to the next group: [M/2, 3M/2, ...].

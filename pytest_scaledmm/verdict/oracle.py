@@ -13,6 +13,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from .case_axes import axis_value
 from .draw import CaseInputs, expected_shape
 from .reference import Reference, check_metadata, compare, parity, reference
 from .signature_text import UNCHECKABLE
@@ -50,7 +51,7 @@ def check_sides(
         eager_check = compare(eager_out, ref, shape, dtype)
     if compiled_outs is not None:
         checks = [compare(out, ref, shape, dtype) for out in compiled_outs]
-        special = params.get("special_scale", "none") != "none" or params.get("special_operand", "none") != "none"
+        special = axis_value(params, "special_scale") != "none" or axis_value(params, "special_operand") != "none"
         if special and eager_ran and check_metadata(eager_out, shape, dtype) is None:
             bound = {**(ref.bound or {}), "model": "twice the reference tolerance, against eager"}
             checks += [parity(eager_out, out, ref.tolerance, shape, dtype, bound) for out in compiled_outs]

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from .activation import divisor, dynamic_activation, quantisation_term, requantised_growth
+from .case_axes import axis_value
 from .draw import FP8_TORCH_NAMES, CaseInputs, expand_scale, expected_shape, scale_result_of
 from .grouped import group_products, group_sizes
 from .microscaling import operand_values
@@ -163,8 +164,8 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
     k = params["k"]
     a, b, bias = dequantised(params, inputs, scale_a)
     finite_a, finite_b = inputs.finite_scale_a, inputs.finite_scale_b
-    special = params.get("special_scale", "none") != "none"
-    if params.get("special_operand", "none") != "none":
+    special = axis_value(params, "special_scale") != "none"
+    if axis_value(params, "special_operand") != "none":
         # A non-finite operand element: the IEEE value, the tolerance from the finite elements.
         value = a @ b if bias is None else a @ b + bias
         finite_a_op, finite_b_op = (torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) for x in (a, b))

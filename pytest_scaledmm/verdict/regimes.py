@@ -26,6 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from .case_axes import axis_value
 from .scale_forms import WHOLE, scale_form
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ CANCEL_SHARE = 7 / 8  # share of K pairs that cancel exactly
 
 
 def regime_of(params: Mapping[str, Any]) -> str:
-    return params.get("value_regime", STANDARD)
+    return axis_value(params, "value_regime")
 
 
 def _block_amax(x: torch.Tensor, block: tuple, whole: object) -> torch.Tensor:
@@ -206,5 +207,5 @@ def special_operand_of(params: Mapping[str, Any]) -> tuple[str, str]:
     """(value, operands) of a case's non-finite operand elements, or ("none", ""): `special_operand`
     is the value ("nan", "inf": in a[0, 0]), with "_b" when it sits in b[-1, -1] instead, "_ab"
     when in both."""
-    value, _, operands = str(params.get("special_operand", "none")).partition("_")
+    value, _, operands = str(axis_value(params, "special_operand")).partition("_")
     return value, "" if value == "none" else operands or "a"
