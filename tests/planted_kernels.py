@@ -423,3 +423,17 @@ def tile_config_cached_without_m(a, b, scale_a, scale_b, *, bias=None, out_dtype
     if flat.shape[0] > rows:
         flat = torch.cat([flat[:rows], torch.zeros_like(flat[rows:])])
     return flat.reshape(out.shape)
+
+
+_FIRST_TOKENS: dict = {}
+
+
+def dies_at_a_second_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """CRASH only when a later call of a (K, N) has another token count than its first: the
+    process exits, as a kernel reading past a buffer sized for the first M is killed."""
+    tokens = a.numel() // max(a.shape[-1], 1)
+    if _FIRST_TOKENS.setdefault((a.shape[-1], b.shape[-1]), tokens) != tokens and not _compiling():
+        import os  # noqa: PLC0415
+
+        os._exit(3)
+    return _dequant_blocks(a, b, scale_a, scale_b, bias, out_dtype)

@@ -212,5 +212,33 @@ def test_a_record_says_which_later_calls_could_not_be_made(matrix_project):
     for record in records:
         assert "other_m" not in record["extra"]
         assert record["extra"]["not_checked"] == [
-            "call at another M after the first: no other M the kernel's declarations admit"
+            "call at another M after the first: no other M near this one that the kernel's declarations admit"
         ]
+
+
+def _other_m(declared: dict, m: int, mode: str = "eager") -> list:
+    from pytest_scaledmm.execution.run import RunContext, planned_other_m  # noqa: PLC0415  torch
+    from pytest_scaledmm.matrix.case_params import Case  # noqa: PLC0415
+
+    spec, (cases, _) = _cases(
+        {
+            "version": 1,
+            "kernels": [{"name": "k", "impl": "planted_kernels:correct", **declared}],
+            "axes": {"m": [m], "mode": [mode]},
+            "profiles": {"default": {"cases": 1}},
+        }
+    )
+    ctx = RunContext(device="cpu", run_seed=0, kernel_specs={k.name: k for k in spec.kernels}, kernels={})
+    case = cases[0]
+    return [entry["m"] for entry in planned_other_m(Case(case.id, {**case.params, "m": m}), ctx)]
+
+
+def test_the_other_m_keeps_to_what_the_kernel_declares():
+    assert _other_m({}, 16) == [48]
+    assert _other_m({"max_m": 16}, 16) == [5]
+    # With a declared multiple, where M / 3 and M +- 1 are not: twice M, or half of it past 1024.
+    assert _other_m({"m_multiple": 16}, 512) == [1024]
+    assert _other_m({"m_multiple": 16}, 2048) == [1024]
+    # A dynamic-M mode's first other M (48) is outside max_m: the eager call takes one inside.
+    assert _other_m({"max_m": 16}, 16, "mark-dynamic") == [5]
+    assert _other_m({"min_m": 16, "max_m": 16}, 16) == []

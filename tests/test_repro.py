@@ -517,3 +517,13 @@ def test_a_repro_of_a_failure_at_another_m_makes_the_eager_call_the_run_made(mat
     code, said = _run_script(script, cwd=pytester.path)
     assert code == repro.EXIT_REPRODUCED, said
     assert "call at another M after the first (m=48)" in said
+
+
+def test_a_case_whose_process_dies_at_another_m_names_it_and_its_script_makes_the_call(matrix_project, pytester):
+    from matrices import planted
+
+    found = _compile_path_repros(matrix_project, pytester, [planted("dies_at_a_second_m")], "eager")
+    record, script = found["dies_at_a_second_m"]
+    # The child died in the eager call at another M: the parent names the M the call was at.
+    assert record["outcome"] == "CRASH" and record["extra"]["other_m"] == 48, record
+    assert "EAGER_OTHER_M = [{'label': 'm=48', 'm': 48, 'seed': " in script.read_text()

@@ -106,7 +106,8 @@ def test_the_scheduler_hands_the_next_case_in_order_to_the_worker_that_is_free()
     sched.mark_test_complete(nodes[2], 2)
     assert nodes[2].sent == [2, 5, 9] and not sched.pending
     sched.mark_test_complete(nodes[2], 5)
-    assert nodes[2].shutting_down and not nodes[0].shutting_down  # nothing left to hand out
+    # Nothing left to hand out: every worker stops after its queue (gw0 still runs 7 and 8).
+    assert all(node.shutting_down for node in nodes) and sched.node2pending[nodes[0]] == [7, 8]
 
 
 HOST = "matrix.yaml::i8-row_x_row-m16k128n128-bf16-max-autotune-hostscale-1a2b3c"
@@ -131,11 +132,28 @@ def test_the_host_lane_goes_to_its_worker_and_to_any_once_that_worker_is_gone():
     sched.schedule()
     # The three host cases come first in order; only gw0 takes them (two queued at a time).
     assert nodes[0].sent == [0, 1] and nodes[1].sent == [3, 5] and nodes[2].sent == [4, 6]
-    # gw1 and gw2 have nothing more they may take (the host case waits for gw0): they stop after
-    # their queues; gw0 does not.
-    assert nodes[1].shutting_down and nodes[2].shutting_down and not nodes[0].shutting_down
+    # gw1 and gw2 have nothing more they may take (the host case waits for gw0), but they stay:
+    # should gw0 die, they take its cases. All stop once nothing is pending.
+    assert not any(node.shutting_down for node in nodes)
     sched.mark_test_complete(nodes[0], 0)
     assert nodes[0].sent == [0, 1, 2] and not sched.pending
+    assert all(node.shutting_down for node in nodes)
+
+
+def test_the_host_lane_is_not_stranded_when_its_worker_dies_last():
+    pytest.importorskip("xdist")
+    sched = schedule.longest_first_scheduling(_Config(), log=None)
+    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
+    collection = [HOST, HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b"]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    for node, index in ((nodes[1], 4), (nodes[2], 5)):
+        sched.mark_test_complete(node, index)
+    assert not nodes[1].shutting_down and not nodes[2].shutting_down
+    sched.remove_node(nodes[0])  # gw0 dies in case 0 with case 1 queued: 1, 2 and 3 go to the others
+    assert sorted(nodes[1].sent + nodes[2].sent) == [1, 2, 3, 4, 5] and not sched.pending
 
 
 def test_a_host_case_left_when_its_worker_dies_goes_to_any_worker():

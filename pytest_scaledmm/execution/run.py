@@ -10,7 +10,7 @@ exception that escapes is a KeyboardInterrupt in the pytest process itself
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -20,7 +20,7 @@ from ..matrix.case_params import Case, input_seed
 from ..matrix.compile_modes import OTHER_M_FACTORS, compile_mode, compile_settings
 from ..matrix.kernels import accepts_keyword, custom_op, kernel_accepts_fast_accum, prepare_callable, unavailable_reason
 from ..matrix.spec import KernelSpec
-from ..matrix.support import support_model
+from ..matrix.support import SupportModel, support_model
 from ..verdict import outcome as oc
 from ..verdict.case_axes import axis_value
 from ..verdict.classify import classify
@@ -157,8 +157,11 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
             return _build_failed(exc, spec, params)
         marked_sizes = other_m_sizes(case.id, case["m"], ctx.run_seed) if row.marks_m else []
         other_shapes = _other_shapes(case, ctx, spec, kernel, inputs, call, slack, marked_sizes)
-        eager_size = marked_sizes[:1] or eager_other_m(case.id, params, ctx.run_seed, _model(spec, ctx.device))
-        eager_other = other_shapes[:1] or _other_shapes(case, ctx, spec, kernel, inputs, call, slack, eager_size)
+        eager_size = planned_other_m(case, ctx)
+        same = bool(eager_size and marked_sizes) and eager_size[0]["m"] == marked_sizes[0]["m"]
+        eager_other = (
+            other_shapes[:1] if same else _other_shapes(case, ctx, spec, kernel, inputs, call, slack, eager_size)
+        )
         # In the isolated child a KeyboardInterrupt can only come from the kernel: a CRASH.
         sides = eager_compile_check(
             call.fn,
@@ -182,7 +185,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
     if eager_size:
         result.observations.other_m = eager_size[0]["m"]
     elif result.outcome != oc.CRASH:
-        said = f"{OTHER_M_CALL}: no other M the kernel's declarations admit"
+        said = f"{OTHER_M_CALL}: no other M near this one that the kernel's declarations admit"
         result.observations.not_checked = [*(result.observations.not_checked or []), said]
     if spec.slack:
         result.observations.kernel_slack = {"slack": spec.slack, "reason": spec.slack_reason}
@@ -209,20 +212,34 @@ def other_m_entry(case_id: str, m: int, run_seed: int) -> dict:
 EAGER_OTHER_M_LARGEST = 1024
 
 
-def eager_other_m(case_id: str, params: Mapping[str, Any], run_seed: int, model) -> list:
+def eager_other_m(
+    case_id: str, params: Mapping[str, Any], run_seed: int, model: SupportModel, preferred: Sequence[dict] = ()
+) -> list:
     """[{"label", "m", "seed"}] or []: the M of the eager side's call after the first (pipeline
-    SidePlan.other_m), the first of OTHER_M_FACTORS times M, M divided by them, M + 1 and M - 1
-    that the kernel's support `model` accepts. A dynamic-M mode's first other M is the same."""
+    SidePlan.other_m), the first that the kernel's support `model` accepts of: `preferred` (a
+    dynamic-M mode's first other M), OTHER_M_FACTORS times M, M divided by them, M + 1 and M - 1,
+    twice and half M, and M plus or minus each multiple the kernel's rules test sizes against."""
     m = params["m"]
-    candidates = [m * f for f in OTHER_M_FACTORS if m * f <= EAGER_OTHER_M_LARGEST]
+    candidates = [entry["m"] for entry in preferred]
+    candidates += [m * f for f in OTHER_M_FACTORS if m * f <= EAGER_OTHER_M_LARGEST]
     candidates += [m // f for f in OTHER_M_FACTORS] + [m + 1, m - 1]
+    candidates += [m * 2] if m * 2 <= EAGER_OTHER_M_LARGEST else []
+    candidates += [m // 2, *(m + step for step in model.divisors), *(m - step for step in model.divisors)]
     for other in dict.fromkeys(candidates):
         if other >= 1 and other != m and not model.breaks({**params, "m": other}):
             return [other_m_entry(case_id, other, run_seed)]
     return []
 
 
-def _model(spec: KernelSpec, device: str):
+def planned_other_m(case: Case, ctx: RunContext) -> list:
+    """eager_other_m for a case run in `ctx`: what run_case calls at, and what the record of a
+    case whose process died names (its repro script makes the call)."""
+    marked = other_m_sizes(case.id, case["m"], ctx.run_seed) if compile_mode(case["mode"]).marks_m else []
+    model = _model(ctx.kernel_specs[case["kernel"]], ctx.device)
+    return eager_other_m(case.id, case.params, ctx.run_seed, model, marked[:1])
+
+
+def _model(spec: KernelSpec, device: str) -> SupportModel:
     return support_model(spec, device_info(device).arch)
 
 

@@ -202,8 +202,7 @@ def longest_first_scheduling(config: pytest.Config, log: Producer) -> LoadSchedu
                 for node in self.nodes:
                     if self.pending:
                         self._send_next(node, 1)
-            for node in self.nodes:
-                self._shut_down_if_done(node)
+            self._shut_down_when_all_sent()
 
         def check_schedule(self, node: WorkerController, duration: float = 0) -> None:
             if node.shutting_down:
@@ -211,19 +210,15 @@ def longest_first_scheduling(config: pytest.Config, log: Producer) -> LoadSchedu
             queued = len(self.node2pending[node])
             if queued < QUEUED_PER_WORKER:
                 self._send_next(node, QUEUED_PER_WORKER - queued)
-            self._shut_down_if_done(node)
+            self._shut_down_when_all_sent()
 
-        def _shut_down_if_done(self, node: WorkerController) -> None:
-            """A worker with nothing left that it may take stops after what it has queued."""
-            if node.shutting_down:
+        def _shut_down_when_all_sent(self) -> None:
+            """Every worker stops after its queue once nothing is pending; not before: while the
+            host lane's worker runs its cases, another must be there to take them should it die."""
+            if self.pending:
                 return
-            lane = self._lane_node()
-            collection = self.collection or []
-            if lane is None or node is lane:
-                takes = bool(self.pending)
-            else:
-                takes = any(not builds_host_kernel(collection[i].rpartition("::")[2]) for i in self.pending)
-            if not takes:
-                node.shutdown()
+            for node in self.nodes:
+                if not node.shutting_down:
+                    node.shutdown()
 
     return LongestFirstScheduling(config, log)

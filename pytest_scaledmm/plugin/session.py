@@ -24,7 +24,7 @@ from ..execution.aoti_control import apply_control, control_dtype, failed_stage
 from ..execution.cache import FreshCache
 from ..execution.device import device_info, environment, probe_cpu_vector_isa_in_background, resolve_device
 from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner
-from ..execution.run import RunContext
+from ..execution.run import RunContext, planned_other_m
 from ..execution.triage import SHARED_DIR_ENV, Triage
 from ..matrix.case_params import Case
 from ..matrix.cases import generate_cases
@@ -248,6 +248,10 @@ class MatrixSession:
     def run(self, case: Case, triage: bool = True) -> oc.Outcome:
         runner = self.runner()
         result = self._aoti_controlled(case, runner.run(case))
+        if result.outcome in (oc.CRASH, oc.TIMEOUT) and result.observations.other_m is None:
+            # The process died before its record named the call at another M: name it here.
+            planned = planned_other_m(case, self.context())
+            result.observations.other_m = planned[0]["m"] if planned else None
         startup = runner.take_startup_seconds()
         if startup:
             result.timing["startup_s"] = round(startup, 6)

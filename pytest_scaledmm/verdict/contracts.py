@@ -165,6 +165,8 @@ def _other_values(t: torch.Tensor, flip: bool) -> torch.Tensor:
 
     if is_fp4(t):
         return t  # packed pairs: left as they are
+    if not t.numel():  # K = 0: nothing to change (and no row view: reshape(-1, 0) is ambiguous)
+        return t.detach().clone()
     shape = t.shape
     rows = t.detach().reshape(-1, shape[-1]) if t.dim() > 1 else t.detach().reshape(-1, 1)
     wide = rows.to(torch.int16) if t.dtype == torch.int8 else rows.to(torch.float64)
