@@ -12,11 +12,11 @@ the run's report directory, else a model: the compile mode's typical seconds, mo
 call the compiled side at several shapes.
 
 One lane: the cases whose compiled side builds a CPU kernel beside the GPU ones (a scale on the
-host under an Inductor mode) all go to worker HOST_LANE_WORKER, whose child checks the CPU's
-vector ISAs while the run starts (session.py). Inductor checks them once per process, a test
-build and a test load in a new Python for each ISA, one process at a time under its file lock:
-on an H200 with 14 workers that check, paid by each process that met such a case, was 60-95 s
-of one case's compile.
+host under an Inductor mode) all go to worker HOST_LANE_WORKER, whose child starts the check of
+the CPU's vector ISAs when it gets its settings (session.py sets RunContext.host_lane,
+execution/isolate.py starts it). Inductor checks them once per process, a test build and a test
+load in a new Python for each ISA, one process at a time under its file lock: on an H200 with 14
+workers that check, paid by each process that met such a case, was 50-95 s of one case's compile.
 """
 
 from __future__ import annotations
