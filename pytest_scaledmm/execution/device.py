@@ -98,6 +98,49 @@ def environment(device: str) -> dict:
     }
 
 
+# What the ISA check of torch releases before 2.12 runs in a new Python to load each test build:
+# `import torch` first, seconds each, more under load (later releases drop it on Linux).
+TORCH_IMPORTING_LOAD_PROBE = """
+import torch
+from ctypes import cdll
+cdll.LoadLibrary("__lib_path__")
+"""
+# The same question without the import where it can: torch's own libraries the build names are
+# loaded by path, then the build. Any other failure takes the check's own way (import torch, then
+# load), so the answer is always the one the check would give.
+LIBRARY_LOAD_PROBE = """
+import ctypes, os, re
+lib_dir = __torch_lib_dir__
+loaded = set()
+while True:
+    try:
+        ctypes.CDLL("__lib_path__")
+        break
+    except OSError as exc:
+        missing = re.search(r"(lib[^/: ]+\\.so[^/: ]*): cannot open shared object file", str(exc))
+        path = os.path.join(lib_dir, missing.group(1)) if missing else None
+        if path is None or path in loaded or not os.path.isfile(path):
+            import torch  # noqa: F401
+            ctypes.CDLL("__lib_path__")
+            break
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+        loaded.add(path)
+"""
+
+
+def quicken_isa_load_probe(cpu_vec_isa) -> bool:
+    """Give Inductor's ISA check LIBRARY_LOAD_PROBE where it still imports torch to load each test
+    build. True when it was given."""
+    import torch  # noqa: PLC0415  lazy: torch only when asked
+
+    isa = getattr(cpu_vec_isa, "VecISA", None)
+    if isa is None or getattr(isa, "_avx_py_load", None) != TORCH_IMPORTING_LOAD_PROBE:
+        return False
+    lib_dir = os.path.join(os.path.dirname(torch.__file__), "lib")
+    isa._avx_py_load = LIBRARY_LOAD_PROBE.replace("__torch_lib_dir__", repr(lib_dir))
+    return True
+
+
 def probe_cpu_vector_isa_in_background() -> None:
     """Inductor's first CPU kernel waits for a test build of each vector ISA the CPU reports
     (~1.5-5 s each, one after another, redone in every fresh cache: most of a CPU run's cold
@@ -110,6 +153,8 @@ def probe_cpu_vector_isa_in_background() -> None:
         # Imported here, not in the thread: a thread importing Inductor while this one imports
         # Dynamo can see a half-initialised module.
         from torch._inductor import codecache, cpp_builder, cpu_vec_isa  # noqa: F401, PLC0415
+
+        quicken_isa_load_probe(cpu_vec_isa)
 
         flags = cpu_vec_isa.x86_isa_checker()
         isas = [isa for isa in cpu_vec_isa.supported_vec_isa_list if all(f in flags for f in str(isa).split())]
