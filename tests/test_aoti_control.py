@@ -5,6 +5,7 @@ passes. The load failures are planted (tests/planted_aoti_kernels.py): no C++ bu
 import json
 
 import pytest
+from case_factory import case_params
 from reports_factory import case as record_of
 from reports_factory import report, write
 
@@ -21,7 +22,7 @@ REASON = "AOTInductor cannot load a package on this machine: a plain float32 mat
 
 
 def _case(mode="aoti"):
-    return Case(f"k.{mode}", {"kernel": "k", "mode": mode})
+    return Case(f"k.{mode}", case_params(kernel="k", mode=mode))
 
 
 def _load_error(layer):

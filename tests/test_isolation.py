@@ -345,9 +345,11 @@ def test_a_child_that_failed_to_warm_up_is_one_clear_harness_error():
     spare.proc, spare.conn = _ExitedChild(), parent
     ctx = RunContext("cpu", 1, {}, {"aten_scaled_mm": BUILTIN_IMPLS["aten_scaled_mm"]})
     runner = isolate.ChildRunner(ctx, timeout=5, spare=spare)
+    from case_factory import case_params
+
     from pytest_scaledmm.matrix.case_params import Case
 
-    case = Case("aten_scaled_mm-s0d_x_s0d", {"kernel": "aten_scaled_mm"})
+    case = Case("aten_scaled_mm-s0d_x_s0d", case_params())
     with pytest.raises(isolate.HarnessError, match=r"could not start:\n(?s:.*)ImportError: libcudart"):
         runner.run(case)
     runner.close()

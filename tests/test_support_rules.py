@@ -6,6 +6,8 @@ the folds give each key in the rows' order."""
 import dataclasses
 import itertools
 
+from case_factory import case_params, case_record
+
 from pytest_scaledmm.matrix import support
 from pytest_scaledmm.verdict.scale_forms import FORMS
 
@@ -24,7 +26,7 @@ def _cases():
     for sa, sb in itertools.product(forms, forms):
         for m, k, n in ((1, 32, 16), (17, 128, 256), (6, 320, 384), (4, 20, 40), (256, 256, 128)):
             for extra in extras:
-                yield {"scale_a": sa, "scale_b": sb, "m": m, "k": k, "n": n, "dtype_a": "e4m3fn", **extra}
+                yield case_params(scale_a=sa, scale_b=sb, m=m, k=k, n=n, **extra)
 
 
 def test_every_op_model_field_is_read_by_a_rule_and_every_rule_by_a_field():
@@ -39,7 +41,7 @@ def test_every_rule_fires_for_some_builtin_model():
     silent = set(range(len(ROWS)))
     for model in support.BUILTIN_MODELS.values():
         for params in _cases():
-            case = support.OpCase.of(params)
+            case = case_record(**params)
             recipe = support._chosen(model, case)
             silent -= {i for i in silent if ROWS[i].check(model, case, recipe)}
         if not silent:
@@ -49,8 +51,7 @@ def test_every_rule_fires_for_some_builtin_model():
 
 def test_the_fold_keeps_the_rows_order_and_each_key_once():
     model = support.OpModel("test", e5m2_pair=True, k_multiple=(16, "k_alignment"), n_multiple=(16, "k_alignment"))
-    params = {"scale_a": "tensor_0d", "scale_b": "tensor_0d", "m": 4, "k": 20, "n": 40}
-    params.update(dtype_a="e5m2", dtype_b="e5m2")
+    params = case_record(scale_a="tensor_0d", scale_b="tensor_0d", m=4, k=20, n=40, dtype_a="e5m2", dtype_b="e5m2")
     assert support._op_breaks(model, params) == ["e5m2_pair", "k_alignment"]
     assert support._op_breaks(dataclasses.replace(model, no_backend=True), params)[0] == "backend"
 
@@ -68,7 +69,7 @@ def test_each_declared_rule_names_what_breaks_it():
     from pytest_scaledmm.verdict.refusals import Support, declared_breaks  # noqa: PLC0415
 
     kernel = Support("mine", False, scale_forms=("rowwise",), min_m=17, k_multiple=16)
-    params = {"scale_a": "tensor_0d", "scale_b": "rowwise", "m": 4, "k": 20, "n": 16}
+    params = case_params(scale_a="tensor_0d", scale_b="rowwise", m=4, k=20, n=16)
     assert declared_breaks(kernel, params) == [
         ("scale_forms", "scale_a tensor_0d is not in its scale_forms ['rowwise']"),
         ("min_m", "M = 4 is outside its min_m: 17"),

@@ -292,7 +292,7 @@ def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, 
 
     shapes = []
     for other in sizes:
-        params = {**case.params, "m": other["m"]}
+        params = case.params.with_values(m=other["m"])
         inputs = with_weights_of(first, make_inputs(params, other["seed"], ctx.device), spec.contract)
         args = _case_call(spec, kernel, inputs, params, call.built).args
         shapes.append(OtherShape(other["label"], args, case_checker(params, inputs, slack)))

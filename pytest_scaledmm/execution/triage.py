@@ -143,7 +143,7 @@ def execute_rung(case: Case, rung: dict, ctx) -> dict:
     if rung["kind"] == "bf16":
         result = _bf16_matmul(case, ctx)
     else:
-        variant = Case(case.id, {**case.params, **rung.get("params", {})})  # same id: same inputs
+        variant = Case(case.id, case.params.with_values(**rung.get("params", {})))  # same id: same inputs
         with contextlib.ExitStack() as stack:
             if rung.get("inductor"):
                 import torch._inductor.config  # noqa: F401, PLC0415

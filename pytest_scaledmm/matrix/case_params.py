@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..verdict.case_axes import axis_value
+from ..verdict.case_axes import CaseParams, case_record
 from ..verdict.regimes import special_operand_of
 from ..verdict.scale_forms import FORMS
 from .schema import CATEGORICAL_AXES, SHAPE_AXES
@@ -38,57 +38,57 @@ OPERAND_LAYOUT_SHORT = {
 }
 
 
-def _dtype_part(params: Mapping[str, Any]) -> str:
-    a, b = params["dtype_a"], params["dtype_b"]
+def _dtype_part(params: CaseParams) -> str:
+    a, b = params.dtype_a, params.dtype_b
     if a == "int8":
         return ""
     short = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e4m3fnuz": "e4m3fnuz", "e5m2fnuz": "e5m2fnuz", "fp4e2m1": "fp4"}
     return short[a] if a == b else f"{short[a]}x{short[b]}"
 
 
-def case_id(params: Mapping[str, Any]) -> str:
+def case_id(given: Mapping[str, Any]) -> str:
     """Readable id plus a short hash of every parameter, e.g. fp8e4m3-s0d_x_s1d-m17k64n32-bf16-inductor-1a2b3c."""
-    kernel = params["kernel"]
+    params = case_record(given)
+    kernel = params.kernel
     dtype = _dtype_part(params)
     head = KERNEL_SHORT.get(kernel)
     head = f"{head}{dtype}" if head else (f"{kernel}.{dtype}" if dtype else kernel)
     parts = [
         head,
-        f"{SCALE_SHORT[params['scale_a']]}_x_{SCALE_SHORT[params['scale_b']]}",
-        f"m{params['m']}k{params['k']}n{params['n']}",
-        params["out_dtype"],
-        params["mode"],
+        f"{SCALE_SHORT[params.scale_a]}_x_{SCALE_SHORT[params.scale_b]}",
+        f"m{params.m}k{params.k}n{params.n}",
+        params.out_dtype,
+        params.mode,
     ]
-    if params.get("bias"):
+    if params.bias:
         parts.append("bias")
-    if params.get("use_fast_accum"):
+    if params.use_fast_accum:
         parts.append("fast")
-    if axis_value(params, "scale_layout") != "contiguous":
-        parts.append(LAYOUT_SHORT[params["scale_layout"]])
-    if axis_value(params, "activation_rank") == 3:
+    if params.scale_layout != "contiguous":
+        parts.append(LAYOUT_SHORT[params.scale_layout])
+    if params.activation_rank == 3:
         parts.append("3d")
-    if axis_value(params, "special_scale") != "none":
-        side = axis_value(params, "special_side")
-        parts.append(params["special_scale"] + ("_b" if side == "b" else ""))
-    if axis_value(params, "special_operand") != "none":
+    if params.special_scale != "none":
+        parts.append(params.special_scale + ("_b" if params.special_side == "b" else ""))
+    if params.special_operand != "none":
         value, operand = special_operand_of(params)
         parts.append(f"{value}_in_{operand}")
-    if axis_value(params, "value_regime") != "standard":
-        parts.append(REGIME_SHORT[params["value_regime"]])
-    if axis_value(params, "operand_layout") != "dense":
-        parts.append(OPERAND_LAYOUT_SHORT[params["operand_layout"]])
+    if params.value_regime != "standard":
+        parts.append(REGIME_SHORT[params.value_regime])
+    if params.operand_layout != "dense":
+        parts.append(OPERAND_LAYOUT_SHORT[params.operand_layout])
     # Axes only some kernels take (schema.KERNEL_AXES): in the id only where the case has them.
-    if "group_layout" in params:
-        parts.append(f"{params['group_layout']}g{params['groups']}-{params['group_sizes']}")
-    if axis_value(params, "scale_result") != "none":
-        parts.append(f"sr{params['scale_result']}")
-    if params.get("bias") and axis_value(params, "bias_dtype") != "out":
-        parts.append(f"bias{params['bias_dtype']}")
-    if params.get("scale_keepdim"):
+    if params.grouped:
+        parts.append(f"{params.group_layout}g{params.groups}-{params.group_sizes}")
+    if params.scale_result != "none":
+        parts.append(f"sr{params.scale_result}")
+    if params.bias and params.bias_dtype != "out":
+        parts.append(f"bias{params.bias_dtype}")
+    if params.scale_keepdim:
         parts.append("keepdim")
-    if axis_value(params, "scale_dtype") != "fp32":
-        parts.append(f"s{params['scale_dtype']}")
-    digest = hashlib.sha256(json.dumps(dict(params), sort_keys=True).encode()).hexdigest()[:6]
+    if params.scale_dtype != "fp32":
+        parts.append(f"s{params.scale_dtype}")
+    digest = hashlib.sha256(json.dumps(params.to_json(), sort_keys=True).encode()).hexdigest()[:6]
     return "-".join(parts + [digest])
 
 
@@ -106,13 +106,16 @@ def matches(rule: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
 @dataclass(frozen=True)
 class Case:
     id: str
-    params: Mapping[str, Any]
+    params: CaseParams
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "params", case_record(self.params))
 
     def __getitem__(self, key):
         return self.params[key]
 
     def to_json(self) -> dict:
-        return dict(self.params)
+        return self.params.to_json()
 
 
 # The order parameters are kept (and printed) in: the kernel, the matrix's axes, then the rest.
@@ -126,7 +129,7 @@ def ordered_params(params: Mapping[str, Any]) -> dict:
 
 def make_case(params: Mapping[str, Any]) -> Case:
     params = ordered_params(params)
-    return Case(case_id(params), params)
+    return Case(case_id(params), case_record(params))
 
 
 def input_seed(run_seed: int, cid: str) -> int:

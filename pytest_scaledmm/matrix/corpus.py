@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from ..verdict.regimes import SPECIAL_OPERANDS
 from ..verdict.support_fields import ACCUMULATION
 from . import bounded_yaml
 from .errors import MatrixError
@@ -42,6 +43,7 @@ for _side in ("dtype_a", "dtype_b"):
 _VALUES.update({name: list(values) for name, (values, _, _) in KERNEL_AXES.items()})
 _VALUES["accumulation"] = list(ACCUMULATION)
 _VALUES["activation"] = ["dynamic"]
+_VALUES["special_operand"] = list(SPECIAL_OPERANDS)
 
 CORPUS_SCHEMA = {
     "type": "object",
@@ -89,12 +91,15 @@ class IncludedCase:
 
 
 def complete_params(params: Mapping[str, Any]) -> dict:
-    """An entry's params with every categorical axis it leaves out at the matrix default."""
+    """An entry's params with every categorical axis it leaves out at the matrix default, and every
+    other key it gives (a value regime, a layout, a declared accumulation ...) as given: the case
+    the entry was saved from."""
     full = {"kernel": params["kernel"]}
     for name in CATEGORICAL_AXES:
         full[name] = params.get(name, AXIS_DEFAULTS[name][0])
     for dim in SHAPE_AXES:
         full[dim] = params[dim]
+    full.update((key, value) for key, value in params.items() if key not in full)
     return full
 
 

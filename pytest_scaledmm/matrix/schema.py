@@ -96,17 +96,7 @@ ALL_AXES = list(CATEGORICAL_AXES) + list(KERNEL_AXES) + SHAPE_AXES + ["kernel"]
 # The neutral value of each axis: what a case without it means (an included case's missing
 # params, the order generation tries values in). Not what a matrix that leaves an axis out gets.
 AXIS_DEFAULTS: dict[str, list] = {
-    "scale_a": ["tensor_0d"],
-    "scale_b": ["tensor_0d"],
-    "dtype_a": ["e4m3fn"],
-    "dtype_b": ["e4m3fn"],
-    "out_dtype": ["bf16"],
-    "bias": [NEUTRAL["bias"]],
-    "use_fast_accum": [NEUTRAL["use_fast_accum"]],
-    "mode": ["inductor"],
-    "scale_layout": [NEUTRAL["scale_layout"]],
-    "activation_rank": [NEUTRAL["activation_rank"]],
-    "special_scale": [NEUTRAL["special_scale"]],
+    **{axis: [NEUTRAL[axis]] for axis in CATEGORICAL_AXES},
     "m": [16],
     "k": [32],
     "n": [32],

@@ -28,7 +28,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..verdict.case_axes import axis_value
+from ..verdict.case_axes import CaseParams, case_record
 from ..verdict.refusals import V2_BUILTINS, Support, declared_breaks
 from ..verdict.scale_forms import FORMS, WHOLE, scale_form
 from .compile_modes import compile_mode
@@ -175,72 +175,34 @@ SIZE_KEYS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class OpCase:
-    """What the op rules read of a case, read once: each axis with its neutral value where the
-    case lacks it (`bias_dtype` None: the case has no such axis)."""
-
-    scale_a: str
-    scale_b: str
-    m: int
-    k: int
-    n: int
-    dtype_a: str | None
-    dtype_b: str | None
-    out_dtype: str | None
-    bias: bool
-    bias_dtype: str | None
-    use_fast_accum: bool
-    activation_rank: int
-    scale_layout: str
-    operand_layout: str | None
-
-    @classmethod
-    def of(cls, params: Mapping[str, Any]) -> OpCase:
-        return cls(
-            scale_a=params["scale_a"],
-            scale_b=params["scale_b"],
-            m=params["m"],
-            k=params["k"],
-            n=params["n"],
-            dtype_a=params.get("dtype_a"),
-            dtype_b=params.get("dtype_b"),
-            out_dtype=params.get("out_dtype"),
-            bias=bool(params.get("bias")),
-            bias_dtype=params.get("bias_dtype"),
-            use_fast_accum=bool(params.get("use_fast_accum")),
-            activation_rank=axis_value(params, "activation_rank"),
-            scale_layout=axis_value(params, "scale_layout"),
-            operand_layout=params.get("operand_layout"),
-        )
-
-    def fitted(self, model: OpModel, side: str) -> dict:
-        """fitted_recipes of one side's scale as the kernel sees them: block recipes always
-        dense where it converts them."""
-        form = self.scale_a if side == "a" else self.scale_b
-        found = dict(fitted_recipes(form, side, self.scale_layout, self.m, self.k, self.n))
-        if model.converts_block_layouts:
-            found.update({recipe: True for recipe in found if recipe in BLOCKWISE})
-        return found
-
-    def scale_memory(self, side: str) -> tuple:
-        form = self.scale_a if side == "a" else self.scale_b
-        return scale_memory(form, side, self.scale_layout, self.m, self.k, self.n)
+def fitted(model: OpModel, case: CaseParams, side: str) -> dict:
+    """fitted_recipes of one side's scale as the kernel sees them: block recipes always dense
+    where it converts them."""
+    form = case.scale_a if side == "a" else case.scale_b
+    found = dict(fitted_recipes(form, side, case.scale_layout, case.m, case.k, case.n))
+    if model.converts_block_layouts:
+        found.update({recipe: True for recipe in found if recipe in BLOCKWISE})
+    return found
 
 
-def _chosen(model: OpModel, case: OpCase) -> tuple | None:
+def scale_memory_of(case: CaseParams, side: str) -> tuple:
+    form = case.scale_a if side == "a" else case.scale_b
+    return scale_memory(form, side, case.scale_layout, case.m, case.k, case.n)
+
+
+def _chosen(model: OpModel, case: CaseParams) -> tuple | None:
     if model.recipe_pairs is None:
         return None  # the op takes any scale: it chooses no recipe
-    side_a, side_b = case.fitted(model, "a"), case.fitted(model, "b")
+    side_a, side_b = fitted(model, case, "a"), fitted(model, case, "b")
     return next(((a, b) for a, b in model.recipe_pairs if side_a.get(a) and side_b.get(b)), None)
 
 
 def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> tuple | None:
     """The (recipe_a, recipe_b) pair the op takes for this case's scales, or None."""
-    return _chosen(model, OpCase.of(params))
+    return _chosen(model, case_record(params))
 
 
-def _microscaling_break(model: OpModel, case: OpCase, arch: str) -> str | None:
+def _microscaling_break(model: OpModel, case: CaseParams, arch: str) -> str | None:
     """The key of a case with microscaled scales or fp4 operands, None when it has neither or
     the kernel takes it here: the same microscaling form on both sides with its operand dtypes
     (else scale_pair), on an arch that has the recipes (else needs_sm100)."""
@@ -260,7 +222,7 @@ def _microscaling_break(model: OpModel, case: OpCase, arch: str) -> str | None:
 # One rule: the OpModel fields it reads and its check, (model, case, chosen recipe pair) -> the
 # refusal keys it gives (verdict/refusals.py REFUSALS keys). A new rule is one row here and its
 # field on OpModel; tests/test_support_rules.py fails a field no row reads.
-RuleCheck = Callable[[OpModel, OpCase, "tuple | None"], "list[str]"]
+RuleCheck = Callable[[OpModel, CaseParams, "tuple | None"], "list[str]"]
 
 
 @dataclass(frozen=True)
@@ -269,23 +231,23 @@ class OpRule:
     check: RuleCheck
 
 
-def _recipe_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+def _recipe_rule(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
     if model.recipe_pairs is None:
         return []
     if recipe is None:
-        side_a, side_b = case.fitted(model, "a"), case.fitted(model, "b")
+        side_a, side_b = fitted(model, case, "a"), fitted(model, case, "b")
         refused = next((key for (a, b), key in model.refused_pairs if a in side_a and b in side_b), None)
         shaped = any(a in side_a and b in side_b for a, b in model.recipe_pairs)
         return [refused or (model.strided_key if shaped else "scale_pair")]
     if recipe == _RR and model.rowwise_unit_stride:
         for side in ("a", "b"):
-            shape, strides, _ = case.scale_memory(side)
+            shape, strides, _ = scale_memory_of(case, side)
             if len(shape) == 2 and strides[1] != 1:
                 return ["rowwise_layout"]
     return []
 
 
-def _host_scale_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+def _host_scale_rule(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
     if not (model.same_device_scales and case.operand_layout == "scale_on_host"):
         return []
     # A 0-D host scale is a scalar to an elementwise epilogue (int8); the fp8 GEMMs refuse any.
@@ -293,14 +255,14 @@ def _host_scale_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list
     return ["scale_device"] if form.per_tensor and not (model.host_scalar_ok and form.rank == 0) else []
 
 
-def _bias_matches_out_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+def _bias_matches_out_rule(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
     if not (case.bias and model.bias_matches_out and case.bias_dtype is not None):
         return []
     out, bias = case.out_dtype, case.bias_dtype
     return ["bias_dtype"] if bias == "fp32" or (bias != "out" and out in ("bf16", "fp16") and bias != out) else []
 
 
-def _fp8_out_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+def _fp8_out_rule(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
     fp8_out = case.out_dtype not in (None, "bf16", "fp16", "fp32")
     if not fp8_out or model.fp8_out_recipes is None or recipe is None:
         return []
@@ -311,7 +273,7 @@ def _blockwise(recipe: tuple | None) -> bool:
     return recipe is not None and any(r in BLOCKWISE for r in recipe)
 
 
-def _recipe_layout_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+def _recipe_layout_rule(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
     if recipe is None or not _blockwise(recipe) or not model.converts_block_layouts:
         return []
     sizes = (case.m, case.n)
@@ -319,13 +281,13 @@ def _recipe_layout_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> l
     return [] if whole else ["recipe_layout"]
 
 
-def _scale_offset_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+def _scale_offset_rule(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
     if not (model.scale_offset_multiple and case.scale_layout == "offset"):
         return []
     for index, side in enumerate(("a", "b")):
         if model.converts_block_layouts and recipe is not None and recipe[index] in BLOCKWISE:
             continue  # the kernel copies it
-        if case.scale_memory(side)[2] % model.scale_offset_multiple:
+        if scale_memory_of(case, side)[2] % model.scale_offset_multiple:
             return ["library_status"]
     return []
 
@@ -333,7 +295,7 @@ def _scale_offset_rule(model: OpModel, case: OpCase, recipe: tuple | None) -> li
 def _size_rule(field_name: str, size: str, smaller: bool = False) -> OpRule:
     """A (limit, key) rule on one size: a multiple of the limit, or (smaller) at least it."""
 
-    def check(model: OpModel, case: OpCase, recipe: tuple | None) -> list[str]:
+    def check(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
         rule = getattr(model, field_name)
         value = getattr(case, size)
         if not rule:
@@ -409,10 +371,10 @@ RECIPE_RULES: tuple[OpRule, ...] = (
 )
 
 
-def _op_breaks(model: OpModel, params: Mapping[str, Any], arch: str = "cpu") -> list:
+def _op_breaks(model: OpModel, params: CaseParams, arch: str = "cpu") -> list:
     """The refusal keys a built-in's measured op model gives a case: a fold over FIRST_RULES, the
     microscaling check, then RECIPE_RULES (fp32 scales only), each key once, in that order."""
-    case = OpCase.of(params)
+    case = case_record(params)
     found = [key for rule in FIRST_RULES for key in rule.check(model, case, None)]
     micro = _microscaling_break(model, case, arch)
     if micro is not None:
@@ -544,9 +506,10 @@ class SupportModel:
 
     def breaks(self, params: Mapping[str, Any]) -> list:
         """The refusal keys of this case, each once, in the order they are checked; [] = valid."""
-        found = [key for key, _ in declared_breaks(self.declared, params)]
+        record = case_record(params)
+        found = [key for key, _ in declared_breaks(self.declared, record)]
         if self.op is not None:
-            found += _op_breaks(self.op, params, self.arch)
+            found += _op_breaks(self.op, record, self.arch)
         return list(dict.fromkeys(found))
 
     def size_features(self, dim: str, value: int) -> tuple:

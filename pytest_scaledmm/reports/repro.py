@@ -26,6 +26,7 @@ import re
 import sys
 import textwrap
 import types
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, cast
 
@@ -47,6 +48,7 @@ from ..matrix.schema import DEFAULT_LIMITS
 from ..matrix.spec import load_spec, pack_kernel_spec, size_problem
 from ..records import CaseRecord
 from ..verdict import outcome as oc
+from ..verdict.case_axes import case_record
 from ..verdict.draw import make_inputs
 from ..verdict.facts import input_facts
 from ..verdict.refusals import Support
@@ -433,10 +435,10 @@ def kernel_reference(spec) -> str | None:
 # -- facts the script checks -----------------------------------------------------------------
 
 
-def tensor_facts(params: dict, seed: int) -> dict:
+def tensor_facts(params: Mapping[str, Any], seed: int) -> dict:
     """Shape, strides, storage offset, dtype and a checksum of every input, generated on the CPU
     exactly as the run did."""
-    return input_facts(make_inputs(params, seed, "cpu"))
+    return input_facts(make_inputs(case_record(params), seed, "cpu"))
 
 
 def kernel_support(spec) -> dict | None:

@@ -22,11 +22,11 @@ so that only it is rounded.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from .case_axes import CaseParams
 from .microscaling import is_fp4, operand_values, scale_values
 from .scale_forms import WHOLE, scale_form
 
@@ -45,19 +45,19 @@ ACTIVATION_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 ACTIVATION_HEADROOM = {"fp16": 2.0**15, "bf16": 2.0**120, "fp32": 2.0**120}
 
 
-def is_dynamic(params: Mapping[str, Any]) -> bool:
-    return params.get("activation") == DYNAMIC
+def is_dynamic(params: CaseParams) -> bool:
+    return params.dynamic_activation
 
 
-def activation_dtype_name(params: Mapping[str, Any]) -> str:
+def activation_dtype_name(params: CaseParams) -> str:
     """x's dtype: the output's, bf16 for an fp8 output."""
-    return params["out_dtype"] if params["out_dtype"] in ACTIVATION_DTYPES else "bf16"
+    return params.out_dtype if params.out_dtype in ACTIVATION_DTYPES else "bf16"
 
 
-def divisor(params: Mapping[str, Any]) -> float:
+def divisor(params: CaseParams) -> float:
     """What the kernel's quantiser divides a group's amax by."""
-    declared = params.get("activation_divisor")
-    return float(declared) if declared else DTYPE_MAX.get(params["dtype_a"], 448.0)
+    declared = params.activation_divisor
+    return float(declared) if declared else DTYPE_MAX.get(params.dtype_a, 448.0)
 
 
 # The finest groups a quantiser uses (one token's 1 x 128 block): every one holds the dtype's
@@ -65,11 +65,11 @@ def divisor(params: Mapping[str, Any]) -> float:
 FINEST = (1, 128)
 
 
-def _group_ids(params: Mapping[str, Any], m: int, k: int, blocks: tuple | None = None) -> tuple[torch.Tensor, int]:
+def _group_ids(params: CaseParams, m: int, k: int, blocks: tuple | None = None) -> tuple[torch.Tensor, int]:
     """(M x K int64 group index of each element of a, number of groups) from scale_a's grid, or
     from `blocks` (rows, cols) when given."""
 
-    row_block, col_block = blocks or scale_form(params["scale_a"]).block("a")
+    row_block, col_block = blocks or scale_form(params.scale_a).block("a")
     rows = torch.zeros(m, dtype=torch.int64) if row_block is WHOLE else torch.arange(m) // row_block
     cols = torch.zeros(k, dtype=torch.int64) if col_block is WHOLE else torch.arange(k) // col_block
     width = int(cols.max()) + 1 if k else 1
@@ -84,7 +84,7 @@ def _group_amax(values: torch.Tensor, ids: torch.Tensor, groups: int) -> torch.T
 
 
 def prepare_draw(
-    a: torch.Tensor, scale_a: torch.Tensor | tuple[torch.Tensor, ...], params: Mapping[str, Any]
+    a: torch.Tensor, scale_a: torch.Tensor | tuple[torch.Tensor, ...], params: CaseParams
 ) -> tuple[torch.Tensor, torch.Tensor | tuple[torch.Tensor, ...]]:
     """(a, scale_a) the declared quantiser maps exactly where it can: scale_a floored to powers
     of two and spread over 16x (element i of its grid times 2^-(i % 5): a quantiser coarser
@@ -99,7 +99,7 @@ def prepare_draw(
     floored = floored * spread
     # The largest element goes to the dtype's maximum; a divisor off the grid (127.5) is set on x
     # itself by make_activation.
-    target = DTYPE_MAX.get(params["dtype_a"], 448.0)
+    target = DTYPE_MAX.get(params.dtype_a, 448.0)
     m, k = a.shape
     values = operand_values(a).reshape(m, k).clone()
     ids, groups = _group_ids(params, m, k, FINEST)
@@ -119,7 +119,7 @@ def balance_range(
     scale_a: torch.Tensor | tuple[torch.Tensor, ...],
     scale_b: torch.Tensor | tuple[torch.Tensor, ...],
     a: torch.Tensor,
-    params: Mapping[str, Any],
+    params: CaseParams,
 ) -> tuple[torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor | tuple[torch.Tensor, ...]]:
     """(scale_a, scale_b) with a power of two moved from scale_a to scale_b where x would leave
     the activation dtype's range: the product, and so the output, is unchanged."""
@@ -134,13 +134,13 @@ def balance_range(
     return scale_a / factor, scale_b * factor
 
 
-def make_activation(a: torch.Tensor, expanded_scale_a: torch.Tensor, params: Mapping[str, Any]) -> torch.Tensor:
+def make_activation(a: torch.Tensor, expanded_scale_a: torch.Tensor, params: CaseParams) -> torch.Tensor:
     """x = a * scale_a in the activation dtype (M x K, or a's 3-D shape), on the CPU."""
 
-    m, k = params["m"], params["k"]
+    m, k = params.m, params.k
     quantised = operand_values(a).reshape(m, k)
     values = quantised * expanded_scale_a
-    top, target = DTYPE_MAX.get(params["dtype_a"], 448.0), divisor(params)
+    top, target = DTYPE_MAX.get(params.dtype_a, 448.0), divisor(params)
     if target != top and values.numel():
         # A quantiser that divides by a value off the dtype's grid (torchao's int8: 127.5): the
         # group's largest element at +-divisor * scale makes its scale the case's, a power of two;
@@ -151,7 +151,7 @@ def make_activation(a: torch.Tensor, expanded_scale_a: torch.Tensor, params: Map
     return x.reshape(a.shape) if a.dim() == 3 else x
 
 
-def quantisation_term(params: Mapping[str, Any], x: torch.Tensor, big_b: torch.Tensor) -> tuple[torch.Tensor, str]:
+def quantisation_term(params: CaseParams, x: torch.Tensor, big_b: torch.Tensor) -> tuple[torch.Tensor, str]:
     """(M x N float64 bound on what quantising x costs through B, "exact" or "requantised").
     `x` is the activation as float64 M x K, `big_b` the dequantised K x N weight."""
 
@@ -172,7 +172,7 @@ def quantisation_term(params: Mapping[str, Any], x: torch.Tensor, big_b: torch.T
     scale_error = torch.where(
         exact_scale, torch.full_like(group_scale, SCALE_ROUNDING), torch.full_like(group_scale, SCALE_ROUNDING_16BIT)
     )
-    name = params["dtype_a"]
+    name = params.dtype_a
     top = DTYPE_MAX.get(name, 448.0)
     if name == "int8":
         on_grid = (torch.round(ratio) == ratio) & (ratio.abs() <= top)
@@ -188,15 +188,15 @@ def quantisation_term(params: Mapping[str, Any], x: torch.Tensor, big_b: torch.T
     return err @ big_b.abs(), how
 
 
-def requantised_growth(params: Mapping[str, Any]) -> float:
+def requantised_growth(params: CaseParams) -> float:
     """How much larger than x's the quantised activation's magnitudes may be (the matmul terms
     of the bound are computed from x)."""
-    name = params["dtype_a"]
+    name = params.dtype_a
     return 1.0 + (FP8_ROUNDING.get(name, (0.0, 0.0))[0] if name != "int8" else 2.0**-7)
 
 
-def dynamic_activation(params: Mapping[str, Any], inputs: Any) -> torch.Tensor | None:
+def dynamic_activation(params: CaseParams, inputs: Any) -> torch.Tensor | None:
     """The float64 M x K activation a dynamic kernel was given, or None."""
     if not is_dynamic(params) or getattr(inputs, "activation", None) is None:
         return None
-    return inputs.activation.detach().to("cpu").double().reshape(params["m"], params["k"])
+    return inputs.activation.detach().to("cpu").double().reshape(params.m, params.k)

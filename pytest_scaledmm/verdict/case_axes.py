@@ -1,37 +1,152 @@
-"""The neutral value of each case axis a case may leave out: what its absence means.
+"""The case as a typed record: every parameter a case can hold is a field, and each axis's neutral
+value (what a case that leaves the axis out means) is its field's default, declared here once.
 
-Declared here once. matrix/schema.py builds its axis tables from it, and every reader of a case's
-parameters asks `axis_value` rather than repeating a default. Only the standard library.
+The record is also a read-only mapping of exactly the keys the case was given, in their order:
+`to_json` gives them back unchanged, so every case id (a hash of those keys) and every recorded
+report stays as it is, and code that reads a case as a mapping (user hooks, matching rules) keeps
+working. Readers in the package use the fields. Only the standard library.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import dataclasses
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+
+class CaseKeyError(ValueError):
+    """A case's parameters name a key the record has no field for, or lack a required one."""
+
+    def __init__(self, key: str, problem: str):
+        super().__init__(f"{key}: {problem}")
+        self.key = key
+        self.problem = problem
+
+
+@dataclass(frozen=True, eq=False)
+class CaseParams(Mapping[str, Any]):
+    """One case's parameters. Equal to any mapping of the same keys and values (Mapping's __eq__)."""
+
+    kernel: str
+    m: int
+    k: int
+    n: int
+    # Axes a case may leave out; the default is the axis's neutral value (matrix/schema.py's
+    # AXIS_DEFAULTS and KERNEL_AXES are built from these).
+    scale_a: str = "tensor_0d"
+    scale_b: str = "tensor_0d"
+    dtype_a: str = "e4m3fn"
+    dtype_b: str = "e4m3fn"
+    out_dtype: str = "bf16"
+    mode: str = "inductor"
+    bias: bool = False
+    use_fast_accum: bool = False
+    scale_layout: str = "contiguous"
+    activation_rank: int = 2
+    special_scale: str = "none"
+    special_operand: str = "none"
+    special_side: str = "a"
+    value_regime: str = "standard"
+    operand_layout: str = "dense"
+    scale_result: str = "none"
+    scale_dtype: str = "fp32"
+    bias_dtype: str = "out"
+    scale_keepdim: bool = False
+    group_layout: str = "2d3d"
+    group_sizes: str = "even"
+    groups: int = 4
+    # What a kernel's declaration adds (matrix/cases.py kernel_case_params).
+    accumulation: str | None = None
+    activation: str | None = None
+    activation_divisor: float | None = None
+    # Why the case was made: a valid case, or one the kernel is expected to refuse (and how).
+    purpose: str | None = None
+    expected_refusal: str | None = None
+    # The keys the case was given, in their order: the mapping view and to_json.
+    given: tuple[str, ...] = field(default=(), repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CaseParams:
+        """The record of a case's parameters; CaseKeyError for a key it has no field for or a
+        required one missing."""
+        if isinstance(data, CaseParams):
+            return data
+        for key in data:
+            if key not in PARAM_FIELDS:
+                raise CaseKeyError(str(key), "not a case parameter")
+        for key in REQUIRED:
+            if key not in data:
+                raise CaseKeyError(key, "required")
+        return cls(**data, given=tuple(data))
+
+    def to_json(self) -> dict[str, Any]:
+        """Exactly the keys given, with their values, in their order."""
+        return {key: getattr(self, key) for key in self.given}
+
+    def with_values(self, **changes: Any) -> CaseParams:
+        """The same case with `changes` (given from now on)."""
+        for key in changes:
+            if key not in PARAM_FIELDS:
+                raise CaseKeyError(key, "not a case parameter")
+        added = tuple(key for key in changes if key not in self.given)
+        return dataclasses.replace(self, **changes, given=self.given + added)
+
+    def has(self, key: str) -> bool:
+        """Whether the case was given `key` (an axis only some kernels take, say)."""
+        return key in self.given
+
+    @property
+    def grouped(self) -> bool:
+        """A case of a grouped kernel: it always carries its group layout."""
+        return "group_layout" in self.given
+
+    @property
+    def dynamic_activation(self) -> bool:
+        return self.activation == "dynamic"
+
+    @property
+    def special(self) -> bool:
+        """A special value (zero, inf, nan ...) in a scale or an operand."""
+        return self.special_scale != "none" or self.special_operand != "none"
+
+    # -- the mapping view: the given keys only ----------------------------------------------------
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.given:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.given)
+
+    def __len__(self) -> int:
+        return len(self.given)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.given
+
+
+PARAM_FIELDS = frozenset(f.name for f in dataclasses.fields(CaseParams) if f.name != "given")
+REQUIRED = tuple(f.name for f in dataclasses.fields(CaseParams) if f.default is dataclasses.MISSING)
+_NOT_AXES = ("accumulation", "activation", "activation_divisor", "purpose", "expected_refusal", "given")
+
+# Each axis a case may leave out, with its neutral value: the record's defaults.
 NEUTRAL: Mapping[str, Any] = MappingProxyType(
     {
-        "bias": False,
-        "use_fast_accum": False,
-        "scale_layout": "contiguous",
-        "activation_rank": 2,
-        "special_scale": "none",
-        "special_operand": "none",
-        "special_side": "a",
-        "value_regime": "standard",
-        "operand_layout": "dense",
-        "scale_result": "none",
-        "scale_dtype": "fp32",
-        "bias_dtype": "out",
-        "scale_keepdim": False,
-        "group_layout": "2d3d",
-        "group_sizes": "even",
-        "groups": 4,
+        f.name: f.default
+        for f in dataclasses.fields(CaseParams)
+        if f.default is not dataclasses.MISSING and f.name not in _NOT_AXES
     }
 )
 
 
+def case_record(params: Mapping[str, Any]) -> CaseParams:
+    """A case's parameters as the record (a record is returned as it is)."""
+    return CaseParams.from_json(params)
+
+
 def axis_value(params: Mapping[str, Any], axis: str) -> Any:
-    """The case's value of `axis`, its neutral value where the case leaves it out."""
+    """The case's value of `axis`, its neutral value where the case leaves it out (for a case that
+    is still a plain mapping: a row being generated)."""
     return params.get(axis, NEUTRAL[axis])

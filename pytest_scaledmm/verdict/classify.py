@@ -16,6 +16,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from .case_axes import CaseParams, case_record
 from .outcome import (
     BOUNDARY_PARITY,
     COMPILE_ONLY_ERROR,
@@ -88,12 +89,13 @@ def cause_of(error: ErrorInfo) -> str:
     return _SYMBOLIC.sub("N", signature_of(error))[:200].rstrip()
 
 
-def invalid_input(kernel: Support | DeclaredKernel | None, params: Mapping[str, Any] | None) -> bool:
+def invalid_input(kernel: Support | DeclaredKernel | None, given: Mapping[str, Any] | None) -> bool:
     """Whether the case's input is invalid by design: params purpose "boundary", or no purpose
     and a case outside the kernel's declared support (a KernelSpec or refusals.Support)."""
+    params = None if given is None else case_record(given)
     if not params:
         return False
-    purpose = params.get("purpose")
+    purpose = params.purpose
     if purpose is not None:
         return purpose == "boundary"
     if kernel is None:
@@ -102,8 +104,8 @@ def invalid_input(kernel: Support | DeclaredKernel | None, params: Mapping[str, 
     return outside_declared_support(kernel, params) is not None
 
 
-def _expected_refusal(params: Mapping | None) -> str:
-    wanted = (params or {}).get("expected_refusal")
+def _expected_refusal(params: CaseParams | None) -> str:
+    wanted = params.expected_refusal if params else None
     return f"; the boundary case expects: {wanted}" if wanted else ""
 
 
@@ -112,7 +114,7 @@ def _eager_refused(
     compiled_graph_calls: int,
     compiled_check: dict | None,
     boundary: bool,
-    params: Mapping[str, Any] | None,
+    params: CaseParams | None,
 ) -> Outcome:
     """Eager raises and the compiled call returns: its result against the reference decides."""
     met = f"eager: {signature_of(eager_error)}"
@@ -154,13 +156,14 @@ def classify(
     eager_check: dict | None,
     compiled_check: dict | None,
     kernel: Support | DeclaredKernel | None = None,
-    params: Mapping[str, Any] | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> Outcome:
     """The case's outcome from what each side raised or returned. `kernel` (a KernelSpec or a
     refusals.Support) and `params` say whether a refusal alike on both sides is earned
     (refusals.judge) and whether the input is invalid (invalid_input); without them (a plain
     matmul rung of triage) an alike refusal stays UNSUPPORTED unless it is an internal error, and
     the input counts as valid."""
+    params = None if given is None else case_record(given)
     if eager_error and compiled_error:
         if same_refusal(eager_error, compiled_error):
             return judge(kernel, params, eager_error, compiled_error)

@@ -28,6 +28,7 @@ from typing import Any, Callable
 
 import torch
 
+from .case_axes import CaseParams, case_record
 from .draw import CaseInputs, make_inputs, second_call_seed
 from .microscaling import is_fp4
 from .pipeline import PristineInputs
@@ -178,7 +179,7 @@ def _other_values(t: torch.Tensor, flip: bool) -> torch.Tensor:
     return wide.to(t.dtype).reshape(shape)
 
 
-def other_activation(inputs: CaseInputs, params: Mapping[str, Any]) -> CaseInputs:
+def other_activation(inputs: CaseInputs, params: CaseParams) -> CaseInputs:
     """The case's inputs with another activation of the same shape and layout and the same
         weights: a negated, its tokens in reverse order where scale_a's grid allows (one scale per
         token or one for all), scale_a reordered with it and times 3/4 (x negated and times 3/4: the
@@ -186,8 +187,8 @@ def other_activation(inputs: CaseInputs, params: Mapping[str, Any]) -> CaseInput
         weights are built once: the weight object stays, only the activation changes, and the
         reference stays exact."""
 
-    row_block, _ = scale_form(params["scale_a"]).block("a")
-    flip = params["m"] > 1 and row_block in (1, WHOLE)
+    row_block, _ = scale_form(params.scale_a).block("a")
+    flip = params.m > 1 and row_block in (1, WHOLE)
     tokens_scaled = flip and row_block == 1
 
     def scale(s: torch.Tensor | tuple[torch.Tensor, ...] | None) -> torch.Tensor | tuple[torch.Tensor, ...] | None:
@@ -211,9 +212,10 @@ def other_activation(inputs: CaseInputs, params: Mapping[str, Any]) -> CaseInput
     )
 
 
-def serving_inputs(contract: str, params: Mapping[str, Any], inputs: CaseInputs, seed: int, device: str) -> CaseInputs:
+def serving_inputs(contract: str, given: Mapping[str, Any], inputs: CaseInputs, seed: int, device: str) -> CaseInputs:
     """The serving loop's next inputs: new values of the same shape (second_call_seed) for a
     one-function kernel; another activation against the same built weights otherwise."""
+    params = case_record(given)
     if contract == "call":
         return make_inputs(params, second_call_seed(seed), device)
     return other_activation(inputs, params)

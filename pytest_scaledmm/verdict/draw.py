@@ -24,7 +24,7 @@ from .activation import (
     make_activation,
     prepare_draw,
 )
-from .case_axes import axis_value
+from .case_axes import CaseParams, case_record
 from .grouped import draw_grouped, grouped_shape
 from .layouts import place_a, place_b, place_scale_a
 from .microscaling import (
@@ -69,20 +69,21 @@ def torch_dtype(name: str) -> torch.dtype | None:
     return getattr(torch, attr, None)
 
 
-def activation_batches(params: Mapping[str, Any]) -> int:
+def activation_batches(params: CaseParams) -> int:
     """A 3-D activation is (B, M/B, K) with B = 2 when M is even, else B = 1 (so M = 1 and odd M
     still get a 3-D tensor)."""
-    if axis_value(params, "activation_rank") != 3:
+    if params.activation_rank != 3:
         return 0
-    return 2 if params["m"] % 2 == 0 else 1
+    return 2 if params.m % 2 == 0 else 1
 
 
-def expected_shape(params: Mapping[str, Any]) -> tuple[int, ...]:
+def expected_shape(given: Mapping[str, Any]) -> tuple[int, ...]:
     """(M, N) for 2-D activations, (B, M/B, N) for 3-D ones: the leading dims of `a` are kept.
     A grouped case's: grouped.grouped_shape."""
-    if params.get("group_layout"):
+    params = case_record(given)
+    if params.grouped:
         return grouped_shape(params)
-    m, n = params["m"], params["n"]
+    m, n = params.m, params.n
     batches = activation_batches(params)
     return (batches, m // batches, n) if batches else (m, n)
 
@@ -107,17 +108,17 @@ class CaseInputs:
         return (self.a, self.b, self.scale_a, self.scale_b, self.bias, *self.extras.values())
 
 
-def scale_result_of(params: Mapping[str, Any]) -> float | None:
+def scale_result_of(params: CaseParams) -> float | None:
     """The case's scale_result value, None when it passes none."""
-    return SCALE_RESULTS.get(axis_value(params, "scale_result"))
+    return SCALE_RESULTS.get(params.scale_result)
 
 
-def bias_dtype_name(params: Mapping[str, Any]) -> str:
+def bias_dtype_name(params: CaseParams) -> str:
     """The bias's dtype: the `bias_dtype` axis, else the output's (bf16 for an fp8 output)."""
-    chosen = axis_value(params, "bias_dtype")
+    chosen = params.bias_dtype
     if chosen != "out":
         return chosen
-    return params["out_dtype"] if params["out_dtype"] in OUT_TORCH_NAMES else "bf16"
+    return params.out_dtype if params.out_dtype in OUT_TORCH_NAMES else "bf16"
 
 
 def _operand(side: str, m: int, k: int, n: int) -> tuple[int, int]:
@@ -236,59 +237,60 @@ def _placed(
     return _each(scale, lambda t: lay_out(_move(t, device), layout))
 
 
-def _draw_operands(params: Mapping[str, Any], generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+def _draw_operands(params: CaseParams, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """(a M x K, b K x N column-major) of the standard regime."""
 
-    m, k, n = params["m"], params["k"], params["n"]
-    if params["dtype_a"] == "int8":
+    m, k, n = params.m, params.k, params.n
+    if params.dtype_a == "int8":
         a = torch.randint(-127, 128, (m, k), generator=generator, dtype=torch.int8)
         b = torch.randint(-127, 128, (n, k), generator=generator, dtype=torch.int8).t()
-    elif FP4_TORCH_NAMES.keys() & {params["dtype_a"], params["dtype_b"]}:
+    elif FP4_TORCH_NAMES.keys() & {params.dtype_a, params.dtype_b}:
         # Packed pairs along K: a is M x K/2, b the transpose of N x K/2.
         a = draw_fp4_operand(m, k, generator)
         b = draw_fp4_operand(n, k, generator).t()
     else:
-        a = (torch.randn(m, k, generator=generator) * 2).to(torch_dtype(params["dtype_a"]))
-        b = (torch.randn(n, k, generator=generator) * 2).to(torch_dtype(params["dtype_b"])).t()  # K x N, column-major
+        a = (torch.randn(m, k, generator=generator) * 2).to(torch_dtype(params.dtype_a))
+        b = (torch.randn(n, k, generator=generator) * 2).to(torch_dtype(params.dtype_b)).t()  # K x N, column-major
     return a, b
 
 
 def _operands_and_scales(
-    params: Mapping[str, Any], generator: torch.Generator
+    params: CaseParams, generator: torch.Generator
 ) -> tuple[
     torch.Tensor, torch.Tensor, torch.Tensor | tuple[torch.Tensor, ...], torch.Tensor | tuple[torch.Tensor, ...]
 ]:
     """(a, b, scale_a, scale_b) of the case's value regime (regimes.py), on the CPU."""
-    m, k, n = params["m"], params["k"], params["n"]
+    m, k, n = params.m, params.k, params.n
     regime = regime_of(params)
     if regime == "full_range":
         a, b, grid_a, grid_b = full_range_operands(params, generator)
         return (
             a,
             b,
-            _scale_tensor(params["scale_a"], "a", m, k, n, generator, grid_a),
-            _scale_tensor(params["scale_b"], "b", m, k, n, generator, grid_b),
+            _scale_tensor(params.scale_a, "a", m, k, n, generator, grid_a),
+            _scale_tensor(params.scale_b, "b", m, k, n, generator, grid_b),
         )
     a, b = _draw_operands(params, generator)
     if regime == "cancelling":
         a, b = cancel(a, b, generator)
     # A tensor, or an NVFP4 (block, global) pair: the fp32-only steps below are guarded by the
     # case's dtypes and forms, which mypy cannot follow.
-    scale_a: Any = _scale_tensor(params["scale_a"], "a", m, k, n, generator)
-    scale_b: Any = _scale_tensor(params["scale_b"], "b", m, k, n, generator)
-    if params["dtype_a"] == "int8":
+    scale_a: Any = _scale_tensor(params.scale_a, "a", m, k, n, generator)
+    scale_b: Any = _scale_tensor(params.scale_b, "b", m, k, n, generator)
+    if params.dtype_a == "int8":
         # int8 values span +-127, so dequantisation scales are ~1/127 (absmax / 127 in practice);
         # larger ones overflow fp16 outputs for any K worth testing.
         scale_a, scale_b = scale_a / 127, scale_b / 127
     if regime == "real_scales":
         grid_a, grid_b = (
-            _grid_of(s, params[f"scale_{side}"], side, m, k, n) for s, side in ((scale_a, "a"), (scale_b, "b"))
+            _grid_of(s, form, side, m, k, n)
+            for s, side, form in ((scale_a, "a", params.scale_a), (scale_b, "b", params.scale_b))
         )
         factor_a, factor_b = real_scale_factors(grid_a, grid_b, generator)
-        if params["dtype_a"] == "int8":
+        if params.dtype_a == "int8":
             factor_a = factor_a * 127  # its scales were divided by 127 above: large means above 2^10 still
-        scale_a = _scale_tensor(params["scale_a"], "a", m, k, n, generator, grid_a * factor_a)
-        scale_b = _scale_tensor(params["scale_b"], "b", m, k, n, generator, grid_b * factor_b)
+        scale_a = _scale_tensor(params.scale_a, "a", m, k, n, generator, grid_a * factor_a)
+        scale_b = _scale_tensor(params.scale_b, "b", m, k, n, generator, grid_b * factor_b)
     return a, b, scale_a, scale_b
 
 
@@ -297,14 +299,14 @@ def _dequantised_draw(
     b: torch.Tensor,
     scale_a: torch.Tensor | tuple[torch.Tensor, ...],
     scale_b: torch.Tensor | tuple[torch.Tensor, ...],
-    params: Mapping[str, Any],
+    params: CaseParams,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(A M x K, B K x N) in float64 of operands and scales still being drawn (reference.dequantised
     reads a finished CaseInputs)."""
-    m, k, n = params["m"], params["k"], params["n"]
+    m, k, n = params.m, params.k, params.n
     return (
-        operand_values(a) * expand_scale(scale_a, params["scale_a"], "a", m, k),
-        operand_values(b) * expand_scale(scale_b, params["scale_b"], "b", k, n),
+        operand_values(a) * expand_scale(scale_a, params.scale_a, "a", m, k),
+        operand_values(b) * expand_scale(scale_b, params.scale_b, "b", k, n),
     )
 
 
@@ -313,10 +315,10 @@ def _peak(
     b: torch.Tensor,
     scale_a: torch.Tensor | tuple[torch.Tensor, ...],
     scale_b: torch.Tensor | tuple[torch.Tensor, ...],
-    params: Mapping[str, Any],
+    params: CaseParams,
 ) -> float:
     """An upper bound of every |output| before bias: max of (|A| @ |B|) of the dequantised operands."""
-    if not (params["m"] and params["k"] and params["n"]):
+    if not (params.m and params.k and params.n):
         return 0.0
     big_a, big_b = _dequantised_draw(a, b, scale_a, scale_b, params)
     return float((big_a.abs() @ big_b.abs()).max())
@@ -327,12 +329,13 @@ def second_call_seed(seed: int) -> int:
     return zlib.crc32(f"{seed}::second".encode())
 
 
-def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
+def make_inputs(given: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
 
+    params = case_record(given)
     generator = torch.Generator().manual_seed(seed)
-    if params.get("group_layout"):
+    if params.grouped:
         return _grouped_inputs(params, generator, device)
-    m, k, n = params["m"], params["k"], params["n"]
+    m, k, n = params.m, params.k, params.n
     regime = regime_of(params)
     # Each a tensor or an NVFP4 (block, global) pair; the tensor-only steps are guarded by
     # checks (fp32_scales, the case's forms) that mypy cannot follow.
@@ -342,15 +345,15 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     dynamic = is_dynamic(params)
     if dynamic:
         a, scale_a = prepare_draw(a, scale_a, params)
-    out_dtype = torch_dtype(params["out_dtype"])
-    fp8_out = params["out_dtype"] in FP8_TORCH_NAMES
+    out_dtype = torch_dtype(params.out_dtype)
+    fp8_out = params.out_dtype in FP8_TORCH_NAMES
     fp32_scales = not isinstance(scale_a, tuple) and scale_a.dtype == torch.float32
-    if (regime != "standard" or dynamic) and fp32_scales and not fp8_out and params["out_dtype"] in OUT_HEADROOM:
+    if (regime != "standard" or dynamic) and fp32_scales and not fp8_out and params.out_dtype in OUT_HEADROOM:
         # Outputs stay representable: a power of two on scale_a (exact) keeps the peak below
         # the headroom of the output dtype.
         peak = _peak(a, b, scale_a, scale_b, params)
-        if peak > OUT_HEADROOM[params["out_dtype"]]:
-            factor = power_of_two_at_most(OUT_HEADROOM[params["out_dtype"]] / peak)
+        if peak > OUT_HEADROOM[params.out_dtype]:
+            factor = power_of_two_at_most(OUT_HEADROOM[params.out_dtype] / peak)
             if regime == "real_scales":  # scale_b only gets tinier; scale_a stays above 2^10
                 scale_b = scale_b * factor
             else:
@@ -358,7 +361,7 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
     if fp8_out and regime != "near_limit":
         scale_a = scale_a * _fp8_out_shrink(a, b, scale_a, scale_b, params)
     bias = None
-    if params.get("bias"):
+    if params.bias:
         if regime == "standard":
             # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
             # below a bf16 output's resolution and a kernel that drops it would pass.
@@ -372,15 +375,15 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
 
     if dynamic:
         scale_a, scale_b = balance_range(scale_a, scale_b, a, params)
-    if axis_value(params, "scale_dtype") != "fp32" and not isinstance(scale_a, tuple):
+    if params.scale_dtype != "fp32" and not isinstance(scale_a, tuple):
         # As a library passes them: in the activation's dtype; the reference reads these values.
-        scale_a, scale_b = (s.to(torch_dtype(params["scale_dtype"])) for s in (scale_a, scale_b))
-    layout = axis_value(params, "scale_layout")
+        scale_a, scale_b = (s.to(torch_dtype(params.scale_dtype)) for s in (scale_a, scale_b))
+    layout = params.scale_layout
     if layout == "expanded":  # the reference must see the repeated value too
         scale_a, scale_b = (_each(s, lambda t: lay_out(t, layout).clone()) for s in (scale_a, scale_b))
     finite_scale_a, finite_scale_b = scale_a, scale_b
-    special = axis_value(params, "special_scale")
-    if axis_value(params, "special_side") == "b":
+    special = params.special_scale
+    if params.special_side == "b":
         scale_b = _with_special(scale_b, special)
     else:
         scale_a = _with_special(scale_a, special)
@@ -394,14 +397,14 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         if "b" in special_in:
             b = b.clone()
             b[-1, -1] = torch.tensor(float(special_value)).to(b.dtype)
-    operand_layout = axis_value(params, "operand_layout")
+    operand_layout = params.operand_layout
     batches = activation_batches(params)
-    activation = make_activation(a, expand_scale(scale_a, params["scale_a"], "a", m, k), params) if dynamic else None
+    activation = make_activation(a, expand_scale(scale_a, params.scale_a, "a", m, k), params) if dynamic else None
     a = place_a(_move(a, device), operand_layout)
     if batches:
         a = a.view(batches, m // batches, k)
         activation = None if activation is None else activation.view(batches, m // batches, k)
-        if params.get("scale_keepdim") and scale_a.numel() == m:
+        if params.scale_keepdim and scale_a.numel() == m:
             # As amax(dim=-1, keepdim=True) of the 3-D activation gives it: [B, T, 1].
             scale_a, finite_scale_a = (s.reshape(batches, m // batches, 1) for s in (scale_a, finite_scale_a))
     extras = {}
@@ -414,7 +417,7 @@ def make_inputs(params: Mapping[str, Any], seed: int, device: str) -> CaseInputs
         _placed(scale_b, device, layout),
         _move(bias, device),
         out_dtype,
-        bool(params.get("use_fast_accum")),
+        bool(params.use_fast_accum),
         finite_scale_a,
         extras,
         finite_scale_b,
@@ -429,14 +432,14 @@ def _output_spread(
     b: torch.Tensor,
     scale_a: torch.Tensor | tuple[torch.Tensor, ...],
     scale_b: torch.Tensor | tuple[torch.Tensor, ...],
-    params: Mapping[str, Any],
+    params: CaseParams,
 ) -> float:
     """The rms of the exact product's elements, estimated from the dequantised operands' rms:
     a bias on the output's scale."""
-    if not (params["m"] and params["k"] and params["n"]):
+    if not (params.m and params.k and params.n):
         return 1.0
     big_a, big_b = _dequantised_draw(a, b, scale_a, scale_b, params)
-    spread = float(big_a.pow(2).mean().sqrt() * big_b.pow(2).mean().sqrt()) * math.sqrt(params["k"])
+    spread = float(big_a.pow(2).mean().sqrt() * big_b.pow(2).mean().sqrt()) * math.sqrt(params.k)
     return spread if math.isfinite(spread) and spread > 0 else 1.0
 
 
@@ -446,20 +449,18 @@ def _near_limit(
     scale_a: torch.Tensor,
     scale_b: torch.Tensor | tuple[torch.Tensor, ...],
     bias: torch.Tensor | None,
-    params: Mapping[str, Any],
+    params: CaseParams,
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(scale_a, bias) times one power of two that puts the largest exact |output| (bias
     included, scale_result applied) in (target/2, target] of NEAR_LIMIT_TARGET."""
-    if not (params["m"] and params["n"]):
+    if not (params.m and params.n):
         return scale_a, bias
     big_a, big_b = _dequantised_draw(a, b, scale_a, scale_b, params)
     value = big_a @ big_b
     if bias is not None:
         value = value + bias.double()
-    peak = float(value.abs().max()) * (
-        scale_result_of(params) or 1.0 if params["out_dtype"] in FP8_TORCH_NAMES else 1.0
-    )
-    target = NEAR_LIMIT_TARGET.get(params["out_dtype"])
+    peak = float(value.abs().max()) * (scale_result_of(params) or 1.0 if params.out_dtype in FP8_TORCH_NAMES else 1.0)
+    target = NEAR_LIMIT_TARGET.get(params.out_dtype)
     if not target or not peak or not math.isfinite(peak):
         return scale_a, bias
     factor = power_of_two_at_most(target / peak)
@@ -467,7 +468,7 @@ def _near_limit(
 
 
 def _fp8_out_shrink(
-    a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, params: Mapping[str, Any]
+    a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor, params: CaseParams
 ) -> float:
     """A power of two that keeps every output of an fp8 case, scale_result and bias included,
     below FP8_OUT_LIMIT (an upper bound from |a| @ |b|), so that a right result never saturates."""
@@ -491,10 +492,10 @@ def expand_scale(
     return s.expand(-1, cols) if col_block is WHOLE else s.repeat_interleave(col_block, dim=1)[:, :cols]
 
 
-def _grouped_inputs(params: Mapping[str, Any], generator: torch.Generator, device: str) -> CaseInputs:
+def _grouped_inputs(params: CaseParams, generator: torch.Generator, device: str) -> CaseInputs:
     """A grouped case's operands and rowwise scales (grouped.py), `offs` in the extras."""
 
-    dtypes = torch_dtype(params["dtype_a"]), torch_dtype(params["dtype_b"])
+    dtypes = torch_dtype(params.dtype_a), torch_dtype(params.dtype_b)
     a, b, scale_a, scale_b, offs = draw_grouped(params, generator, *dtypes)
     extras = {} if offs is None else {"offs": _move(torch.tensor(offs, dtype=torch.int32), device)}
     return CaseInputs(
@@ -503,8 +504,8 @@ def _grouped_inputs(params: Mapping[str, Any], generator: torch.Generator, devic
         _move(scale_a, device),
         _move(scale_b, device),
         None,
-        torch_dtype(params["out_dtype"]),
-        bool(params.get("use_fast_accum")),
+        torch_dtype(params.out_dtype),
+        bool(params.use_fast_accum),
         scale_a,
         extras,
     )

@@ -19,29 +19,26 @@ Standard library and torch only, and no imports from this package: draw.py and r
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import torch
 
-from .case_axes import axis_value
+from .case_axes import CaseParams
 
 ALIGN = 16  # group sizes are multiples of this
 
 
-def group_count(params: Mapping[str, Any]) -> int:
-    return int(axis_value(params, "groups"))
+def group_count(params: CaseParams) -> int:
+    return int(params.groups)
 
 
-def grouped_extent(params: Mapping[str, Any]) -> int:
+def grouped_extent(params: CaseParams) -> int:
     """Each group's even share of the grouped dimension: M (2d3d, 3d3d) or K (2d2d)."""
-    return params["k"] if params["group_layout"] == "2d2d" else params["m"]
+    return params.k if params.group_layout == "2d2d" else params.m
 
 
-def group_sizes(params: Mapping[str, Any]) -> list[int]:
+def group_sizes(params: CaseParams) -> list[int]:
     """The size of each group along the grouped dimension; they sum to G times the even share."""
     count, share = group_count(params), grouped_extent(params)
-    kind = "even" if params["group_layout"] == "3d3d" else axis_value(params, "group_sizes")
+    kind = "even" if params.group_layout == "3d3d" else params.group_sizes
     sizes = [share] * count
     if kind == "jagged":
         # Half of each even-indexed group's units to the next group: [M/2, 3M/2, ...].
@@ -66,10 +63,10 @@ def offsets(sizes: list[int]) -> list[int]:
     return ends
 
 
-def grouped_shape(params: Mapping[str, Any]) -> tuple[int, ...]:
+def grouped_shape(params: CaseParams) -> tuple[int, ...]:
     """The output shape of a grouped case."""
-    count, m, n = group_count(params), params["m"], params["n"]
-    return (count * m, n) if params["group_layout"] == "2d3d" else (count, m, n)
+    count, m, n = group_count(params), params.m, params.n
+    return (count * m, n) if params.group_layout == "2d3d" else (count, m, n)
 
 
 def _draw_scale(generator: torch.Generator, *shape: int) -> torch.Tensor:
@@ -80,14 +77,14 @@ def _draw_scale(generator: torch.Generator, *shape: int) -> torch.Tensor:
 
 
 def draw_grouped(
-    params: Mapping[str, Any], generator: torch.Generator, dtype_a: torch.dtype | None, dtype_b: torch.dtype | None
+    params: CaseParams, generator: torch.Generator, dtype_a: torch.dtype | None, dtype_b: torch.dtype | None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, list[int] | None]:
     """(a, b, scale_a, scale_b, offs) of a grouped case on the CPU, drawn from `generator`: b
     column-major in its last two dims, rowwise float32 scales, offs a list of the group ends
     (None for 3d3d)."""
 
-    layout, count = params["group_layout"], group_count(params)
-    m, k, n = params["m"], params["k"], params["n"]
+    layout, count = params.group_layout, group_count(params)
+    m, k, n = params.m, params.k, params.n
 
     def operand(*shape: int, dtype: torch.dtype | None) -> torch.Tensor:
         return (torch.randn(*shape, generator=generator) * 2).to(dtype)
@@ -110,13 +107,13 @@ def draw_grouped(
 
 
 def group_products(
-    params: Mapping[str, Any], a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor
+    params: CaseParams, a: torch.Tensor, b: torch.Tensor, scale_a: torch.Tensor, scale_b: torch.Tensor
 ) -> list[tuple[torch.Tensor, torch.Tensor, int | slice]]:
     """Per group, (A, B, rows): the float64 dequantised operands on the CPU (A: rows x K_g,
     B: K_g x N) and the output rows they make (a slice of the 2d3d output, or a group index).
     Each group on its own: its rows' scales, its own b and its b's scales (2d2d: its K slice)."""
 
-    layout, count, m, n = params["group_layout"], group_count(params), params["m"], params["n"]
+    layout, count, m, n = params.group_layout, group_count(params), params.m, params.n
     a, b, sa, sb = (t.detach().to("cpu", torch.float64) for t in (a, b, scale_a, scale_b))
     found: list[tuple[torch.Tensor, torch.Tensor, int | slice]] = []
     if layout == "3d3d":

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from .case_axes import CaseParams, case_record
 from .draw import CaseInputs
 from .outcome import ErrorInfo, describe_exception, signature_of
 
@@ -46,10 +47,11 @@ class OpcheckResult:
         return data
 
 
-def opcheck_params(params: Mapping[str, Any]) -> dict:
+def opcheck_params(given: Mapping[str, Any]) -> CaseParams:
     """The case's parameters for its opcheck inputs: opcheck compares outputs exactly, so NaN
     from a special scale value would fail it on its own."""
-    return {**params, "special_scale": "none", "special_operand": "none"}
+    params = case_record(given)
+    return params.with_values(special_scale="none", special_operand="none")
 
 
 @cache

@@ -13,7 +13,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from .case_axes import axis_value
+from .case_axes import case_record
 from .draw import CaseInputs, expected_shape
 from .reference import Reference, check_metadata, compare, parity, reference
 from .signature_text import UNCHECKABLE
@@ -31,7 +31,7 @@ def worst(checks: list) -> dict:
 
 
 def check_sides(
-    params: Mapping[str, Any],
+    given: Mapping[str, Any],
     inputs: CaseInputs,
     eager_ran: bool,
     eager_out: Any,
@@ -43,6 +43,7 @@ def check_sides(
     negative scales, IEEE non-finite positions for inf and nan ones, the tolerance built from the
     finite scales). With a special scale value the compiled outputs must also match eager's
     (parity: the same NaN and inf positions, finite values within twice the tolerance)."""
+    params = case_record(given)
 
     shape, dtype = expected_shape(params), inputs.out_dtype
     ref = reference(params, inputs, slack) if ref is None else ref
@@ -51,7 +52,7 @@ def check_sides(
         eager_check = compare(eager_out, ref, shape, dtype)
     if compiled_outs is not None:
         checks = [compare(out, ref, shape, dtype) for out in compiled_outs]
-        special = axis_value(params, "special_scale") != "none" or axis_value(params, "special_operand") != "none"
+        special = params.special
         if special and eager_ran and check_metadata(eager_out, shape, dtype) is None:
             bound = {**(ref.bound or {}), "model": "twice the reference tolerance, against eager"}
             checks += [parity(eager_out, out, ref.tolerance, shape, dtype, bound) for out in compiled_outs]
@@ -59,8 +60,9 @@ def check_sides(
     return eager_check, compiled_check
 
 
-def case_checker(params: Mapping[str, Any], inputs: CaseInputs, slack: float) -> SideChecker:
+def case_checker(given: Mapping[str, Any], inputs: CaseInputs, slack: float) -> SideChecker:
     """The side-checker of a case: check_sides with its parameters, inputs and slack."""
+    params = case_record(given)
 
     made: list[Reference] = []  # the reference, built at the first check: the serving loop checks twice
 

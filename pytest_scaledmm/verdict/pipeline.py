@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 import torch
 
+from .case_axes import case_record
 from .classify import classify, crash_outcome, problem_of
 from .draw import make_inputs, second_call_seed
 from .kernel_choice import kernel_choice, output_code
@@ -61,9 +62,10 @@ class OtherShape:
     check: SideChecker
 
 
-def second_call(params: Mapping[str, Any], seed: int, device: str, slack: float) -> OtherShape:
+def second_call(given: Mapping[str, Any], seed: int, device: str, slack: float) -> OtherShape:
     """The case's serving-loop call (pipeline.eager_compile_check's `second_call`): inputs of the
     same shape from second_call_seed, with their own checker."""
+    params = case_record(given)
     inputs = make_inputs(params, second_call_seed(seed), device)
     return OtherShape(SECOND_CALL, inputs.args(), case_checker(params, inputs, slack))
 
@@ -698,7 +700,7 @@ def eager_compile_check(
     device: str,
     check: SideChecker,
     kernel: Support | DeclaredKernel | None = None,
-    params: Mapping[str, Any] | None = None,
+    given: Mapping[str, Any] | None = None,
     interrupts: bool = True,
     runner: str = "compile",
     other_shapes: Sequence[OtherShape] = (),
@@ -723,6 +725,7 @@ def eager_compile_check(
     and no output may share storage with an input or with the previous output
     (serving_loop_problem). Without it the compiled side runs the same inputs twice.
     `eager_other_m`: the eager side's last call, at another M (SidePlan.other_m)."""
+    params = None if given is None else case_record(given)
     log = CallLog(interrupts)
     pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
     second_inputs = PristineInputs(second_call.args, pristine.names) if second_call is not None else None

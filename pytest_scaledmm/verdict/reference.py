@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .activation import divisor, dynamic_activation, quantisation_term, requantised_growth
-from .case_axes import axis_value
+from .case_axes import CaseParams, case_record
 from .draw import FP8_TORCH_NAMES, CaseInputs, expand_scale, expected_shape, scale_result_of
 from .grouped import group_products, group_sizes
 from .microscaling import operand_values
@@ -58,19 +58,19 @@ C_OUT = 1.0  # the output dtype's one rounding to nearest
 BOUND_MODEL = "sqrt(min(K,L))-energy"
 
 
-def accumulator(params: Mapping[str, Any], device_type: str, calibrated: bool = True) -> str:
+def accumulator(params: CaseParams, device_type: str, calibrated: bool = True) -> str:
     """The accumulator family a case is held to: the CPU, int8 (exact int32 sums, fp32 epilogue)
     and a kernel that declares `accumulation: fp32` sum in fp32; fp8 operands on a GPU otherwise
     sum on tensor cores, fast (unpromoted) where the case asks for fast accumulation or the kernel
     declares it. On a GPU the tensor-core families were not calibrated on, the conservative
     family judges instead."""
-    fp8 = params.get("dtype_a") in FP8_TORCH_NAMES or params.get("dtype_b") in FP8_TORCH_NAMES
-    declared = params.get("accumulation")
+    fp8 = params.dtype_a in FP8_TORCH_NAMES or params.dtype_b in FP8_TORCH_NAMES
+    declared = params.accumulation
     if device_type == "cpu" or not fp8 or declared == "fp32":
         return "fp32"
     if not calibrated:
         return "fp8-uncalibrated"
-    fast = params.get("use_fast_accum") or declared == "fast"
+    fast = params.use_fast_accum or declared == "fast"
     return "fp8-tensor-core-fast" if fast else "fp8-tensor-core"
 
 
@@ -89,12 +89,13 @@ def calibrated_device(device: torch.device) -> bool:
 
 
 def dequantised(
-    params: Mapping[str, Any], inputs: CaseInputs, scale_a: Any = None, scale_b: Any = None
+    given: Mapping[str, Any], inputs: CaseInputs, scale_a: Any = None, scale_b: Any = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(A, B, bias) in float64 on the CPU: A = a * scale_a (M x K, 3-D activations flattened to
     M tokens), B = b * scale_b (K x N), bias (N) or None. `scale_a` / `scale_b` replace the case's."""
+    params = case_record(given)
 
-    m, k, n = params["m"], params["k"], params["n"]
+    m, k, n = params.m, params.k, params.n
     x = dynamic_activation(params, inputs) if scale_a is None else None
     scale_a = inputs.scale_a if scale_a is None else scale_a
     scale_b = inputs.scale_b if scale_b is None else scale_b
@@ -102,9 +103,9 @@ def dequantised(
     a = (
         x
         if x is not None
-        else operand_values(inputs.a).reshape(m, k) * expand_scale(scale_a, params["scale_a"], "a", m, k)
+        else operand_values(inputs.a).reshape(m, k) * expand_scale(scale_a, params.scale_a, "a", m, k)
     )
-    b = operand_values(inputs.b) * expand_scale(scale_b, params["scale_b"], "b", k, n)
+    b = operand_values(inputs.b) * expand_scale(scale_b, params.scale_b, "b", k, n)
     bias = None if inputs.bias is None else inputs.bias.detach().to("cpu", torch.float64)
     return a, b, bias
 
@@ -152,20 +153,21 @@ class Reference:
     bound: dict | None = None  # the model and constants the tolerance was built with
 
 
-def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, scale_a: Any = None) -> Reference:
+def reference(given: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, scale_a: Any = None) -> Reference:
     """Dequantise in float64: value = (a * scale_a) @ (b * scale_b) + bias, with the case's scales
     (special values included, so zero and negative scales have exact references and inf / nan
     ones their IEEE result). The tolerance is built from the finite scales (inputs.finite_scale_a)
     and, for its output-rounding term, the larger of the finite and the actual |value|. A 3-D
     activation is flattened to M tokens. `scale_a` replaces the case's scale for the value."""
+    params = case_record(given)
 
-    if params.get("group_layout"):
+    if params.grouped:
         return _grouped_reference(params, inputs, slack)
-    k = params["k"]
+    k = params.k
     a, b, bias = dequantised(params, inputs, scale_a)
     finite_a, finite_b = inputs.finite_scale_a, inputs.finite_scale_b
-    special = axis_value(params, "special_scale") != "none"
-    if axis_value(params, "special_operand") != "none":
+    special = params.special_scale != "none"
+    if params.special_operand != "none":
         # A non-finite operand element: the IEEE value, the tolerance from the finite elements.
         value = a @ b if bias is None else a @ b + bias
         finite_a_op, finite_b_op = (torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) for x in (a, b))
@@ -184,10 +186,10 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
         magnitude = terms["value"].abs()
         magnitude = torch.where(torch.isfinite(value), torch.maximum(magnitude, value.abs()), magnitude)
     family = accumulator(params, inputs.a.device.type, calibrated_device(inputs.a.device))
-    u_out = OUT_ROUNDOFF[params["out_dtype"]]
+    u_out = OUT_ROUNDOFF[params.out_dtype]
     tiny = torch.finfo(inputs.out_dtype).tiny
     tolerance = tolerance_of(terms, k, family, u_out, slack, tiny, magnitude)
-    result_scale = scale_result_of(params) if params["out_dtype"] in FP8_TORCH_NAMES else None
+    result_scale = scale_result_of(params) if params.out_dtype in FP8_TORCH_NAMES else None
     if result_scale is not None:
         # A power of two: exact on the value, and every term of the bound scales with it.
         value, magnitude, tolerance = value * result_scale, magnitude * result_scale, tolerance * result_scale
@@ -222,7 +224,7 @@ def reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0,
     return Reference(value, tolerance, bound)
 
 
-def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: float) -> Reference:
+def _grouped_reference(params: CaseParams, inputs: CaseInputs, slack: float) -> Reference:
     """A grouped case's value in float64, group by group (grouped.group_products), and the bound
     of tolerance_of with each group's own K (2d2d: its K slice; an empty one makes exact zeros,
     held to the output dtype's smallest normal)."""
@@ -230,7 +232,7 @@ def _grouped_reference(params: Mapping[str, Any], inputs: CaseInputs, slack: flo
     value = torch.zeros(expected_shape(params), dtype=torch.float64)
     tolerance = torch.zeros_like(value)
     family = accumulator(params, inputs.a.device.type, calibrated_device(inputs.a.device))
-    u_out = OUT_ROUNDOFF[params["out_dtype"]]
+    u_out = OUT_ROUNDOFF[params.out_dtype]
     tiny = torch.finfo(inputs.out_dtype).tiny
     for a, b, rows in group_products(params, inputs.a, inputs.b, inputs.scale_a, inputs.scale_b):
         terms = bound_terms(a, b, None)

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
+from .case_axes import CaseParams, case_record
 from .outcome import INTERNAL_ERROR, REFUSED, UNSUPPORTED, ErrorInfo, Outcome, signature_of
 
 V2_BUILTINS = ("scaled_mm_v2", "scaled_mm_v2_functional")  # aten._scaled_mm_v2, by its two call forms
@@ -386,14 +387,14 @@ def _pairs(declared: Iterable[Iterable[str]]) -> set[tuple[str, ...]]:
 Break = tuple[str, str]  # (the declaration's key, what breaks it)
 
 
-def _in_list(key: str, axes: tuple[str, ...], neutral: Any = None) -> DeclaredRule:
+def _in_list(key: str, axes: tuple[str, ...]) -> DeclaredRule:
     """A declaration listing the values an axis (each of `axes`) may take."""
 
-    def check(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
+    def check(kernel: Support, params: CaseParams) -> list[Break]:
         declared = getattr(kernel, key)
         found = []
         for axis in axes:
-            value = params.get(axis, neutral)
+            value = getattr(params, axis)
             if declared and value not in declared:
                 found.append((key, f"{axis} {value} is not in its {key} {list(declared)}"))
         return found
@@ -404,18 +405,19 @@ def _in_list(key: str, axes: tuple[str, ...], neutral: Any = None) -> DeclaredRu
 def _in_pairs(key: str, a: str, b: str) -> DeclaredRule:
     """A declaration listing the (a, b) pairs two axes may take together."""
 
-    def check(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
+    def check(kernel: Support, params: CaseParams) -> list[Break]:
         declared = getattr(kernel, key)
-        if declared and (params.get(a), params.get(b)) not in _pairs(declared):
-            return [(key, f"{params.get(a)} x {params.get(b)} is not in its {key}")]
+        pair = getattr(params, a), getattr(params, b)
+        if declared and pair not in _pairs(declared):
+            return [(key, f"{pair[0]} x {pair[1]} is not in its {key}")]
         return []
 
     return DeclaredRule(key, check)
 
 
-def _bias_out_dtypes(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
-    out = params.get("out_dtype")
-    if params.get("bias") and kernel.bias_out_dtypes is not None and out not in kernel.bias_out_dtypes:
+def _bias_out_dtypes(kernel: Support, params: CaseParams) -> list[Break]:
+    out = params.out_dtype
+    if params.bias and kernel.bias_out_dtypes is not None and out not in kernel.bias_out_dtypes:
         return [
             (
                 "bias_out_dtypes",
@@ -425,8 +427,8 @@ def _bias_out_dtypes(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
     return []
 
 
-def _pair_rules(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
-    pair, out = (params.get("scale_a"), params.get("scale_b")), params.get("out_dtype")
+def _pair_rules(kernel: Support, params: CaseParams) -> list[Break]:
+    pair, out = (params.scale_a, params.scale_b), params.out_dtype
     found = []
     for rule_pair, rule_outs, rule_bias in kernel.pair_rules or ():
         if tuple(rule_pair) != pair:
@@ -438,7 +440,7 @@ def _pair_rules(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
                     f"out_dtype {out} is not in the out_dtypes {list(rule_outs)} of its pair {pair[0]} x {pair[1]}",
                 )
             )
-        if params.get("bias") and rule_bias is False:
+        if params.bias and rule_bias is False:
             found.append(("pair_rules", f"its pair {pair[0]} x {pair[1]} takes no bias"))
     return found
 
@@ -446,8 +448,8 @@ def _pair_rules(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
 def _size_limit(key: str, dim: str, outside: Callable[[int, int], bool]) -> DeclaredRule:
     """A declared limit on one size (M counts tokens: B*T for a 3-D activation)."""
 
-    def check(kernel: Support, params: Mapping[str, Any]) -> list[Break]:
-        limit, size = getattr(kernel, key), params[dim]
+    def check(kernel: Support, params: CaseParams) -> list[Break]:
+        limit, size = getattr(kernel, key), getattr(params, dim)
         if limit is not None and outside(size, limit):
             return [(key, f"{dim.upper()} = {size} is outside its {key}: {limit}")]
         return []
@@ -462,7 +464,7 @@ class DeclaredRule:
     tests/test_support_rules.py fails a field no row reads."""
 
     field: str
-    check: Callable[[Support, Mapping[str, Any]], list[Break]]
+    check: Callable[[Support, CaseParams], list[Break]]
 
 
 # In the order their breaks are listed.
@@ -473,8 +475,8 @@ DECLARED_RULES: tuple[DeclaredRule, ...] = (
     _in_pairs("dtype_pairs", "dtype_a", "dtype_b"),
     _in_list("out_dtypes", ("out_dtype",)),
     DeclaredRule("bias_out_dtypes", _bias_out_dtypes),
-    _in_list("scale_layouts", ("scale_layout",), "contiguous"),
-    _in_list("operand_layouts", ("operand_layout",), "dense"),
+    _in_list("scale_layouts", ("scale_layout",)),
+    _in_list("operand_layouts", ("operand_layout",)),
     DeclaredRule("pair_rules", _pair_rules),
     _size_limit("min_m", "m", lambda size, limit: size < limit),
     _size_limit("max_m", "m", lambda size, limit: size > limit),
@@ -490,7 +492,8 @@ def declared_breaks(kernel: Support | DeclaredKernel | None, params: Mapping[str
     kernel = Support.of(kernel)
     if kernel is None:
         return []
-    return [found for rule in DECLARED_RULES for found in rule.check(kernel, params)]
+    record = case_record(params)
+    return [found for rule in DECLARED_RULES for found in rule.check(kernel, record)]
 
 
 def outside_declared_support(kernel: Support | DeclaredKernel | None, params: Mapping[str, Any]) -> str | None:

@@ -23,10 +23,9 @@ No torch import at module level: generation reads REGIMES without torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from .case_axes import axis_value
+from .case_axes import CaseParams
 from .scale_forms import WHOLE, scale_form
 
 if TYPE_CHECKING:
@@ -53,8 +52,8 @@ OUT_HEADROOM = {"fp16": 65504.0 / 8, "bf16": 2.0**100, "fp32": 2.0**100}
 CANCEL_SHARE = 7 / 8  # share of K pairs that cancel exactly
 
 
-def regime_of(params: Mapping[str, Any]) -> str:
-    return axis_value(params, "value_regime")
+def regime_of(params: CaseParams) -> str:
+    return params.value_regime
 
 
 def _block_amax(x: torch.Tensor, block: tuple, whole: object) -> torch.Tensor:
@@ -110,21 +109,21 @@ def quantise(
 
 
 def full_range_operands(
-    params: Mapping[str, Any], generator: torch.Generator
+    params: CaseParams, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(a M x K, b K x N column-major, scale grid of a, scale grid of b) for full_range: an
     activation with outlier channels and a weight, each quantised per its scale form's blocks."""
     import torch  # noqa: PLC0415  lazy: torch-free collection
 
-    m, k, n = params["m"], params["k"], params["n"]
+    m, k, n = params.m, params.k, params.n
     x = torch.randn(m, k, generator=generator, dtype=torch.float64)
     if k:
         outliers = torch.randperm(k, generator=generator)[: max(1, k // 32)]
         x[:, outliers] *= OUTLIER_FACTOR
     w = torch.randn(n, k, generator=generator, dtype=torch.float64) * 0.05
-    form_a, form_b = scale_form(params["scale_a"]), scale_form(params["scale_b"])
-    a, grid_a = quantise(x, params["dtype_a"], form_a.block("a"), WHOLE, generator)
-    if m >= 2 and k and params["dtype_a"] != "int8":
+    form_a, form_b = scale_form(params.scale_a), scale_form(params.scale_b)
+    a, grid_a = quantise(x, params.dtype_a, form_a.block("a"), WHOLE, generator)
+    if m >= 2 and k and params.dtype_a != "int8":
         # One token of subnormals only (the row with the smallest amax, so each block keeps its
         # maximum): a kernel that flushes subnormal operands zeroes that output row.
         row = int(x.abs().amax(dim=1).argmin())
@@ -133,7 +132,7 @@ def full_range_operands(
         a[row] = (signs * subnormal).to(a.dtype)
     # b's blocks are over (K x N): quantise its transpose with the block transposed.
     block_b = form_b.block("b")
-    bt, grid_bt = quantise(w, params["dtype_b"], (block_b[1], block_b[0]), WHOLE, generator)
+    bt, grid_bt = quantise(w, params.dtype_b, (block_b[1], block_b[0]), WHOLE, generator)
     return a, bt.t(), grid_a, grid_bt.t().contiguous()
 
 
@@ -203,9 +202,13 @@ def power_of_two_at_most(ratio: float) -> float:
     return 2.0 ** math.floor(math.log2(ratio))
 
 
-def special_operand_of(params: Mapping[str, Any]) -> tuple[str, str]:
+# Non-finite operand elements: the value, in a[0, 0]; "_b": in b[-1, -1] instead; "_ab": in both.
+SPECIAL_OPERANDS = ("none", "nan", "inf", "nan_b", "inf_b", "nan_ab", "inf_ab")
+
+
+def special_operand_of(params: CaseParams) -> tuple[str, str]:
     """(value, operands) of a case's non-finite operand elements, or ("none", ""): `special_operand`
     is the value ("nan", "inf": in a[0, 0]), with "_b" when it sits in b[-1, -1] instead, "_ab"
     when in both."""
-    value, _, operands = str(axis_value(params, "special_operand")).partition("_")
+    value, _, operands = str(params.special_operand).partition("_")
     return value, "" if value == "none" else operands or "a"
