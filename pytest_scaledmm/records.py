@@ -8,7 +8,10 @@ type error. Only the standard library: every layer may import this module.
 
 from __future__ import annotations
 
-from typing import Any, TypedDict, Union
+from typing import TYPE_CHECKING, Any, TypedDict, Union
+
+if TYPE_CHECKING:  # typing has it from Python 3.10 on
+    from typing_extensions import TypeGuard
 
 # A number as a report writes it: a JSON number, or "inf", "-inf", "nan" (report.NON_FINITE).
 Number = Union[int, float, str]
@@ -101,6 +104,13 @@ class CaseRecord(_CaseRequired, total=False):
     known_failure_missed: list[KnownFailureRecord]
     triage: dict[str, Any]  # execution/triage.py
     model: ModelRecord
+    explore: dict[str, Any]  # a case explore mode found: its kernel and when (plugin/explore.py)
+
+
+def is_case_record(value: object) -> TypeGuard[CaseRecord]:
+    """Whether a value that crossed a process boundary (xdist's user_properties) is a case's
+    record: a mapping with a string id and outcome."""
+    return isinstance(value, dict) and isinstance(value.get("id"), str) and isinstance(value.get("outcome"), str)
 
 
 class ToleranceBlock(TypedDict, total=False):

@@ -26,6 +26,7 @@ import math
 import os
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from ..matrix.case_params import Case, input_seed
@@ -378,7 +379,7 @@ def one_line(triage: dict) -> str:
     return "; ".join(parts)
 
 
-def headline(record: dict) -> str:
+def headline(record: Mapping[str, Any]) -> str:
     """`OUTCOME: signature`, the outcome once where the signature starts with it already."""
     outcome, signature = record["outcome"], record.get("signature") or ""
     return signature if signature.startswith(f"{outcome}:") else f"{outcome}: {signature}".rstrip(": ")

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from ..records import CaseRecord, KnownFailureRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.outcome import normalise_message
 from ..verdict.signature_text import templates
@@ -273,14 +274,14 @@ class KnownFailure:
             return False
         return _normalised(self.signature) in _normalised(signature)
 
-    def describe(self) -> dict:
-        return {
-            "entry": self.index,
-            "signature": self.signature,
-            "torch": str(self.torch) if self.torch is not None else None,
-            "link": self.link,
-            "reason": self.reason,
-        }
+    def describe(self) -> KnownFailureRecord:
+        return KnownFailureRecord(
+            entry=self.index,
+            signature=self.signature,
+            torch=str(self.torch) if self.torch is not None else None,
+            link=self.link,
+            reason=self.reason,
+        )
 
 
 class Catalogue:
@@ -304,7 +305,7 @@ class Catalogue:
     def covering(self, params: Mapping, torch_version: str | None, arch: str | None) -> list[KnownFailure]:
         return [e for e in self.entries if e.covers(params, torch_version, arch)]
 
-    def apply(self, record: dict, torch_version: str | None, arch: str | None) -> dict:
+    def apply(self, record: CaseRecord, torch_version: str | None, arch: str | None) -> CaseRecord:
         """Rewrite `record` in place by the rules in the module docstring; returns it."""
         outcome = record["outcome"]
         if outcome not in oc.FAILURES and outcome != oc.PASS:
@@ -331,7 +332,7 @@ class Catalogue:
         record["detail"] = f"{record['detail']}; {note}" if record.get("detail") else note
         return record
 
-    def apply_report(self, report: dict) -> dict:
+    def apply_report(self, report: Report) -> Report:
         """A copy of `report` with the catalogue applied to every case, for reports written before
         an entry was added (the gate re-reads the catalogue)."""
         report = copy.deepcopy(report)
@@ -348,7 +349,7 @@ class Catalogue:
 _NOT_FAILURES = tuple(c.name for c in oc.CLASSES if not c.fails)
 
 
-def restore_original_outcomes(report: dict) -> tuple[dict, list[str]]:
+def restore_original_outcomes(report: Report) -> tuple[Report, list[str]]:
     """A copy of `report` with every XFAIL / FIXED_UPSTREAM record back to the outcome it had
     before a catalogue was applied, and the ids of the records that do not say what it was (an
     XFAIL without the failure, a FIXED_UPSTREAM without its known failure): those stay as they
@@ -368,6 +369,7 @@ def restore_original_outcomes(report: dict) -> tuple[dict, list[str]]:
         if not valid:
             unexplained.append(record["id"])
             continue
+        assert isinstance(original, str)  # valid: a failure's name, or PASS
         record["outcome"] = original
         record.pop("known_failure", None)
         record.pop("known_failure_missed", None)

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from ..matrix.case_params import Case
     from ..matrix.spec import KernelSpec, Profile
+    from ..records import CaseRecord
     from ..verdict.outcome import Outcome
     from .session import MatrixSession
 
@@ -124,7 +125,7 @@ def explore_items(parent: pytest.Collector, state: MatrixSession, examples: int)
 
 
 class ExploreFound(Exception):
-    def __init__(self, records: list[dict]):
+    def __init__(self, records: list[CaseRecord]):
         super().__init__(f"{len(records)} minimal failing case(s)")
         self.records = records
 

@@ -12,6 +12,7 @@ import pytest
 
 from ..execution.triage import headline
 from ..matrix.case_params import ordered_params
+from ..records import CaseRecord, is_case_record
 from ..reports.printable import printable
 from ..verdict import outcome as oc
 from .explore import explore_items
@@ -39,8 +40,8 @@ class MatrixFile(pytest.File):
 
 
 class CaseFailure(Exception):
-    def __init__(self, record: dict):
-        super().__init__(record["signature"])
+    def __init__(self, record: CaseRecord):
+        super().__init__(record.get("signature"))
         self.record = record
 
 
@@ -82,7 +83,8 @@ class CaseItem(pytest.Item):
             pytest.xfail(f"{record['detail']}: {record['signature']}")
         if status == "skipped":
             # A refusal says which; a case not applicable here says why.
-            pytest.skip(f"{record['outcome']}: {record['signature']}" if record.get("signature") else record["detail"])
+            signature = record.get("signature")
+            pytest.skip(f"{record['outcome']}: {signature}" if signature else record.get("detail") or "")
         if status == "failed":
             raise CaseFailure(record)
 
@@ -98,7 +100,7 @@ class CaseItem(pytest.Item):
         return self.path, None, f"scaledmm {self.case.id}"
 
 
-def missing_record(item: CaseItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> dict | None:
+def missing_record(item: CaseItem, call: pytest.CallInfo[None], report: pytest.TestReport) -> CaseRecord | None:
     state = item.state
     if report.when == "setup" and report.passed:
         return None  # the call phase records the case
@@ -117,12 +119,18 @@ def missing_record(item: CaseItem, call: pytest.CallInfo[None], report: pytest.T
 
 
 def user_property(properties: Iterable[tuple[str, object]], name: str) -> dict | None:
-    """What a case item put in its user_properties under `name` (its record, its environment)."""
+    """What a case item put in its user_properties under `name` (its environment)."""
     value = dict(properties).get(name)
     return value if isinstance(value, dict) else None
 
 
-def format_failure(record: dict, replay: str | None = None) -> str:
+def record_property(properties: Iterable[tuple[str, object]]) -> CaseRecord | None:
+    """The case's record a case item put in its user_properties, None where there is none."""
+    value = dict(properties).get("scaledmm")
+    return value if is_case_record(value) else None
+
+
+def format_failure(record: CaseRecord, replay: str | None = None) -> str:
     lines = [headline(record)]
     if record.get("layer"):
         lines.append(f"layer: {record['layer']}")
@@ -130,13 +138,14 @@ def format_failure(record: dict, replay: str | None = None) -> str:
         lines.append(f"detail: {record['detail']}")
     params = ", ".join(f"{k}={v}" for k, v in ordered_params(record["params"]).items())
     lines.append(f"params: {params}")
-    for side in ("eager_error", "compiled_error"):
-        error = record.get(side)
+    for side, error in (("eager", record.get("eager_error")), ("compiled", record.get("compiled_error"))):
         if error:
-            first = error["message"].splitlines()[0] if error["message"] else ""
-            lines.append(f"{side.split('_')[0]} raised {error['type']}: {first}")
-            if isinstance(error.get("source"), str) and error["source"]:
-                lines.append(f"  in user code: {error['source']}")
+            message = error.get("message")
+            first = message.splitlines()[0] if message else ""
+            lines.append(f"{side} raised {error.get('type')}: {first}")
+            source = error.get("source")
+            if isinstance(source, str) and source:
+                lines.append(f"  in user code: {source}")
     if replay:
         lines.append(f"replay: {replay}")
     return "\n".join(lines)

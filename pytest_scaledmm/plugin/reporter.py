@@ -14,7 +14,7 @@ from ..reports.printable import printable
 from ..reports.report import signature_groups, write_atomic
 from ..reports.summary import summary_lines
 from ..verdict import outcome as oc
-from .items import CaseItem, user_property
+from .items import CaseItem, record_property, user_property
 from .settings import writes_report
 from .signal_guard import SIGNALS_KEY, TERMINATED, Terminated
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from _pytest._code.code import ExceptionRepr
     from _pytest.outcomes import Exit
 
-    from ..records import Report
+    from ..records import CaseRecord, KnownFailureRecord, Report
     from .session import MatrixSession
     from .settings import Settings
 
@@ -95,7 +95,7 @@ class MatrixReporter:
         )
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        record = user_property(report.user_properties, "scaledmm")
+        record = record_property(report.user_properties)
         # Setup and teardown reports carry a record only when the call phase gave none.
         if record is None or (report.when != "call" and record["id"] in self.state.records):
             return
@@ -254,16 +254,19 @@ def fixed_upstream_summary(terminalreporter: pytest.TerminalReporter, state: Mat
     if not fixed:
         return
     terminalreporter.section("scaled-mm known failures fixed upstream", yellow=True)
-    entries: dict[int, list[dict]] = {}
+    entries: dict[int, list[tuple[CaseRecord, KnownFailureRecord]]] = {}
     for record in fixed:
-        entries.setdefault(record["known_failure"]["entry"], []).append(record)
-    for index, records in sorted(entries.items()):
-        entry = records[0]["known_failure"]
+        known = record.get("known_failure")
+        index = known.get("entry") if known else None
+        if known and index is not None:
+            entries.setdefault(index, []).append((record, known))
+    for index, found in sorted(entries.items()):
+        first, entry = found[0]
         link = f" {entry['link']}" if entry.get("link") else ""
         terminalreporter.write_line(
             printable(
-                f"known_failures[{index}] ({entry['signature']}){link}: {len(records)} case(s) pass now,"
+                f"known_failures[{index}] ({entry.get('signature')}){link}: {len(found)} case(s) pass now,"
                 " retire the entry"
-                f" (e.g. {records[0]['id']})"
+                f" (e.g. {first['id']})"
             )
         )

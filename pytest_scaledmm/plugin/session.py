@@ -33,7 +33,7 @@ from ..matrix.kernels import resolve_kernels
 from ..matrix.known_failures import Catalogue
 from ..matrix.replay_command import forced_options, replay_command
 from ..matrix.spec import Spec
-from ..records import Report, ShardBlock
+from ..records import CaseRecord, ChecksRecord, ErrorRecord, Report, ShardBlock
 from ..reports.coverage import coverage_block, coverage_lines, model_block
 from ..reports.report import build_report, iso_time
 from ..verdict import outcome as oc
@@ -46,6 +46,36 @@ def plain_json(data: object) -> Any:
     """JSON-plain copy: xdist ships user_properties through execnet, which refuses str
     subclasses such as torch's TorchVersion."""
     return json.loads(json.dumps(data, default=str))
+
+
+def plain_record(record: CaseRecord) -> CaseRecord:
+    """A case record's JSON-plain copy, still a CaseRecord."""
+    plain: CaseRecord = plain_json(record)
+    return plain
+
+
+def checks_record(errors: Mapping[str, Any]) -> ChecksRecord:
+    """The checks of a case's sides (verdict/oracle.py), the sides it has."""
+    checks = ChecksRecord()
+    if "eager" in errors:
+        checks["eager"] = errors["eager"]
+    if "compiled" in errors:
+        checks["compiled"] = errors["compiled"]
+    return checks
+
+
+def error_record(error: oc.ErrorInfo | None) -> ErrorRecord | None:
+    """An exception's record, field by field (records.ErrorRecord)."""
+    if error is None:
+        return None
+    return ErrorRecord(
+        type=error.type,
+        message=error.message,
+        root_type=error.root_type,
+        layer=error.layer,
+        root_message=error.root_message,
+        source=error.source,
+    )
 
 
 def target_arch(requested: str) -> str:
@@ -104,7 +134,7 @@ class MatrixSession:
         self._aoti_controls: dict = {}  # device -> the AOTInductor control's answer, once per session
         self._catalogue: Catalogue | None = None
         self._cache = FreshCache()
-        self._records: dict[str, dict] = {}
+        self._records: dict[str, CaseRecord] = {}
         self._environment: dict | None = None
         # Why the report may not cover the run (see incomplete_reasons): what ended the session
         # early (interrupts, internal errors), and what explains cases without a record.
@@ -116,7 +146,7 @@ class MatrixSession:
 
     # -- what came back, read-only outside ------------------------------------------------------
     @property
-    def records(self) -> Mapping[str, dict]:
+    def records(self) -> Mapping[str, CaseRecord]:
         return MappingProxyType(self._records)
 
     @property
@@ -299,7 +329,7 @@ class MatrixSession:
             self._runner = None
 
     # -- records ------------------------------------------------------------------------------
-    def harness_error_record(self, case: Case, error: BaseException | str, when: str = "call") -> dict:
+    def harness_error_record(self, case: Case, error: BaseException | str, when: str = "call") -> CaseRecord:
         """The record of a case the harness could not run or check: the case is never dropped."""
 
         if isinstance(error, BaseException):
@@ -313,23 +343,30 @@ class MatrixSession:
         return self.record(case, oc.Outcome(oc.HARNESS_ERROR, signature, None, detail))
 
     @staticmethod
-    def record(case: Case, result: oc.Outcome) -> dict:
-        """The report's record of one case, JSON-plain."""
-        data = result.to_json()
-        triage = data["extra"].pop("triage", None)
-        return plain_json(
-            {
-                "id": case.id,
-                "params": case.to_json(),
-                "outcome": data.pop("outcome"),
-                "signature": data.pop("signature"),
-                "layer": data.pop("layer"),
-                **data,
-                **({"triage": triage} if triage else {}),
-            }
+    def record(case: Case, result: oc.Outcome) -> CaseRecord:
+        """The report's record of one case, field by field, JSON-plain."""
+        extra = result.observations.to_json()
+        triage = extra.pop("triage", None)
+        record = CaseRecord(
+            id=case.id,
+            params=case.to_json(),
+            outcome=result.outcome,
+            signature=result.signature,
+            layer=result.layer,
+            detail=result.detail,
+            root_cause=result.root_cause,
+            met=result.met,
+            errors=checks_record(result.errors),
+            timing=result.timing,
+            eager_error=error_record(result.eager_error),
+            compiled_error=error_record(result.compiled_error),
+            extra=extra,
         )
+        if triage:
+            record["triage"] = triage
+        return plain_record(record)
 
-    def apply_known_failures(self, record: dict) -> dict:
+    def apply_known_failures(self, record: CaseRecord) -> CaseRecord:
         """matrix.yaml's known_failures on one record: an expected failure becomes XFAIL, a listed
         case that passes becomes FIXED_UPSTREAM (see known_failures.py)."""
         if not self.spec.known_failures:
@@ -339,14 +376,15 @@ class MatrixSession:
         env = self._environment or {}
         return self._catalogue.apply(record, str(env.get("torch") or ""), env.get("arch"))
 
-    def add_record(self, record: dict, environment: dict | None = None) -> None:
+    def add_record(self, record: CaseRecord, environment: dict | None = None) -> None:
         """A case's record as it reached this process, and the environment of the process that
         ran it (the first one given is kept)."""
         if self._environment is None and environment is not None:
             self._environment = environment
         if "model" not in record:
             env = self._environment or {}
-            record = {**record, "model": model_block(record, self.target_arch, str(env.get("torch") or ""))}
+            record = record.copy()
+            record["model"] = model_block(record, self.target_arch, str(env.get("torch") or ""))
         self._records[record["id"]] = record
 
     # -- caches -------------------------------------------------------------------------------

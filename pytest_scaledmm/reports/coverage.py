@@ -16,6 +16,7 @@ from typing import Any
 from ..matrix.shapes import classes_of
 from ..matrix.spec import is_user_kernel
 from ..matrix.support import explained_by_torch_range
+from ..records import ModelRecord
 from ..verdict import outcome as oc
 from ..verdict.case_axes import axis_value
 from ..verdict.outcome import ErrorInfo
@@ -36,7 +37,7 @@ def purpose_of(record: Mapping) -> str:
     return (record.get("params") or {}).get("purpose") or "valid"
 
 
-def model_block(record: Mapping, arch: str, torch_version: str) -> dict:
+def model_block(record: Mapping, arch: str, torch_version: str) -> ModelRecord:
     """The record's `model` block: its purpose, the refusal the model expects, the refusal eager
     gave (a REFUSALS key), and whether eager contradicts the model (`mismatch`): a valid or special
     case that eager refuses, or a boundary case that eager accepts. A refusal of a valid case that
@@ -48,7 +49,7 @@ def model_block(record: Mapping, arch: str, torch_version: str) -> dict:
     outcome = _outcome(record)
     eager = record.get("eager_error")
     compiled = record.get("compiled_error")
-    block: dict[str, Any] = {"purpose": purpose, "expected_refusal": params.get("expected_refusal"), "mismatch": False}
+    block = ModelRecord(purpose=purpose, expected_refusal=params.get("expected_refusal"), mismatch=False)
     if outcome in NOT_RUN or outcome in (oc.CRASH, oc.TIMEOUT):
         return block
     refusal = None

@@ -44,7 +44,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, cast
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ScaledmmError
 from ..matrix.known_failures import Catalogue, restore_original_outcomes, torch_release
@@ -590,8 +590,7 @@ def _restore(ctx: GateContext) -> tuple[list[tuple[Path, Report]], list[Finding]
     found = []
     for role, (path, data) in ctx.reports.items():
         outcomes = {c["id"]: c["outcome"] for c in data["cases"]}
-        # The catalogue's side reads and writes plain dicts.
-        plain, unexplained = restore_original_outcomes(cast("dict[str, Any]", data))
+        plain, unexplained = restore_original_outcomes(data)
         by_outcome: dict[str, list[str]] = {}
         for cid in unexplained:
             by_outcome.setdefault(outcomes[cid], []).append(cid)
@@ -600,8 +599,9 @@ def _restore(ctx: GateContext) -> tuple[list[tuple[Path, Report]], list[Finding]
         if ctx.catalogue:
             plain = ctx.catalogue.apply_report(plain)
         if role == "candidate" and ctx.judged_strictly:
-            plain = {**plain, "session": {**(plain.get("session") or {}), "strict_errors": True}}
-        restored.append((path, cast("Report", plain)))
+            plain = plain.copy()
+            plain["session"] = {**(plain.get("session") or {}), "strict_errors": True}
+        restored.append((path, plain))
     if ctx.catalogue_note:
         found.append(_note(ctx.catalogue_note))
     return restored, found
