@@ -329,78 +329,155 @@ def second_call_seed(seed: int) -> int:
     return zlib.crc32(f"{seed}::second".encode())
 
 
-def make_inputs(given: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
+@dataclass
+class _Draw:
+    """A case's tensors on the CPU while each production dimension (DRAW_STEPS) does its part.
+    Scales are tensors or NVFP4 (block, global) pairs; the tensor-only steps are guarded by checks
+    (fp32 scales, the case's forms) that mypy cannot follow."""
 
+    a: torch.Tensor
+    b: torch.Tensor
+    scale_a: Any
+    scale_b: Any
+    bias: torch.Tensor | None = None
+    finite_scale_a: Any = None  # before a special value: what tolerances read
+    finite_scale_b: Any = None
+
+    @property
+    def fp32_scales(self) -> bool:
+        return not isinstance(self.scale_a, tuple) and self.scale_a.dtype == torch.float32
+
+
+def _dynamic_activation_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    """A kernel that quantises its activation itself: a drawn so that its quantiser's grid holds it."""
+    if is_dynamic(params):
+        draw.a, draw.scale_a = prepare_draw(draw.a, draw.scale_a, params)
+
+
+def _output_headroom_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    """Outputs stay representable: a power of two on a scale (exact) keeps the peak below the
+    headroom of the output dtype."""
+    regime, out = regime_of(params), params.out_dtype
+    wide = regime != "standard" or is_dynamic(params)
+    if not (wide and draw.fp32_scales and out not in FP8_TORCH_NAMES and out in OUT_HEADROOM):
+        return
+    peak = _peak(draw.a, draw.b, draw.scale_a, draw.scale_b, params)
+    if peak > OUT_HEADROOM[out]:
+        factor = power_of_two_at_most(OUT_HEADROOM[out] / peak)
+        if regime == "real_scales":  # scale_b only gets tinier; scale_a stays above 2^10
+            draw.scale_b = draw.scale_b * factor
+        else:
+            draw.scale_a = draw.scale_a * factor
+
+
+def _fp8_output_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    """An fp8 output: scale_a shrunk so that the result fits the fp8 range (near_limit's own)."""
+    if params.out_dtype in FP8_TORCH_NAMES and regime_of(params) != "near_limit":
+        draw.scale_a = draw.scale_a * _fp8_out_shrink(draw.a, draw.b, draw.scale_a, draw.scale_b, params)
+
+
+def _bias_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    if not params.bias:
+        return
+    if regime_of(params) == "standard":
+        # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
+        # below a bf16 output's resolution and a kernel that drops it would pass.
+        spread: torch.Tensor | float = 4 * math.sqrt(params.k) * _mean_abs(draw.scale_a) * _mean_abs(draw.scale_b)
+        spread = spread if math.isfinite(spread) else 1.0  # an empty dim: no scale element
+    else:
+        spread = _output_spread(draw.a, draw.b, draw.scale_a, draw.scale_b, params)
+    draw.bias = (torch.randn(params.n, generator=generator) * spread).to(torch_dtype(bias_dtype_name(params)))
+
+
+def _near_limit_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    if regime_of(params) == "near_limit" and draw.fp32_scales:
+        draw.scale_a, draw.bias = _near_limit(draw.a, draw.b, draw.scale_a, draw.scale_b, draw.bias, params)
+
+
+def _dynamic_range_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    if is_dynamic(params):
+        draw.scale_a, draw.scale_b = balance_range(draw.scale_a, draw.scale_b, draw.a, params)
+
+
+def _scale_dtype_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    """As a library passes them: in the activation's dtype; the reference reads these values."""
+    if params.scale_dtype != "fp32" and not isinstance(draw.scale_a, tuple):
+        dtype = torch_dtype(params.scale_dtype)
+        draw.scale_a, draw.scale_b = draw.scale_a.to(dtype), draw.scale_b.to(dtype)
+
+
+def _expanded_layout_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    """An expanded scale repeats one value: the reference must see the repeated value too."""
+    layout = params.scale_layout
+    if layout == "expanded":
+        draw.scale_a, draw.scale_b = (
+            _each(s, lambda t: lay_out(t, layout).clone()) for s in (draw.scale_a, draw.scale_b)
+        )
+
+
+def _special_scale_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    draw.finite_scale_a, draw.finite_scale_b = draw.scale_a, draw.scale_b
+    if params.special_side == "b":
+        draw.scale_b = _with_special(draw.scale_b, params.special_scale)
+    else:
+        draw.scale_a = _with_special(draw.scale_a, params.special_scale)
+
+
+def _special_operand_step(draw: _Draw, params: CaseParams, generator: torch.Generator) -> None:
+    """A non-finite element in `a` (a NaN from an overflowed activation) and/or `b`: the reference
+    reads them too, their row / column of the output is non-finite."""
+    value, operands = special_operand_of(params)
+    if not (operands and draw.a.numel() and draw.b.numel()):
+        return
+    if "a" in operands:
+        draw.a = draw.a.clone()
+        draw.a[0, 0] = torch.tensor(float(value)).to(draw.a.dtype)
+    if "b" in operands:
+        draw.b = draw.b.clone()
+        draw.b[-1, -1] = torch.tensor(float(value)).to(draw.b.dtype)
+
+
+# What each production dimension does to a case's drawn tensors, in this order (later steps read
+# what earlier ones made: the bias reads the shrunk scales, the special value goes in last).
+DrawStep = Callable[[_Draw, CaseParams, torch.Generator], None]
+DRAW_STEPS: tuple[DrawStep, ...] = (
+    _dynamic_activation_step,
+    _output_headroom_step,
+    _fp8_output_step,
+    _bias_step,
+    _near_limit_step,
+    _dynamic_range_step,
+    _scale_dtype_step,
+    _expanded_layout_step,
+    _special_scale_step,
+    _special_operand_step,
+)
+
+
+def make_inputs(given: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
+    """The case's inputs from its seed: operands and scales drawn (value regimes), each
+    production dimension's part (DRAW_STEPS), then placed on the device in the case's layouts."""
     params = case_record(given)
     generator = torch.Generator().manual_seed(seed)
     if params.grouped:
         return _grouped_inputs(params, generator, device)
-    m, k, n = params.m, params.k, params.n
-    regime = regime_of(params)
-    # Each a tensor or an NVFP4 (block, global) pair; the tensor-only steps are guarded by
-    # checks (fp32_scales, the case's forms) that mypy cannot follow.
-    scale_a: Any
-    scale_b: Any
-    a, b, scale_a, scale_b = _operands_and_scales(params, generator)
-    dynamic = is_dynamic(params)
-    if dynamic:
-        a, scale_a = prepare_draw(a, scale_a, params)
-    out_dtype = torch_dtype(params.out_dtype)
-    fp8_out = params.out_dtype in FP8_TORCH_NAMES
-    fp32_scales = not isinstance(scale_a, tuple) and scale_a.dtype == torch.float32
-    if (regime != "standard" or dynamic) and fp32_scales and not fp8_out and params.out_dtype in OUT_HEADROOM:
-        # Outputs stay representable: a power of two on scale_a (exact) keeps the peak below
-        # the headroom of the output dtype.
-        peak = _peak(a, b, scale_a, scale_b, params)
-        if peak > OUT_HEADROOM[params.out_dtype]:
-            factor = power_of_two_at_most(OUT_HEADROOM[params.out_dtype] / peak)
-            if regime == "real_scales":  # scale_b only gets tinier; scale_a stays above 2^10
-                scale_b = scale_b * factor
-            else:
-                scale_a = scale_a * factor
-    if fp8_out and regime != "near_limit":
-        scale_a = scale_a * _fp8_out_shrink(a, b, scale_a, scale_b, params)
-    bias = None
-    if params.bias:
-        if regime == "standard":
-            # On the scale of the output (entries of a and b have std 2): a smaller bias would sit
-            # below a bf16 output's resolution and a kernel that drops it would pass.
-            spread: torch.Tensor | float = 4 * math.sqrt(k) * _mean_abs(scale_a) * _mean_abs(scale_b)
-            spread = spread if math.isfinite(spread) else 1.0  # an empty dim: no scale element
-        else:
-            spread = _output_spread(a, b, scale_a, scale_b, params)
-        bias = (torch.randn(n, generator=generator) * spread).to(torch_dtype(bias_dtype_name(params)))
-    if regime == "near_limit" and fp32_scales:
-        scale_a, bias = _near_limit(a, b, scale_a, scale_b, bias, params)
+    draw = _Draw(*_operands_and_scales(params, generator))
+    for step in DRAW_STEPS:
+        step(draw, params, generator)
+    return _placed_inputs(draw, params, device)
 
-    if dynamic:
-        scale_a, scale_b = balance_range(scale_a, scale_b, a, params)
-    if params.scale_dtype != "fp32" and not isinstance(scale_a, tuple):
-        # As a library passes them: in the activation's dtype; the reference reads these values.
-        scale_a, scale_b = (s.to(torch_dtype(params.scale_dtype)) for s in (scale_a, scale_b))
-    layout = params.scale_layout
-    if layout == "expanded":  # the reference must see the repeated value too
-        scale_a, scale_b = (_each(s, lambda t: lay_out(t, layout).clone()) for s in (scale_a, scale_b))
-    finite_scale_a, finite_scale_b = scale_a, scale_b
-    special = params.special_scale
-    if params.special_side == "b":
-        scale_b = _with_special(scale_b, special)
-    else:
-        scale_a = _with_special(scale_a, special)
-    special_value, special_in = special_operand_of(params)
-    if special_in and a.numel() and b.numel():
-        # A non-finite element in `a` (a NaN from an overflowed activation) and/or `b`: the
-        # reference reads them too, their row / column of the output is non-finite.
-        if "a" in special_in:
-            a = a.clone()
-            a[0, 0] = torch.tensor(float(special_value)).to(a.dtype)
-        if "b" in special_in:
-            b = b.clone()
-            b[-1, -1] = torch.tensor(float(special_value)).to(b.dtype)
-    operand_layout = params.operand_layout
+
+def _placed_inputs(draw: _Draw, params: CaseParams, device: str) -> CaseInputs:
+    """The drawn tensors on the device: operands in their layout (a 3-D activation as [B, T, K]),
+    scales in theirs, the output scale among the keyword tensors."""
+    m, k = params.m, params.k
+    layout, operand_layout = params.scale_layout, params.operand_layout
+    scale_a, finite_scale_a = draw.scale_a, draw.finite_scale_a
+    activation = None
+    if is_dynamic(params):
+        activation = make_activation(draw.a, expand_scale(scale_a, params.scale_a, "a", m, k), params)
+    a = place_a(_move(draw.a, device), operand_layout)
     batches = activation_batches(params)
-    activation = make_activation(a, expand_scale(scale_a, params.scale_a, "a", m, k), params) if dynamic else None
-    a = place_a(_move(a, device), operand_layout)
     if batches:
         a = a.view(batches, m // batches, k)
         activation = None if activation is None else activation.view(batches, m // batches, k)
@@ -412,15 +489,15 @@ def make_inputs(given: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
         extras["scale_result"] = _move(torch.tensor(scale_result_of(params)), device)
     return CaseInputs(
         a,
-        place_b(_move(b, device), operand_layout),
+        place_b(_move(draw.b, device), operand_layout),
         place_scale_a(_placed(scale_a, device, layout), operand_layout),
-        _placed(scale_b, device, layout),
-        _move(bias, device),
-        out_dtype,
+        _placed(draw.scale_b, device, layout),
+        _move(draw.bias, device),
+        torch_dtype(params.out_dtype),
         bool(params.use_fast_accum),
         finite_scale_a,
         extras,
-        finite_scale_b,
+        draw.finite_scale_b,
         None
         if activation is None
         else place_a(_move(activation.reshape(m, k), device), operand_layout).view(*(activation.shape)),

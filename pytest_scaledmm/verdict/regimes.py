@@ -78,6 +78,15 @@ def _expand(grid: torch.Tensor, block: tuple, whole: object, rows: int, cols: in
     return grid.repeat_interleave(max(rb, 1), dim=0)[:rows].repeat_interleave(max(cb, 1), dim=1)[:, :cols]
 
 
+def _last_of_each(indices: torch.Tensor) -> torch.Tensor:
+    """The positions in `indices` of each distinct value's last occurrence."""
+    import torch  # noqa: PLC0415  lazy: torch-free collection
+
+    distinct, inverse = torch.unique(indices, return_inverse=True)
+    positions = torch.arange(len(indices))
+    return torch.zeros(len(distinct), dtype=torch.long).scatter_reduce(0, inverse, positions, reduce="amax")
+
+
 def quantise(
     x: torch.Tensor, dtype_name: str, block: tuple, whole: object, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -104,7 +113,10 @@ def quantise(
         subnormal = torch.finfo(dtype).smallest_normal / 2
         picks = torch.randint(0, q.numel(), (max(1, q.numel() // 64),), generator=generator)
         signs = torch.randint(0, 2, picks.shape, generator=generator).double() * 2 - 1
-        q.view(-1)[picks] = subnormal * signs
+        # An element picked twice takes its last draw, as one thread writes them: a parallel
+        # write of repeated indices keeps any, and the tensors would differ by thread count.
+        last = _last_of_each(picks)
+        q.view(-1)[picks[last]] = subnormal * signs[last]
     return q.to(torch.float32).to(dtype), grid
 
 
