@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+from case_factory import case_params
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm import cli
@@ -225,10 +226,7 @@ def test_each_call_gets_copies_laid_out_as_the_inputs(layout):
     is a change too, named as such."""
     import torch
 
-    from pytest_scaledmm.matrix.spec import AXIS_DEFAULTS
-
-    params = {axis: values[0] for axis, values in AXIS_DEFAULTS.items()}
-    params.update(
+    params = case_params(
         scale_a="rowwise", scale_b="rowwise", scale_layout=layout, activation_rank=3, bias=True, m=6, k=32, n=16
     )
     inputs = make_inputs(params, 7, "cpu")

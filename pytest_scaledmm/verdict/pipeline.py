@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from .case_axes import case_record
+from .case_axes import CaseParams, case_record
 from .classify import classify, crash_outcome, problem_of
 from .draw import make_inputs, second_call_seed
 from .kernel_choice import kernel_choice, output_code
@@ -733,11 +733,49 @@ def eager_compile_check(
     eager_plan = SidePlan(device, second_call, second_inputs, other_m=eager_other_m)
     eager = run_side("eager", EagerCall(fn), pristine, log, eager_plan)
     timing: dict = {"eager_s": eager.first_s, **{f"eager_{key}": value for key, value in eager.timing.items()}}
+    compiled = _compiled_stage(fn, settings, runner, pristine, log, device, second_call, second_inputs, other_shapes)
+    timing.update(compiled.timing)
 
+    eager_out = eager.outs[0] if eager.outs else None
+    if log.exits:
+        crashed = crash_outcome(log.exits, eager.error, compiled.run.error, timing)
+        return Sides(crashed, eager_out, compiled.run.outs, timing)
+    if log.unreadable:
+        raise log.unreadable[0]
+    result = _judged(check, eager, compiled, log, device, timing, kernel, params)
+    return Sides(result, eager_out, compiled.run.outs, timing)
+
+
+@dataclass
+class CompiledStage:
+    """The compiled side's calls and what its build recorded."""
+
+    run: SideRun
+    built: CompiledSide
+    marked: str | None  # the dim a dynamic-M runner marks (runners.marks_m)
+    inductor: bool
+    codes: list  # Inductor's output code (kernel_choice reads it)
+    cache_counts: dict | None  # FX graph cache hits and misses of this side
+    timing: dict
+
+
+def _compiled_stage(
+    fn: Callable,
+    settings: Mapping[str, Any],
+    runner: str,
+    pristine: PristineInputs,
+    log: CallLog,
+    device: str,
+    second_call: OtherShape | None,
+    second_inputs: PristineInputs | None,
+    other_shapes: Sequence[OtherShape],
+) -> CompiledStage:
+    """Build the compiled side with its runner and make its calls (SidePlan: twice, the serving
+    loop, the other shapes of a dynamic-M mode), Inductor's output code captured."""
     # A fresh Dynamo state per case: no recompile limit, no guards from earlier cases.
     torch._dynamo.reset()
     how = runner_named(runner)
-    compiled_side = how.build(fn, settings)
+    built = how.build(fn, settings)
     marked = how.marks_m
     plan = SidePlan(
         device,
@@ -746,7 +784,7 @@ def eager_compile_check(
         held=holds_outputs(settings),
         repeat=True,
         other_shapes=other_shapes,
-        dims=varying_dims(args, other_shapes[0].args) if marked and other_shapes else [],
+        dims=varying_dims(pristine.args, other_shapes[0].args) if marked and other_shapes else [],
         marked=marked,
         recheck_first=True,
     )
@@ -754,40 +792,51 @@ def eager_compile_check(
     capture: contextlib.AbstractContextManager = output_code() if inductor else contextlib.nullcontext([])
     cache_before = fx_graph_cache_counts() if inductor else None
     with capture as codes:
-        compiled = run_side("compiled", compiled_side, pristine, log, plan)
+        run = run_side("compiled", built, pristine, log, plan)
     cache_counts = _counts_since(cache_before, fx_graph_cache_counts()) if inductor else None
-    if compiled.first_returned:
-        timing["compile_s"] = compiled.first_s
-    timing.update(compiled.timing)
-    timing.update(compiled_side.timing)
-    codes = list(codes) + list(compiled_side.codes)
-    compiled_side.close()
+    timing: dict = {"compile_s": run.first_s} if run.first_returned else {}
+    timing.update(run.timing)
+    timing.update(built.timing)
+    codes = list(codes) + list(built.codes)
+    built.close()
+    return CompiledStage(run, built, marked, inductor, codes, cache_counts, timing)
 
-    eager_out = eager.outs[0] if eager.outs else None
-    if log.exits:
-        return Sides(crash_outcome(log.exits, eager.error, compiled.error, timing), eager_out, compiled.outs, timing)
-    if log.unreadable:
-        raise log.unreadable[0]
+
+def _judged(
+    check: SideChecker,
+    eager: SideRun,
+    compiled: CompiledStage,
+    log: CallLog,
+    device: str,
+    timing: dict,
+    kernel: Support | DeclaredKernel | None,
+    params: CaseParams | None,
+) -> Outcome:
+    """Both sides checked against the reference (timed) and classified, with what the calls
+    observed: changed inputs, the graphs compiled, cache hits, the kernel Inductor chose."""
     start = time.perf_counter()
-    eager_check, compiled_check = guarded(check, eager.error is None, eager_out, compiled.outs, device)
+    eager_out = eager.outs[0] if eager.outs else None
+    eager_check, compiled_check = guarded(check, eager.error is None, eager_out, compiled.run.outs, device)
     # The float64 reference and both comparisons (the serving loop's were timed with its side).
     timing["check_s"] = time.perf_counter() - start
-    eager_check, compiled_check = _worse(eager_check, eager.later), _worse(compiled_check, compiled.later)
-    result = classify(eager.error, compiled.error, compiled_side.calls, eager_check, compiled_check, kernel, params)
+    eager_check, compiled_check = _worse(eager_check, eager.later), _worse(compiled_check, compiled.run.later)
+    built = compiled.built
+    result = classify(eager.error, compiled.run.error, built.calls, eager_check, compiled_check, kernel, params)
     if any(log.changed.values()):
         result = changed_inputs_outcome(log.changed, result)
     result.timing = {k: round(v, 6) for k, v in timing.items()}
-    result.eager_error, result.compiled_error = eager.error, compiled.error
+    result.eager_error, result.compiled_error = eager.error, compiled.run.error
     result.errors = {"eager": eager_check, "compiled": compiled_check}
-    result.observations.compiled_graphs = compiled_side.graphs
-    if cache_counts:
-        result.observations.compile_cache = cache_counts
-    result.observations.compiled_graph_calls = compiled_side.calls
+    observed = result.observations
+    observed.compiled_graphs = built.graphs
+    if compiled.cache_counts:
+        observed.compile_cache = compiled.cache_counts
+    observed.compiled_graph_calls = built.calls
     if log.not_checked:
-        result.observations.not_checked = list(log.not_checked)
-    if inductor and (codes or compiled_side.graphs):
-        result.observations.kernel_choice = kernel_choice(codes)
-    if marked:
-        result.observations.dynamic_m = {"marked": marked, "frames": compiled_side.graphs, "shapes": compiled.shapes}
-        result = dynamic_m_outcome(result, marked, compiled_side.graphs, compiled.shapes)
-    return Sides(result, eager_out, compiled.outs, timing)
+        observed.not_checked = list(log.not_checked)
+    if compiled.inductor and (compiled.codes or built.graphs):
+        observed.kernel_choice = kernel_choice(compiled.codes)
+    if compiled.marked:
+        observed.dynamic_m = {"marked": compiled.marked, "frames": built.graphs, "shapes": compiled.run.shapes}
+        result = dynamic_m_outcome(result, compiled.marked, built.graphs, compiled.run.shapes)
+    return result
