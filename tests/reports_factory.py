@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+from case_factory import case_params
+
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.reports.report import build_report, ids_sha256
 
@@ -25,22 +27,14 @@ def environment(torch="2.13.0+cpu", arch="cpu", tox_env=None, **extra):
     }
 
 
+# A recorded case's params: no bias or use_fast_accum key, the key set these records have always had.
+CASE_PARAMS = case_params(scale_b="tensor_1d", mode="inductor", without=("bias", "use_fast_accum"))
+
+
 def case(cid, outcome, signature=None, **params):
-    base = {
-        "kernel": "aten_scaled_mm",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "scale_a": "tensor_0d",
-        "scale_b": "tensor_1d",
-        "mode": "inductor",
-        "out_dtype": "bf16",
-        "m": 16,
-        "k": 32,
-        "n": 16,
-    }
     record = {
         "id": cid,
-        "params": {**base, **params},
+        "params": {**CASE_PARAMS, **params},
         "outcome": outcome,
         "signature": signature,
         "layer": None,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from case_factory import case_params
 from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text
@@ -87,24 +88,7 @@ def test_a_dynamic_activation_kernel_is_held_to_a_sound_bound_and_its_whole_tens
 
 
 def test_the_activation_of_a_dynamic_case_is_exact_and_the_reference_is_of_it():
-    params = dict(
-        kernel="k",
-        scale_a="rowwise",
-        scale_b="rowwise",
-        dtype_a="e4m3fn",
-        dtype_b="e4m3fn",
-        out_dtype="bf16",
-        bias=False,
-        use_fast_accum=False,
-        mode="eager",
-        scale_layout="contiguous",
-        activation_rank=2,
-        special_scale="none",
-        m=8,
-        k=64,
-        n=16,
-        activation="dynamic",
-    )
+    params = case_params(kernel="k", scale_a="rowwise", scale_b="rowwise", m=8, k=64, activation="dynamic")
     inputs = make_inputs(params, 3, "cpu")
     exact = inputs.a.double() * inputs.scale_a.double()
     assert torch.equal(inputs.activation.double(), exact)
@@ -279,7 +263,7 @@ def test_pair_rules_and_scale_layouts_declare_what_a_wrapper_takes():
 
     spec = parse_spec(Path("matrix.yaml"), matrix_text(entries))
     (declared,) = spec.kernels
-    base = {"scale_a": "rowwise", "scale_b": "rowwise", "out_dtype": "bf16", "bias": False, "m": 4, "k": 32, "n": 16}
+    base = case_params(scale_a="rowwise", scale_b="rowwise", m=4)
     assert declared_breaks(declared, base) == []
     assert [key for key, _ in declared_breaks(declared, {**base, "out_dtype": "fp32", "bias": True})] == [
         "pair_rules",

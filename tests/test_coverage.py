@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from case_factory import case_params
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.matrix.cases import (
@@ -240,22 +241,18 @@ def test_model_agrees_with_this_torch_on_the_cpu(cpu_fp8_mm):
     disagree = []
     for _ in range(300):
         name = rng.choice(["aten_scaled_mm", "scaled_mm_v2"])
-        params = {
-            "kernel": name,
-            "scale_a": rng.choice(["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"]),
-            "scale_b": rng.choice(["tensor_0d", "tensor_1x1", "rowwise", "blockwise"]),
-            "dtype_a": "e4m3fn",
-            "dtype_b": rng.choice(["e4m3fn", "e5m2"]),
-            "out_dtype": rng.choice(["bf16", "fp32"]),
-            "bias": rng.random() < 0.3,
-            "use_fast_accum": False,
-            "activation_rank": 2,
-            "special_scale": "none",
-            "scale_layout": rng.choice(["contiguous", "noncontiguous", "offset", "expanded"]),
-            "m": rng.choice([1, 7, 17, 64]),
-            "k": rng.choice([24, 64, 128, 160]),
-            "n": rng.choice([40, 64, 128]),
-        }
+        params = case_params(  # keyword arguments are evaluated in order: the same draws as ever
+            kernel=name,
+            scale_a=rng.choice(["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"]),
+            scale_b=rng.choice(["tensor_0d", "tensor_1x1", "rowwise", "blockwise"]),
+            dtype_b=rng.choice(["e4m3fn", "e5m2"]),
+            out_dtype=rng.choice(["bf16", "fp32"]),
+            bias=rng.random() < 0.3,
+            scale_layout=rng.choice(["contiguous", "noncontiguous", "offset", "expanded"]),
+            m=rng.choice([1, 7, 17, 64]),
+            k=rng.choice([24, 64, 128, 160]),
+            n=rng.choice([40, 64, 128]),
+        )
         if (
             name == "scaled_mm_v2"
             and BUILTIN_IMPLS[name]
@@ -400,17 +397,7 @@ def test_declared_pairs_and_dtype_rules_make_refusals_unsupported():
     spec = parse_spec(Path("matrix.yaml"), matrix_text([kernel]))
     declared = spec.kernels[0]
     assert declared.scale_pairs == (("tensor_0d", "tensor_0d"),) and declared.bias_out_dtypes == ()
-    params = {
-        "scale_a": "tensor_0d",
-        "scale_b": "tensor_1d",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "out_dtype": "fp16",
-        "bias": True,
-        "m": 4,
-        "k": 32,
-        "n": 16,
-    }
+    params = case_params(scale_b="tensor_1d", out_dtype="fp16", bias=True, m=4)
     assert [key for key, _ in declared_breaks(declared, params)] == [
         "scale_pairs",
         "dtype_pairs",

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from case_factory import case_params
 
 from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
@@ -25,20 +26,11 @@ needs_v2 = pytest.mark.skipif(not HAS_V2, reason=f"torch {torch.__version__} has
 needs_micro = pytest.mark.skipif(not HAS_MICRO, reason=f"torch {torch.__version__} has no fp4 / e8m0 dtypes")
 
 
+BASE = case_params(kernel="scaled_mm_v2", m=128, k=256, n=128)
+
+
 def _params(**overrides):
-    base = {
-        "kernel": "scaled_mm_v2",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "out_dtype": "bf16",
-        "mode": "eager",
-        "scale_a": "tensor_0d",
-        "scale_b": "tensor_0d",
-        "m": 128,
-        "k": 256,
-        "n": 128,
-    }
-    return {**base, **overrides}
+    return {**BASE, **overrides}
 
 
 def _dequantised(params, a, b, scale_a, scale_b):
@@ -438,22 +430,17 @@ def test_input_facts_of_packed_fp4_operands_for_repro_scripts():
     from pytest_scaledmm.verdict.draw import make_inputs
     from pytest_scaledmm.verdict.facts import input_facts
 
-    params = {
-        "kernel": "scaled_mm_v2",
-        "scale_a": "nvfp4",
-        "scale_b": "nvfp4",
-        "dtype_a": "fp4e2m1",
-        "dtype_b": "fp4e2m1",
-        "out_dtype": "bf16",
-        "bias": False,
-        "use_fast_accum": False,
-        "m": 64,
-        "k": 128,
-        "n": 128,
-        "mode": "aot_eager",
-        "scale_layout": "contiguous",
-        "activation_rank": 2,
-    }
+    params = case_params(
+        kernel="scaled_mm_v2",
+        scale_a="nvfp4",
+        scale_b="nvfp4",
+        dtype_a="fp4e2m1",
+        dtype_b="fp4e2m1",
+        m=64,
+        k=128,
+        n=128,
+        mode="aot_eager",
+    )
     first, again = (input_facts(make_inputs(params, 7, "cpu")) for _ in range(2))
     assert first == again
     assert first["a"]["dtype"] == "float4_e2m1fn_x2" and first["a"]["shape"] == [64, 64]

@@ -3,6 +3,7 @@ per-group float64 reference against hand-computed examples, and a matrix run on 
 
 import pytest
 import torch
+from case_factory import case_record
 
 from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
@@ -16,26 +17,18 @@ F8 = torch.float8_e4m3fn
 
 
 def params(layout, sizes="even", groups=2, m=16, k=32, n=16):
-    return {
-        "kernel": "scaled_grouped_mm",
-        "scale_a": "rowwise",
-        "scale_b": "rowwise",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "out_dtype": "bf16",
-        "bias": False,
-        "use_fast_accum": False,
-        "mode": "aot_eager",
-        "scale_layout": "contiguous",
-        "activation_rank": 2,
-        "special_scale": "none",
-        "group_layout": layout,
-        "group_sizes": sizes,
-        "groups": groups,
-        "m": m,
-        "k": k,
-        "n": n,
-    }
+    return case_record(
+        kernel="scaled_grouped_mm",
+        scale_a="rowwise",
+        scale_b="rowwise",
+        mode="aot_eager",
+        group_layout=layout,
+        group_sizes=sizes,
+        groups=groups,
+        m=m,
+        k=k,
+        n=n,
+    )
 
 
 # -- group sizes, offsets and shapes ----------------------------------------------------------------

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from case_factory import case_params
 from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text, planted
@@ -15,20 +16,7 @@ from pytest_scaledmm.matrix.case_params import make_case
 from pytest_scaledmm.verdict import outcome as oc
 from pytest_scaledmm.verdict.outcome import ErrorInfo
 
-PARAMS = {
-    "kernel": "correct",
-    "scale_a": "tensor_0d",
-    "scale_b": "tensor_1d",
-    "dtype_a": "e4m3fn",
-    "dtype_b": "e4m3fn",
-    "out_dtype": "bf16",
-    "bias": False,
-    "use_fast_accum": False,
-    "mode": "aot_eager",
-    "m": 4,
-    "k": 32,
-    "n": 16,
-}
+PARAMS = case_params(kernel="correct", scale_b="tensor_1d", mode="aot_eager", m=4)
 
 
 def by_kernel(results) -> dict:
@@ -102,15 +90,7 @@ def test_case_outside_declared_scale_forms_is_unsupported():
     from pytest_scaledmm.verdict.refusals import outside_declared_support
 
     kernel = KernelSpec("k", "fp8", scale_forms=("tensor_0d",), min_m=2, k_multiple=16)
-    params = {
-        "scale_a": "rowwise",
-        "scale_b": "tensor_0d",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "m": 4,
-        "k": 32,
-        "n": 16,
-    }
+    params = case_params(scale_a="rowwise", m=4)
     assert "scale_a rowwise" in outside_declared_support(kernel, params)
     assert outside_declared_support(kernel, {**params, "scale_a": "tensor_0d"}) is None
     assert "k_multiple: 16" in outside_declared_support(kernel, {**params, "scale_a": "tensor_0d", "k": 24})
@@ -403,7 +383,7 @@ def test_serve_answers_a_harness_failure_with_an_outcome(monkeypatch):
         raise ZeroDivisionError("harness bug")
 
     monkeypatch.setattr(run, "run_case", broken)
-    answer = isolate._serve(("case", "some-case", {"kernel": "k"}, None), None)
+    answer = isolate._serve(("case", "some-case", case_params(kernel="k"), None), None)
     assert answer["outcome"] == oc.HARNESS_ERROR
     assert "ZeroDivisionError: harness bug" in answer["signature"] and "Traceback" in answer["detail"]
     result = isolate.InProcessRunner(None).run(make_case(PARAMS))

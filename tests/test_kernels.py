@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from case_factory import case_params
 from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text, synthetic
@@ -56,27 +57,16 @@ def test_zero_dim_scale_layouts():
 
 @pytest.mark.parametrize("m,shape", [(4, (2, 2, 16)), (5, (1, 5, 16)), (1, (1, 1, 16))])
 def test_three_d_activation_rule(m, shape):
-    params = {"m": m, "k": 32, "n": 16, "activation_rank": 3}
+    params = case_params(m=m, k=32, n=16, activation_rank=3)
     assert expected_shape(params) == shape
     assert expected_shape({**params, "activation_rank": 2}) == (m, 16)
 
 
+BASE = case_params(kernel="correct", scale_a="rowwise", scale_b="tensor_1d", mode="aot_eager", m=4)
+
+
 def _params(**overrides):
-    base = {
-        "kernel": "correct",
-        "scale_a": "rowwise",
-        "scale_b": "tensor_1d",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "out_dtype": "bf16",
-        "bias": False,
-        "use_fast_accum": False,
-        "mode": "aot_eager",
-        "m": 4,
-        "k": 32,
-        "n": 16,
-    }
-    return {**base, **overrides}
+    return {**BASE, **overrides}
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from case_factory import case_params, case_record
 from direct_run import run_matrix
 
 from matrices import BASE_AXES as SYNTHETIC_BASE
@@ -101,18 +102,7 @@ def test_bound_by_hand():
 def test_bound_grows_like_sqrt_k_not_k():
     """The old term K * u * (|A|@|B|) grew past the result; the new one, relative to |value|,
     grows like sqrt(K) * u * (energy / |value|): for K = 16384 fp32 sums it stays below 1e-4."""
-    params = {
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "scale_a": "tensor_0d",
-        "scale_b": "tensor_0d",
-        "out_dtype": "fp32",
-        "bias": False,
-        "use_fast_accum": True,
-        "m": 8,
-        "k": 16384,
-        "n": 16,
-    }
+    params = case_params(out_dtype="fp32", use_fast_accum=True, m=8, k=16384)
     ref = reference_module.reference(params, draw.make_inputs(params, 1, "cpu"))
     assert ref.bound["min_tol_rel"] < 1e-4 and ref.bound["accumulator"] == "fp32"
     assert (ref.tolerance < 0.01 * ref.value.abs().max()).all()
@@ -131,18 +121,7 @@ def test_bound_grows_like_sqrt_k_not_k():
 def test_uniform_one_percent_is_outside_the_bound(family, out, worst, k):
     """For fp32 sums and for fp8 tensor cores without fast accumulation (the H200 constants), a
     kernel returning 1.01 x the answer, rounded to the out dtype, is caught at every K."""
-    params = {
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "scale_a": "tensor_0d",
-        "scale_b": "tensor_0d",
-        "out_dtype": out,
-        "bias": False,
-        "use_fast_accum": False,
-        "m": 4,
-        "k": k,
-        "n": 16,
-    }
+    params = case_params(out_dtype=out, m=4, k=k)
     inputs = draw.make_inputs(params, k, "cpu")
     terms = reference_module.bound_terms(*reference_module.dequantised(params, inputs))
     dtype = draw.torch_dtype(out)
@@ -154,13 +133,14 @@ def test_uniform_one_percent_is_outside_the_bound(family, out, worst, k):
 
 
 def test_accumulator_families():
-    fp8 = {"dtype_a": "e4m3fn", "dtype_b": "e5m2"}
-    assert reference_module.accumulator({**fp8, "use_fast_accum": True}, "cpu") == "fp32"
-    assert reference_module.accumulator({**fp8, "use_fast_accum": False}, "cuda") == "fp8-tensor-core"
-    assert reference_module.accumulator({**fp8, "use_fast_accum": True}, "cuda") == "fp8-tensor-core-fast"
-    assert (
-        reference_module.accumulator({"dtype_a": "int8", "dtype_b": "int8", "use_fast_accum": True}, "cuda") == "fp32"
-    )
+    def fp8(fast):
+        return case_record(dtype_a="e4m3fn", dtype_b="e5m2", use_fast_accum=fast)
+
+    assert reference_module.accumulator(fp8(True), "cpu") == "fp32"
+    assert reference_module.accumulator(fp8(False), "cuda") == "fp8-tensor-core"
+    assert reference_module.accumulator(fp8(True), "cuda") == "fp8-tensor-core-fast"
+    int8 = case_record(kernel="int8_w8a8", dtype_a="int8", dtype_b="int8", use_fast_accum=True)
+    assert reference_module.accumulator(int8, "cuda") == "fp32"
 
 
 # -- special values ----------------------------------------------------------------------------
@@ -197,21 +177,15 @@ def test_saturation_by_hand():
 
 
 def _special_params(special, scale_a="rowwise", bias=True):
-    return {
-        "kernel": "correct",
-        "scale_a": scale_a,
-        "scale_b": "tensor_1d",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "out_dtype": "bf16",
-        "bias": bias,
-        "use_fast_accum": False,
-        "mode": "aot_eager",
-        "m": 4,
-        "k": 32,
-        "n": 16,
-        "special_scale": special,
-    }
+    return case_params(
+        kernel="correct",
+        scale_a=scale_a,
+        scale_b="tensor_1d",
+        bias=bias,
+        mode="aot_eager",
+        m=4,
+        special_scale=special,
+    )
 
 
 @pytest.mark.parametrize("special", ["zero", "negative"])
@@ -271,9 +245,8 @@ def test_calibrated_constants_pass_every_recorded_case_with_margin(name):
         and doc["constants_at_measurement"]["c_out"] == reference_module.C_OUT
     )
     for r in records:
-        family = reference_module.accumulator(
-            {"dtype_a": r["dtype_a"], "dtype_b": r["dtype_b"], "use_fast_accum": r["fast_accum"]}, doc["device_type"]
-        )
+        case = case_record(dtype_a=r["dtype_a"], dtype_b=r["dtype_b"], use_fast_accum=r["fast_accum"])
+        family = reference_module.accumulator(case, doc["device_type"])
         acc = reference_module.ACCUMULATORS[family]
         have = acc["c_acc"] * acc["u_acc"] * math.sqrt(min(r["k"], acc["promote_every"]))
         assert r["need_e"] * 2 <= have, (r, family)

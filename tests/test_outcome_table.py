@@ -5,6 +5,7 @@ import dataclasses
 import json
 
 import pytest
+from case_factory import case_params
 from reports_factory import report, write
 
 from pytest_scaledmm.matrix.case_params import make_case
@@ -25,24 +26,8 @@ def curious_class(monkeypatch):
 
 
 def _record(outcome, signature, **params):
-    case = make_case(
-        {
-            "kernel": "aten_scaled_mm",
-            "scale_a": "tensor_0d",
-            "scale_b": "tensor_0d",
-            "dtype_a": "e4m3fn",
-            "dtype_b": "e4m3fn",
-            "out_dtype": "bf16",
-            "bias": False,
-            "use_fast_accum": False,
-            "mode": "eager",
-            "m": 16,
-            "k": 32,
-            "n": 16,
-            **params,
-        }
-    )
-    return {"id": case.id, "params": case.params, "outcome": outcome, "signature": signature, "layer": "compiled"}
+    case = make_case(case_params(**params))
+    return {"id": case.id, "params": case.to_json(), "outcome": outcome, "signature": signature, "layer": "compiled"}
 
 
 def test_an_informational_class_added_as_a_row_is_listed_apart_in_the_summary(curious_class):

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from case_factory import case_params
 
 from pytest_scaledmm.verdict import reference as reference_module
 from pytest_scaledmm.verdict.draw import expected_shape, make_inputs
@@ -18,20 +19,13 @@ TESTS = Path(__file__).resolve().parent
 sys.path.insert(0, str(TESTS))
 import planted_production_kernels as planted  # noqa: E402
 
-BASE = dict(
-    kernel="aten_scaled_mm",
+BASE = case_params(
     scale_a="rowwise",
     scale_b="rowwise",
-    dtype_a="e4m3fn",
-    dtype_b="e4m3fn",
     out_dtype="fp32",
-    bias=False,
-    use_fast_accum=False,
-    mode="eager",
     scale_layout="contiguous",
     activation_rank=2,
     special_scale="none",
-    m=16,
     k=256,
     n=32,
     purpose="valid",

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from case_factory import case_params
 
 from matrices import SYNTHETIC_YAML
 from pytest_scaledmm import cli
@@ -113,30 +114,24 @@ def test_repro_scripts_reproduce_in_a_fresh_process_and_pass_once_fixed(matrix_p
 @pytest.mark.parametrize(
     "params",
     [
-        {
-            "kernel": "fp8_linear",
-            "scale_a": "tensor_0d",
-            "scale_b": "tensor_1d",
-            "scale_layout": "noncontiguous",
-            "activation_rank": 3,
-            "m": 6,
-            "k": 32,
-            "n": 16,
-            "mode": "aot_eager",
-        },
-        {
-            "kernel": "int8_w8a8",
-            "dtype_a": "int8",
-            "dtype_b": "int8",
-            "scale_a": "rowwise",
-            "scale_b": "rowwise",
-            "bias": True,
-            "special_scale": "negative",
-            "m": 3,
-            "k": 32,
-            "n": 16,
-            "mode": "eager",
-        },
+        case_params(
+            kernel="fp8_linear",
+            scale_b="tensor_1d",
+            scale_layout="noncontiguous",
+            activation_rank=3,
+            m=6,
+            mode="aot_eager",
+        ),
+        case_params(
+            kernel="int8_w8a8",
+            dtype_a="int8",
+            dtype_b="int8",
+            scale_a="rowwise",
+            scale_b="rowwise",
+            bias=True,
+            special_scale="negative",
+            m=3,
+        ),
     ],
     ids=["fp8_linear", "int8_w8a8"],
 )
@@ -177,22 +172,7 @@ def test_a_script_name_is_a_short_hash_of_the_signature():
 
 
 def test_repro_header_has_no_docstring_breakers(tmp_path):
-    case = make_case(
-        {
-            "kernel": "aten_scaled_mm",
-            "scale_a": "tensor_0d",
-            "scale_b": "tensor_0d",
-            "dtype_a": "e4m3fn",
-            "dtype_b": "e4m3fn",
-            "out_dtype": "bf16",
-            "bias": False,
-            "use_fast_accum": False,
-            "mode": "eager",
-            "m": 16,
-            "k": 32,
-            "n": 16,
-        }
-    )
+    case = make_case(case_params())
     record = {
         "id": case.id,
         "params": case.params,
@@ -295,22 +275,7 @@ def test_a_script_embeds_the_verdict_modules_verbatim_and_no_verdict_of_its_own(
 
     from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 
-    case = make_case(
-        {
-            "kernel": "aten_scaled_mm",
-            "scale_a": "tensor_0d",
-            "scale_b": "tensor_0d",
-            "dtype_a": "e4m3fn",
-            "dtype_b": "e4m3fn",
-            "out_dtype": "bf16",
-            "bias": False,
-            "use_fast_accum": False,
-            "mode": "eager",
-            "m": 16,
-            "k": 32,
-            "n": 16,
-        }
-    )
+    case = make_case(case_params())
     record = {"id": case.id, "params": case.params, "outcome": "MISMATCH", "signature": "x", "layer": "compiled"}
     code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
     text = repro.write_script(tmp_path, record, {}, 1, code, 10.0).read_text()

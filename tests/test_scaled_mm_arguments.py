@@ -3,6 +3,7 @@ scales of 3-D activations that arrive keepdim ([B, T, 1])."""
 
 import pytest
 import torch
+from case_factory import case_params
 
 from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
@@ -16,25 +17,11 @@ from pytest_scaledmm.verdict.reference import compare, reference
 F8 = torch.float8_e4m3fn
 
 
+BASE = case_params(out_dtype="e4m3fn", mode="aot_eager")
+
+
 def params(**changes):
-    base = {
-        "kernel": "aten_scaled_mm",
-        "scale_a": "tensor_0d",
-        "scale_b": "tensor_0d",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "out_dtype": "e4m3fn",
-        "bias": False,
-        "use_fast_accum": False,
-        "mode": "aot_eager",
-        "scale_layout": "contiguous",
-        "activation_rank": 2,
-        "special_scale": "none",
-        "m": 16,
-        "k": 32,
-        "n": 16,
-    }
-    return {**base, **changes}
+    return {**BASE, **changes}
 
 
 # -- scale_result ---------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from case_factory import case_params
 from reports_factory import case, report, write
 
 from matrices import IN_PROCESS, matrix_text, planted
@@ -43,17 +44,7 @@ def boundary_matrix(project, kernels, forms):
     import yaml
 
     entries = [
-        {
-            "params": {
-                "kernel": name,
-                "scale_a": "tensor_0d",
-                "scale_b": form,
-                "mode": "aot_eager",
-                "m": 4,
-                "k": 32,
-                "n": 16,
-            }
-        }
+        {"params": case_params(kernel=name, scale_b=form, mode="aot_eager", m=4)}
         for name, chosen in forms.items()
         for form in chosen
     ]
@@ -112,7 +103,7 @@ LOWERING = ErrorInfo(
 )
 RIGHT = {"ok": True, "ratio": 0.1, "max_abs": 0.0}
 WRONG = {"ok": False, "ratio": 40.0, "max_abs": 3.0}
-PARAMS = {"kernel": "aten_scaled_mm", "scale_a": "tensor_0d", "scale_b": "rowwise", "m": 4, "k": 24, "n": 16}
+PARAMS = case_params(scale_b="rowwise", m=4, k=24)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@ quantized path is at fault, and which knobs make it pass."""
 
 import os
 
+from case_factory import case_params
+
 from pytest_scaledmm.execution import triage
 from pytest_scaledmm.matrix.case_params import Case
 from pytest_scaledmm.verdict.outcome import Outcome
@@ -42,10 +44,7 @@ def test_triage_names_the_layer_and_the_workaround_once_per_signature(matrix_pro
 
 
 def test_the_ladder_for_an_inductor_case():
-    case = Case(
-        "x",
-        {"kernel": "k", "mode": "max-autotune", "scale_a": "tensor_0d", "scale_b": "rowwise", "m": 1, "k": 16, "n": 16},
-    )
+    case = Case("x", case_params(kernel="k", mode="max-autotune", scale_b="rowwise", m=1, k=16))
     names = [r["name"] for r in triage.rungs_for(case, "cuda:0")]
     assert names == [
         "backend=eager",
@@ -86,19 +85,9 @@ class _Runner:
 
 
 def _failing(case_id: str) -> tuple[Case, Outcome]:
-    params = {
-        "kernel": "aten_scaled_mm",
-        "scale_a": "tensor_0d",
-        "scale_b": "tensor_1d",
-        "dtype_a": "e4m3fn",
-        "dtype_b": "e4m3fn",
-        "out_dtype": "bf16",
-        "mode": "inductor",
-        "m": 16,
-        "k": 32,
-        "n": 16,
-    }
-    return Case(case_id, params), Outcome("COMPILE_ONLY_ERROR", "InductorError: one cause", "inductor")
+    return Case(case_id, case_params(scale_b="tensor_1d", mode="inductor")), Outcome(
+        "COMPILE_ONLY_ERROR", "InductorError: one cause", "inductor"
+    )
 
 
 def test_workers_sharing_a_directory_triage_each_signature_once_in_the_run(tmp_path):

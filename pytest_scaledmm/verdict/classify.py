@@ -165,38 +165,11 @@ def classify(
     the input counts as valid."""
     params = None if given is None else case_record(given)
     if eager_error and compiled_error:
-        if same_refusal(eager_error, compiled_error):
-            return judge(kernel, params, eager_error, compiled_error)
-        boundary = invalid_input(kernel, params)
-        sig = f"eager {signature_of(eager_error)} <> compiled {signature_of(compiled_error)}"
-        return Outcome(
-            BOUNDARY_PARITY if boundary else ERROR_PARITY,
-            sig,
-            compiled_error.layer,
-            "eager and compiled raise different errors"
-            + (" on invalid input" if boundary else "")
-            + (_expected_refusal(params) if boundary else ""),
-            root_cause=cause_of(compiled_error),
-            met=f"eager: {signature_of(eager_error)}",
-        )
+        return _both_raised(eager_error, compiled_error, kernel, params)
     if eager_error:
         return _eager_refused(eager_error, compiled_graph_calls, compiled_check, invalid_input(kernel, params), params)
     if compiled_error:
-        if eager_check is not None and not eager_check["ok"]:
-            # Eager is wrong on its own: that is the first bug, whatever compile then does.
-            return Outcome(
-                MISMATCH,
-                f"MISMATCH: eager {problem_of(eager_check)}",
-                "eager",
-                f"eager: {_off_by(eager_check)}; compiled raised {signature_of(compiled_error)}",
-            )
-        return Outcome(
-            COMPILE_ONLY_ERROR,
-            signature_of(compiled_error),
-            compiled_error.layer,
-            "eager passes, compiled raises",
-            root_cause=cause_of(compiled_error),
-        )
+        return _compiled_raised(compiled_error, eager_check)
     if compiled_graph_calls == 0:
         return Outcome(
             FALLBACK,
@@ -206,6 +179,51 @@ def classify(
         )
     if eager_check is None or compiled_check is None:
         raise ValueError("both sides returned, yet a side was not checked")  # the harness's fault
+    return _both_returned(eager_check, compiled_check)
+
+
+def _both_raised(
+    eager_error: ErrorInfo,
+    compiled_error: ErrorInfo,
+    kernel: Support | DeclaredKernel | None,
+    params: CaseParams | None,
+) -> Outcome:
+    """A refusal alike on both sides (judged: earned or not), else a parity failure."""
+    if same_refusal(eager_error, compiled_error):
+        return judge(kernel, params, eager_error, compiled_error)
+    boundary = invalid_input(kernel, params)
+    sig = f"eager {signature_of(eager_error)} <> compiled {signature_of(compiled_error)}"
+    return Outcome(
+        BOUNDARY_PARITY if boundary else ERROR_PARITY,
+        sig,
+        compiled_error.layer,
+        "eager and compiled raise different errors"
+        + (" on invalid input" if boundary else "")
+        + (_expected_refusal(params) if boundary else ""),
+        root_cause=cause_of(compiled_error),
+        met=f"eager: {signature_of(eager_error)}",
+    )
+
+
+def _compiled_raised(compiled_error: ErrorInfo, eager_check: dict | None) -> Outcome:
+    if eager_check is not None and not eager_check["ok"]:
+        # Eager is wrong on its own: that is the first bug, whatever compile then does.
+        return Outcome(
+            MISMATCH,
+            f"MISMATCH: eager {problem_of(eager_check)}",
+            "eager",
+            f"eager: {_off_by(eager_check)}; compiled raised {signature_of(compiled_error)}",
+        )
+    return Outcome(
+        COMPILE_ONLY_ERROR,
+        signature_of(compiled_error),
+        compiled_error.layer,
+        "eager passes, compiled raises",
+        root_cause=cause_of(compiled_error),
+    )
+
+
+def _both_returned(eager_check: dict, compiled_check: dict) -> Outcome:
     off = [(side, check) for side, check in (("eager", eager_check), ("compiled", compiled_check)) if not check["ok"]]
     if off:
         sides = "+".join(side for side, _ in off)

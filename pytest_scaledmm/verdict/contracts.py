@@ -81,6 +81,37 @@ def activation_args(inputs: CaseInputs, dynamic: bool) -> tuple[Any, ...]:
     return (inputs.activation,) if dynamic else (inputs.a, inputs.scale_a)
 
 
+def _function_call(kernel: Callable[..., Any], inputs: CaseInputs, keywords: dict[str, Any], dynamic: bool) -> CaseCall:
+    """The call contract: the kernel called with the operands, scales and bias (a dynamic one with
+    the high-precision activation in place of a and its scale), the rest by keyword."""
+    extra_names = tuple(inputs.extras)  # offs, scale_result: passed by keyword after bias
+    if dynamic:
+
+        def dynamic_case(
+            x: torch.Tensor,
+            b: torch.Tensor,
+            scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+            bias: torch.Tensor | None,
+            *extra: torch.Tensor,
+        ) -> Any:
+            return kernel(x, b, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
+
+        args = (inputs.activation, inputs.b, inputs.scale_b, inputs.bias, *inputs.extras.values())
+        return CaseCall(dynamic_case, args, ["x", "b", "scale_b", "bias", *extra_names])
+
+    def scaled_mm_case(
+        a: torch.Tensor,
+        b: torch.Tensor,
+        scale_a: torch.Tensor | tuple[torch.Tensor, ...],
+        scale_b: torch.Tensor | tuple[torch.Tensor, ...],
+        bias: torch.Tensor | None,
+        *extra: torch.Tensor,
+    ) -> Any:
+        return kernel(a, b, scale_a, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
+
+    return CaseCall(scaled_mm_case, inputs.args(), ["a", "b", "scale_a", "scale_b", "bias", *extra_names])
+
+
 def case_call(
     kernel: Callable[..., Any],
     inputs: CaseInputs,
@@ -100,33 +131,7 @@ def case_call(
         optional["use_fast_accum"] = fast
     first = ("x",) if dynamic else ("a", "scale_a")
     if contract == "call":
-        keywords = {"out_dtype": out_dtype, **optional_keywords(kernel, optional)}
-        extra_names = tuple(inputs.extras)  # offs, scale_result: passed by keyword after bias
-        if dynamic:
-
-            def dynamic_case(
-                x: torch.Tensor,
-                b: torch.Tensor,
-                scale_b: torch.Tensor | tuple[torch.Tensor, ...],
-                bias: torch.Tensor | None,
-                *extra: torch.Tensor,
-            ) -> Any:
-                return kernel(x, b, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
-
-            args = (inputs.activation, inputs.b, inputs.scale_b, inputs.bias, *inputs.extras.values())
-            return CaseCall(dynamic_case, args, ["x", "b", "scale_b", "bias", *extra_names])
-
-        def scaled_mm_case(
-            a: torch.Tensor,
-            b: torch.Tensor,
-            scale_a: torch.Tensor | tuple[torch.Tensor, ...],
-            scale_b: torch.Tensor | tuple[torch.Tensor, ...],
-            bias: torch.Tensor | None,
-            *extra: torch.Tensor,
-        ) -> Any:
-            return kernel(a, b, scale_a, scale_b, bias=bias, **keywords, **dict(zip(extra_names, extra)))
-
-        return CaseCall(scaled_mm_case, inputs.args(), ["a", "b", "scale_a", "scale_b", "bias", *extra_names])
+        return _function_call(kernel, inputs, {"out_dtype": out_dtype, **optional_keywords(kernel, optional)}, dynamic)
     builder = kernel if contract == "module" else prepare
     if builder is None:
         raise TypeError("a prepare contract without its build step")

@@ -598,83 +598,113 @@ class SideRun:
     shapes: list = field(default_factory=list)  # per other M: its check and seconds
 
 
+@dataclass
+class _InFlight:
+    """The copies the side's current call was given and what they were copied from: a call that
+    raises is compared on those."""
+
+    given: tuple
+    source: PristineInputs
+
+
 def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: CallLog, plan: SidePlan) -> SideRun:
     """One side's calls, each on copies of its own (PristineInputs) compared after the call: the
     first, then what `plan` says. Whatever a call raises is the side's error (log.caught)."""
     run = SideRun()
-    source = pristine
-    given = plan.fresh(pristine)
+    call = _InFlight(plan.fresh(pristine), pristine)
     start = time.perf_counter()
     try:
-        first_raw = built.fn(*given)
+        first_raw = built.fn(*call.given)
         sync(plan.device)
         first = _clone(first_raw)
         run.first_s, run.first_returned = time.perf_counter() - start, True
-        log.compare(given, side, pristine, False)
-        if plan.second is not None and plan.second_inputs is not None:
-            second = plan.second_inputs
-            start = time.perf_counter()
-            run.later = _serving_call(
-                built.fn,
-                given,
-                first_raw,
-                first,
-                second,
-                plan.second,
-                plan.device,
-                log.caught,
-                side,
-                plan.held,
-                lambda copies, raised: log.compare(copies, side, second, raised),
-                plan.fresh,
-                log.not_checked,
-            )
-            del first_raw
-            run.timing["run_s"] = time.perf_counter() - start
-            if plan.recheck_first:
-                log.compare(given, side, pristine, False)
-            run.outs = (first,)
-        elif plan.repeat:
-            given = plan.fresh(pristine)
-            start = time.perf_counter()
-            again = _clone(built.fn(*given))
-            sync(plan.device)
-            run.timing["run_s"] = time.perf_counter() - start
-            log.compare(given, side, pristine, False)
-            run.outs = (first, again)
-        else:
-            run.outs = (first,)
+        log.compare(call.given, side, pristine, False)
+        run.outs = _later_calls(side, built, first_raw, first, call, plan, log, run)
+        if plan.second is not None:
+            del first_raw  # done with after the serving loop; other plans keep it to the end
         if plan.other_m is not None and run.later is None:
-            start = time.perf_counter()
+            began = time.perf_counter()
             run.later = _other_m_call(built.fn, plan.other_m, pristine.names, plan, log, side)
-            run.timing["other_m_s"] = time.perf_counter() - start
+            run.timing["other_m_s"] = time.perf_counter() - began
         for other in plan.other_shapes:
-            source = PristineInputs(other.args, pristine.names)
-            given = plan.fresh(source)
-            start = time.perf_counter()
-            out = _clone(built.fn(*given))
-            sync(plan.device)
-            seconds = time.perf_counter() - start
-            run.timing["other_m_s"] = run.timing.get("other_m_s", 0.0) + seconds
-            log.compare(given, side, source, False)
-            found = guarded(other.check, False, None, (out,), plan.device)[1] or {"ok": False, "problem": "not checked"}
-            run.shapes.append(
-                {
-                    "label": other.label,
-                    "ok": bool(found.get("ok")),
-                    "problem": found.get("problem"),
-                    "ratio": found.get("ratio"),
-                    "run_s": round(seconds, 6),
-                }
-            )
+            call.source = PristineInputs(other.args, pristine.names)
+            call.given = plan.fresh(call.source)
+            run.shapes.append(_other_shape_call(side, built, other, call, plan, log, run))
     except BaseException as exc:
         if not run.first_returned:
             run.first_s = time.perf_counter() - start
         run.error = log.caught(exc, side, built.stage)
         if plan.other_shapes and run.outs is not None:
             run.shapes.append({"label": plan.other_shapes[len(run.shapes)].label, "ok": False, "problem": "raised"})
-        log.compare(given, side, source, True)
+        log.compare(call.given, side, call.source, True)
     return run
+
+
+def _later_calls(
+    side: str,
+    built: CompiledSide,
+    first_raw: Any,
+    first: Any,
+    call: _InFlight,
+    plan: SidePlan,
+    log: CallLog,
+    run: SideRun,
+) -> tuple:
+    """The calls after the first on the same shape: the serving loop's (its failed check in
+    run.later), else the same inputs again when the plan repeats. The outputs to check."""
+    pristine = call.source
+    if plan.second is not None and plan.second_inputs is not None:
+        second = plan.second_inputs
+        start = time.perf_counter()
+        run.later = _serving_call(
+            built.fn,
+            call.given,
+            first_raw,
+            first,
+            second,
+            plan.second,
+            plan.device,
+            log.caught,
+            side,
+            plan.held,
+            lambda copies, raised: log.compare(copies, side, second, raised),
+            plan.fresh,
+            log.not_checked,
+        )
+        run.timing["run_s"] = time.perf_counter() - start
+        if plan.recheck_first:
+            log.compare(call.given, side, pristine, False)
+        return (first,)
+    if plan.repeat:
+        call.given = plan.fresh(pristine)
+        start = time.perf_counter()
+        again = _clone(built.fn(*call.given))
+        sync(plan.device)
+        run.timing["run_s"] = time.perf_counter() - start
+        log.compare(call.given, side, pristine, False)
+        return (first, again)
+    return (first,)
+
+
+def _other_shape_call(
+    side: str, built: CompiledSide, other: OtherShape, call: _InFlight, plan: SidePlan, log: CallLog, run: SideRun
+) -> dict:
+    """One call at another M of a dynamic-M mode, on `call`'s copies, checked against its own
+    reference: its label, whether it was right, and its seconds (also summed in other_m_s)."""
+    start = time.perf_counter()
+    out = _clone(built.fn(*call.given))
+    sync(plan.device)
+    seconds = time.perf_counter() - start
+    run.timing["other_m_s"] = run.timing.get("other_m_s", 0.0) + seconds
+    log.compare(call.given, side, call.source, False)
+    found = guarded(other.check, False, None, (out,), plan.device)[1] or {"ok": False, "problem": "not checked"}
+    return {
+        "label": other.label,
+        "ok": bool(found.get("ok")),
+        "problem": found.get("problem"),
+        "ratio": found.get("ratio"),
+        "run_s": round(seconds, 6),
+    }
 
 
 FX_GRAPH_CACHE_COUNTERS = {"hit": "fxgraph_cache_hit", "miss": "fxgraph_cache_miss", "bypass": "fxgraph_cache_bypass"}

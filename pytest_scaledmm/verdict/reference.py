@@ -165,26 +165,7 @@ def reference(given: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, 
         return _grouped_reference(params, inputs, slack)
     k = params.k
     a, b, bias = dequantised(params, inputs, scale_a)
-    finite_a, finite_b = inputs.finite_scale_a, inputs.finite_scale_b
-    special = params.special_scale != "none"
-    if params.special_operand != "none":
-        # A non-finite operand element: the IEEE value, the tolerance from the finite elements.
-        value = a @ b if bias is None else a @ b + bias
-        finite_a_op, finite_b_op = (torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) for x in (a, b))
-        terms = bound_terms(finite_a_op, finite_b_op, bias)
-        magnitude = torch.where(
-            torch.isfinite(value), torch.maximum(terms["value"].abs(), value.abs()), terms["value"].abs()
-        )
-    elif not special or (finite_a is None and finite_b is None) or scale_a is finite_a:
-        terms = bound_terms(a, b, bias)
-        value = terms["value"]
-        magnitude = value.abs()
-    else:
-        value = a @ b if bias is None else a @ b + bias
-        finite = dequantised(params, inputs, finite_a, finite_b)
-        terms = bound_terms(finite[0], finite[1], bias)
-        magnitude = terms["value"].abs()
-        magnitude = torch.where(torch.isfinite(value), torch.maximum(magnitude, value.abs()), magnitude)
+    value, terms, magnitude = _value_and_terms(params, inputs, scale_a, a, b, bias)
     family = accumulator(params, inputs.a.device.type, calibrated_device(inputs.a.device))
     u_out = OUT_ROUNDOFF[params.out_dtype]
     tiny = torch.finfo(inputs.out_dtype).tiny
@@ -222,6 +203,34 @@ def reference(given: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, 
         "min_tol_rel": float(rel.min()) if rel.numel() else math.inf,
     }
     return Reference(value, tolerance, bound)
+
+
+def _value_and_terms(
+    params: CaseParams, inputs: CaseInputs, scale_a: Any, a: torch.Tensor, b: torch.Tensor, bias: torch.Tensor | None
+) -> tuple[torch.Tensor, dict, torch.Tensor]:
+    """(value, the bound's terms, the |value| the output rounding is taken of): the IEEE value
+    with the case's special values, the terms from the finite elements and scales."""
+    finite_a, finite_b = inputs.finite_scale_a, inputs.finite_scale_b
+    special = params.special_scale != "none"
+    if params.special_operand != "none":
+        # A non-finite operand element: the IEEE value, the tolerance from the finite elements.
+        value = a @ b if bias is None else a @ b + bias
+        finite_a_op, finite_b_op = (torch.nan_to_num(x, nan=0.0, posinf=0.0, neginf=0.0) for x in (a, b))
+        terms = bound_terms(finite_a_op, finite_b_op, bias)
+        magnitude = torch.where(
+            torch.isfinite(value), torch.maximum(terms["value"].abs(), value.abs()), terms["value"].abs()
+        )
+    elif not special or (finite_a is None and finite_b is None) or scale_a is finite_a:
+        terms = bound_terms(a, b, bias)
+        value = terms["value"]
+        magnitude = value.abs()
+    else:
+        value = a @ b if bias is None else a @ b + bias
+        finite = dequantised(params, inputs, finite_a, finite_b)
+        terms = bound_terms(finite[0], finite[1], bias)
+        magnitude = terms["value"].abs()
+        magnitude = torch.where(torch.isfinite(value), torch.maximum(magnitude, value.abs()), magnitude)
+    return value, terms, magnitude
 
 
 def _grouped_reference(params: CaseParams, inputs: CaseInputs, slack: float) -> Reference:
