@@ -148,8 +148,6 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
             request = conn.recv()
         except EOFError:
             return
-        if request[0] == "exit":
-            return
         try:
             conn.send(("ok", _serve(request, ctx)))
         except BaseException:
@@ -445,6 +443,8 @@ class ChildRunner:
         return answer
 
     def close(self) -> None:
+        # At the session's end nothing in the child is left to finish (each compile wrote its
+        # cache entries as it ended): it is ended at once, not after seconds of torch's shutdown.
         self._stop(kill=False)
         shutil.rmtree(self._dir, ignore_errors=True)
 
@@ -534,18 +534,13 @@ class ChildRunner:
         return Death(kind, signature, detail, _layer_from_stack(tail), round(time.monotonic() - start, 3))
 
     def _stop(self, kill: bool) -> None:
+        """End the child and its process group; `kill`: a restart, counted."""
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
         self._ready = self._setup_sent = False
         if proc is None:
             return
         self.restarts += 1 if kill else 0
-        if not kill and proc.is_alive():
-            try:
-                conn.send(("exit", None, None, None))
-                proc.join(10)
-            except (OSError, EOFError, BrokenPipeError):
-                pass
         _end(proc, conn)
 
 
