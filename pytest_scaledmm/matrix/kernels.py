@@ -23,7 +23,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from ..verdict.scale_forms import RECIPE_CODES, SWIZZLE_CODES, recipe_pairs, recipes_of_shape
 from .packs import pack_unavailable
@@ -626,64 +626,84 @@ def resolve_kernels(spec_path, kernels: tuple[KernelSpec, ...]) -> dict[str, Ker
     kernel, the hook and the kernel)."""
     resolved = {}
     for index, kernel in enumerate(kernels):
-        user_code = kernel.user_code
-        if user_code and kernel.name in BUILTIN_IMPLS:
-            # Case ids, baselines and the documented refusals all go by the name: user code
-            # under a built-in's name would be compared and judged as the built-in.
-            where = "pytest_scaledmm_kernels" if kernel.fn is not None else spec_path
-            key = kernel.name if kernel.fn is not None else f"kernels[{index}].name"
-            raise MatrixError(
-                where, key, f"{kernel.name!r} is a built-in kernel's name; give your kernel a name of its own"
-            )
+        _refuse_builtin_name(spec_path, index, kernel)
         if kernel.contract == "module" or kernel.prepare is not None:
-            where, key = _where(spec_path, index, kernel)
-            parts = (
-                {"module": kernel.module}
-                if kernel.contract == "module"
-                else {"prepare": kernel.prepare, "fn": kernel.fn or kernel.impl}
-            )
-            for part, ref in parts.items():
-                part_key = key if kernel.fn is not None else f"{key}.{'impl' if part == 'fn' else part}"
-                try:
-                    loaded = ref if callable(ref) else load_impl(ref)
-                except Exception as exc:
-                    raise MatrixError(where, part_key, f"cannot load {ref!r}: {type(exc).__name__}: {exc}") from None
-                names, required, text = contract_call(kernel, part)
-                problem = signature_problem(loaded, names, required)
-                if problem:
-                    raise MatrixError(
-                        where,
-                        part_key,
-                        f"kernel {kernel.name!r} ({_describe(loaded)}) {problem}; the harness calls {text}",
-                    )
-                if isinstance(ref, str):
-                    _check_base_copy(where, part_key, ref)
-                if part != "prepare":
-                    resolved[kernel.name] = loaded
-            continue
-        if kernel.fn is not None:  # declared through the pytest_scaledmm_kernels hook
-            where, key = "pytest_scaledmm_kernels", kernel.name
-            resolved[kernel.name] = kernel.fn
-        elif kernel.impl is None:
-            where, key = spec_path, f"kernels[{index}]"
-            if kernel.name not in BUILTIN_IMPLS:
-                raise MatrixError(spec_path, key, f"built-in kernel {kernel.name!r} is not available")
-            resolved[kernel.name] = BUILTIN_IMPLS[kernel.name]
+            resolved[kernel.name] = _resolve_weights_once(spec_path, index, kernel)
         else:
-            where, key = spec_path, f"kernels[{index}].impl"
-            try:
-                resolved[kernel.name] = load_impl(kernel.impl)
-            except Exception as exc:  # any import-time failure of user code is reported, not raised
-                raise MatrixError(where, key, f"cannot load {kernel.impl!r}: {type(exc).__name__}: {exc}") from None
-            _check_base_copy(spec_path, key, kernel.impl)
-        names, required, text = contract_call(kernel)
-        problem = signature_problem(resolved[kernel.name], names, required)
-        if problem:
-            fn = resolved[kernel.name]
-            raise MatrixError(
-                where, key, f"kernel {kernel.name!r} ({_describe(fn)}) {problem}; the harness calls {text}"
-            )
+            resolved[kernel.name] = _resolve_call(spec_path, index, kernel)
     return resolved
+
+
+def _refuse_builtin_name(spec_path: Path | str, index: int, kernel: KernelSpec) -> None:
+    """Refuses user code declared under a built-in kernel's name (a usage error)."""
+    if kernel.user_code and kernel.name in BUILTIN_IMPLS:
+        # Case ids, baselines and the documented refusals all go by the name: user code
+        # under a built-in's name would be compared and judged as the built-in.
+        where = "pytest_scaledmm_kernels" if kernel.fn is not None else spec_path
+        key = kernel.name if kernel.fn is not None else f"kernels[{index}].name"
+        raise MatrixError(
+            where, key, f"{kernel.name!r} is a built-in kernel's name; give your kernel a name of its own"
+        )
+
+
+def _resolve_weights_once(spec_path: Path | str, index: int, kernel: KernelSpec) -> KernelFn:
+    """The callable a `module` or `prepare` kernel runs: its module factory, or its apply step
+    once its prepare step is checked; each part loaded and checked in turn."""
+    where, key = _where(spec_path, index, kernel)
+    if kernel.contract == "module":
+        return _resolve_part(where, key, kernel, "module", kernel.module)
+    _resolve_part(where, key, kernel, "prepare", kernel.prepare)
+    return _resolve_part(where, key, kernel, "fn", kernel.fn or kernel.impl)
+
+
+def _resolve_part(where: Path | str, key: str, kernel: KernelSpec, part: str, ref: Any) -> KernelFn:
+    """One part of a weights-once kernel (`ref`: a callable or a `module:qualname`), loaded, its
+    signature checked against how the harness calls that part and its module against the
+    baseline's copy; a usage error at the part's key otherwise."""
+    part_key = key if kernel.fn is not None else f"{key}.{'impl' if part == 'fn' else part}"
+    loaded = _load_reference(where, part_key, ref)
+    _check_call(where, part_key, kernel, loaded, part)
+    if isinstance(ref, str):
+        _check_base_copy(where, part_key, ref)
+    return loaded
+
+
+def _resolve_call(spec_path: Path | str, index: int, kernel: KernelSpec) -> KernelFn:
+    """The callable of a one-function kernel (the hook's fn, a built-in or an `impl`), its
+    signature checked; a usage error at its key otherwise."""
+    where: Path | str
+    fn: KernelFn
+    if kernel.fn is not None:  # declared through the pytest_scaledmm_kernels hook
+        where, key, fn = "pytest_scaledmm_kernels", kernel.name, kernel.fn
+    elif kernel.impl is None:
+        where, key = spec_path, f"kernels[{index}]"
+        if kernel.name not in BUILTIN_IMPLS:
+            raise MatrixError(spec_path, key, f"built-in kernel {kernel.name!r} is not available")
+        fn = BUILTIN_IMPLS[kernel.name]
+    else:
+        where, key = spec_path, f"kernels[{index}].impl"
+        fn = _load_reference(where, key, kernel.impl)
+        _check_base_copy(spec_path, key, kernel.impl)
+    _check_call(where, key, kernel, fn)
+    return fn
+
+
+def _load_reference(where: Path | str, key: str, ref: Any) -> KernelFn:
+    """`ref` itself when callable, else what its `module:qualname` names; a usage error at `key`
+    when it cannot be loaded."""
+    try:
+        return ref if callable(ref) else load_impl(ref)
+    except Exception as exc:  # any import-time failure of user code is reported, not raised
+        raise MatrixError(where, key, f"cannot load {ref!r}: {type(exc).__name__}: {exc}") from None
+
+
+def _check_call(where: Path | str, key: str, kernel: KernelSpec, fn: KernelFn, part: str = "fn") -> None:
+    """Refuses `fn` (a usage error at `key`) when the harness cannot call it as it calls `part`
+    of the kernel (contract_call)."""
+    names, required, text = contract_call(kernel, part)
+    problem = signature_problem(fn, names, required)
+    if problem:
+        raise MatrixError(where, key, f"kernel {kernel.name!r} ({_describe(fn)}) {problem}; the harness calls {text}")
 
 
 def _check_base_copy(spec_path, key: str, reference: str) -> None:

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 import jinja2
 
+from ..records import CaseRecord
 from ..verdict import outcome as oc
 from .causes import all_text
 from .changes import change_of
@@ -31,6 +32,7 @@ from .changes import grouped as group_changes
 from .compare import (
     DEFAULT_GROUP_BY,
     TRANSITION_KINDS,
+    Column,
     Comparison,
     category,
     classify,
@@ -282,66 +284,85 @@ def render_markdown(comparison: Comparison, matrix_path: str | None = None, max_
 
 
 def _heatmap(comparison: Comparison, group_by: Sequence[str], matrix_path: str | None) -> list[dict]:
+    """One row per case group: its label, its size and one cell per environment (_heatmap_cell)."""
     rows = []
     for label, ids in groups(comparison, group_by):
-        cells = []
-        for index, column in enumerate(comparison.columns):
-            records = [comparison.grid[cid][index] for cid in ids]
-            present = [r for r in records if r]
-            counts = Counter(r["outcome"] for r in present)
-            segments = [
-                {"outcome": o, "count": counts[o], "pct": round(100.0 * counts[o] / len(present), 2)}
-                for o in sorted(counts, key=lambda o: (severity(o), o))
-            ]
-            changes: Counter[str] = Counter()
-            cases = []
-            for cid, record in zip(ids, records):
-                if record is None:
-                    continue
-                change = classify(comparison.grid[cid][index - 1], record, column.strict) if index else None
-                if change:
-                    changes[change] += 1
-                cases.append(
-                    {
-                        "id": cid,
-                        "outcome": record["outcome"],
-                        "signature": shown_cause(record.get("signature") or "", (record["outcome"],)),
-                        "root_cause": root_cause_of(record) if record.get("signature") else "",
-                        "layer": record.get("layer") or "",
-                        "detail": record.get("detail") or "",
-                        "change": change or "",
-                        "replay": report_replay(column.matrix, cid, matrix_path, column.environment),
-                        "link": _link_text((record.get("known_failure") or {}).get("link")),
-                        "href": safe_url((record.get("known_failure") or {}).get("link")) or "",
-                    }
-                )
-            # Failing cases first, then by id: the panel opens on what needs looking at.
-            cases.sort(key=lambda c: (severity(c["outcome"]), c["id"]))
-            signatures = Counter(
-                c["root_cause"] for c in cases if c["root_cause"] and category(c["outcome"], column.strict) != "ok"
-            )
-            failing = sum(n for o, n in counts.items() if category(o, column.strict) == "failing")
-            cells.append(
-                {
-                    "worst": worst(counts) if counts else None,
-                    "segments": segments,
-                    "total": len(present),
-                    "failing": failing,
-                    "changes": changes,
-                    "marker": next(
-                        (
-                            k
-                            for k in ("regression", "signature changed", "fix", "capability gained", "capability lost")
-                            if changes.get(k)
-                        ),
-                        "",
-                    ),
-                    "signatures": signatures.most_common(3),
-                    "cases": cases,
-                }
-            )
+        cells = [_heatmap_cell(comparison, ids, index, matrix_path) for index in range(len(comparison.columns))]
         rows.append({"label": label, "size": len(ids), "cells": cells})
     return rows
+
+
+# The change a cell is marked with: the first of these it has.
+_MARKED_CHANGES = ("regression", "signature changed", "fix", "capability gained", "capability lost")
+
+
+def _heatmap_cell(comparison: Comparison, ids: list[str], index: int, matrix_path: str | None) -> dict:
+    """A group's cell in the environment of column `index`: its outcome segments, its worst
+    class, its failing count, its changes since the column before, its most common root causes
+    and its cases."""
+    column = comparison.columns[index]
+    records = [comparison.grid[cid][index] for cid in ids]
+    present = [r for r in records if r]
+    counts = Counter(r["outcome"] for r in present)
+    segments = [
+        {"outcome": o, "count": counts[o], "pct": round(100.0 * counts[o] / len(present), 2)}
+        for o in sorted(counts, key=lambda o: (severity(o), o))
+    ]
+    cases, changes = _cell_cases(comparison, ids, records, index, matrix_path)
+    signatures = Counter(
+        c["root_cause"] for c in cases if c["root_cause"] and category(c["outcome"], column.strict) != "ok"
+    )
+    failing = sum(n for o, n in counts.items() if category(o, column.strict) == "failing")
+    return {
+        "worst": worst(counts) if counts else None,
+        "segments": segments,
+        "total": len(present),
+        "failing": failing,
+        "changes": changes,
+        "marker": next((k for k in _MARKED_CHANGES if changes.get(k)), ""),
+        "signatures": signatures.most_common(3),
+        "cases": cases,
+    }
+
+
+def _cell_cases(
+    comparison: Comparison,
+    ids: list[str],
+    records: list[CaseRecord | None],
+    index: int,
+    matrix_path: str | None,
+) -> tuple[list[dict], Counter[str]]:
+    """A cell's cases for its panel (_case_entry), failing first, and how many of them changed
+    how since the column before."""
+    column = comparison.columns[index]
+    changes: Counter[str] = Counter()
+    cases = []
+    for cid, record in zip(ids, records):
+        if record is None:
+            continue
+        change = classify(comparison.grid[cid][index - 1], record, column.strict) if index else None
+        if change:
+            changes[change] += 1
+        cases.append(_case_entry(cid, record, change, column, matrix_path))
+    # Failing cases first, then by id: the panel opens on what needs looking at.
+    cases.sort(key=lambda c: (severity(c["outcome"]), c["id"]))
+    return cases, changes
+
+
+def _case_entry(cid: str, record: CaseRecord, change: str | None, column: Column, matrix_path: str | None) -> dict:
+    """One case's row in a cell's panel: its outcome, cause, change, replay command and link."""
+    return {
+        "id": cid,
+        "outcome": record["outcome"],
+        "signature": shown_cause(record.get("signature") or "", (record["outcome"],)),
+        "root_cause": root_cause_of(record) if record.get("signature") else "",
+        "layer": record.get("layer") or "",
+        "detail": record.get("detail") or "",
+        "change": change or "",
+        "replay": report_replay(column.matrix, cid, matrix_path, column.environment),
+        "link": _link_text((record.get("known_failure") or {}).get("link")),
+        "href": safe_url((record.get("known_failure") or {}).get("link")) or "",
+    }
 
 
 def render_html(

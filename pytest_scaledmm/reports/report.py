@@ -136,6 +136,17 @@ def signature_groups(cases: Iterable[Mapping[str, Any]]) -> list[SignatureGroup]
     not; `example_message` (numbers kept) and `source` (a user-code frame): of the example case."""
 
     cases = list(cases)
+    groups = _gather_groups(cases)
+    common = shared_params(case.get("params") or {} for case in cases)
+    passed = passing_classes(cases)
+    out = [_finish_group(group, common, passed) for group in groups.values()]
+    return sorted(out, key=_group_order)
+
+
+def _gather_groups(cases: list[Mapping[str, Any]]) -> dict[tuple, dict]:
+    """The cases with a signature that neither passed nor skipped, gathered by (bucket, root
+    cause, layer), the bucket "failure" for every class that fails: per group its counts, and
+    under `_ids`, `_params` and `_records` what _finish_group draws the rest from."""
     groups: dict[tuple, dict] = {}
     for case in cases:
         outcome = case["outcome"]
@@ -165,37 +176,38 @@ def signature_groups(cases: Iterable[Mapping[str, Any]]) -> list[SignatureGroup]
         met = case.get("met")
         if isinstance(met, str) and met:
             group["met"][met] = group["met"].get(met, 0) + 1
-    out: list[SignatureGroup] = []
-    common = shared_params(case.get("params") or {} for case in cases)
-    passed = passing_classes(cases)
-    for group in groups.values():
-        shared = shared_params(group.pop("_params"))
-        # What the group's cases have in common that the run's other cases do not all share.
-        group["shared"] = {k: v for k, v in shared.items() if k not in common} if group["count"] > 1 else {}
-        members = group.pop("_records")
-        group["shape_classes"] = shape_classes(members, passed)
-        worst = _worst(group["outcomes"])
-        example, signature = min(group.pop("_ids")[worst])
-        record = next(r for r in members if r["id"] == example)
-        out.append(
-            {
-                "outcome": worst,
-                "tier": group_tier(worst),
-                "signature": signature,
-                **group,
-                "outcomes": dict(sorted(group["outcomes"].items(), key=lambda item: (-item[1], item[0]))),
-                "met": dict(sorted(group["met"].items(), key=lambda item: (-item[1], item[0]))),
-                "example": example,
-                "example_message": example_text(record),
-                "source": source_of(record),
-            }
-        )
+    return groups
 
-    def order(g):
-        failing = g["outcome"] in oc.FAILURES or oc.outcome_class(g["outcome"]) is None
-        return (not failing, g["tier"] if failing else 0, -g["count"], g["outcome"], g["root_cause"], str(g["layer"]))
 
-    return sorted(out, key=order)
+def _finish_group(group: dict, common: dict, passed: dict) -> SignatureGroup:
+    """A gathered group as signature_groups returns it (its working keys taken out): its worst
+    class, tier and example, what its cases share beyond the run's `common` parameters, their
+    shape classes (against the `passed` ones), and its outcome and met counts, largest first."""
+    shared = shared_params(group.pop("_params"))
+    # What the group's cases have in common that the run's other cases do not all share.
+    group["shared"] = {k: v for k, v in shared.items() if k not in common} if group["count"] > 1 else {}
+    members = group.pop("_records")
+    group["shape_classes"] = shape_classes(members, passed)
+    worst = _worst(group["outcomes"])
+    example, signature = min(group.pop("_ids")[worst])
+    record = next(r for r in members if r["id"] == example)
+    return {
+        "outcome": worst,
+        "tier": group_tier(worst),
+        "signature": signature,
+        **group,
+        "outcomes": dict(sorted(group["outcomes"].items(), key=lambda item: (-item[1], item[0]))),
+        "met": dict(sorted(group["met"].items(), key=lambda item: (-item[1], item[0]))),
+        "example": example,
+        "example_message": example_text(record),
+        "source": source_of(record),
+    }
+
+
+def _group_order(g: SignatureGroup) -> tuple:
+    """The sort key of a group: failures first (by tier), then larger groups, then by name."""
+    failing = g["outcome"] in oc.FAILURES or oc.outcome_class(g["outcome"]) is None
+    return (not failing, g["tier"] if failing else 0, -g["count"], g["outcome"], g["root_cause"], str(g["layer"]))
 
 
 # Parameters that say nothing about a bug when shared: bookkeeping of generation.

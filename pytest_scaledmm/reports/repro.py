@@ -26,7 +26,8 @@ import re
 import sys
 import textwrap
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, cast
 
@@ -38,14 +39,14 @@ from ..execution.quiet import TORCH_IMPORT_NOISE
 from ..execution.run import other_m_entry, other_m_sizes
 from ..execution.triage import one_line
 from ..matrix.case_params import input_seed
-from ..matrix.compile_modes import compile_mode, compile_settings
+from ..matrix.compile_modes import CompileMode, compile_mode, compile_settings
 from ..matrix.corpus import CORPUS_SCHEMA
 from ..matrix.kernels import BUILTIN_IMPLS, accepts_keyword, add_import_dirs, load_impl
 from ..matrix.kernels import kernel_accepts_fast_accum as spec_accepts_fast_accum
 from ..matrix.packs import PACK_KERNELS
 from ..matrix.replay_command import valid_case_id
 from ..matrix.schema import DEFAULT_LIMITS
-from ..matrix.spec import load_spec, pack_kernel_spec, size_problem
+from ..matrix.spec import KernelSpec, load_spec, pack_kernel_spec, size_problem
 from ..records import CaseRecord
 from ..verdict import outcome as oc
 from ..verdict.case_axes import case_record
@@ -541,10 +542,7 @@ def render_script(
     """The script's text. Every value from `record` and `environment` goes in through `literal`;
     the result is compiled here, so a script that would not parse is never written. `support`:
     kernel_support of the case's kernel; `fast_accum_keyword`: takes_fast_accum of it."""
-    if type(timeout_s) not in (int, float) or not math.isfinite(timeout_s) or timeout_s <= 0:
-        raise ReproError(f"timeout must be a finite number of seconds greater than 0, not {timeout_s!r}")
-    if type(slack) not in (int, float) or not math.isfinite(slack) or slack <= 0:
-        raise ReproError(f"tolerance slack must be finite and greater than 0, not {slack!r}")
+    _refuse_limits(timeout_s, slack)
     params = _plain(dict(record["params"]))
     seed = input_seed(run_seed, record["id"])
     if env_vars is None:
@@ -553,9 +551,7 @@ def render_script(
     quiet_imports = [[category.__name__, message] for category, message in TORCH_IMPORT_NOISE]  # builtins only
     device = _mapping(environment).get("device")
     row = compile_mode(params["mode"])
-    other_m = other_m_sizes(record["id"], params["m"], run_seed) if row.marks_m else []
-    eager_m = _mapping(record.get("extra")).get("other_m")
-    eager_other_m = [other_m_entry(record["id"], eager_m, run_seed)] if type(eager_m) is int and eager_m >= 1 else []
+    other_m, eager_other_m = _other_m_calls(record, params, run_seed, row)
     constants = "\n".join(
         [
             "# What the run recorded (values from the report, as data).",
@@ -582,23 +578,52 @@ def render_script(
             f"WRITTEN_BY = {literal('pytest-scaledmm ' + __version__)}",
         ]
     )
+    text = _fill_template(name, constants, kernel_text)
+    _refuse_broken(text, name, record["id"])
+    return text
+
+
+def _refuse_limits(timeout_s: float, slack: float) -> None:
+    """Refuses (ReproError) a timeout or tolerance slack that is not a finite number above 0."""
+    if type(timeout_s) not in (int, float) or not math.isfinite(timeout_s) or timeout_s <= 0:
+        raise ReproError(f"timeout must be a finite number of seconds greater than 0, not {timeout_s!r}")
+    if type(slack) not in (int, float) or not math.isfinite(slack) or slack <= 0:
+        raise ReproError(f"tolerance slack must be finite and greater than 0, not {slack!r}")
+
+
+def _other_m_calls(record: CaseRecord, params: dict, run_seed: int, row: CompileMode) -> tuple[list, list]:
+    """(OTHER_M, EAGER_OTHER_M): the calls at another M the run made, each with its input seed:
+    those of a mode that marks M (`row`), and the eager side's one that the record's extra names."""
+    other_m = other_m_sizes(record["id"], params["m"], run_seed) if row.marks_m else []
+    eager_m = _mapping(record.get("extra")).get("other_m")
+    eager_other_m = [other_m_entry(record["id"], eager_m, run_seed)] if type(eager_m) is int and eager_m >= 1 else []
+    return other_m, eager_other_m
+
+
+def _fill_template(name: str, constants: str, kernel_text: str) -> str:
+    """The script template filled in: its constants, its kernel (with the one-function contract
+    where the kernel text names none) and the embedded verdict modules."""
     if "\nCONTRACT = " not in "\n" + kernel_text:
         kernel_text = kernel_text + "\n" + contract_code(None)  # a one-function kernel
     template = (Path(__file__).parent / "templates" / "repro_script.py.tmpl").read_text(encoding="utf-8")
-    text = template.format(
+    return template.format(
         name=name,
         constants=constants,
         kernel=kernel_text,
         verdict=verdict_code(),
     )
+
+
+def _refuse_broken(text: str, name: str, case_id: str) -> None:
+    """Refuses (ReproError) a script that does not compile, or that binds a name twice (an
+    embedded module clashing with another)."""
     try:
         compile(text, name, "exec")
     except (SyntaxError, ValueError) as exc:  # a defect of this module, never of the report
-        raise ReproError(f"the script for {record['id']!r} does not compile: {exc}") from None
+        raise ReproError(f"the script for {case_id!r} does not compile: {exc}") from None
     clash = _rebound(text)
     if clash:
-        raise ReproError(f"the script for {record['id']!r} binds {clash} twice: an embedded module clashes")
-    return text
+        raise ReproError(f"the script for {case_id!r} binds {clash} twice: an embedded module clashes")
 
 
 def write_script(
@@ -778,9 +803,43 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     matrix_block = _mapping(report.get("matrix"))
     # A report is data from elsewhere (an unpacked CI artifact): the matrix it names, and the
     # kernels that matrix names, are never read or imported unless the user gives --matrix.
-    matrix_path = Path(matrix) if matrix else None
-    impls, specs, slack, limits = {}, {}, 1.0, dict(DEFAULT_LIMITS)
-    import_dirs: list = []
+    sources = _kernel_sources(Path(matrix) if matrix else None)
+    seed = _recorded_seed(report_path, matrix_block.get("seed"))
+    cases = report.get("cases") if isinstance(report.get("cases"), list) else []
+    cases = [r for r in cases if isinstance(r, dict)]
+    ids = {r["id"] for r in cases if isinstance(r.get("id"), str)}
+    wanted = set(case_ids)
+    environment = _mapping(report.get("environment"))
+    written = []
+    # One record at a time: each is checked just before its script is written, as it comes.
+    for record in _records_to_script(report_path, cases, wanted, sources.limits):
+        written.append(_write_case_script(directory, record, environment, seed, timeout_s, sources))
+    missing = wanted - ids
+    if missing:
+        raise ReproError(f"{report_path}: no case {', '.join(repr(m) for m in sorted(missing))}")
+    return written
+
+
+@dataclass
+class _KernelSources:
+    """Where scripts_from_report finds a case's kernel: `module:qualname` references and
+    KernelSpecs by name, the matrix's tolerance slack and tensor limits, and the directories
+    the run imported kernels from."""
+
+    impls: dict[str, str | None]
+    specs: dict[str, KernelSpec]
+    slack: float
+    limits: dict[str, int]
+    import_dirs: list[str]
+
+
+def _kernel_sources(matrix_path: Path | None) -> _KernelSources:
+    """The kernels of the matrix the user gave (its directories put on sys.path as the run put
+    them), and the packed kernels, known without one."""
+    impls: dict[str, str | None] = {}
+    specs: dict[str, KernelSpec] = {}
+    slack, limits = 1.0, dict(DEFAULT_LIMITS)
+    import_dirs: list[str] = []
     if matrix_path is not None:
         # Where the run imported the kernels from (plugin/entry.py): the matrix's directory and
         # its project's (pytest's rootdir when run on that matrix).
@@ -794,17 +853,26 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
     for name, entry in pack_kernel_specs().items():
         specs.setdefault(name, entry)
         impls.setdefault(name, kernel_reference(entry))
-    seed = matrix_block.get("seed")
+    return _KernelSources(impls, specs, slack, limits, import_dirs)
+
+
+def _recorded_seed(report_path: str | os.PathLike[str], seed: object) -> int:
+    """The report's run seed (`matrix.seed`); refused when it is missing or not an integer."""
     if type(seed) is not int:
         what = (
             "does not record its seed" if seed is None else f"records a seed that is not an integer ({_text(seed)!r})"
         )
         raise ReproError(f"{report_path}: the report {what} (key 'matrix.seed')")
-    cases = report.get("cases") if isinstance(report.get("cases"), list) else []
-    cases = [r for r in cases if isinstance(r, dict)]
-    ids = {r["id"] for r in cases if isinstance(r.get("id"), str)}
-    wanted = set(case_ids)
-    seen, written = set(), []
+    return seed
+
+
+def _records_to_script(
+    report_path: str | os.PathLike[str], cases: list[CaseRecord], wanted: set[str], limits: Mapping[str, int]
+) -> Iterator[CaseRecord]:
+    """The records to write scripts for, by id, each with its outcome for a missing signature:
+    the `wanted` ones, or else the first reproducible record of each cause. A record whose
+    values are not a case of this plugin is refused (_record_problem) when its turn comes."""
+    seen = set()
     for record in sorted(cases, key=lambda r: str(r.get("id"))):
         if wanted and not (isinstance(record.get("id"), str) and record["id"] in wanted):
             continue
@@ -814,43 +882,57 @@ def scripts_from_report(report_path, directory, case_ids=(), matrix=None, timeou
         problem = _record_problem(record, limits)
         if problem:
             raise ReproError(f"{report_path}: case {_text(record.get('id'))!r}: {problem}")
-        key = cause_key({**record, "signature": record.get("signature") or record["outcome"]})
+        record = {**record, "signature": record.get("signature") or record["outcome"]}
+        key = cause_key(record)
         if not wanted and key in seen:
             continue
         seen.add(key)
-        name = record["params"]["kernel"]
-        fn = BUILTIN_IMPLS.get(name) if impls.get(name) is None else None
-        text = kernel_code(name, fn, impls.get(name), import_dirs) + "\n" + contract_code(specs.get(name))
-        impl = impls.get(name)
-        if impl is not None:
-            try:
-                fn = load_impl(impl)
-            except Exception:  # the script imports it itself, and says so when it cannot
-                fn = None
-        support = kernel_support(specs.get(name))
-        if support is None and name in BUILTIN_IMPLS:
-            support = {"name": name, "builtin": True}  # a built-in whose declarations are not at hand
-        record = {**record, "signature": record.get("signature") or record["outcome"]}
-        own_slack = (specs[name].slack if name in specs else None) or 1.0
+        yield record
+
+
+def _write_case_script(
+    directory: str | os.PathLike[str],
+    record: CaseRecord,
+    environment: dict,
+    seed: int,
+    timeout_s: float,
+    sources: _KernelSources,
+) -> Path:
+    """Writes the script of one record of a report (write_script), its kernel from `sources`;
+    the path written."""
+    name = record["params"]["kernel"]
+    text, fn = _case_kernel(name, sources)
+    support = kernel_support(sources.specs.get(name))
+    if support is None and name in BUILTIN_IMPLS:
+        support = {"name": name, "builtin": True}  # a built-in whose declarations are not at hand
+    own_slack = (sources.specs[name].slack if name in sources.specs else None) or 1.0
+    try:
+        return write_script(
+            directory,
+            record,
+            environment,
+            seed,
+            text,
+            timeout_s,
+            sources.slack * own_slack,
+            support=support,
+            fast_accum_keyword=kernel_accepts_fast_accum(sources.specs[name])
+            if name in sources.specs
+            else takes_fast_accum(fn),
+        )
+    except OSError as exc:
+        raise ReproError(f"cannot write into {directory}: {exc.strerror or exc}") from None
+
+
+def _case_kernel(name: str, sources: _KernelSources) -> tuple[str, Callable | None]:
+    """(the script's kernel code, the kernel's callable here): a built-in embedded as source, a
+    user kernel imported by reference; the callable None where it cannot be imported here."""
+    impl = sources.impls.get(name)
+    fn = BUILTIN_IMPLS.get(name) if impl is None else None
+    text = kernel_code(name, fn, impl, sources.import_dirs) + "\n" + contract_code(sources.specs.get(name))
+    if impl is not None:
         try:
-            written.append(
-                write_script(
-                    directory,
-                    record,
-                    _mapping(report.get("environment")),
-                    seed,
-                    text,
-                    timeout_s,
-                    slack * own_slack,
-                    support=support,
-                    fast_accum_keyword=kernel_accepts_fast_accum(specs[name])
-                    if name in specs
-                    else takes_fast_accum(fn),
-                )
-            )
-        except OSError as exc:
-            raise ReproError(f"cannot write into {directory}: {exc.strerror or exc}") from None
-    missing = wanted - ids
-    if missing:
-        raise ReproError(f"{report_path}: no case {', '.join(repr(m) for m in sorted(missing))}")
-    return written
+            fn = load_impl(impl)
+        except Exception:  # the script imports it itself, and says so when it cannot
+            fn = None
+    return text, fn
