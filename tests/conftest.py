@@ -8,6 +8,13 @@ from pathlib import Path
 
 import pytest
 
+# The plugin modules a matrix run loads lazily, loaded once here: pytester's in-process runs drop
+# what a run imported from sys.modules afterwards, so a module first imported inside one test's
+# run was imported afresh by the next, and a test that patched it (`from pytest_scaledmm.plugin
+# import reporter` still gives the old one) patched a module the run no longer used.
+import pytest_scaledmm.plugin.baseline_gate  # noqa: F401
+import pytest_scaledmm.plugin.reporter  # noqa: F401
+
 # The test session's compile caches live in a temporary directory, never in the user's default
 # Inductor cache (/tmp/torchinductor_<user>), Triton cache (~/.triton) or the checkout: set
 # before torch is imported, inherited by xdist workers, isolated children and every subprocess a
