@@ -8,10 +8,17 @@ from pathlib import Path
 
 import pytest
 
-# The plugin modules a matrix run loads lazily, loaded once here: pytester's in-process runs drop
-# what a run imported from sys.modules afterwards, so a module first imported inside one test's
-# run was imported afresh by the next, and a test that patched it (`from pytest_scaledmm.plugin
-# import reporter` still gives the old one) patched a module the run no longer used.
+# Modules an in-process run loads lazily, loaded once here: pytester's in-process runs drop what
+# a run imported from sys.modules afterwards, so the next run imported them afresh. A test that
+# patched the plugin's reporter (`from pytest_scaledmm.plugin import reporter` still gives the old
+# one) patched a module the run no longer used; and once, after such runs, Inductor's
+# cpp_extension found "module 'setuptools' has no attribute 'Command'". No torch here: see the
+# caches below.
+try:
+    import setuptools  # noqa: F401
+except ImportError:  # Python 3.12 venvs come without it; torch then brings it or needs none
+    pass
+
 import pytest_scaledmm.plugin.baseline_gate  # noqa: F401
 import pytest_scaledmm.plugin.reporter  # noqa: F401
 
