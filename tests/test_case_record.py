@@ -82,9 +82,9 @@ def test_every_record_field_is_a_corpus_key():
     assert set(schema) == set(PARAM_FIELDS)
 
 
-def test_a_corpus_entry_keeps_every_key_it_was_saved_with(tmp_path):
-    """The regime, layout, special operand and declared accumulation of a saved case come back:
-    leaving them out would replay another, easier case under the saved one's name."""
+def test_a_corpus_entry_keeps_every_axis_it_was_saved_with(tmp_path):
+    """The regime, layout and special operand of a saved case come back: leaving them out would
+    replay another, easier case under the saved one's name."""
     # As generation makes a case: every categorical axis given.
     params = case_params(
         scale_layout="contiguous",
@@ -94,13 +94,58 @@ def test_a_corpus_entry_keeps_every_key_it_was_saved_with(tmp_path):
         value_regime="real_scales",
         operand_layout="b_padded",
         special_operand="nan_b",
-        accumulation="fast",
-        purpose="special",
     )
     corpus = tmp_path / "corpus.yaml"
     assert save_corpus(corpus, [{"params": params, "outcome": "MISMATCH"}]) == 1
     saved = yaml.safe_load(corpus.read_text())["cases"][0]
     assert saved["id"] == case_id(params)
     (included,) = load_corpus(corpus)
-    assert make_case(included.params).id == saved["id"]
-    assert dict(included.params) == {k: params[k] for k in included.params} and set(included.params) == set(params)
+    assert dict(included.params) == params and make_case(included.params).id == saved["id"]
+
+
+def _included(tmp_path, declared: dict, params: str):
+    from matrices import SYNTHETIC, matrix_text, planted
+
+    (tmp_path / "corpus.yaml").write_text(
+        f"version: 1\ncases:\n- params: {{kernel: k, m: 8, k: 32, n: 16, {params}}}\n"
+    )
+    kernel = planted("k", "correct", **declared)
+    axes = {**SYNTHETIC, "mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
+    matrix = tmp_path / "matrix.yaml"
+    matrix.write_text(matrix_text([kernel], axes, cases=1, include=["corpus.yaml"]))
+    return matrix
+
+
+@pytest.mark.parametrize(
+    "entry, kernel_entry, want",
+    [
+        # Generation's judgement: a boundary case's refusal would excuse a real failure.
+        ("purpose: boundary, expected_refusal: scale_pair", {}, {}),
+        # The kernel's declaration, not the entry's: a huge divisor would make any result pass.
+        ("activation: dynamic, activation_divisor: 1.0e+300", {}, {}),
+        ("accumulation: fast", {"accumulation": "fp32"}, {"accumulation": "fp32"}),
+    ],
+)
+def test_a_corpus_entry_decides_neither_the_kernels_declaration_nor_the_cases_purpose(
+    tmp_path, entry, kernel_entry, want
+):
+    from pytest_scaledmm.matrix.cases import generate_cases
+    from pytest_scaledmm.matrix.spec import load_spec
+
+    spec = load_spec(_included(tmp_path, kernel_entry, entry))
+    cases, _ = generate_cases(spec, spec.profile("default"))
+    included = [c for c in cases if c.params.m == 8]
+    assert len(included) == 1
+    params = included[0].params
+    for key in ("purpose", "expected_refusal", "activation", "activation_divisor", "accumulation"):
+        assert params.get(key) == want.get(key), key
+
+
+def test_an_axis_the_kernel_does_not_take_is_one_clear_error(tmp_path):
+    from pytest_scaledmm.matrix.errors import MatrixError
+    from pytest_scaledmm.matrix.spec import load_spec
+
+    with pytest.raises(MatrixError) as info:
+        load_spec(_included(tmp_path, {}, "group_layout: 2d3d"))
+    assert "corpus.yaml" in str(info.value) and "cases[0].params.group_layout" in str(info.value)
+    assert "takes no group_layout" in str(info.value)

@@ -628,7 +628,10 @@ def is_excluded(spec: Spec, params: Mapping[str, Any]) -> bool:
 def _add_included(spec: Spec, cases: list[Case], seen: set) -> int:
     """The matrix's included (corpus) cases not excluded and not already there, appended."""
     added = 0
-    for params in spec.included_cases:
+    kernels = {kernel.name: kernel for kernel in spec.kernels}
+    for entry in spec.included_cases:
+        kernel = kernels.get(entry["kernel"])
+        params = {**entry, **kernel_case_params(kernel)} if kernel is not None else dict(entry)
         if not is_excluded(spec, params) and case_id(params) not in seen:
             seen.add(case_id(params))
             cases.append(make_case(params))

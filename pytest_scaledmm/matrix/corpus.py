@@ -31,7 +31,7 @@ from ..verdict.regimes import SPECIAL_OPERANDS
 from ..verdict.support_fields import ACCUMULATION
 from . import bounded_yaml
 from .errors import MatrixError
-from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES, size_problem
+from .schema import AXIS_DEFAULTS, CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES, size_problem, takes_axis
 
 CORPUS_VERSION = 1
 DEFAULT_NAME = "scaledmm-corpus.yaml"
@@ -90,16 +90,23 @@ class IncludedCase:
     params: Mapping[str, Any]
 
 
+# What a case holds that an entry does not decide: the kernel's declaration (its accumulation, a
+# dynamic activation and its divisor: matrix/cases.py kernel_case_params adds the kernel's own
+# when the case is included) and generation's judgement of the case (why it was made). Taken from
+# an entry, they would loosen the bound or excuse a failure.
+NOT_FROM_AN_ENTRY = ("accumulation", "activation", "activation_divisor", "purpose", "expected_refusal")
+
+
 def complete_params(params: Mapping[str, Any]) -> dict:
-    """An entry's params with every categorical axis it leaves out at the matrix default, and every
-    other key it gives (a value regime, a layout, a declared accumulation ...) as given: the case
-    the entry was saved from."""
+    """An entry's params with every categorical axis it leaves out at the matrix default, and the
+    other axes it gives (a value regime, a layout, a special operand ...) as given: the case the
+    entry was saved from. NOT_FROM_AN_ENTRY is left out."""
     full = {"kernel": params["kernel"]}
     for name in CATEGORICAL_AXES:
         full[name] = params.get(name, AXIS_DEFAULTS[name][0])
     for dim in SHAPE_AXES:
         full[dim] = params[dim]
-    full.update((key, value) for key, value in params.items() if key not in full)
+    full.update((key, value) for key, value in params.items() if key not in full and key not in NOT_FROM_AN_ENTRY)
     return full
 
 
@@ -174,6 +181,16 @@ def check_kernels(included: Iterable[IncludedCase], kernel_names: Iterable[str])
                 f"cases[{case.index}].params.kernel",
                 f"kernel {case.params['kernel']!r} is not in the matrix (kernels: {', '.join(sorted(names))})",
             )
+
+
+def check_kernel_axes(included: Iterable[IncludedCase], kernels: Mapping[str, bool]) -> None:
+    """Every axis an included case gives that only some kernels take (schema.KERNEL_AXES) is one
+    its kernel takes; `kernels`: name -> built-in."""
+    for case in included:
+        name = case.params["kernel"]
+        for axis, (_, _, takers) in KERNEL_AXES.items():
+            if axis in case.params and not takes_axis(name, takers, kernels.get(name, False)):
+                raise MatrixError(case.source, f"cases[{case.index}].params.{axis}", f"kernel {name!r} takes no {axis}")
 
 
 def check_sizes(included: Iterable[IncludedCase], limits: Mapping[str, int]) -> None:

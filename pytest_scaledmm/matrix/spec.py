@@ -16,7 +16,7 @@ from packaging.version import InvalidVersion, Version
 from ..verdict.scale_forms import FORMS
 from ..verdict.support_fields import NAMES, PAIR_RULES, PAIRS, SUPPORT_FIELD_NAMES, SUPPORT_FIELDS, SupportField
 from . import bounded_yaml
-from .corpus import check_kernels, check_sizes, included_cases
+from .corpus import check_kernel_axes, check_kernels, check_sizes, included_cases
 from .errors import MatrixError
 from .packs import PACK_KERNELS
 from .schema import (
@@ -582,6 +582,7 @@ def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> 
     included = included_cases(path, text)  # the `include:` files, relative to the matrix file
     spec = parse_spec(path, text, included_cases=[c.params for c in included], declared_kernels=declared_kernels)
     check_kernels(included, [k.name for k in spec.kernels])
+    check_kernel_axes(included, {k.name: k.impl is None and k.fn is None for k in spec.kernels})
     check_sizes(included, spec.limits)
     return spec
 

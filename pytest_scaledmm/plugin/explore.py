@@ -22,7 +22,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from ..matrix.case_params import case_id, make_case, matches
-from ..matrix.cases import given_axes, kernel_axes
+from ..matrix.cases import given_axes, kernel_axes, kernel_case_params
 from ..matrix.corpus import complete_params, read_entries, write_corpus
 from ..matrix.schema import SHAPE_AXES
 
@@ -87,7 +87,7 @@ def explore_kernel(
     @given(strategy)
     def probe(params: dict[str, Any]) -> None:
         assume(not any(matches(rule, params) for rule in state.spec.exclude))
-        case = make_case(params)
+        case = make_case({**params, **kernel_case_params(kernel)})  # as generation makes its cases
         result = state.run(case, triage=False)
         if result.failed:
             key = f"{result.outcome}: {result.signature}"
