@@ -149,3 +149,9 @@ def test_an_axis_the_kernel_does_not_take_is_one_clear_error(tmp_path):
         load_spec(_included(tmp_path, {}, "group_layout: 2d3d"))
     assert "corpus.yaml" in str(info.value) and "cases[0].params.group_layout" in str(info.value)
     assert "takes no group_layout" in str(info.value)
+
+
+def test_a_record_made_by_keyword_holds_what_it_was_given_beyond_the_defaults():
+    record = CaseParams(kernel="k", m=1, k=2, n=3, purpose="boundary")
+    assert record.to_json() == {"kernel": "k", "m": 1, "k": 2, "n": 3, "purpose": "boundary"}
+    assert record and record["purpose"] == "boundary"

@@ -67,6 +67,15 @@ class CaseParams(Mapping[str, Any]):
     # The keys the case was given, in their order: the mapping view and to_json.
     given: tuple[str, ...] = field(default=(), repr=False)
 
+    def __post_init__(self) -> None:
+        if not self.given:  # made by keyword, not from_json: what it holds beyond the defaults
+            held = tuple(
+                f.name
+                for f in dataclasses.fields(self)
+                if f.name != "given" and (f.default is dataclasses.MISSING or getattr(self, f.name) != f.default)
+            )
+            object.__setattr__(self, "given", held)
+
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> CaseParams:
         """The record of a case's parameters; CaseKeyError for a key it has no field for or a
