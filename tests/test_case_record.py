@@ -155,3 +155,20 @@ def test_a_record_made_by_keyword_holds_what_it_was_given_beyond_the_defaults():
     record = CaseParams(kernel="k", m=1, k=2, n=3, purpose="boundary")
     assert record.to_json() == {"kernel": "k", "m": 1, "k": 2, "n": 3, "purpose": "boundary"}
     assert record and record["purpose"] == "boundary"
+
+
+def test_the_writer_records_every_field_of_an_outcome_and_of_an_error():
+    """session.record builds the record field by field: a field added to Outcome or ErrorInfo and
+    not written there would vanish from every report."""
+    import dataclasses
+
+    from pytest_scaledmm.plugin.session import MatrixSession
+    from pytest_scaledmm.verdict import outcome as oc
+
+    error = oc.ErrorInfo("builtins.RuntimeError", "boom", "builtins.RuntimeError", "inductor", "root", "k.py:1 in f")
+    result = oc.Outcome(oc.COMPILE_ONLY_ERROR, "sig", "inductor", "detail", eager_error=error, compiled_error=error)
+    record = MatrixSession.record(make_case(case_params()), result)
+    written = set(result.to_json())  # what the outcome holds, its observations as `extra`
+    assert written <= set(record), written - set(record)
+    assert record["compiled_error"] == dataclasses.asdict(error)
+    assert list(record["compiled_error"]) == [f.name for f in dataclasses.fields(oc.ErrorInfo)]
