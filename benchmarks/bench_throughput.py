@@ -2,6 +2,7 @@
 
     python benchmarks/bench_throughput.py --profiles default,full -n 14
     python benchmarks/bench_throughput.py --profiles default -n 14 --base-tree /tmp/main-of-today
+    python benchmarks/bench_throughput.py --runs readme --base-tree /tmp/main-of-today
 
 Each profile runs cold (an empty Inductor/Triton cache) then warm (the same cache again, as a CI
 job that restores it), through `pytest --scaledmm-matrix -n N --scaledmm-reuse-cache`. Printed
@@ -12,6 +13,11 @@ time over the workers), and the FX graph cache's hits. With --base-tree the prof
 cold under that checkout's plugin, and the ids and outcomes of the two cold runs are compared:
 nothing in the verdict may change for speed.
 
+`--runs readme` runs the README's main job as written, in the checkout: `pytest --scaledmm-matrix
+-n auto` (its matrix.yaml, a fresh cache of its own, xdist's worker count), its report written
+outside the checkout; with --base-tree the base checkout's main job runs first, the same way.
+Every row also prints wall ÷ bound: what the run spends beyond its cases' own time.
+
 "Checked valid": a case of a valid configuration (model purpose `valid`) whose outcome is a
 verdict (not skipped, unsupported, a harness error or a timeout).
 """
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -74,21 +81,51 @@ def pytest_command(matrix: Path, profile: str, workers: int, report: Path) -> li
     ]
 
 
+def readme_command(report: Path) -> list[str]:
+    """The README's main job, its report sent to `report` (the rest as the README has it)."""
+    load = [] if plugin_installed() else ["-p", "pytest_scaledmm.plugin.entry"]
+    return [sys.executable, "-m", "pytest", *load, "--scaledmm-matrix", "-n", "auto", "--scaledmm-report", str(report)]
+
+
+def started_workers(log: Path) -> int:
+    """The workers xdist says it started (`-n auto` decides in the run)."""
+    found = re.search(r"^(\d+) workers \[", log.read_text(errors="replace"), re.MULTILINE)
+    if not found:
+        raise SystemExit(f"no 'N workers [...]' line in {log}")
+    return int(found.group(1))
+
+
 def run_once(tree: Path, matrix: Path, profile: str, workers: int, cache: Path, work: Path, label: str) -> dict:
     """One run in a fresh process, in `work` (whose earlier report, if any, orders its cases);
     its wall from this process's clock, its report read back."""
     work.mkdir(parents=True, exist_ok=True)
     report = work / f"{label}.json"
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
     env["TORCHINDUCTOR_CACHE_DIR"] = str(cache / "inductor")
     env["TRITON_CACHE_DIR"] = str(cache / "triton")
-    log = work / f"{label}.log"
+    return timed_run(pytest_command(matrix, profile, workers, report), tree, work, env, workers, label, report)
+
+
+def run_readme(tree: Path, work: Path, label: str) -> dict:
+    """The README's main job in the checkout `tree`, with the caches the plugin makes for it."""
+    work.mkdir(parents=True, exist_ok=True)
+    report = work / f"{label}.json"
+    env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
+    run = timed_run(readme_command(report), tree, tree, env, 0, label, report)
+    run["workers"] = started_workers(report.with_suffix(".log"))
+    return run
+
+
+def timed_run(command: list[str], tree: Path, cwd: Path, env: dict, workers: int, label: str, report: Path) -> dict:
+    """`command` in a fresh process importing the plugin from `tree`: its wall from this
+    process's clock, its report read back."""
+    env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
+    if report.exists():
+        report.unlink()  # a report left by an earlier benchmark run is not this run's
+    log = report.with_suffix(".log")
     start = time.perf_counter()
     with log.open("w") as out:
-        proc = subprocess.run(
-            pytest_command(matrix, profile, workers, report), cwd=work, env=env, stdout=out, stderr=out
-        )
+        proc = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=out)
     wall = time.perf_counter() - start
     if not report.exists():
         raise SystemExit(f"{label}: no report (exit {proc.returncode}); see {log}")
@@ -125,9 +162,11 @@ def figures(run: dict) -> dict:
     longest = max(cases, key=case_seconds) if cases else None
     valid = sum(1 for c in cases if checked_valid(c))
     workers = run["workers"]
+    bound = max(total / workers, case_seconds(longest) if longest else 0.0)
     cache = (run["report"].get("session") or {}).get("compile_cache") or {}
     return {
         "label": run["label"],
+        "workers": run["workers"],
         "cases": len(cases),
         "checked_valid": valid,
         "wall_s": round(run["wall"], 1),
@@ -138,7 +177,8 @@ def figures(run: dict) -> dict:
         "longest_s": round(case_seconds(longest), 1) if longest else 0.0,
         "longest_id": longest["id"] if longest else None,
         "longest_compile_s": round(max((_compile_seconds(c) for c in cases), default=0.0), 1),
-        "lower_bound_s": round(max(total / workers, case_seconds(longest) if longest else 0.0), 1),
+        "lower_bound_s": round(bound, 1),
+        "wall_over_bound": round(run["wall"] / bound, 2) if bound else None,
         "cache": cache,
         "returncode": run["returncode"],
         "summary": run["report"].get("summary"),
@@ -158,7 +198,7 @@ def outcome_changes(before: dict, after: dict) -> list[str]:
 def table(rows: list[dict]) -> str:
     head = (
         "| run | wall s | checked valid | /min | busy | compile | eager | run | check | start-up | triage"
-        " | harness | longest s (compile) | bound s | FX cache hit/miss |"
+        " | harness | longest s (compile) | bound s | wall/bound | FX cache hit/miss |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for f in rows:
@@ -167,9 +207,24 @@ def table(rows: list[dict]) -> str:
             f"| {f['label']} | {f['wall_s']} | {f['checked_valid']}/{f['cases']} | {f['checked_valid_per_min']} |"
             f" {f['busy']:.0%} | {s['compile']} | {s['eager']} | {s['run']} | {s['check']} | {s['startup']} |"
             f" {s['triage']} | {s['harness']} | {f['longest_s']} ({f['longest_compile_s']}) | {f['lower_bound_s']} |"
-            f" {f['cache'].get('hit', '?')}/{f['cache'].get('miss', '?')} |"
+            f" {f['wall_over_bound']} | {f['cache'].get('hit', '?')}/{f['cache'].get('miss', '?')} |"
         )
     return "\n".join(lines)
+
+
+def readme_runs(base_tree: Path | None, work: Path, rows: list[dict], compared: dict) -> None:
+    """The README's main job under the base checkout (when given), then this one; each in a
+    directory of its own, so that neither orders its cases by the other's report."""
+    runs = {}
+    for label, tree in (("readme-base", base_tree), ("readme", REPO)):
+        if tree is None:
+            continue
+        runs[label] = run_readme(tree.resolve(), work / label, label)
+        rows.append(figures(runs[label]))
+        print(table(rows[-1:]).splitlines()[-1], flush=True)
+        (work / "figures.json").write_text(json.dumps({"runs": rows, "outcome_changes": compared}, indent=1))
+    if len(runs) == 2:
+        compared["readme"] = outcome_changes(runs["readme-base"]["report"], runs["readme"]["report"])
 
 
 def main(argv=None) -> int:
@@ -178,14 +233,25 @@ def main(argv=None) -> int:
     parser.add_argument("--profiles", default="default")
     parser.add_argument("-n", "--workers", type=int, default=max(1, (os.cpu_count() or 2) - 2))
     parser.add_argument("--base-tree", type=Path, help="an earlier checkout: its cold run's outcomes are compared")
-    parser.add_argument("--runs", default="cold,warm", help="cold, warm or both (warm reuses the cold run's cache)")
+    parser.add_argument(
+        "--runs",
+        default="cold,warm",
+        help="of cold, warm (reuses the cold run's cache) and readme (the README's main job), comma-separated",
+    )
     parser.add_argument("--out", type=Path, help="directory for the reports, logs and figures.json")
     args = parser.parse_args(argv)
     work = args.out or Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     work.mkdir(parents=True, exist_ok=True)
     runs = [r for r in args.runs.split(",") if r]
-    rows, compared = [], {}
-    for profile in [p for p in args.profiles.split(",") if p]:
+    unknown = sorted(set(runs) - {"cold", "warm", "readme"})
+    if unknown:
+        parser.error(f"--runs: unknown run(s) {', '.join(unknown)} (cold, warm, readme)")
+    rows: list[dict] = []
+    compared: dict[str, list[str]] = {}
+    if "readme" in runs:
+        runs.remove("readme")
+        readme_runs(args.base_tree, work, rows, compared)
+    for profile in [p for p in args.profiles.split(",") if p] if runs else []:
         cache = Path(tempfile.mkdtemp(prefix=f"bench-cache-{profile}-"))
         cold = None
         if args.base_tree:
@@ -210,11 +276,11 @@ def main(argv=None) -> int:
             compared[profile] = changes
         shutil.rmtree(cache, ignore_errors=True)
     (work / "figures.json").write_text(json.dumps({"runs": rows, "outcome_changes": compared}, indent=1))
-    print(f"\n-n {args.workers}, reports and logs in {work}\n")
+    print(f"\n-n {args.workers} (readme: -n auto), reports and logs in {work}\n")
     print(table(rows))
     for profile, changes in compared.items():
         verdict = "identical ids and outcomes" if not changes else f"{len(changes)} difference(s)"
-        print(f"\n{profile}: base cold vs this cold: {verdict}")
+        print(f"\n{profile}: base vs this: {verdict}")
         for line in changes[:20]:
             print(f"  {line}")
     return 1 if any(compared.values()) else 0
