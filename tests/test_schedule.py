@@ -90,24 +90,43 @@ def test_the_scheduler_hands_the_next_case_in_order_to_the_worker_that_is_free()
     pytest.importorskip("xdist")
     sched = schedule.longest_first_scheduling(_Config(), log=None)
     nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [f"case{i}" for i in range(10)]
+    collection = [f"case{i}" for i in range(12)]
     for node in nodes:
         sched.add_node(node)
         sched.add_node_collection(node, collection)
     sched.schedule()
-    # The three costliest start at once, one on each worker, each with one queued behind it.
-    assert [node.sent for node in nodes] == [[0, 3], [1, 4], [2, 5]]
+    # The three costliest start at once, one on each worker, each with two queued behind it.
+    assert schedule.QUEUED_PER_WORKER == 3
+    assert [node.sent for node in nodes] == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
     # gw1 finishes its first: it gets the next case in order, and only one.
     sched.mark_test_complete(nodes[1], 1, duration=5.0)
-    assert nodes[1].sent == [1, 4, 6] and nodes[0].sent == [0, 3]
-    for index in (3, 0):  # finished out of order: the queue still tops up to two
+    assert nodes[1].sent == [1, 4, 7, 9] and nodes[0].sent == [0, 3, 6]
+    for index in (3, 0):  # finished out of order: the queue still tops up to three
         sched.mark_test_complete(nodes[0], index, duration=0.1)
-    assert nodes[0].sent == [0, 3, 7, 8]
+    assert nodes[0].sent == [0, 3, 6, 10, 11] and not sched.pending
     sched.mark_test_complete(nodes[2], 2)
-    assert nodes[2].sent == [2, 5, 9] and not sched.pending
-    sched.mark_test_complete(nodes[2], 5)
-    # Nothing left to hand out: every worker stops after its queue (gw0 still runs 7 and 8).
-    assert all(node.shutting_down for node in nodes) and sched.node2pending[nodes[0]] == [7, 8]
+    assert nodes[2].sent == [2, 5, 8]
+    # Nothing left to hand out: every worker stops after its queue (gw0 still runs 6, 10 and 11).
+    assert all(node.shutting_down for node in nodes) and sched.node2pending[nodes[0]] == [6, 10, 11]
+
+
+def test_a_worker_always_holds_the_case_after_its_next_while_cases_remain():
+    """xdist's worker takes the index of the case after next before it runs one: with fewer than
+    two queued beside the running one, it would wait for the controller between cases."""
+    pytest.importorskip("xdist")
+    sched = schedule.longest_first_scheduling(_Config(), log=None)
+    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
+    collection = [f"case{i}" for i in range(30)]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    while sched.pending:
+        for node in nodes:
+            running = sched.node2pending[node][0]
+            sched.mark_test_complete(node, running)
+            if sched.pending:  # the one it starts now, and the one after it, are already there
+                assert len(sched.node2pending[node]) >= 3
 
 
 HOST = "matrix.yaml::i8-row_x_row-m16k128n128-bf16-max-autotune-hostscale-1a2b3c"
@@ -125,18 +144,18 @@ def test_the_host_lane_goes_to_its_worker_and_to_any_once_that_worker_is_gone():
     pytest.importorskip("xdist")
     sched = schedule.longest_first_scheduling(_Config(), log=None)
     nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b", "matrix.yaml::c", "matrix.yaml::d"]
+    collection = [HOST, HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b", "matrix.yaml::c", "matrix.yaml::d"]
     for node in nodes:
         sched.add_node(node)
         sched.add_node_collection(node, collection)
     sched.schedule()
-    # The three host cases come first in order; only gw0 takes them (two queued at a time).
-    assert nodes[0].sent == [0, 1] and nodes[1].sent == [3, 5] and nodes[2].sent == [4, 6]
+    # The four host cases come first in order; only gw0 takes them (three queued at a time).
+    assert nodes[0].sent == [0, 1, 2] and nodes[1].sent == [4, 6] and nodes[2].sent == [5, 7]
     # gw1 and gw2 have nothing more they may take (the host case waits for gw0), but they stay:
     # should gw0 die, they take its cases. All stop once nothing is pending.
     assert not any(node.shutting_down for node in nodes)
     sched.mark_test_complete(nodes[0], 0)
-    assert nodes[0].sent == [0, 1, 2] and not sched.pending
+    assert nodes[0].sent == [0, 1, 2, 3] and not sched.pending
     assert all(node.shutting_down for node in nodes)
 
 
@@ -152,7 +171,7 @@ def test_the_host_lane_is_not_stranded_when_its_worker_dies_last():
     for node, index in ((nodes[1], 4), (nodes[2], 5)):
         sched.mark_test_complete(node, index)
     assert not nodes[1].shutting_down and not nodes[2].shutting_down
-    sched.remove_node(nodes[0])  # gw0 dies in case 0 with case 1 queued: 1, 2 and 3 go to the others
+    sched.remove_node(nodes[0])  # gw0 dies in case 0 with 1 and 2 queued: 1, 2 and 3 go to the others
     assert sorted(nodes[1].sent + nodes[2].sent) == [1, 2, 3, 4, 5] and not sched.pending
 
 
@@ -160,16 +179,16 @@ def test_a_host_case_left_when_its_worker_dies_goes_to_any_worker():
     pytest.importorskip("xdist")
     sched = schedule.longest_first_scheduling(_Config(), log=None)
     nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [HOST, HOST, HOST] + [f"matrix.yaml::c{i}" for i in range(6)]
+    collection = [HOST, HOST, HOST] + [f"matrix.yaml::c{i}" for i in range(9)]
     for node in nodes:
         sched.add_node(node)
         sched.add_node_collection(node, collection)
     sched.schedule()
-    assert nodes[0].sent == [0, 1] and nodes[1].sent == [3, 5] and nodes[2].sent == [4, 6]
-    sched.remove_node(nodes[0])  # it crashed in case 0: case 1 goes back to the pending ones
+    assert nodes[0].sent == [0, 1, 2] and nodes[1].sent == [3, 5, 7] and nodes[2].sent == [4, 6, 8]
+    sched.remove_node(nodes[0])  # it crashed in case 0: cases 1 and 2 go back to the pending ones
     for index in (3, 5):
         sched.mark_test_complete(nodes[1], index)
-    assert nodes[1].sent == [3, 5, 2, 7]
-    for index in (4, 6):
+    assert nodes[1].sent == [3, 5, 7, 9, 10]
+    for index in (4, 6, 8):
         sched.mark_test_complete(nodes[2], index)
-    assert nodes[2].sent == [4, 6, 8, 1] and not sched.pending
+    assert nodes[2].sent == [4, 6, 8, 11, 1, 2] and not sched.pending

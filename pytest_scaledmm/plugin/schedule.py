@@ -4,7 +4,7 @@ A run's wall is bounded below by the longer of (total case time ÷ workers) and 
 xdist's own modes hand out contiguous chunks in collection order, so a worker can draw the last
 few autotuning cases while the others sit idle. Here every worker orders its collection by
 expected cost, highest first (the same inputs in every worker, so the same order: xdist checks),
-and the controller hands the next case to whichever worker has fewer than two queued: greedy
+and the controller hands the next case to whichever worker has fewer than three queued: greedy
 longest-processing-time-first scheduling, within 4/3 of the optimum.
 
 The expected cost of a case is its measured seconds in the newest report of the same matrix in
@@ -60,8 +60,10 @@ UNKNOWN_MODE_SECONDS = 2.0
 REFUSED_FACTOR = 0.5
 # Scales or operands the host holds: Inductor's lowering takes another path, often slower.
 HOST_FACTOR = 1.5
-# At most this many cases queued on a worker: one running, one ready to start.
-QUEUED_PER_WORKER = 2
+# At most this many cases queued on a worker: one running and two behind it. xdist's worker takes
+# the case after next before it runs one (pytest's nextitem): with two, each case waited for the
+# controller's answer to the one before (on 2 cores, ~1.2 s per worker idle in a 60 s run).
+QUEUED_PER_WORKER = 3
 HOST_LANE_WORKER = "gw0"
 
 
