@@ -89,9 +89,12 @@ def readme_command(report: Path) -> list[str]:
 
 def started_workers(log: Path) -> int:
     """The workers xdist says it started (`-n auto` decides in the run)."""
-    found = re.search(r"^(\d+) workers \[", log.read_text(errors="replace"), re.MULTILINE)
+    text = log.read_text(errors="replace")
+    found = re.search(r"^(\d+) workers? \[", text, re.MULTILINE) or re.search(
+        r"^created: (\d+)/\d+ workers?", text, re.MULTILINE
+    )
     if not found:
-        raise SystemExit(f"no 'N workers [...]' line in {log}")
+        raise SystemExit(f"no 'N workers [...]' line from xdist in {log}: the worker count is unknown")
     return int(found.group(1))
 
 
@@ -108,7 +111,7 @@ def run_once(tree: Path, matrix: Path, profile: str, workers: int, cache: Path, 
 
 def run_readme(tree: Path, work: Path, label: str) -> dict:
     """The README's main job in the checkout `tree`, with the caches the plugin makes for it."""
-    work.mkdir(parents=True, exist_ok=True)
+    fresh_dir(work)
     report = work / f"{label}.json"
     env = {k: v for k, v in os.environ.items() if k not in ("TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR")}
     run = timed_run(readme_command(report), tree, tree, env, 0, label, report)
@@ -116,20 +119,28 @@ def run_readme(tree: Path, work: Path, label: str) -> dict:
     return run
 
 
+def fresh_dir(path: Path) -> None:
+    """An empty directory: a report left there by an earlier benchmark would order the run's cases."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+
+
 def timed_run(command: list[str], tree: Path, cwd: Path, env: dict, workers: int, label: str, report: Path) -> dict:
     """`command` in a fresh process importing the plugin from `tree`: its wall from this
     process's clock, its report read back."""
     env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [os.environ.get("PYTHONPATH")])])
-    if report.exists():
-        report.unlink()  # a report left by an earlier benchmark run is not this run's
+    env.pop("GITHUB_STEP_SUMMARY", None)  # a benchmark's runs are not the CI job's summary
     log = report.with_suffix(".log")
     start = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.run(command, cwd=cwd, env=env, stdout=out, stderr=out)
     wall = time.perf_counter() - start
-    if not report.exists():
-        raise SystemExit(f"{label}: no report (exit {proc.returncode}); see {log}")
-    data = json.loads(report.read_text())
+    # 0: every case passed; 1: some failed. Anything else (a usage error, a crash, an interrupt)
+    # or a report the run did not finish is no figure: the placeholder a run claims its path
+    # with exists from its start.
+    data = json.loads(report.read_text()) if report.exists() else {}
+    if proc.returncode not in (0, 1) or (data.get("session") or {}).get("complete") is not True:
+        raise SystemExit(f"{label}: the run failed (exit {proc.returncode}, no complete report); see {log}")
     return {"label": label, "wall": wall, "workers": workers, "returncode": proc.returncode, "report": data}
 
 
@@ -197,15 +208,16 @@ def outcome_changes(before: dict, after: dict) -> list[str]:
 
 def table(rows: list[dict]) -> str:
     head = (
-        "| run | wall s | checked valid | /min | busy | compile | eager | run | check | start-up | triage"
+        "| run | workers | wall s | checked valid | /min | busy | compile | eager | run | check | start-up | triage"
         " | harness | longest s (compile) | bound s | wall/bound | FX cache hit/miss |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for f in rows:
         s = f["sums_s"]
         lines.append(
-            f"| {f['label']} | {f['wall_s']} | {f['checked_valid']}/{f['cases']} | {f['checked_valid_per_min']} |"
-            f" {f['busy']:.0%} | {s['compile']} | {s['eager']} | {s['run']} | {s['check']} | {s['startup']} |"
+            f"| {f['label']} | {f['workers']} | {f['wall_s']} | {f['checked_valid']}/{f['cases']} |"
+            f" {f['checked_valid_per_min']} | {f['busy']:.0%} | {s['compile']} | {s['eager']} | {s['run']} |"
+            f" {s['check']} | {s['startup']} |"
             f" {s['triage']} | {s['harness']} | {f['longest_s']} ({f['longest_compile_s']}) | {f['lower_bound_s']} |"
             f" {f['wall_over_bound']} | {f['cache'].get('hit', '?')}/{f['cache'].get('miss', '?')} |"
         )
@@ -224,7 +236,15 @@ def readme_runs(base_tree: Path | None, work: Path, rows: list[dict], compared: 
         print(table(rows[-1:]).splitlines()[-1], flush=True)
         (work / "figures.json").write_text(json.dumps({"runs": rows, "outcome_changes": compared}, indent=1))
     if len(runs) == 2:
-        compared["readme"] = outcome_changes(runs["readme-base"]["report"], runs["readme"]["report"])
+        compared["readme"] = comparable_changes(runs["readme-base"]["report"], runs["readme"]["report"])
+
+
+def comparable_changes(before: dict, after: dict) -> list[str] | None:
+    """outcome_changes, or None when the two ran different matrix files (their ids differ by
+    design: a base checkout's own matrix.yaml of another day)."""
+    if before["matrix"].get("hash") != after["matrix"].get("hash"):
+        return None
+    return outcome_changes(before, after)
 
 
 def main(argv=None) -> int:
@@ -242,12 +262,16 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     work = args.out or Path(tempfile.mkdtemp(prefix="bench-throughput-"))
     work.mkdir(parents=True, exist_ok=True)
-    runs = [r for r in args.runs.split(",") if r]
+    runs = [r.strip() for r in args.runs.split(",") if r.strip()]
     unknown = sorted(set(runs) - {"cold", "warm", "readme"})
     if unknown:
         parser.error(f"--runs: unknown run(s) {', '.join(unknown)} (cold, warm, readme)")
+    if not runs or len(set(runs)) != len(runs):
+        parser.error(f"--runs: each of cold, warm and readme at most once, at least one: {args.runs!r}")
+    if "warm" in runs and ("cold" not in runs or runs.index("warm") < runs.index("cold")):
+        parser.error("--runs: warm reuses the cold run's cache: give cold before it")
     rows: list[dict] = []
-    compared: dict[str, list[str]] = {}
+    compared: dict[str, list[str] | None] = {}
     if "readme" in runs:
         runs.remove("readme")
         readme_runs(args.base_tree, work, rows, compared)
@@ -262,6 +286,7 @@ def main(argv=None) -> int:
             rows.append(figures(base))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
             shutil.rmtree(base_cache, ignore_errors=True)
+        fresh_dir(work / profile)
         for kind in runs:
             # Cold starts with no earlier report; warm has the cold run's, as a CI job that keeps both.
             label = f"{profile}-{kind}"
@@ -272,13 +297,15 @@ def main(argv=None) -> int:
             (work / "figures.json").write_text(json.dumps({"runs": rows, "outcome_changes": compared}, indent=1))
             cold = run if kind == "cold" else cold
         if args.base_tree and cold is not None:
-            changes = outcome_changes(base["report"], cold["report"])
-            compared[profile] = changes
+            compared[profile] = comparable_changes(base["report"], cold["report"])
         shutil.rmtree(cache, ignore_errors=True)
     (work / "figures.json").write_text(json.dumps({"runs": rows, "outcome_changes": compared}, indent=1))
-    print(f"\n-n {args.workers} (readme: -n auto), reports and logs in {work}\n")
+    print(f"\nreports and logs in {work}\n")
     print(table(rows))
     for profile, changes in compared.items():
+        if changes is None:
+            print(f"\n{profile}: base vs this: different matrix files (their hashes differ): ids not compared")
+            continue
         verdict = "identical ids and outcomes" if not changes else f"{len(changes)} difference(s)"
         print(f"\n{profile}: base vs this: {verdict}")
         for line in changes[:20]:
