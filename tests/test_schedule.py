@@ -156,6 +156,10 @@ def test_the_host_lane_goes_to_its_worker_and_to_any_once_that_worker_is_gone():
     assert not any(node.shutting_down for node in nodes)
     sched.mark_test_complete(nodes[0], 0)
     assert nodes[0].sent == [0, 1, 2, 3] and not sched.pending
+    # gw0 still holds host cases behind the one it runs: the others wait in case it dies.
+    assert not any(node.shutting_down for node in nodes)
+    for index in (1, 2):
+        sched.mark_test_complete(nodes[0], index)
     assert all(node.shutting_down for node in nodes)
 
 
@@ -185,10 +189,45 @@ def test_a_host_case_left_when_its_worker_dies_goes_to_any_worker():
         sched.add_node_collection(node, collection)
     sched.schedule()
     assert nodes[0].sent == [0, 1, 2] and nodes[1].sent == [3, 5, 7] and nodes[2].sent == [4, 6, 8]
-    sched.remove_node(nodes[0])  # it crashed in case 0: cases 1 and 2 go back to the pending ones
+    sched.remove_node(nodes[0])  # it crashed in case 0: cases 1 and 2 go back, first in the order
     for index in (3, 5):
         sched.mark_test_complete(nodes[1], index)
-    assert nodes[1].sent == [3, 5, 7, 9, 10]
+    assert nodes[1].sent == [3, 5, 7, 1, 2]
     for index in (4, 6, 8):
         sched.mark_test_complete(nodes[2], index)
-    assert nodes[2].sent == [4, 6, 8, 11, 1, 2] and not sched.pending
+    assert nodes[2].sent == [4, 6, 8, 9, 10, 11] and not sched.pending
+
+
+def test_the_other_workers_stay_while_the_host_lane_holds_cases_behind_the_one_it_runs():
+    pytest.importorskip("xdist")
+    sched = schedule.longest_first_scheduling(_Config(), log=None)
+    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
+    collection = [HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b", "matrix.yaml::c"]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, collection)
+    sched.schedule()
+    assert nodes[0].sent == [0, 1, 2] and not sched.pending
+    # Everything is handed out, but gw0 holds two host cases behind the one it runs: should it
+    # die, gw1 or gw2 must still be there to take them.
+    assert not nodes[1].shutting_down and not nodes[2].shutting_down
+    sched.remove_node(nodes[0])
+    assert sorted(nodes[1].sent + nodes[2].sent) == [1, 2, 3, 4, 5] and not sched.pending
+    for node in nodes[1:]:
+        for index in list(sched.node2pending[node]):
+            sched.mark_test_complete(node, index)
+    assert all(node.shutting_down for node in nodes[1:])
+
+
+def test_once_the_host_lane_runs_its_last_case_every_worker_stops_after_its_queue():
+    pytest.importorskip("xdist")
+    sched = schedule.longest_first_scheduling(_Config(), log=None)
+    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
+    sched_collection = [HOST, HOST, "matrix.yaml::a", "matrix.yaml::b"]
+    for node in nodes:
+        sched.add_node(node)
+        sched.add_node_collection(node, sched_collection)
+    sched.schedule()
+    assert nodes[0].sent == [0, 1] and not any(node.shutting_down for node in nodes)
+    sched.mark_test_complete(nodes[0], 0)  # gw0 now runs its last case, with none behind it
+    assert all(node.shutting_down for node in nodes)

@@ -5,7 +5,9 @@ xdist's own modes hand out contiguous chunks in collection order, so a worker ca
 few autotuning cases while the others sit idle. Here every worker orders its collection by
 expected cost, highest first (the same inputs in every worker, so the same order: xdist checks),
 and the controller hands the next case to whichever worker has fewer than three queued: greedy
-longest-processing-time-first scheduling, within 4/3 of the optimum.
+longest-processing-time-first scheduling, each case committed to a worker two cases before it
+starts (so not LPT's 4/3 bound; the cheapest cases, last in the order, are the ones committed
+at the tail).
 
 The expected cost of a case is its measured seconds in the newest report of the same matrix in
 the run's report directory, else a model: the compile mode's typical seconds, more for cases that
@@ -62,7 +64,8 @@ REFUSED_FACTOR = 0.5
 HOST_FACTOR = 1.5
 # At most this many cases queued on a worker: one running and two behind it. xdist's worker takes
 # the case after next before it runs one (pytest's nextitem): with two, each case waited for the
-# controller's answer to the one before (on 2 cores, ~1.2 s per worker idle in a 60 s run).
+# controller's answer to the one before (a round trip, longer while the controller writes a
+# partial report: 0.5-0.6 s per worker of a 60 s run on 2 cores).
 QUEUED_PER_WORKER = 3
 HOST_LANE_WORKER = "gw0"
 
@@ -172,6 +175,9 @@ def longest_first_scheduling(config: pytest.Config, log: Producer) -> LoadSchedu
             (to any worker once it is gone), the others to every worker."""
             lane = self._lane_node()
             collection = self.collection or []  # type: ignore[has-type]
+            # Pending indices are positions in the cost order; xdist appends a dead worker's
+            # queued cases at the end, and they go back to their place.
+            self.pending.sort()
             chosen: list[int] = []
             for position, index in enumerate(self.pending):
                 if len(chosen) == count:
@@ -216,10 +222,17 @@ def longest_first_scheduling(config: pytest.Config, log: Producer) -> LoadSchedu
             self._shut_down_when_all_sent()
 
         def _shut_down_when_all_sent(self) -> None:
-            """Every worker stops after its queue once nothing is pending; not before: while the
-            host lane's worker runs its cases, another must be there to take them should it die."""
+            """Every worker stops after its queue once nothing is pending; not before, and not
+            while the host lane's worker holds host cases behind the one it runs (no other worker
+            may take them while it lives): should it die, another must be there to take them."""
             if self.pending:
                 return
+            lane = self._lane_node()
+            if lane is not None and any(node is not lane and not node.shutting_down for node in self.nodes):
+                collection = self.collection or []
+                behind = self.node2pending[lane][1:]
+                if any(builds_host_kernel(collection[index].rpartition("::")[2]) for index in behind):
+                    return
             for node in self.nodes:
                 if not node.shutting_down:
                     node.shutdown()
