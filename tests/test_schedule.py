@@ -86,15 +86,21 @@ class _Config:
     getoption = getvalue
 
 
-def test_the_scheduler_hands_the_next_case_in_order_to_the_worker_that_is_free():
+def _scheduled(collection: list[str]):
+    """The longest-first scheduler over three workers gw0-gw2 that collected `collection`, after
+    its first hand-out."""
     pytest.importorskip("xdist")
     sched = schedule.longest_first_scheduling(_Config(), log=None)
     nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [f"case{i}" for i in range(12)]
     for node in nodes:
         sched.add_node(node)
         sched.add_node_collection(node, collection)
     sched.schedule()
+    return sched, nodes
+
+
+def test_the_scheduler_hands_the_next_case_in_order_to_the_worker_that_is_free():
+    sched, nodes = _scheduled([f"case{i}" for i in range(12)])
     # The three costliest start at once, one on each worker, each with two queued behind it.
     assert schedule.QUEUED_PER_WORKER == 3
     assert [node.sent for node in nodes] == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
@@ -113,14 +119,7 @@ def test_the_scheduler_hands_the_next_case_in_order_to_the_worker_that_is_free()
 def test_a_worker_always_holds_the_case_after_its_next_while_cases_remain():
     """xdist's worker takes the index of the case after next before it runs one: with fewer than
     two queued beside the running one, it would wait for the controller between cases."""
-    pytest.importorskip("xdist")
-    sched = schedule.longest_first_scheduling(_Config(), log=None)
-    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [f"case{i}" for i in range(30)]
-    for node in nodes:
-        sched.add_node(node)
-        sched.add_node_collection(node, collection)
-    sched.schedule()
+    sched, nodes = _scheduled([f"case{i}" for i in range(30)])
     while sched.pending:
         for node in nodes:
             running = sched.node2pending[node][0]
@@ -141,14 +140,9 @@ def test_only_inductor_cases_with_a_host_scale_are_in_the_host_lane():
 
 
 def test_the_host_lane_goes_to_its_worker_and_to_any_once_that_worker_is_gone():
-    pytest.importorskip("xdist")
-    sched = schedule.longest_first_scheduling(_Config(), log=None)
-    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [HOST, HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b", "matrix.yaml::c", "matrix.yaml::d"]
-    for node in nodes:
-        sched.add_node(node)
-        sched.add_node_collection(node, collection)
-    sched.schedule()
+    sched, nodes = _scheduled(
+        [HOST, HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b", "matrix.yaml::c", "matrix.yaml::d"]
+    )
     # The four host cases come first in order; only gw0 takes them (three queued at a time).
     assert nodes[0].sent == [0, 1, 2] and nodes[1].sent == [4, 6] and nodes[2].sent == [5, 7]
     # gw1 and gw2 have nothing more they may take (the host case waits for gw0), but they stay:
@@ -164,14 +158,7 @@ def test_the_host_lane_goes_to_its_worker_and_to_any_once_that_worker_is_gone():
 
 
 def test_the_host_lane_is_not_stranded_when_its_worker_dies_last():
-    pytest.importorskip("xdist")
-    sched = schedule.longest_first_scheduling(_Config(), log=None)
-    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [HOST, HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b"]
-    for node in nodes:
-        sched.add_node(node)
-        sched.add_node_collection(node, collection)
-    sched.schedule()
+    sched, nodes = _scheduled([HOST, HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b"])
     for node, index in ((nodes[1], 4), (nodes[2], 5)):
         sched.mark_test_complete(node, index)
     assert not nodes[1].shutting_down and not nodes[2].shutting_down
@@ -180,14 +167,7 @@ def test_the_host_lane_is_not_stranded_when_its_worker_dies_last():
 
 
 def test_a_host_case_left_when_its_worker_dies_goes_to_any_worker():
-    pytest.importorskip("xdist")
-    sched = schedule.longest_first_scheduling(_Config(), log=None)
-    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [HOST, HOST, HOST] + [f"matrix.yaml::c{i}" for i in range(9)]
-    for node in nodes:
-        sched.add_node(node)
-        sched.add_node_collection(node, collection)
-    sched.schedule()
+    sched, nodes = _scheduled([HOST, HOST, HOST] + [f"matrix.yaml::c{i}" for i in range(9)])
     assert nodes[0].sent == [0, 1, 2] and nodes[1].sent == [3, 5, 7] and nodes[2].sent == [4, 6, 8]
     sched.remove_node(nodes[0])  # it crashed in case 0: cases 1 and 2 go back, first in the order
     for index in (3, 5):
@@ -199,14 +179,7 @@ def test_a_host_case_left_when_its_worker_dies_goes_to_any_worker():
 
 
 def test_the_other_workers_stay_while_the_host_lane_holds_cases_behind_the_one_it_runs():
-    pytest.importorskip("xdist")
-    sched = schedule.longest_first_scheduling(_Config(), log=None)
-    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    collection = [HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b", "matrix.yaml::c"]
-    for node in nodes:
-        sched.add_node(node)
-        sched.add_node_collection(node, collection)
-    sched.schedule()
+    sched, nodes = _scheduled([HOST, HOST, HOST, "matrix.yaml::a", "matrix.yaml::b", "matrix.yaml::c"])
     assert nodes[0].sent == [0, 1, 2] and not sched.pending
     # Everything is handed out, but gw0 holds two host cases behind the one it runs: should it
     # die, gw1 or gw2 must still be there to take them.
@@ -220,14 +193,7 @@ def test_the_other_workers_stay_while_the_host_lane_holds_cases_behind_the_one_i
 
 
 def test_once_the_host_lane_runs_its_last_case_every_worker_stops_after_its_queue():
-    pytest.importorskip("xdist")
-    sched = schedule.longest_first_scheduling(_Config(), log=None)
-    nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
-    sched_collection = [HOST, HOST, "matrix.yaml::a", "matrix.yaml::b"]
-    for node in nodes:
-        sched.add_node(node)
-        sched.add_node_collection(node, sched_collection)
-    sched.schedule()
+    sched, nodes = _scheduled([HOST, HOST, "matrix.yaml::a", "matrix.yaml::b"])
     assert nodes[0].sent == [0, 1] and not any(node.shutting_down for node in nodes)
     sched.mark_test_complete(nodes[0], 0)  # gw0 now runs its last case, with none behind it
     assert all(node.shutting_down for node in nodes)
