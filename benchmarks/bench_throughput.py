@@ -282,6 +282,7 @@ def main(argv=None) -> int:
             base_cache = Path(tempfile.mkdtemp(prefix=f"bench-cache-base-{profile}-"))
             label = f"{profile}-base-cold"
             base_tree, matrix = args.base_tree.resolve(), args.matrix.resolve()
+            fresh_dir(work / label)  # cold: no report of an earlier benchmark to order its cases
             base = run_once(base_tree, matrix, profile, args.workers, base_cache, work / label, label)
             rows.append(figures(base))
             print(table(rows[-1:]).splitlines()[-1], flush=True)
