@@ -11,6 +11,7 @@ import pytest
 
 from ..execution.triage import summary_lines
 from ..matrix.cases import generate_cases
+from ..matrix.errors import MatrixError
 from ..reports.printable import printable
 from ..reports.repro import ReproWriter
 from .explore import corpus_entry, save_corpus
@@ -78,6 +79,7 @@ class ReproducePlugin:
         self.writer = None
         self.corpus_entries: list[dict] = []
         self.corpus_added: int | None = None
+        self.corpus_error: str | None = None
         if settings.repro_dir and not settings.worker:
             self.writer = ReproWriter(
                 settings.repro_dir,
@@ -131,7 +133,11 @@ class ReproducePlugin:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int | pytest.ExitCode) -> None:
         explore = self.state.settings.explore
         if self._controller() and self.corpus_entries and explore is not None:
-            self.corpus_added = save_corpus(explore.corpus, self.corpus_entries)
+            # Checked at configure; changed since, it costs one line, the findings stay in the report.
+            try:
+                self.corpus_added = save_corpus(explore.corpus, self.corpus_entries)
+            except (MatrixError, OSError) as exc:
+                self.corpus_error = str(exc) if isinstance(exc, MatrixError) else f"{explore.corpus}: {exc}"
 
     @pytest.hookimpl(trylast=True)
     def pytest_terminal_summary(
@@ -148,6 +154,11 @@ class ReproducePlugin:
             lines.append(
                 f"corpus: {self.corpus_added} new minimal case(s) in {explore.corpus}"
                 " (list it under `include:` in matrix.yaml to replay them)"
+            )
+        if self.corpus_error is not None:
+            lines.append(
+                f"corpus: not saved ({self.corpus_error});"
+                f" the {len(self.corpus_entries)} minimal case(s) are in the report"
             )
         if lines:
             terminalreporter.section("scaled-mm triage and repro")

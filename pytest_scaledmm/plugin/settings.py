@@ -4,6 +4,8 @@ config.getoption; a bad value is one usage error before anything runs."""
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,7 +13,9 @@ from typing import Any
 
 import pytest
 
+from ..matrix.errors import MatrixError
 from ..matrix.replay_command import MATRIX_SUFFIXES, parse_recorded_on
+from ..reports.files import write_problem
 from ..reports.report_dir import check_keep, default_report_dir, default_report_name
 from . import options as opt
 from .sources import Sources, resolve_options
@@ -111,7 +115,9 @@ class Settings:
                 Path(corpus).resolve() if corpus else matrix_path.parent / DEFAULT_NAME,
             )
         report = get(opt.REPORT.dest)
-        repro_dir = get(opt.REPRO_DIR.dest)
+        repro_dir = Path(get(opt.REPRO_DIR.dest)).resolve() if get(opt.REPRO_DIR.dest) else None
+        if not (is_worker(config) or config.option.help):
+            _check_run_files(config, sources, explore, repro_dir)
         return cls(
             matrix=matrix_path,
             profile=get(opt.PROFILE.dest),
@@ -127,7 +133,7 @@ class Settings:
             max_autotune_configs=get(opt.MAX_AUTOTUNE_CONFIGS.dest),
             cases=cases,
             explore=explore,
-            repro_dir=Path(repro_dir).resolve() if repro_dir else None,
+            repro_dir=repro_dir,
             first_failure=get(opt.FIRST_FAILURE.dest),
             baseline=get(opt.BASELINE.dest),
             allow_missing=get(opt.ALLOW_MISSING.dest),
@@ -189,6 +195,46 @@ def _check_matrix_conftest(config: pytest.Config, matrix_path: Path) -> None:
             f" matrix as a path, `pytest {matrix_path} --scaledmm-matrix{value}`,"
             f" or run pytest in {matrix_path.parent}"
         )
+
+
+def _check_run_files(
+    config: pytest.Config, sources: Sources, explore: ExploreSettings | None, repro: Path | None
+) -> None:
+    """The files a run reads or writes besides the matrix and its report (entry.py claims that):
+    a bad one is one usage error now, not a traceback once the cases have run."""
+    if explore is not None:
+        problem = _corpus_problem(explore.corpus)
+        if problem:
+            raise pytest.UsageError(sources.problem(opt.CORPUS, problem))
+    if repro is not None:
+        problem = write_problem(repro, directory=True)
+        if problem:
+            raise pytest.UsageError(sources.problem(opt.REPRO_DIR, f"{repro}: {problem}"))
+    junit = getattr(config.option, "xmlpath", None)  # pytest's junitxml writes it after the last case
+    if junit:
+        path = Path(config.invocation_params.dir, os.path.expanduser(os.path.expandvars(junit)))
+        problem = write_problem(path)
+        if problem:
+            raise pytest.UsageError(f"--junitxml: {path}: {problem}")
+
+
+def _corpus_problem(path: Path) -> str | None:
+    """An existing corpus must be one (explore adds to it); a new one, writable where it goes."""
+    from ..matrix.corpus import read_entries  # noqa: PLC0415  lazy: every pytest session loads settings
+
+    if os.path.lexists(path) and not path.is_dir():
+        try:
+            regular = stat.S_ISREG(os.stat(path).st_mode)
+        except OSError:
+            regular = False
+        if not regular:  # a device or a FIFO would be read forever, then renamed over
+            return f"{path}: it is there and is not a regular file"
+        try:
+            read_entries(path)
+        except MatrixError as exc:
+            return str(exc)
+    problem = write_problem(path)
+    return f"{path}: {problem}" if problem else None
 
 
 def _default_report_path(config: pytest.Config, matrix_path: Path) -> Path:

@@ -92,6 +92,30 @@ def not_a_file(path) -> str | None:
     return "not a regular file"
 
 
+def write_problem(path, directory: bool = False) -> str | None:
+    """Why a file (with `directory`, a directory to hold files) could not be written at `path`
+    later in the run, or None. Nothing is created: the writer makes the missing directories, so
+    the nearest one that is there gets a probe file, made and removed."""
+    path = Path(path)
+    if os.path.lexists(path):
+        if directory and not path.is_dir():
+            return "it is there and is not a directory"
+        if not directory and path.is_dir():
+            return "it is a directory"
+    there = path if directory else path.parent
+    while not os.path.lexists(there) and there != there.parent:
+        there = there.parent
+    if not there.is_dir():
+        return f"{there} is not a directory"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".scaledmm-probe.", dir=there)
+    except OSError as exc:
+        return f"cannot write in {there}: {exc.strerror or exc}"
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
 def _write_all(fd: int, data: bytes) -> None:
     while data:
         data = data[os.write(fd, data) :]
