@@ -81,6 +81,13 @@ class ModelRecord(TypedDict, total=False):
     detail: str
 
 
+class RunRecord(TypedDict, total=False):
+    """One run of a case that ran more than once (a rerun plugin, a hook that runs an item twice)."""
+
+    outcome: str
+    signature: str | None
+
+
 class _CaseRequired(TypedDict):
     id: str
     outcome: str  # an outcome class name; one this version does not know counts as a failure
@@ -105,6 +112,9 @@ class CaseRecord(_CaseRequired, total=False):
     triage: dict[str, Any]  # execution/triage.py
     model: ModelRecord
     explore: dict[str, Any]  # a case explore mode found: its kernel and when (plugin/explore.py)
+    # Every run's outcome, in the order they came, when the case ran more than once: the record
+    # is the worst run's (plugin/session.py repeated_record).
+    runs: list[RunRecord]
 
 
 def is_case_record(value: object) -> TypeGuard[CaseRecord]:

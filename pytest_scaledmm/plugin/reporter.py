@@ -11,6 +11,7 @@ import pytest
 
 from ..matrix.packs import pack_notes
 from ..reports.printable import printable
+from ..reports.provenance import repeated_note
 from ..reports.report import signature_groups, write_atomic
 from ..reports.summary import summary_lines
 from ..verdict import outcome as oc
@@ -30,6 +31,15 @@ if TYPE_CHECKING:
 PARTIAL_REPORT_EVERY_S = 30.0
 
 
+class FailedEarlierEntry:
+    """A stats entry of the terminal reporter: a case whose kept (worst) run failed while pytest
+    counted only its passing rerun, counted in pytest's last line."""
+
+    count_towards_summary = True
+    when = "session"
+    nodeid = ""
+
+
 class MatrixReporter:
     """Registered only for a matrix run; on the controller it gathers every case's record,
     including those xdist workers send in their reports' user_properties, and tells whether the
@@ -45,6 +55,9 @@ class MatrixReporter:
         self.session: pytest.Session | None = None
         self.written_at_end = False  # the session's end wrote the report (or tried to)
         self.seen_at_write: str | None = None  # the signal noted when it was last written
+        self._run_recorded: set[str] = set()  # items whose current run's record was taken
+        self._failed_ids: set[str] = set()  # cases of which pytest counted a failed report
+        self.failed_earlier: list[str] = []  # cases failing by an earlier run that pytest did not count
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -94,11 +107,23 @@ class MatrixReporter:
             f"pytest internal error: {excinfo.typename}: {message[0] if message else ''}".rstrip(": ")
         )
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_setup(self, item: pytest.Item) -> None:
+        # Every run of a case item (a rerun plugin runs one again) begins without the record of
+        # its run before: each run's reports carry its own, and the safety net sees a run without one.
+        if isinstance(item, CaseItem):
+            item.user_properties[:] = [(name, value) for name, value in item.user_properties if name != "scaledmm"]
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         record = record_property(report.user_properties)
-        # Setup and teardown reports carry a record only when the call phase gave none.
-        if record is None or (report.when != "call" and record["id"] in self.state.records):
+        if report.when == "setup":  # a run of the item begins (a rerun begins another)
+            self._run_recorded.discard(report.nodeid)
+        if record is not None and report.failed:
+            self._failed_ids.add(record["id"])
+        # The teardown report carries the record its run's setup or call gave, taken already.
+        if record is None or (report.when == "teardown" and report.nodeid in self._run_recorded):
             return
+        self._run_recorded.add(report.nodeid)
         self.state.add_record(record, user_property(report.user_properties, "scaledmm_env"))
         if not self.state.settings.worker and time.monotonic() - self._last_write > PARTIAL_REPORT_EVERY_S:
             self._write()
@@ -160,6 +185,16 @@ class MatrixReporter:
             if stop:
                 causes.append(f"stopped early: {stop}")
         state.finish(causes)
+        # A case whose worst run failed fails the session, as it fails the report, also when
+        # pytest counted only a passing rerun of it (a rerun plugin).
+        strict = state.settings.strict_errors
+        self.failed_earlier = [
+            record["id"]
+            for record in state.repeated()
+            if record["id"] not in self._failed_ids and _fails(record["outcome"], strict)
+        ]
+        if self.failed_earlier and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = exitstatus = pytest.ExitCode.TESTS_FAILED
         if int(exitstatus) == pytest.ExitCode.NO_TESTS_COLLECTED and not causes and state.empty_shard() is not None:
             # Its slice is empty and it ran all of it: complete, and no failed CI job to merge around.
             session.exitstatus = exitstatus = pytest.ExitCode.OK
@@ -199,12 +234,19 @@ class MatrixReporter:
             return
         if self.write_error:
             terminalreporter.write_line(f"ERROR: {self.write_error}", red=True)
+        if self.failed_earlier:  # pytest's last line counts them: "1 passed, 1 failed on an earlier run"
+            terminalreporter.stats.setdefault("failed on an earlier run", []).extend(
+                FailedEarlierEntry() for _ in self.failed_earlier
+            )
         terminalreporter.section("scaled-mm matrix")
         lines = summary_lines(self.state, signature_groups(self.state.records.values()))
         lines[1:1] = self.state.coverage_lines()  # what was really tested, under the headline
         # What a kernel library's import held back (its C extensions that do not load here), in one line.
         ran = {str((record.get("params") or {}).get("kernel")) for record in self.state.records.values()}
         lines[1:1] = [f"note: {note}" for note in pack_notes(ran)]
+        repeated = repeated_note(self.state.records.values())
+        if repeated:
+            lines.insert(1, f"note: {repeated}")
         # What a kernel's declaration left untested (matrix/cases.py), right under it.
         lines[1:1] = [f"warning: {w}" for w in self.state.matrix_block()["generation"].get("warnings", [])]
         total, shard = self.state.empty_shard(), self.state.settings.shard
@@ -219,6 +261,12 @@ class MatrixReporter:
             lines = [line for line in lines if not line.startswith("report: ")]
         for line in lines:
             terminalreporter.write_line(printable(line))  # record text (signatures, ids) is data
+
+
+def _fails(outcome: str, strict_errors: bool) -> bool:
+    """Whether a record of this class fails the session (a class this version does not know does)."""
+    known = oc.outcome_class(outcome)
+    return known is None or known.fails_when(strict_errors)
 
 
 def selection_options(config: pytest.Config, settings: Settings) -> list[str]:

@@ -33,7 +33,7 @@ from ..matrix.kernels import resolve_kernels
 from ..matrix.known_failures import Catalogue
 from ..matrix.replay_command import forced_options, replay_command
 from ..matrix.spec import Spec
-from ..records import CaseRecord, ChecksRecord, ErrorRecord, Report, ShardBlock
+from ..records import CaseRecord, ChecksRecord, ErrorRecord, Report, RunRecord, ShardBlock
 from ..reports.coverage import coverage_block, coverage_lines, model_block
 from ..reports.report import build_report, iso_time
 from ..verdict import outcome as oc
@@ -93,6 +93,23 @@ def target_arch(requested: str) -> str:
         return device_info(device).arch
     except Exception:  # an index torch does not see: the run reports it
         return device_info("cuda:0").arch
+
+
+def _rank(record: CaseRecord) -> int:
+    """A record's severity, 0 the worst; a class this version does not know ranks worse still."""
+    known = oc.outcome_class(record["outcome"])
+    return known.severity if known is not None else -1
+
+
+def repeated_record(earlier: CaseRecord, later: CaseRecord) -> CaseRecord:
+    """A case recorded again (a rerun plugin, a hook that runs an item twice): the worse record
+    counts (the earlier on a tie), and `runs` lists every run in the order they came, so that a
+    pass never replaces a failed run."""
+    runs = list(earlier.get("runs") or [RunRecord(outcome=earlier["outcome"], signature=earlier.get("signature"))])
+    runs.append(RunRecord(outcome=later["outcome"], signature=later.get("signature")))
+    kept = (later if _rank(later) < _rank(earlier) else earlier).copy()
+    kept["runs"] = runs
+    return kept
 
 
 def compile_cache_counts(records: Iterable[Mapping[str, Any]]) -> dict[str, int]:
@@ -378,14 +395,19 @@ class MatrixSession:
 
     def add_record(self, record: CaseRecord, environment: dict | None = None) -> None:
         """A case's record as it reached this process, and the environment of the process that
-        ran it (the first one given is kept)."""
+        ran it (the first one given is kept); a case recorded again keeps its worst run."""
         if self._environment is None and environment is not None:
             self._environment = environment
         if "model" not in record:
             env = self._environment or {}
             record = record.copy()
             record["model"] = model_block(record, self.target_arch, str(env.get("torch") or ""))
-        self._records[record["id"]] = record
+        earlier = self._records.get(record["id"])
+        self._records[record["id"]] = record if earlier is None else repeated_record(earlier, record)
+
+    def repeated(self) -> list[CaseRecord]:
+        """The records of cases that ran more than once."""
+        return [record for record in self._records.values() if len(record.get("runs") or ()) > 1]
 
     # -- caches -------------------------------------------------------------------------------
     def use_fresh_cache(self) -> None:

@@ -114,6 +114,11 @@ class Settings:
                 max(1, get(opt.EXPLORE_EXAMPLES.dest)),
                 Path(corpus).resolve() if corpus else matrix_path.parent / DEFAULT_NAME,
             )
+        if getattr(config.option, "dist", "no") == "each":  # xdist's option, absent without it
+            raise pytest.UsageError(
+                "--dist each: every worker would run every case, and a case has one record in the report;"
+                " use --dist load (or -n alone) to run each case once"
+            )
         report = get(opt.REPORT.dest)
         repro_dir = Path(get(opt.REPRO_DIR.dest)).resolve() if get(opt.REPRO_DIR.dest) else None
         if not (is_worker(config) or config.option.help):

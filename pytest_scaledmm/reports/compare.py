@@ -37,6 +37,7 @@ from ..records import CaseRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
 from .printable import printable
+from .provenance import repeated_note
 from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
 from .sides import changed_sides, worse_sides
 
@@ -353,6 +354,9 @@ def _report_notes(columns: Sequence[Column], reports: Sequence[tuple[Path, Repor
                 f"{column.label}: {len(duplicates)} case id(s) recorded more than once"
                 f" (e.g. {cid}, {count} times); the last record is shown"
             )
+        repeated = repeated_note(report["cases"])
+        if repeated:
+            notes.append(f"{column.label}: {repeated}")
     return notes
 
 

@@ -73,6 +73,7 @@ from .compare import (
 )
 from .printable import printable_lines
 from .proof import unproven_passes
+from .provenance import repeated_notes
 from .report import dumps_strict, duplicate_ids, number, shard_advice, shard_of
 from .sides import named_checks
 
@@ -581,6 +582,7 @@ REPORT_CHECKS: tuple[Callable[[GateContext], list[Finding]], ...] = (
     _completeness_check,
     _bounds_check,
     _kernel_slack_check,
+    lambda ctx: [_note(text) for text in repeated_notes((role, data) for role, (_, data) in ctx.reports.items())],
 )
 
 

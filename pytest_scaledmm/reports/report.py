@@ -38,9 +38,10 @@ from .report_path import claim
 
 SCHEMA = "pytest-scaledmm/report"
 # 2: session.started is ISO 8601 (was epoch seconds), signatures carry `shared`, a shard run
-# carries a `shard` block. Version 1 is still read, upgraded in memory (upgrade_report).
-SCHEMA_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+# carries a `shard` block. 3: a case that ran more than once carries `runs` (its record is the
+# worst run's). Versions 1 and 2 are still read, upgraded in memory (upgrade_report).
+SCHEMA_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 # Reports of the largest profiles are tens of MiB; beyond this, a file is not one of ours.
 MAX_REPORT_BYTES = 512 * 1024 * 1024
 # Records nest about six levels; deeper values would only exhaust the stack of the readers.
@@ -84,16 +85,19 @@ def iso_time(epoch: float | None = None) -> str:
 
 def upgrade_report(data: dict) -> dict:
     """A report of an older readable schema version as this version reads it (in memory only):
-    version 1 wrote session.started as epoch seconds."""
-    if data.get("schema_version") == 1:
+    version 1 wrote session.started as epoch seconds; what version 3 added is absent before it
+    (no record says it ran more than once)."""
+    version = data.get("schema_version")
+    if version == 1:
         session = data.get("session")
         if isinstance(session, dict) and type(session.get("started")) in (int, float):
             try:
                 session["started"] = iso_time(session["started"])
             except (OverflowError, OSError, ValueError):
                 session["started"] = None
+    if version != SCHEMA_VERSION:
         data["schema_version"] = SCHEMA_VERSION
-        data["upgraded_from"] = 1
+        data["upgraded_from"] = version
     return data
 
 
@@ -785,6 +789,15 @@ _RECORD = {
             },
         },
         "triage": {"type": ["object", "null"]},
+        # Every run of a case that ran more than once (plugin/session.py repeated_record).
+        "runs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["outcome"],
+                "properties": {"outcome": {"type": "string", "pattern": _CLASS_NAME}, "signature": _TEXT},
+            },
+        },
     },
 }
 
@@ -1067,7 +1080,8 @@ def load_report(path) -> Report:
         )
     version = data.get("schema_version")
     if type(version) is not int or version not in READABLE_VERSIONS:
-        readable = " and ".join(str(v) for v in READABLE_VERSIONS)
+        *earlier, last = (str(v) for v in READABLE_VERSIONS)
+        readable = f"{', '.join(earlier)} and {last}" if earlier else last
         raise ReportError(
             path, f"key 'schema_version' is {version!r}; this pytest-scaledmm reads versions {readable} only"
         )
