@@ -33,6 +33,7 @@ from .plugin.options import (
     ALLOW_CAPABILITY_LOSS,
     ALLOW_LOOSER_SLACK,
     ALLOW_MISSING,
+    ALLOW_UNCHECKED,
     ALLOW_WORSE,
     BASELINE,
     DEVICE_CHOICES_HELP,
@@ -390,6 +391,11 @@ def compare_command(args) -> int:
         shared(ALLOW_CAPABILITY_LOSS, "accept cases that ran in the baseline and are UNSUPPORTED or SKIPPED now"),
         shared(ALLOW_WORSE, "accept cases that fail the same way as in the baseline but by much more"),
         shared(ALLOW_LOOSER_SLACK, "accept a kernel whose own tolerance slack is larger than in the baseline"),
+        shared(
+            ALLOW_UNCHECKED,
+            "accept that the candidate checked less of what PATTERN names (repeatable; fnmatch): KERNEL,"
+            " KERNEL:SIDE or KERNEL:SIDE:AXIS=VALUE, as the 'not proven' lines name them",
+        ),
         Arg(
             "--markdown",
             metavar="PATH",
@@ -425,6 +431,7 @@ def gate_command(args) -> int:
         allow_capability_loss=args.scaledmm_allow_capability_loss,
         allow_worse=args.scaledmm_allow_worse,
         allow_looser_slack=args.scaledmm_allow_looser_slack,
+        allow_unchecked=tuple(args.scaledmm_allow_unchecked or ()),
     )
     from .reports.render import md_escape  # noqa: PLC0415 (jinja2 at first use)
 

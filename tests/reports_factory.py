@@ -43,7 +43,23 @@ def case(cid, outcome, signature=None, **params):
     if outcome in ("PASS", "FIXED_UPSTREAM"):  # what a real passing record proves (reports/proof.py)
         check = {"ok": True, "ratio": 0.5, "bound": {"slack": 1.0}}
         record["errors"] = {"eager": dict(check), "compiled": dict(check)}
+    else:
+        record.update(_evidence_of(outcome, signature))
     return record
+
+
+def _evidence_of(outcome, signature) -> dict:
+    """What each side of a real record of that outcome says it did (reports/evidence.py reads it):
+    refused on both sides, or eager checked and compiled off or raising; none where nothing ran."""
+    raised = {"type": "RuntimeError", "message": signature or outcome, "root_type": "RuntimeError"}
+    passed = {"ok": True, "ratio": 0.5, "bound": {"slack": 1.0}}
+    if outcome in ("MISMATCH", "FALLBACK", "XFAIL"):
+        return {"errors": {"eager": dict(passed), "compiled": {"ok": False, "ratio": 2.0, "bound": {"slack": 1.0}}}}
+    if outcome == "COMPILE_ONLY_ERROR":
+        return {"errors": {"eager": dict(passed), "compiled": None}, "compiled_error": dict(raised)}
+    if outcome in ("UNSUPPORTED", "ERROR_PARITY", "BOUNDARY_PARITY", "REFUSED", "INTERNAL_ERROR"):
+        return {"eager_error": dict(raised), "compiled_error": dict(raised)}
+    return {}
 
 
 def report(cases, matrix_hash="0123456789abcdef", matrix_path="matrix.yaml", session=None, **env):

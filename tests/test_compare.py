@@ -48,7 +48,7 @@ def test_classify_signature_changes():
     old = case("c", "COMPILE_ONLY_ERROR", LOWERING)
     assert classify(old, case("c", "COMPILE_ONLY_ERROR", LOWERING)) is None
     assert classify(old, case("c", "COMPILE_ONLY_ERROR", "InductorError <- RuntimeError: x")) == cmp.SIGNATURE_CHANGED
-    assert classify(old, case("c", "ERROR_PARITY", LOWERING)) == cmp.SIGNATURE_CHANGED
+    assert classify(old, case("c", "MISMATCH", LOWERING)) == cmp.SIGNATURE_CHANGED
     # A failure that became a known failure is the same failure, not news.
     xfail = {**case("c", "XFAIL", LOWERING), "known_failure": {"original_outcome": "COMPILE_ONLY_ERROR"}}
     assert classify(old, xfail) is None
@@ -227,7 +227,7 @@ def test_unusable_report_is_one_line_naming_the_file_exit_2(tmp_path, capsys, co
 
 def test_python_dash_m_gives_the_same_one_line_error(tmp_path):
     bad = tmp_path / "torch99.json"
-    bad.write_text('{"schema": "pytest-scaledmm/report", "schema_version": 4}')
+    bad.write_text('{"schema": "pytest-scaledmm/report", "schema_version": 5}')
     proc = subprocess.run(
         [sys.executable, "-m", "pytest_scaledmm", "gate", "--baseline", str(bad), "--candidate", str(bad)],
         capture_output=True,
@@ -235,7 +235,7 @@ def test_python_dash_m_gives_the_same_one_line_error(tmp_path):
     )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == [
-        f"scaledmm gate: error: {bad}: key 'schema_version' is 4; this pytest-scaledmm reads versions 1, 2 and 3 only"
+        f"scaledmm gate: error: {bad}: key 'schema_version' is 5; this pytest-scaledmm reads versions 1, 2, 3 and 4 only"
     ]
     assert proc.stdout == ""
 

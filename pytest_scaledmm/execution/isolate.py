@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ..matrix.case_params import Case
 from ..verdict import outcome as oc
-from ..verdict.outcome import Outcome
+from ..verdict.outcome import EAGER_CHECKED, Outcome, SideEvidence
 from ..verdict.signature_text import TIMEOUT_SIGNATURE
 
 STARTUP_TIMEOUT_S = 120.0
@@ -134,7 +134,9 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
         for name in hooked:
             if name in kernels:
                 specs[name] = dataclasses.replace(specs[name], fn=kernels[name])
-        ctx = dataclasses.replace(ctx_blob, kernels=kernels, kernel_specs=specs, in_child=True)
+        ctx = dataclasses.replace(
+            ctx_blob, kernels=kernels, kernel_specs=specs, in_child=True, side_sink=_side_sender(conn)
+        )
         if ctx.host_lane and ctx.device.startswith("cuda"):  # the CPU device's warm-up did it
             from .device import probe_cpu_vector_isa_in_background  # noqa: PLC0415  lazy: the child
 
@@ -152,6 +154,15 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
             conn.send(("ok", _serve(request, ctx)))
         except BaseException:
             conn.send(("error", traceback.format_exc()))
+
+
+def _side_sender(conn) -> Callable:
+    """The child's pipeline.SideSink: each side's evidence goes to the parent when it is made."""
+
+    def send(side: str, evidence) -> None:
+        conn.send(("side", {"side": side, "evidence": evidence.to_json()}))
+
+    return send
 
 
 def _die_with_parent() -> None:
@@ -255,6 +266,21 @@ class Death:
     detail: str
     layer: str | None
     seconds: float
+    # side -> its evidence (pipeline.SideEvidence.to_json) that reached the parent before the end
+    evidence: dict = dataclasses.field(default_factory=dict)
+
+    def outcome(self) -> Outcome:
+        """The case's outcome: the death, with each side's check or error sent before it."""
+        result = Outcome(self.kind, self.signature, self.layer, self.detail, timing={"total_s": self.seconds})
+        for side, data in self.evidence.items():
+            made = SideEvidence.from_json(data)
+            if made.check is not None:
+                result.errors[side] = made.check
+            if made.error is not None:
+                setattr(result, f"{side}_error", made.error)
+        if "eager" in self.evidence:
+            result.observations.died_after = EAGER_CHECKED
+        return result
 
 
 class InProcessRunner:
@@ -405,9 +431,7 @@ class ChildRunner:
             return result
         answer = self._request(("case", case.id, dict(case.params), None), case)
         if isinstance(answer, Death):
-            return Outcome(
-                answer.kind, answer.signature, answer.layer, answer.detail, timing={"total_s": answer.seconds}
-            )
+            return answer.outcome()
         result = Outcome.from_json(answer)
         if _poisons_context(result):
             # The context is gone for every later case; start over before the next one.
@@ -503,18 +527,25 @@ class ChildRunner:
         offset = _size(self._log)
         start = time.monotonic()
         self._conn.send(request)
-        if not self._conn.poll(self.timeout):
-            _dump_stacks(self._proc)
-            death = self._death(oc.TIMEOUT, start, f"case {case.id} gave no result within {self.timeout:g} s", offset)
-            self._stop(kill=True)
-            return death
-        try:
-            kind, payload = self._conn.recv()
-        except (EOFError, ConnectionError):
-            return self._died(start, offset, f"case {case.id}")
-        if kind == "error":
-            raise HarnessError(f"the harness failed in the isolated child:\n{payload}")
-        return payload
+        evidence: dict = {}
+        while True:
+            left = start + self.timeout - time.monotonic()
+            if left <= 0 or not self._conn.poll(left):
+                _dump_stacks(self._proc)
+                headline = f"case {case.id} gave no result within {self.timeout:g} s"
+                death = self._death(oc.TIMEOUT, start, headline, offset)
+                self._stop(kill=True)
+                return dataclasses.replace(death, evidence=evidence)
+            try:
+                kind, payload = self._conn.recv()
+            except (EOFError, ConnectionError):
+                return dataclasses.replace(self._died(start, offset, f"case {case.id}"), evidence=evidence)
+            if kind == "side":  # a side's evidence, sent as it was made; the answer follows
+                evidence[payload["side"]] = payload["evidence"]
+                continue
+            if kind == "error":
+                raise HarnessError(f"the harness failed in the isolated child:\n{payload}")
+            return payload
 
     def _died(self, start: float, offset: int, what: str) -> Death:
         self._proc.join(5)

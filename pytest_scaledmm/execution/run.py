@@ -43,6 +43,9 @@ class RunContext:
     # This process runs the cases whose compiled side builds a CPU kernel (plugin/schedule.py's
     # host lane): its child checks the CPU's vector ISAs as soon as it has its settings.
     host_lane: bool = False
+    # Each side's evidence as it is made (pipeline.SideSink): the isolated child sends it to the
+    # parent, so a crash or hang after the eager side keeps that side's check.
+    side_sink: Callable | None = None
 
 
 def _torch_release():
@@ -177,6 +180,7 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
             second_call=_second_call(spec, kernel, inputs, params, seed, ctx.device, slack, call),
             names=call.names,
             eager_other_m=eager_other[0] if eager_other else None,
+            on_side=ctx.side_sink,
         )
     finally:
         _restore_dynamo_config(saved_config)

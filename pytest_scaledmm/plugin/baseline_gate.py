@@ -11,7 +11,7 @@ import pytest
 from ..records import Report
 from ..reports.gate import run_gate
 from ..reports.report import ReportError, load_report
-from .options import ALLOW_CAPABILITY_LOSS, ALLOW_LOOSER_SLACK, ALLOW_MISSING, ALLOW_WORSE
+from .options import ALLOW_CAPABILITY_LOSS, ALLOW_LOOSER_SLACK, ALLOW_MISSING, ALLOW_UNCHECKED, ALLOW_WORSE
 from .reporter import build_session_report
 
 if TYPE_CHECKING:
@@ -70,11 +70,13 @@ class BaselineGate:
             allow_capability_loss=settings.allow_capability_loss,
             allow_worse=settings.allow_worse,
             allow_looser_slack=settings.allow_looser_slack,
+            allow_unchecked=settings.allow_unchecked,
             flags={
                 "allow_missing": ALLOW_MISSING.flag,
                 "allow_capability_loss": ALLOW_CAPABILITY_LOSS.flag,
                 "allow_worse": ALLOW_WORSE.flag,
                 "allow_looser_slack": ALLOW_LOOSER_SLACK.flag,
+                "allow_unchecked": ALLOW_UNCHECKED.flag,
             },
         )
         if not self.result.passed:

@@ -139,6 +139,13 @@ ALLOW_LOOSER_SLACK = Option(
     " naming the kernel, both slacks and the reason instead of a failure)",
     {"action": "store_true", "default": False},
 )
+ALLOW_UNCHECKED = Option(
+    "--scaledmm-allow-unchecked",
+    "let the gate accept that the candidate checked less than the baseline for what PATTERN names"
+    " (repeatable; fnmatch): KERNEL, KERNEL:SIDE or KERNEL:SIDE:AXIS=VALUE, as the gate's"
+    " 'not proven' lines name them; a note instead of a failure",
+    {"action": "append", "default": None, "metavar": "PATTERN"},
+)
 STRICT_ERRORS = Option(
     "--scaledmm-strict-errors",
     "fail the run (and the gate) on error parity on invalid input too: boundary cases where eager and"
@@ -233,6 +240,7 @@ PLUGIN_OPTIONS = [
     ALLOW_CAPABILITY_LOSS,
     ALLOW_WORSE,
     ALLOW_LOOSER_SLACK,
+    ALLOW_UNCHECKED,
     STRICT_ERRORS,
     TIMEOUT,
     ISOLATE,

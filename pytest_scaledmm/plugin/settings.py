@@ -50,6 +50,7 @@ class Settings:
     allow_capability_loss: bool
     allow_worse: bool
     allow_looser_slack: bool
+    allow_unchecked: tuple[str, ...]
     strict_errors: bool  # error parity on invalid input fails the run; recorded as session.strict_errors
     shard: tuple[int, int] | None = None  # --scaledmm-shard (I, N), 1-based; None: every case
     keep: int | None = None  # --scaledmm-keep: reports kept in the default report directory
@@ -145,6 +146,7 @@ class Settings:
             allow_capability_loss=get(opt.ALLOW_CAPABILITY_LOSS.dest),
             allow_worse=get(opt.ALLOW_WORSE.dest),
             allow_looser_slack=get(opt.ALLOW_LOOSER_SLACK.dest),
+            allow_unchecked=tuple(get(opt.ALLOW_UNCHECKED.dest) or ()),
             strict_errors=get(opt.STRICT_ERRORS.dest),
             recorded_on=_recorded_on(get, sources),
             **_ci_settings(get, sources),

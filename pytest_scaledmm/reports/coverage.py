@@ -87,7 +87,15 @@ def coverage_block(records: Iterable[Mapping], possible: Mapping | None, arch: s
     kernel: scale_pair_mode [a, b, mode] and form_class [side, form, class])."""
     records = list(records)
     ran = [r for r in records if _ran(r)]
-    checked = [r for r in ran if purpose_of(r) == "valid" and ((r.get("errors") or {}).get("eager") is not None)]
+    # A case whose process died keeps the eager side's check (the gate compares it), but its
+    # compiled side checked nothing: it is no checked case of its pairs.
+    checked = [
+        r
+        for r in ran
+        if purpose_of(r) == "valid"
+        and (r.get("errors") or {}).get("eager") is not None
+        and _outcome(r) not in (oc.CRASH, oc.TIMEOUT)
+    ]
     mismatches = [r for r in records if (r.get("model") or {}).get("mismatch")]
     block: dict[str, Any] = {
         "arch": arch,

@@ -19,7 +19,11 @@ It fails closed: what it cannot back is a failure. One reason line each when
   no case in common, or no case in common was run and checked in the candidate;
 - the two runs were held to different bounds (tolerance slack);
 - baseline and candidate are the same report;
-- a case that ran in the baseline is UNSUPPORTED or SKIPPED in the candidate (capability lost).
+- a case that ran in the baseline is UNSUPPORTED or SKIPPED in the candidate (capability lost);
+- the candidate checked less than the baseline, per kernel and side (reports/evidence.py): a
+  kernel absent or checked in no case, fewer cases of a side checked, a value of a dimension no
+  longer checked on a side; and a kernel checked in neither run (waived item by item by
+  `allow_unchecked`).
 
 Expected failures are recomputed, never read from the records: every XFAIL / FIXED_UPSTREAM is
 restored to its original outcome in both reports and the known-failure catalogue is applied
@@ -41,7 +45,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -71,6 +75,7 @@ from .compare import (
     classify,
     compare_reports,
 )
+from .evidence import grouped_lines, unproven
 from .printable import printable_lines
 from .proof import unproven_passes
 from .provenance import repeated_notes
@@ -92,6 +97,7 @@ CLI_FLAGS = {
     "allow_capability_loss": "--allow-capability-loss",
     "allow_worse": "--allow-worse",
     "allow_looser_slack": "--allow-looser-slack",
+    "allow_unchecked": "--allow-unchecked",
 }
 
 
@@ -480,6 +486,8 @@ class GateContext:
     catalogue: Any
     limit: int
     catalogue_note: str | None
+    allow_unchecked: Sequence[str] = ()  # evidence.py items the candidate may leave unproven
+    flags: Mapping[str, str] = field(default_factory=lambda: CLI_FLAGS)
 
     @property
     def reports(self) -> dict[str, tuple[Path, Report]]:
@@ -573,6 +581,18 @@ def _kernel_slack_check(ctx: GateContext) -> list[Finding]:
     ]
 
 
+def _evidence_check(ctx: GateContext) -> list[Finding]:
+    """Per kernel and side, what the baseline checked and the candidate did not (evidence.py),
+    and each kernel neither checked: a reason each, unless --allow-unchecked names it."""
+    items = unproven(ctx.baseline[1]["cases"], ctx.candidate[1]["cases"])
+    refused = [item for item in items if not item.allowed_by(ctx.allow_unchecked)]
+    accepted = [item for item in items if item.allowed_by(ctx.allow_unchecked)]
+    flag = ctx.flags.get("allow_unchecked", CLI_FLAGS["allow_unchecked"])
+    found = [Finding(line) for line in grouped_lines(refused, flag)]
+    found += [_note(f"accepted: {line}") for line in grouped_lines(accepted, flag)]
+    return found
+
+
 # What is checked of the reports themselves, in the order of the verdict's lines.
 REPORT_CHECKS: tuple[Callable[[GateContext], list[Finding]], ...] = (
     _same_report_check,
@@ -583,6 +603,7 @@ REPORT_CHECKS: tuple[Callable[[GateContext], list[Finding]], ...] = (
     _bounds_check,
     _kernel_slack_check,
     lambda ctx: [_note(text) for text in repeated_notes((role, data) for role, (_, data) in ctx.reports.items())],
+    _evidence_check,
 )
 
 
@@ -839,6 +860,7 @@ def check(
     allow_capability_loss: bool = False,
     allow_worse: bool = False,
     allow_looser_slack: bool = False,
+    allow_unchecked: Sequence[str] = (),
     catalogue_note: str | None = None,
     flags: Mapping[str, str] = CLI_FLAGS,
 ) -> GateResult:
@@ -851,7 +873,7 @@ def check(
         "allow_looser_slack": allow_looser_slack,
     }
     verdict = _Verdict(allowed, flags)
-    context = GateContext(baseline, candidate, catalogue, limit, catalogue_note)
+    context = GateContext(baseline, candidate, catalogue, limit, catalogue_note, tuple(allow_unchecked), flags)
     for report_check in REPORT_CHECKS:
         verdict.add(report_check(context))
     restored, found = _restore(context)
@@ -930,6 +952,7 @@ def run_gate(
     allow_capability_loss: bool = False,
     allow_worse: bool = False,
     allow_looser_slack: bool = False,
+    allow_unchecked: Sequence[str] = (),
     flags: Mapping[str, str] = CLI_FLAGS,
 ) -> GateResult:
     """The gate as `scaledmm gate` and `pytest --scaledmm-baseline` run it."""
@@ -942,6 +965,7 @@ def run_gate(
         allow_capability_loss=allow_capability_loss,
         allow_worse=allow_worse,
         allow_looser_slack=allow_looser_slack,
+        allow_unchecked=allow_unchecked,
         catalogue_note=note,
         flags=flags,
     )

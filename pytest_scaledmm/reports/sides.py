@@ -88,6 +88,8 @@ def _of_check(check: Mapping | None) -> SideOutcome:
         if problem.startswith(prefix):
             raised = problem[len(prefix) :].strip()
             return SideOutcome(RAISED, raised.rsplit(".", 1)[-1] or "an error of no type", raised)
+    if "values" in check:  # a wrong dtype or shape: its values' own measures do not make it non-finite
+        return SideOutcome(OFF, what=problem)
     nonfinite = check.get("nonfinite")
     if (type(nonfinite) is int and nonfinite > 0) or pattern == NONFINITE_PATTERN or problem in _NONFINITE_PROBLEMS:
         return SideOutcome(NONFINITE, what=problem or pattern)

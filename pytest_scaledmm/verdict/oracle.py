@@ -111,15 +111,43 @@ def unchecked(exc: Exception) -> dict:
     }
 
 
+def _values_elsewhere(check: SideChecker, bad: dict, out: Any, device: str, side: str) -> dict:
+    """A wrong-device check with the values of `out` compared all the same, on the case's
+    device (as reference.compare does behind a wrong dtype); as it was where they cannot be."""
+    if not isinstance(out, torch.Tensor) or out.device.type == "meta":
+        return {**bad, "values": "not compared: the output holds no values here"}
+    try:
+        moved = out.detach().to(device)
+        found = check(True, moved, None)[0] if side == "eager" else check(False, None, [moved])[1]
+    except Exception as exc:
+        return {**bad, "values": f"not compared: {type(exc).__name__} reading them on {device}"}
+    if not isinstance(found, dict):
+        return bad
+    measures = {key: value for key, value in found.items() if key not in ("ok", "bound", "values")}
+    # Behind a wrong dtype too, the values' own keys are there already (reference.compare).
+    for key in ("ratio", "problem", "pattern", "where"):
+        if key in measures:
+            value = measures.pop(key)
+            measures.setdefault(f"values_{key}", value)
+    return {**measures, **bad, "values": found.get("values") or f"compared on {device}", "bound": found.get("bound")}
+
+
 def guarded(
     check: SideChecker, eager_ran: bool, eager_out: Any, compiled_outs: Sequence[Any] | None, device: str
 ) -> SideChecks:
     """(eager_check, compiled_check) from a side-checker, guarded: an output on the wrong
-    device, or an exception while checking, is a failed check of that side that says so."""
+    device, or an exception while checking, is a failed check of that side that says so (with
+    its values compared on the case's device all the same, where they can be read)."""
     eager_bad = device_problem(eager_out, device) if eager_ran else None
+    if eager_bad is not None:
+        eager_bad = _values_elsewhere(check, eager_bad, eager_out, device, "eager")
     compiled_bad = None
     if compiled_outs is not None:
-        compiled_bad = next(filter(None, (device_problem(out, device) for out in compiled_outs)), None)
+        for out in compiled_outs:
+            found = device_problem(out, device)
+            if found is not None:
+                compiled_bad = _values_elsewhere(check, found, out, device, "compiled")
+                break
     eager_ran = eager_ran and eager_bad is None
     compiled_outs = None if compiled_bad else compiled_outs
     try:

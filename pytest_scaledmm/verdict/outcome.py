@@ -242,6 +242,7 @@ class Observations(FieldsOnly):
     compile_cache: dict | None = None  # Inductor's FX graph cache: {"hit", "miss", "bypass"} counts
     other_m: int | None = None  # the M of the eager side's call after the first (execution.run.eager_other_m)
     not_checked: list | None = None  # the calls after the first that could not be made, and why
+    died_after: str | None = None  # a CRASH or TIMEOUT: the evidence made before the process ended
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
@@ -249,6 +250,27 @@ class Observations(FieldsOnly):
     @classmethod
     def from_json(cls, data: dict) -> Observations:
         return cls(**data)
+
+
+@dataclass
+class SideEvidence:
+    """One side's evidence as soon as the side is done: its check against the reference (None
+    where it raised) and its error; what a later crash or hang of the process leaves of it."""
+
+    check: dict | None
+    error: ErrorInfo | None
+
+    def to_json(self) -> dict:
+        return {"check": self.check, "error": None if self.error is None else asdict(self.error)}
+
+    @classmethod
+    def from_json(cls, data: dict) -> SideEvidence:
+        error = data.get("error")
+        return cls(data.get("check"), ErrorInfo(**error) if error else None)
+
+
+# Where a case's process was when it died, after the eager side's evidence reached the parent.
+EAGER_CHECKED = "the eager side, checked; it died in the compiled side"
 
 
 @dataclass

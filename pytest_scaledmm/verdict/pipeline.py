@@ -30,7 +30,16 @@ from .classify import classify, crash_outcome, problem_of
 from .draw import make_inputs, second_call_seed
 from .kernel_choice import kernel_choice, output_code
 from .oracle import SideChecker, case_checker, guarded
-from .outcome import COMPILE_ONLY_ERROR, MISMATCH, ErrorInfo, Observations, Outcome, describe_exception
+from .outcome import (
+    COMPILE_ONLY_ERROR,
+    EAGER_CHECKED,
+    MISMATCH,
+    ErrorInfo,
+    Observations,
+    Outcome,
+    SideEvidence,
+    describe_exception,
+)
 from .refusals import DeclaredKernel, Support
 from .runners import CompiledSide, runner_named
 from .signature_text import (
@@ -737,6 +746,7 @@ def eager_compile_check(
     second_call: OtherShape | None = None,
     names: Sequence[str] | None = None,
     eager_other_m: OtherShape | None = None,
+    on_side: SideSink | None = None,
 ) -> Sides:
     """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
     the second runs the cached code), check each side with the side-checker `check`
@@ -754,7 +764,11 @@ def eager_compile_check(
     code); the second output must match its own reference, the first must be unchanged after it,
     and no output may share storage with an input or with the previous output
     (serving_loop_problem). Without it the compiled side runs the same inputs twice.
-    `eager_other_m`: the eager side's last call, at another M (SidePlan.other_m)."""
+    `eager_other_m`: the eager side's last call, at another M (SidePlan.other_m).
+
+    `on_side(side, evidence)` is handed each side's evidence as soon as it is made (side_evidence:
+    the eager side's check and error before the compiled side starts), so that a process that dies
+    or hangs later keeps what came before."""
     params = None if given is None else case_record(given)
     log = CallLog(interrupts)
     pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
@@ -763,17 +777,36 @@ def eager_compile_check(
     eager_plan = SidePlan(device, second_call, second_inputs, other_m=eager_other_m)
     eager = run_side("eager", EagerCall(fn), pristine, log, eager_plan)
     timing: dict = {"eager_s": eager.first_s, **{f"eager_{key}": value for key, value in eager.timing.items()}}
+    eager_evidence = side_evidence(check, eager, device)
+    if on_side is not None:
+        on_side("eager", eager_evidence)
     compiled = _compiled_stage(fn, settings, runner, pristine, log, device, second_call, second_inputs, other_shapes)
     timing.update(compiled.timing)
 
     eager_out = eager.outs[0] if eager.outs else None
     if log.exits:
         crashed = crash_outcome(log.exits, eager.error, compiled.run.error, timing)
+        if "eager" not in log.exits and eager_evidence.check is not None:
+            crashed.errors = {"eager": eager_evidence.check}
+        crashed.observations.died_after = EAGER_CHECKED if "eager" not in log.exits else None
         return Sides(crashed, eager_out, compiled.run.outs, timing)
     if log.unreadable:
         raise log.unreadable[0]
     result = _judged(check, eager, compiled, log, device, timing, kernel, params)
     return Sides(result, eager_out, compiled.run.outs, timing)
+
+
+SideSink = Callable[[str, SideEvidence], None]
+
+
+def side_evidence(check: SideChecker, side: SideRun, device: str) -> SideEvidence:
+    """The side's check made now (guarded, the serving loop's later calls folded in as _judged
+    does), or its error. The verdict makes its own check after the compiled side: that one counts
+    (an output sharing storage with a later call's is read as it is then)."""
+    if side.error is not None or not side.outs:
+        return SideEvidence(None, side.error)
+    found = guarded(check, True, side.outs[0], None, device)[0]
+    return SideEvidence(_worse(found, side.later), None)
 
 
 @dataclass

@@ -312,17 +312,50 @@ def compare(out: Any, ref: Reference, expected_shape: tuple[int, ...], expected_
     non-finite too, nan or inf alike (a kernel may apply the scale before or after the sum), and
     an infinity of the reference's sign where both are infinite. Where the reference exceeds the
     output dtype's range, a saturated value (max or inf) of the same sign is right. max_rel is
-    the largest error relative to the largest finite |value|."""
+    the largest error relative to the largest finite |value|.
 
+    An output of the wrong dtype or shape fails whatever its values, and its values are compared
+    all the same (read as float64, in row-major order where the element count matches): the
+    check keeps the metadata problem, with ratio inf, beside the values' measures and counts, so
+    that values going further off behind an old metadata problem still show between runs."""
+
+    bound = dict(ref.bound) if ref.bound else {"model": "given by the caller"}
     bad = check_metadata(out, expected_shape, expected_dtype)
     if bad:
-        return {**bad, "max_rel": math.inf, "bound": dict(ref.bound) if ref.bound else {"model": "given by the caller"}}
-    got = out.detach().to("cpu", torch.float64).reshape(ref.value.shape)
+        return {**bad, **_values_behind(out, ref, expected_dtype), "bound": bound}
+    result = _values(out.detach().to("cpu", torch.float64).reshape(ref.value.shape), ref, expected_dtype)
+    result["bound"] = bound
+    return result
+
+
+def _values_behind(out: Any, ref: Reference, expected_dtype: torch.dtype) -> dict:
+    """The value measures of an output whose metadata is wrong (compare), under `values`: the
+    error/bound its values alone would have; none where its values cannot be read against the
+    reference (not a tensor, another element count, a meta tensor)."""
+    readable = isinstance(out, torch.Tensor) and out.device.type != "meta" and not out.dtype.is_complex
+    if not readable or out.numel() != ref.value.numel():
+        return {"max_rel": math.inf, "values": "not compared: the output cannot be read as the reference's elements"}
+    try:
+        got = out.detach().to("cpu").to(torch.float64).reshape(ref.value.shape)
+    except (RuntimeError, TypeError):
+        return {"max_rel": math.inf, "values": "not compared: the output cannot be read as float64"}
+    measured = _values(got, ref, expected_dtype)
+    measured.pop("ok")
+    # The metadata problem is the check's problem: what the values alone show keeps its own keys.
+    for key in ("ratio", "problem", "pattern", "where"):
+        if key in measured:
+            measured[f"values_{key}"] = measured.pop(key)
+    measured["values"] = "compared as float64" + ("" if tuple(out.shape) == tuple(ref.value.shape) else ", row-major")
+    return measured
+
+
+def _values(got: torch.Tensor, ref: Reference, expected_dtype: torch.dtype) -> dict:
+    """compare's measures of float64 values `got`, of the reference's shape."""
     value, tol = ref.value, ref.tolerance
     finite_ref = torch.isfinite(value)
     safe = torch.where(finite_ref, value, torch.zeros_like(value))
     diff = torch.where(torch.isfinite(got), (got - safe).abs(), torch.full_like(safe, math.inf))
-    limit = torch.finfo(expected_dtype).max
+    limit = torch.finfo(expected_dtype).max if expected_dtype.is_floating_point else torch.iinfo(expected_dtype).max
     saturated = (got.abs() >= limit) & (torch.sign(got) == torch.sign(safe)) & (safe.abs() + tol >= limit)
     diff = torch.where(finite_ref & saturated, torch.zeros_like(diff), diff)
     # Where the reference is non-finite: any non-finite output, but not an infinity of the other sign.
@@ -344,7 +377,6 @@ def compare(out: Any, ref: Reference, expected_shape: tuple[int, ...], expected_
     if finite_there.any() or wrong_sign.any():
         result["problem"] = NONFINITE_POSITIONS if finite_there.any() else WRONG_SIGN_INFINITIES
         result["nonfinite_expected"] = int((~finite_ref).sum())
-    result["bound"] = dict(ref.bound) if ref.bound else {"model": "given by the caller"}
     return result
 
 
