@@ -714,7 +714,8 @@ def init_command(args) -> int:
     from .scaffold import make_plan, write_project  # noqa: PLC0415 (fast --help)
 
     directory = Path(args.dir)
-    # An InitError is a ScaledmmError: main prints it as one line, exit status 2.
+    # An InitError (or a MatrixError: a kernel whose needs it cannot tell) is a ScaledmmError:
+    # main prints it as one line, exit status 2.
     plan = make_plan(args.torch, args.matrix, args.profile, args.spec, args.runners, args.shards, directory, args.base)
     written = write_project(directory, plan, [kind for kind in args.ci if kind != "none"])
     for path in written:
@@ -724,5 +725,7 @@ def init_command(args) -> int:
             f"note: SCALEDMM_SPEC in the CI file is a path on this machine ({plan.spec}):"
             " set it to what your CI can install, e.g. a git URL of your fork (--spec)"
         )
+    if plan.kernel_deps:
+        print(f"the envs install for the matrix's kernels: {' '.join(plan.kernel_deps)}")
     print(f"next: tox -e {','.join(plan.envs())},report  then  tox -e gate")
     return EXIT_OK

@@ -27,7 +27,7 @@ def init(directory: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def project(tmp_path):
-    (tmp_path / "matrix.yaml").write_text("version: 1\n")
+    (tmp_path / "matrix.yaml").write_text(matrix_text(["aten_scaled_mm"]))
     return tmp_path
 
 
@@ -139,6 +139,169 @@ def test_init_refuses_bad_input_with_one_line(project, args, message):
     proc = init(project, *args, "--spec", "x")
     assert (proc.returncode, proc.stderr, proc.stdout) == (2, f"scaledmm init: error: {message}\n", "")
     assert not (project / "tox.ini").exists()
+
+
+# -- what the matrix's kernels import ------------------------------------------------------------
+
+
+def _written(project: Path) -> tuple:
+    """(tox.ini's [scaledmm] kernel_deps lines, the GitHub workflow's KERNEL_DEPS, GitLab's)."""
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(project / "tox.ini")
+    lines = tox["scaledmm"].get("kernel_deps", "").split()
+    github = yaml.safe_load((project / ".github" / "workflows" / "scaledmm.yml").read_text())
+    gitlab = yaml.safe_load((project / "scaledmm.gitlab-ci.yml").read_text())
+    return lines, github["env"]["KERNEL_DEPS"], gitlab["variables"]["KERNEL_DEPS"]
+
+
+def _init_both(project: Path) -> subprocess.CompletedProcess:
+    return init(
+        project, "--torch", "2.11.0", "2.13.0", "--ci", "github", "gitlab", "--spec", "pytest-scaledmm @ file:///x"
+    )
+
+
+def test_init_installs_the_extra_of_packed_kernels_in_every_env_that_runs_them(project):
+    """A matrix of torchao's kernels: the envs and CI shard jobs install the package's torchao
+    extra, else every one of its cases is skipped under both releases and the gate passes."""
+    (project / "matrix.yaml").write_text(
+        matrix_text(
+            ["aten_scaled_mm", {"name": "torchao_int8_weight", "out_dtypes": ["bf16"]}, "torchao_float8_weight_rowwise"]
+        )
+    )
+    proc = _init_both(project)
+    assert proc.returncode == 0, proc.stderr
+    assert "the envs install for the matrix's kernels: torchao>=0.17" in proc.stdout.splitlines()
+    assert _written(project) == (["torchao>=0.17"], "torchao>=0.17", "torchao>=0.17")
+    # The same requirement as the package's own extra (pyproject.toml).
+    import importlib.metadata
+
+    assert 'torchao>=0.17; extra == "torchao"' in importlib.metadata.requires("pytest-scaledmm")
+    # tox resolves the test envs' deps with it, and the report envs without (they run no kernel).
+    shown = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tox",
+            "-c",
+            str(project / "tox.ini"),
+            "config",
+            "-e",
+            "torch211,torch213,report",
+            "-k",
+            "deps",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=project,
+    )
+    assert shown.returncode == 0, shown.stderr
+    envs = dict(zip(["torch211", "torch213", "report"], shown.stdout.split("[testenv:")[1:]))
+    assert all("torchao>=0.17" in envs[name] for name in ("torch211", "torch213")), shown.stdout
+    assert "torchao" not in envs["report"], shown.stdout
+    # The shard jobs pass it to pip; the gate and report jobs, which run no kernel, do not.
+    github = yaml.safe_load((project / ".github" / "workflows" / "scaledmm.yml").read_text())
+    installs = {
+        name: next(s["run"] for s in job["steps"] if s.get("name") == "Install") for name, job in github["jobs"].items()
+    }
+    assert "$KERNEL_DEPS" in installs["shard"] and "$KERNEL_DEPS" not in installs["gate"] + installs["summary"]
+    gitlab = yaml.safe_load((project / "scaledmm.gitlab-ci.yml").read_text())
+    assert "$KERNEL_DEPS" in gitlab["scaledmm-shard"]["before_script"][0]
+    assert "$KERNEL_DEPS" not in str(
+        gitlab["scaledmm-gate"]["before_script"] + gitlab["scaledmm-report"]["before_script"]
+    )
+
+
+def test_init_installs_what_kernel_modules_outside_the_project_come_from(project):
+    """A kernel of the project itself, or of torch, adds nothing; one of an installed package adds
+    that package (a packed library with the extra's version); one that declares `requires`, what it declares."""
+    (project / "mykernels.py").write_text("")
+    (project / "src" / "mypkg").mkdir(parents=True)
+    (project / "src" / "mypkg" / "__init__.py").write_text("")
+    kernels = [
+        planted("own", "scaled_mm", module="mykernels"),
+        planted("own_package", "scaled_mm", module="mypkg.ops"),
+        planted("torch_op", "_scaled_mm", module="torch"),
+        planted("tox_based", "main", module="tox.session"),  # an installed package's module: its distribution
+        planted("torchao_direct", "addmm_float8_unwrapped_inference", module="torchao.float8.inference"),
+        planted("declared", "mm", module="fancylib.ops", requires=["fancylib[cuda]==2.1"]),
+        planted("declared_none", "mm", module="installed_by_hand.ops", requires=[]),
+    ]
+    (project / "matrix.yaml").write_text(matrix_text(kernels))
+    proc = _init_both(project)
+    assert proc.returncode == 0, proc.stderr
+    deps = ["tox", "torchao>=0.17", "fancylib[cuda]==2.1"]
+    assert _written(project) == (deps, " ".join(deps), " ".join(deps))
+    # The plugin reads the same matrix (`requires` is init's only).
+    from pytest_scaledmm.matrix.spec import load_spec
+
+    assert [k.name for k in load_spec(project / "matrix.yaml").kernels][-1] == "declared_none"
+
+
+def test_init_of_built_in_kernels_adds_no_install(project):
+    proc = _init_both(project)
+    assert proc.returncode == 0, proc.stderr
+    assert "kernel_deps" not in (project / "tox.ini").read_text()
+    assert _written(project) == ([], "", "")
+    assert not any(line.startswith("the envs install") for line in proc.stdout.splitlines())
+
+
+@pytest.mark.parametrize(
+    "entry, key, message",
+    [
+        (
+            planted("mine", "mm", module="nosuchlib_xyz.ops"),
+            "kernels[1].impl",
+            "module 'nosuchlib_xyz' is neither in the project nor installed here, so init cannot tell what the envs"
+            " must install for it: install it here, or list what pip installs for it under the kernel's `requires:`",
+        ),
+        (
+            {"name": "mine", "module": "nosuchlib_xyz.layers:build"},
+            "kernels[1].module",
+            "module 'nosuchlib_xyz' is neither in the project nor installed here, so init cannot tell what the envs"
+            " must install for it: install it here, or list what pip installs for it under the kernel's `requires:`",
+        ),
+        (
+            planted("mine", "mm", module="fancylib", requires=["fancylib >= 2"]),
+            "kernels[1].requires[0]",
+            "'fancylib >= 2': one pip requirement without spaces (the CI files pass them to pip as words)",
+        ),
+        (
+            planted("mine", "mm", module="fancylib", requires=["fancy lib!"]),
+            "kernels[1].requires[0]",
+            "'fancy lib!': one pip requirement without spaces (the CI files pass them to pip as words)",
+        ),
+        (
+            planted("mine", "mm", module="fancylib", requires=["fancylib=2"]),
+            "kernels[1].requires[0]",
+            "'fancylib=2' is not a pip requirement (",
+        ),
+    ],
+)
+def test_init_refuses_a_kernel_whose_needs_it_cannot_tell_and_writes_nothing(project, entry, key, message):
+    (project / "matrix.yaml").write_text(matrix_text(["aten_scaled_mm", entry]))
+    proc = init(project, "--torch", "2.11.0", "2.13.0", "--ci", "github", "--spec", "x")
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+    assert proc.stderr.startswith(f"scaledmm init: error: matrix.yaml: key '{key}': {message}"), proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    assert not (project / "tox.ini").exists() and not (project / ".github").exists()
+
+
+def test_init_refuses_a_matrix_that_cannot_run_in_one_line(project):
+    (project / "matrix.yaml").write_text("version: 1\nkernels: 5\nprofiles: {default: {cases: 1}}\n")
+    proc = init(project, "--torch", "2.11.0", "2.13.0", "--spec", "x")
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == "scaledmm init: error: matrix.yaml: key 'kernels': 5 is not of type 'array'\n"
+    assert not (project / "tox.ini").exists()
+
+
+def test_the_examples_install_what_this_repository_s_matrix_needs():
+    """The CI examples run the shipped matrix.yaml: what init would write for it is what they say."""
+    from pytest_scaledmm.scaffold.kernel_deps import kernel_requirements
+
+    needed = " ".join(kernel_requirements(ROOT / "matrix.yaml", ROOT))
+    github = yaml.safe_load((ROOT / "examples" / "github-actions.yml").read_text())
+    gitlab = yaml.safe_load((ROOT / "examples" / "gitlab-ci.yml").read_text())
+    assert github["env"]["KERNEL_DEPS"] == gitlab["variables"]["KERNEL_DEPS"] == needed
 
 
 def test_tox_reads_the_written_tox_ini_as_meant(project):

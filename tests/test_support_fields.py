@@ -15,6 +15,7 @@ from pytest_scaledmm.verdict.support_fields import JUDGED_FIELDS, SUPPORT_FIELD_
 # What each place holds besides the support fields: the kernel's identity and its callables.
 KERNEL_OWN = {"name", "fn", "prepare", "module"}
 KERNEL_SPEC_OWN = {"name", "impl", "fn", "prepare", "module"}
+MATRIX_ENTRY_OWN = KERNEL_SPEC_OWN | {"requires"}  # requires: what `scaledmm init` installs
 SUPPORT_OWN = {"name", "builtin"}
 
 
@@ -40,7 +41,7 @@ def test_support_holds_the_judged_fields():
 
 def test_the_schema_takes_the_table_s_fields():
     entry = MATRIX_SCHEMA["properties"]["kernels"]["items"]["oneOf"][1]["properties"]
-    assert set(entry) - KERNEL_SPEC_OWN == set(SUPPORT_FIELD_NAMES)
+    assert set(entry) - MATRIX_ENTRY_OWN == set(SUPPORT_FIELD_NAMES)
     assert set(KERNEL_DECLARATION_SCHEMA["properties"]) - KERNEL_OWN == set(SUPPORT_FIELD_NAMES)
     for row in SUPPORT_FIELDS:
         assert entry[row.name] is row.schema

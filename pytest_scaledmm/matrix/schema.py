@@ -265,6 +265,9 @@ _KERNEL: dict[str, Any] = {
                 "prepare": _REFERENCE,
                 "module": _REFERENCE,
                 **_SUPPORT_AFTER_CONTRACTS,
+                # What pip installs for the kernel's modules (`scaledmm init` adds them to the
+                # envs it writes); a run does not read it.
+                "requires": {"type": "array", "items": {"type": "string", "minLength": 1}},
             },
             # impl with module, prepare with module or without impl: spec.py says which.
             "dependentRequired": {
@@ -281,7 +284,7 @@ _KERNEL: dict[str, Any] = {
 KERNEL_DECLARATION_SCHEMA = {
     **{k: v for k, v in _KERNEL["oneOf"][1].items() if k != "properties"},
     "properties": {
-        k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k not in ("impl", "prepare", "module")
+        k: v for k, v in _KERNEL["oneOf"][1]["properties"].items() if k not in ("impl", "prepare", "module", "requires")
     },
 }
 

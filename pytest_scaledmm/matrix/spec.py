@@ -576,6 +576,15 @@ def read_matrix_text(path: Path, what: str = "file") -> str:
     return bounded_yaml.read_text(path, what)
 
 
+def read_matrix(path: Path | str) -> dict:
+    """A matrix file's data, read within bounds and checked against the schema, its kernels not
+    resolved: for a reader without the run's hook kernels (scaledmm init)."""
+    path = Path(path)
+    data = bounded_yaml.load(path, read_matrix_text(path))
+    _validate(path, data)
+    return data
+
+
 def load_spec(path: Path | str, declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
     path = Path(path)
     text = read_matrix_text(path)

@@ -8,6 +8,9 @@ first (a torch upgrade). With one, it gates a kernel change under that release: 
 `baseline` runs the matrix and kernels as committed on a git ref (base_ref.py), the env of the
 release runs the working tree's, and the gate judges the second against the first, where a pass
 that now fails is the kernel's doing (reports/gate.py, the same-release rule).
+
+Every env and CI shard job that runs the matrix installs what its kernels import besides torch
+and the project (kernel_deps.py); a kernel whose needs cannot be told is refused, nothing written.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from ..errors import ScaledmmError
+from .kernel_deps import kernel_requirements
 
 TEMPLATES = Path(__file__).parent
 CI_TARGETS = {"github": ".github/workflows/scaledmm.yml", "gitlab": "scaledmm.gitlab-ci.yml"}
@@ -45,6 +49,7 @@ class Plan:
     hypothesis: str  # pinned in every env so that case ids line up
     base: str = "main"  # one release: the git ref whose committed kernels are the baseline
     package: bool = False  # the project is a package to install (pyproject.toml or setup.py)
+    kernel_deps: tuple = ()  # what the matrix's kernels import besides torch and the project (kernel_deps.py)
 
     @staticmethod
     def env(version: str) -> str:
@@ -119,6 +124,8 @@ def make_plan(
         plan_envs[name] = version
     if not (directory / matrix).is_file():
         raise InitError(f"--matrix {matrix}: no such file in {directory} (write your matrix.yaml first)")
+    # Envs without these would skip or fail those kernels' cases under every release alike.
+    kernel_deps = kernel_requirements(directory / matrix, directory)
     if shards < 1:
         raise InitError(f"--shards {shards}: must be 1 or more")
     for runner in runners:
@@ -134,7 +141,9 @@ def make_plan(
         hypothesis = importlib.metadata.version("hypothesis")
     except importlib.metadata.PackageNotFoundError:
         hypothesis = "6.170.17"
-    return Plan(versions, matrix, profile, spec, tuple(runners), shards, hypothesis, base, is_package(directory))
+    return Plan(
+        versions, matrix, profile, spec, tuple(runners), shards, hypothesis, base, is_package(directory), kernel_deps
+    )
 
 
 def is_package(directory: Path) -> bool:
@@ -227,6 +236,14 @@ def render_tox(plan: Plan) -> str:
         description = "run the scaled-mm matrix on the torch release named by the env"
         base = ""
     matrix = "{toxinidir}" + "".join("{/}" + part for part in Path(plan.matrix).parts)
+    kernel_deps = ""
+    if plan.kernel_deps:
+        deps += "\n    {[scaledmm]kernel_deps}"
+        kernel_deps = (
+            f"# What the kernels of {plan.matrix} import besides torch and this project (their `requires:`,\n"
+            "# pytest-scaledmm's extra for a packed kernel, the package of a module installed where init ran).\n"
+            "kernel_deps =\n" + "".join(f"    {dep}\n" for dep in plan.kernel_deps)
+        )
     return f"""\
 {_head(plan)}
 [scaledmm]
@@ -234,7 +251,7 @@ def render_tox(plan: Plan) -> str:
 spec = {plan.spec}
 # The same hypothesis everywhere, so that case ids line up across envs.
 hypothesis = hypothesis=={plan.hypothesis}
-{base}
+{kernel_deps}{base}
 [testenv]
 description = {description}
 # Your kernels are imported from this checkout (the matrix's directory and the rootdir are on
@@ -298,6 +315,7 @@ def render_ci(kind: str, plan: Plan) -> str:
     text = _replace(text, "MATRIX_FILE: matrix.yaml", f"MATRIX_FILE: {json.dumps(plan.matrix)}", 1)
     text = _replace(text, "PROFILE: default", f"PROFILE: {json.dumps(plan.profile)}", 1)
     text = _replace(text, 'PINNED_TORCH: "2.11.0"', f"PINNED_TORCH: {json.dumps(plan.torch[0])}", 1)
+    text = _replace(text, 'KERNEL_DEPS: ""', f"KERNEL_DEPS: {json.dumps(' '.join(plan.kernel_deps))}", 1)
     shards = [str(i) for i in range(1, plan.shards + 1)]
     if kind == "github":
         text = _replace(text, "SHARDS: 4 ", f"SHARDS: {plan.shards} ", 1)

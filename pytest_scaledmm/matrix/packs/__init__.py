@@ -12,6 +12,17 @@ from . import torchao
 
 PACK_KERNELS: dict[str, dict] = {**torchao.KERNELS}
 _PACKS = {name: torchao for name in torchao.KERNELS}
+# Each pack's library (its top-level module) -> the pytest-scaledmm extra that installs it, and
+# the requirement the pack checks for (where the package's metadata is not there to read).
+PACK_EXTRAS: dict[str, tuple[str, str]] = {
+    torchao.LIBRARY: (torchao.EXTRA, f"{torchao.LIBRARY}>={torchao.MIN_VERSION}"),
+}
+
+
+def pack_library(name: str) -> str | None:
+    """The library (top-level module) a packed kernel runs, or None for any other name."""
+    pack = _PACKS.get(name)
+    return pack.LIBRARY if pack is not None else None
 
 
 def pack_unavailable(name: str) -> str | None:

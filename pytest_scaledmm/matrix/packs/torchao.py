@@ -34,7 +34,8 @@ from packaging.version import InvalidVersion, Version
 MODULE = __name__
 LIBRARY = "torchao"
 MIN_VERSION = "0.17.0"  # Float8Tensor and Int8Tensor with act_quant_kwargs, as used here
-INSTALL = 'pip install "pytest-scaledmm[torchao]"'
+EXTRA = "torchao"  # pytest-scaledmm's extra that installs LIBRARY (pyproject.toml)
+INSTALL = f'pip install "pytest-scaledmm[{EXTRA}]"'
 
 _FP8_ARCHS = ["cpu", "sm89", "sm90", "sm100", "sm120", "gfx942", "gfx950"]
 _TENSORWISE = ["tensor_0d", "tensor_1d", "tensor_1x1"]
