@@ -133,6 +133,22 @@ class ForcedBlock(TypedDict, total=False):
     device: str | None
 
 
+class KernelCode(TypedDict, total=False):
+    """The code of one kernel (matrix/code_digest.py kernel_code)."""
+
+    sha256: str | None  # None: no source file defines it (`unknown` says so)
+    files: dict[str, str | None]  # key (a path relative to the project) -> sha256
+    builtin: bool  # a built-in kernel: its digest is the plugin's
+    unknown: str
+
+
+class CodeBlock(TypedDict, total=False):
+    """The code a run ran (matrix/code_digest.py code_block)."""
+
+    plugin: str | None  # the plugin package's sources
+    kernels: dict[str, KernelCode]
+
+
 class MatrixBlock(TypedDict, total=False):
     path: str | None
     hash: str | None
@@ -140,6 +156,7 @@ class MatrixBlock(TypedDict, total=False):
     cases: int | None
     forced: ForcedBlock | None
     tolerance: ToleranceBlock | None
+    code: CodeBlock | None  # schema version 4 on
 
 
 class SessionBlock(TypedDict, total=False):

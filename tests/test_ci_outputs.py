@@ -157,13 +157,13 @@ def test_times_are_iso_8601_and_a_version_1_report_is_read(tmp_path, capsys):
     loaded = load_report(tmp_path / "v1.json")
     assert loaded["session"]["started"] == "2023-11-14T22:13:20.500000+00:00" and loaded["upgraded_from"] == 1
     assert main(["gate", "--baseline", str(tmp_path / "v1.json"), "--candidate", str(tmp_path / "v2.json")]) == 0
-    for version in (0, 4, "2"):
+    for version in (0, 5, "2"):
         write(tmp_path / "other.json", dict(data, schema_version=version))
         assert main(["gate", "--baseline", str(tmp_path / "other.json"), "--candidate", str(tmp_path / "v2.json")]) == 2
         err = capsys.readouterr().err
         assert (
             err.count("\n") == 1
-            and f"key 'schema_version' is {version!r}; this pytest-scaledmm reads versions 1, 2 and 3 only" in err
+            and f"key 'schema_version' is {version!r}; this pytest-scaledmm reads versions 1, 2, 3 and 4 only" in err
         )
 
 

@@ -146,5 +146,5 @@ def test_a_version_2_report_is_still_read(tmp_path):
 
     older = write(tmp_path / "v2.json", dict(report([case("c1", "PASS")]), schema_version=2))
     loaded = load_report(older)
-    assert loaded["schema_version"] == 3 and loaded["upgraded_from"] == 2
+    assert loaded["schema_version"] == 4 and loaded["upgraded_from"] == 2
     assert "runs" not in loaded["cases"][0]

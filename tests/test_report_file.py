@@ -26,7 +26,7 @@ def test_report_contents_and_default_location(matrix_project):
     reports = sorted((matrix_project.path / ".scaledmm" / "reports").glob("*.json"))
     assert len(reports) == 2  # each run its own file: the earlier report is still there
     report = json.loads(reports[-1].read_text())
-    assert report["schema"] == "pytest-scaledmm/report" and report["schema_version"] == 3
+    assert report["schema"] == "pytest-scaledmm/report" and report["schema_version"] == 4
     for key in ("torch", "python", "device_name", "arch", "hypothesis", "plugin", "tox_env"):
         assert key in report["environment"]
     assert report["matrix"]["hash"] and report["matrix"]["seed"] == 20240501

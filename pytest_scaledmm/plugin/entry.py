@@ -165,6 +165,8 @@ def _configure_matrix_run(config: pytest.Config, settings: Settings) -> None:
         check_entries(spec.path, spec.known_failures)
         state = MatrixSession(spec, settings)
         state.import_dirs = tuple(import_dirs)  # repro scripts import the kernels from there too
+        if not settings.worker:
+            state.code()  # the code as it is when the run starts: the report's matrix.code
     except MatrixError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[STATE_KEY] = state

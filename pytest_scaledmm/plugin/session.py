@@ -28,12 +28,13 @@ from ..execution.run import RunContext, planned_other_m
 from ..execution.triage import SHARED_DIR_ENV, Triage
 from ..matrix.case_params import Case
 from ..matrix.cases import generate_cases
+from ..matrix.code_digest import code_block
 from ..matrix.compile_modes import inductor_modes
 from ..matrix.kernels import resolve_kernels
 from ..matrix.known_failures import Catalogue
 from ..matrix.replay_command import forced_options, replay_command
 from ..matrix.spec import Spec
-from ..records import CaseRecord, ChecksRecord, ErrorRecord, Report, RunRecord, ShardBlock
+from ..records import CaseRecord, ChecksRecord, CodeBlock, ErrorRecord, Report, RunRecord, ShardBlock
 from ..reports.coverage import coverage_block, coverage_lines, model_block
 from ..reports.report import build_report, iso_time
 from ..verdict import outcome as oc
@@ -153,6 +154,7 @@ class MatrixSession:
         self._cache = FreshCache()
         self._records: dict[str, CaseRecord] = {}
         self._environment: dict | None = None
+        self._code: CodeBlock | None = None  # the digests of the code the run runs, taken once
         # Why the report may not cover the run (see incomplete_reasons): what ended the session
         # early (interrupts, internal errors), and what explains cases without a record.
         self._interruptions: list[str] = []
@@ -452,6 +454,14 @@ class MatrixSession:
             self.environment_to_send()
 
     # -- reporting ----------------------------------------------------------------------------
+    def code(self) -> CodeBlock:
+        """The digests of the kernels' code and the plugin's (matrix/code_digest.py), taken the
+        first time they are asked for: the controller asks at configure, before any case runs."""
+        if self._code is None:
+            roots = self.import_dirs or (str(self.spec.path.parent),)
+            self._code = plain_json(code_block(self.spec.kernels, self._kernels, roots))
+        return self._code
+
     def matrix_block(self) -> dict:
         cases = self.cases()  # the xdist controller has not collected: generate here
         return {
@@ -462,6 +472,7 @@ class MatrixSession:
             "cases": len(cases),
             "arch": self.target_arch,
             "generation": self._generation_notes,
+            "code": self.code(),
             # The seed and device the run was given, for replay commands (reports/replay.py).
             "forced": forced_options(self.settings.seed, self.settings.device),
             "tolerance": {

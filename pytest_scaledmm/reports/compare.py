@@ -37,7 +37,7 @@ from ..records import CaseRecord, Report
 from ..verdict import outcome as oc
 from ..verdict.kernel_choice import label_of
 from .printable import printable
-from .provenance import repeated_note
+from .provenance import code_changes, repeated_note
 from .report import ReportError, duplicate_ids, load_report, root_cause_of, shard_advice
 from .sides import changed_sides, worse_sides
 
@@ -372,6 +372,12 @@ def _notes(columns: Sequence[Column]) -> list[str]:
         notes.append(
             f"hypothesis versions differ ({', '.join(sorted(hypotheses))}):"
             " drawn cases may not line up; pin one version"
+        )
+    for old, new in zip(columns, columns[1:]):
+        # A kernel's code that changed is what the gate judges, not a reason to fail: said here.
+        notes += code_changes(
+            (old.label, {"matrix": old.matrix, "environment": old.environment}),
+            (new.label, {"matrix": new.matrix, "environment": new.environment}),
         )
     return notes
 

@@ -5,7 +5,9 @@ is there exactly once, each complete; all come from the same matrix (hash, profi
 and the same environment (torch, CUDA/HIP, triton, hypothesis, device); no case id appears
 twice; and the ids the shards ran are exactly the ids of the whole (the `total_ids_sha256`
 every shard recorded). Otherwise the report is still written, with `complete: false` and one
-reason per problem, so that `scaledmm gate` fails on it.
+reason per problem, so that `scaledmm gate` fails on it. Shards that ran different code (a
+kernel's digest or the plugin's, matrix.code) are not merged at all: MergeRefused, one line
+naming the kernel and the shard files.
 """
 
 from __future__ import annotations
@@ -15,13 +17,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ..errors import ScaledmmError
 from ..records import Report
 from .coverage import coverage_block
 from .gate import incompleteness
+from .provenance import shards_code_difference
 from .report import build_report, ids_sha256, iso_time
 
 CHECKED_MATRIX = ("hash", "profile", "seed", "arch")
 CHECKED_ENVIRONMENT = ("torch", "cuda", "hip", "triton", "hypothesis", "arch", "device_name")
+
+
+class MergeRefused(ScaledmmError):
+    """Shards that must not be merged (they ran different code): no merged report is written."""
 
 
 @dataclass
@@ -112,9 +120,13 @@ def _shard_set(shards: Sequence[_Shard], reasons: list[str]) -> int:
 
 
 def merge_shards(inputs: Sequence[ShardInput]) -> MergeResult:
-    """Join the shard reports; the result says whether the merge is complete, and why not."""
+    """Join the shard reports; the result says whether the merge is complete, and why not.
+    MergeRefused when the shards ran different code: old and new results would pass for one run."""
     reasons: list[str] = []
     shards = _usable(inputs, reasons)
+    refused = shards_code_difference([(shard.path, shard.report) for shard in shards])
+    if refused:
+        raise MergeRefused(refused)
     count = _shard_set(shards, reasons)
     reasons += _differences(shards, "matrix", CHECKED_MATRIX)
     reasons += _differences(shards, "environment", CHECKED_ENVIRONMENT)

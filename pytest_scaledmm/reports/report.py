@@ -39,9 +39,10 @@ from .report_path import claim
 SCHEMA = "pytest-scaledmm/report"
 # 2: session.started is ISO 8601 (was epoch seconds), signatures carry `shared`, a shard run
 # carries a `shard` block. 3: a case that ran more than once carries `runs` (its record is the
-# worst run's). Versions 1 and 2 are still read, upgraded in memory (upgrade_report).
-SCHEMA_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+# worst run's). 4: the matrix block carries `code` (matrix/code_digest.py). Versions 1 to 3 are
+# still read, upgraded in memory (upgrade_report).
+SCHEMA_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 # Reports of the largest profiles are tens of MiB; beyond this, a file is not one of ours.
 MAX_REPORT_BYTES = 512 * 1024 * 1024
 # Records nest about six levels; deeper values would only exhaust the stack of the readers.
@@ -85,8 +86,8 @@ def iso_time(epoch: float | None = None) -> str:
 
 def upgrade_report(data: dict) -> dict:
     """A report of an older readable schema version as this version reads it (in memory only):
-    version 1 wrote session.started as epoch seconds; what version 3 added is absent before it
-    (no record says it ran more than once)."""
+    version 1 wrote session.started as epoch seconds; what versions 3 and 4 added is absent
+    before them (no record says it ran more than once; the code that ran is unknown)."""
     version = data.get("schema_version")
     if version == 1:
         session = data.get("session")
@@ -840,6 +841,25 @@ REPORT_SCHEMA = {
                 "forced": {
                     "type": ["object", "null"],
                     "properties": {"seed": {"type": ["integer", "null"]}, "device": _TEXT},
+                },
+                # The code that ran (matrix/code_digest.py): merge, compare and gate read it.
+                "code": {
+                    "type": ["object", "null"],
+                    "properties": {
+                        "plugin": _TEXT,
+                        "kernels": {
+                            "type": "object",
+                            "additionalProperties": {
+                                "type": "object",
+                                "properties": {
+                                    "sha256": _TEXT,
+                                    "files": {"type": "object", "additionalProperties": _TEXT},
+                                    "builtin": {"type": "boolean"},
+                                    "unknown": _TEXT,
+                                },
+                            },
+                        },
+                    },
                 },
                 "tolerance": {
                     "type": ["object", "null"],
