@@ -16,7 +16,7 @@ from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.execution import isolate
 from pytest_scaledmm.matrix.case_params import Case
-from pytest_scaledmm.verdict.outcome import EAGER_CHECKED
+from pytest_scaledmm.verdict.outcome import BOTH_CHECKED, EAGER_CHECKED
 from pytest_scaledmm.verdict.reference import Reference, compare
 
 AXES = {"m": [16], "n": [32], "mode": ["inductor"]}
@@ -93,6 +93,19 @@ def test_a_hang_after_the_eager_side_keeps_its_check():
     assert result.observations.died_after == EAGER_CHECKED
 
 
+def test_a_death_after_both_sides_keeps_both_checks():
+    """opcheck, or the verdict itself, ending the process after both sides were checked."""
+    passed = {"check": {"ok": True, "ratio": 0.2}, "error": None}
+    raised = {"check": None, "error": {"type": "RuntimeError", "message": "boom", "root_type": "RuntimeError"}}
+    death = isolate.Death(
+        "CRASH", "CRASH: process killed by SIGABRT", "", None, 1.0, {"eager": passed, "compiled": raised}
+    )
+    result = death.outcome()
+    assert result.errors == {"eager": passed["check"]}
+    assert result.compiled_error is not None and result.compiled_error.message == "boom"
+    assert result.observations.died_after == BOTH_CHECKED
+
+
 # -- a metadata problem keeps the values ------------------------------------------------------------
 
 
@@ -167,22 +180,57 @@ def test_a_kernel_skipped_in_both_runs_is_not_a_silent_pass(tmp_path, capsys):
 def test_a_kernel_absent_from_the_candidate_is_named(tmp_path, capsys):
     baseline = report([case("a", "PASS"), case("b", "PASS", kernel="other")], **BASE)
     candidate = report([case("a", "PASS")], **CAND)
-    assert gate(tmp_path, baseline, candidate, "--allow-missing") == 1
+    assert gate(tmp_path, baseline, candidate) == 1
     out = capsys.readouterr().out
     assert "not proven: kernel other: absent from the candidate; the baseline checked 1 case(s)" in out
+    # A partial run allowed to miss cases: what only the missing cases held is said, not failed.
+    assert gate(tmp_path, baseline, candidate, "--allow-missing") == 0
+    assert "skipped (--allow-missing): not proven: kernel other: absent from the candidate" in capsys.readouterr().out
 
 
 def test_a_dimension_value_no_longer_checked_is_named(tmp_path, capsys):
     baseline = report([case("a", "PASS", out_dtype="bf16"), case("b", "PASS", out_dtype="fp16")], **BASE)
-    # A partial candidate, its missing case allowed: what it no longer checks is still named.
-    candidate = report([case("a", "PASS", out_dtype="bf16")], **CAND)
-    assert gate(tmp_path, baseline, candidate, "--allow-missing") == 1
+    # The fp16 case is there and skipped now, its capability loss allowed: the value it alone
+    # checked is still named.
+    candidate = report([case("a", "PASS", out_dtype="bf16"), case("b", "SKIPPED", out_dtype="fp16")], **CAND)
+    assert gate(tmp_path, baseline, candidate, "--allow-capability-loss") == 1
     out = capsys.readouterr().out
     kernel = CASE_KERNEL
     assert f"not proven: kernel {kernel}, eager side: no longer checked: out_dtype=fp16 (1 in the baseline)" in out
     assert f"not proven: kernel {kernel}, compiled side: no longer checked: out_dtype=fp16" in out
-    allowed = ("--allow-missing", "--allow-unchecked", f"{kernel}:*:out_dtype=fp16")
+    allowed = ("--allow-capability-loss", "--allow-unchecked", f"{kernel}:*:out_dtype=fp16")
     assert gate(tmp_path, baseline, candidate, *allowed) == 0, capsys.readouterr().out
+
+
+def test_a_kernel_its_platform_cannot_run_in_either_run_is_said_not_failed(tmp_path, capsys):
+    def cases(detail):
+        skipped = {**case("h", "SKIPPED", kernel="h100_only"), "detail": detail}
+        return [case("a", "PASS"), skipped]
+
+    declared = "kernel h100_only declares archs ['sm90'], this is cpu"
+    assert gate(tmp_path, report(cases(declared), **BASE), report(cases(declared), **CAND)) == 0
+    out = capsys.readouterr().out
+    assert "note: kernel h100_only: not run on this platform in either run" in out
+    # Skipped because its module is not installed: nothing says it cannot run here.
+    missing = "torchao is not installed (pip install torchao)"
+    assert gate(tmp_path, report(cases(missing), **BASE), report(cases(missing), **CAND)) == 1
+    assert "not proven: kernel h100_only: no case checked in either run" in capsys.readouterr().out
+
+
+def test_a_matrix_kernel_the_budget_gave_no_case_is_named(tmp_path, capsys):
+    code = {"plugin": "0" * 64, "kernels": {CASE_KERNEL: {"sha256": "1" * 64}, "ghost": {"sha256": "2" * 64}}}
+    baseline, candidate = report([case("a", "PASS")], **BASE), report([case("a", "PASS")], **CAND)
+    for data in (baseline, candidate):
+        data["matrix"]["code"] = code
+    assert gate(tmp_path, baseline, candidate) == 1
+    assert "not proven: kernel ghost: listed in the matrix, no case of it in either run" in capsys.readouterr().out
+
+
+def test_a_record_that_does_not_hold_its_worst_run_fails(tmp_path, capsys):
+    edited = {**case("a", "PASS"), "runs": [{"outcome": "PASS"}, {"outcome": "MISMATCH", "signature": "x"}]}
+    assert gate(tmp_path, report([case("a", "PASS")], **BASE), report([edited], **CAND)) == 1
+    out = capsys.readouterr().out
+    assert "1 record(s) of a case that ran more than once do not hold its worst run, e.g. a" in out
 
 
 def test_a_side_checked_in_no_case_is_named(tmp_path, capsys):
@@ -198,20 +246,22 @@ def test_a_side_checked_in_no_case_is_named(tmp_path, capsys):
 
 
 def test_the_baseline_gate_in_pytest_takes_the_allowance(matrix_project):
-    kernels = [
-        planted("k", "fp32_out", module="planted_evidence_kernels"),
-        planted("gone", "fp32_out", module="planted_evidence_kernels"),
-    ]
-    matrix_project.write_matrix(matrix_text(kernels, AXES))
+    def kernels(**gone):
+        return [
+            planted("k", "fp32_out", module="planted_evidence_kernels"),
+            planted("gone", "fp32_out", module="planted_evidence_kernels", **gone),
+        ]
+
+    matrix_project.write_matrix(matrix_text(kernels(), AXES))
     matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "old.json").assert_outcomes(failed=2)
-    matrix_project.write_matrix(matrix_text(kernels[:1], AXES))
+    # Now skipped: a torch this run does not have (the baseline's run checked it).
+    matrix_project.write_matrix(matrix_text(kernels(min_torch="99.0"), AXES))
     args = (*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "new.json", "--scaledmm-baseline", "old.json")
-    result = matrix_project.run(*args, "--scaledmm-allow-missing")
+    result = matrix_project.run(*args, "--scaledmm-allow-capability-loss")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(
-        ["*not proven: kernel gone: absent from the candidate*--scaledmm-allow-unchecked 'gone'*"]
-    )
-    result = matrix_project.run(*args, "--scaledmm-allow-missing", "--scaledmm-allow-unchecked", "gone")
+    result.stdout.fnmatch_lines(["*not proven: kernel gone: no case checked in the candidate (1 SKIPPED)*"])
+    result.stdout.fnmatch_lines(["*--scaledmm-allow-unchecked 'gone' accepts it*"])
+    result = matrix_project.run(*args, "--scaledmm-allow-capability-loss", "--scaledmm-allow-unchecked", "gone")
     result.stdout.fnmatch_lines(["*accepted: not proven: kernel gone*"])
     assert "gate FAILED" not in result.stdout.str()
 

@@ -275,6 +275,17 @@ def test_init_of_built_in_kernels_adds_no_install(project):
             "kernels[1].requires[0]",
             "'fancylib=2' is not a pip requirement (",
         ),
+        (
+            planted("mine", "mm", module="fancylib", requires=["fancylib", "torch==2.5.0"]),
+            "kernels[1].requires[1]",
+            "'torch==2.5.0': each env installs torch itself (torch per env, the plugin from this checkout);"
+            " a kernel cannot pin it",
+        ),
+        (
+            planted("mine", "mm", module="fancylib", requires=["pytest_scaledmm==0.0.1"]),
+            "kernels[1].requires[0]",
+            "'pytest_scaledmm==0.0.1': each env installs pytest_scaledmm itself",
+        ),
     ],
 )
 def test_init_refuses_a_kernel_whose_needs_it_cannot_tell_and_writes_nothing(project, entry, key, message):

@@ -2,6 +2,8 @@
 directory, the baseline report, the JUnit XML) is checked in pytest_configure: a bad one is one
 usage error naming the file (and the key), before any case runs, never a traceback after them."""
 
+import os
+
 import pytest
 
 from matrices import IN_PROCESS, matrix_text, planted
@@ -114,6 +116,20 @@ def test_a_junit_path_that_cannot_be_written_stops_the_run_before_any_case(matri
     line = _usage_error(matrix_project.run("--scaledmm-matrix", *IN_PROCESS, "--junitxml", "out/junit.xml"))
     assert line.startswith(f"--junitxml: {matrix_project.path / 'out' / 'junit.xml'}: "), line
     assert "not a directory" in line, line
+
+
+@pytest.mark.parametrize("make, words", [("link", "a link to nothing"), ("fifo", "not a regular file")])
+def test_a_junit_path_that_is_no_file_stops_the_run_before_any_case(matrix_project, make, words):
+    """A dangling link failed with a traceback after the last case; a FIFO hung the run there."""
+    matrix_project.write_matrix(FAILING)
+    target = matrix_project.path / "junit.xml"
+    if make == "link":
+        target.symlink_to(matrix_project.path / "gone" / "x.xml")
+    else:
+        os.mkfifo(target)
+    line = _usage_error(matrix_project.run("--scaledmm-matrix", *IN_PROCESS, "--junitxml", "junit.xml"))
+    assert line.startswith(f"--junitxml: {target}: "), line
+    assert words in line, line
 
 
 @pytest.mark.parametrize("text, words", [("{}\n", "not a pytest-scaledmm report"), ("[\n", "corrupt JSON")])

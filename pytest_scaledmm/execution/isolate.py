@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from ..matrix.case_params import Case
 from ..verdict import outcome as oc
-from ..verdict.outcome import EAGER_CHECKED, Outcome, SideEvidence
+from ..verdict.outcome import BOTH_CHECKED, EAGER_CHECKED, Outcome, SideEvidence
 from ..verdict.signature_text import TIMEOUT_SIGNATURE
 
 STARTUP_TIMEOUT_S = 120.0
@@ -278,7 +278,9 @@ class Death:
                 result.errors[side] = made.check
             if made.error is not None:
                 setattr(result, f"{side}_error", made.error)
-        if "eager" in self.evidence:
+        if "compiled" in self.evidence:
+            result.observations.died_after = BOTH_CHECKED
+        elif "eager" in self.evidence:
             result.observations.died_after = EAGER_CHECKED
         return result
 

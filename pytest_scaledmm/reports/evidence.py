@@ -23,11 +23,19 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from .sides import SIDES
+
+# A SKIPPED case's reason when the kernel cannot run on this platform by its own declaration or by
+# what this torch and device have (execution/run.py not_applicable, matrix/kernels.py
+# unavailable_reason); a module that could not be loaded is no such reason.
+_PLATFORM_SKIPS = re.compile(
+    r"declares archs|is not in the matrix's archs|needs torch>=|needs a GPU|^torch \S+ has no "
+)
 
 # Params that say which case it is or why it was made, not a dimension of its input space.
 NOT_DIMENSIONS = frozenset({"kernel", "purpose", "expected_refusal"})
@@ -41,6 +49,7 @@ class KernelEvidence:
     cases: int = 0
     outcomes: Counter = field(default_factory=Counter)
     reference_checked: int = 0  # cases with a side checked against the reference
+    platform_gaps: int = 0  # cases this platform cannot run by declaration or by what it has
     # side -> cases whose side says what it did (checked, or raised)
     checked: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SIDES, 0))
     # side -> "axis=value" -> those cases with that value
@@ -61,6 +70,18 @@ def _checked(record: Mapping, side: str) -> bool:
 def _evidenced(record: Mapping, side: str) -> bool:
     """Whether the record says what its side did: checked against the reference, or raised."""
     return _checked(record, side) or isinstance(record.get(f"{side}_error"), Mapping)
+
+
+def _platform_gap(record: Mapping) -> bool:
+    """A case this platform cannot run: SKIPPED for a declared arch or torch range, a GPU-only
+    mode, an op this torch lacks; or refused on both sides as the support model expects of this
+    device (the documented `backend` refusal)."""
+    outcome = _original_outcome(record)
+    if outcome == "SKIPPED":
+        detail = record.get("detail")
+        return isinstance(detail, str) and bool(_PLATFORM_SKIPS.search(detail))
+    model = record.get("model")
+    return outcome == "UNSUPPORTED" and isinstance(model, Mapping) and model.get("refusal") == "backend"
 
 
 def _value_text(value) -> str:
@@ -84,6 +105,7 @@ def evidence(records: Iterable[Mapping]) -> dict[str, KernelEvidence]:
         held.cases += 1
         held.outcomes[_original_outcome(record)] += 1
         held.reference_checked += any(_checked(record, side) for side in SIDES)
+        held.platform_gaps += _platform_gap(record)
         for side in SIDES:
             if not _evidenced(record, side):
                 continue
@@ -100,6 +122,8 @@ class Unproven:
 
     item: str  # KERNEL, KERNEL:SIDE or KERNEL:SIDE:AXIS=VALUE
     text: str  # what was lost, without the kernel and side the item names
+    # Neither run could run the kernel here (its declaration, this torch or device): said, not failed.
+    platform: bool = False
 
     @property
     def kernel_and_side(self) -> str:
@@ -123,9 +147,14 @@ def _kernel_unproven(kernel: str, was: KernelEvidence | None, now: KernelEvidenc
             kernel,
             f"no case checked in either run (baseline: {_outcomes_text(was)}; candidate: {_outcomes_text(now)}):"
             " nothing of it is proven",
+            platform=_all_platform_gaps(was) and _all_platform_gaps(now),
         )
     where = "absent from the candidate" if now is None else f"no case checked in the candidate ({_outcomes_text(now)})"
     return Unproven(kernel, f"{where}; the baseline checked {was.reference_checked} case(s) against the reference")
+
+
+def _all_platform_gaps(held: KernelEvidence | None) -> bool:
+    return held is not None and held.cases > 0 and held.platform_gaps == held.cases
 
 
 def _side_unproven(kernel: str, side: str, was: KernelEvidence, now: KernelEvidence) -> list[Unproven]:
@@ -143,9 +172,10 @@ def _side_unproven(kernel: str, side: str, was: KernelEvidence, now: KernelEvide
     return found
 
 
-def unproven(baseline: Iterable[Mapping], candidate: Iterable[Mapping]) -> list[Unproven]:
+def unproven(baseline: Iterable[Mapping], candidate: Iterable[Mapping], listed: Iterable[str] = ()) -> list[Unproven]:
     """What the candidate checked less of than the baseline, item by item, and each kernel that
-    neither checked; kernels only the candidate has are new evidence, not a loss."""
+    neither checked (`listed`: the matrix's kernels, so one the budget gave no case is named
+    too); kernels only the candidate has are new evidence, not a loss."""
     was, now = evidence(baseline), evidence(candidate)
     found: list[Unproven] = []
     for kernel in sorted(was):
@@ -159,7 +189,22 @@ def unproven(baseline: Iterable[Mapping], candidate: Iterable[Mapping]) -> list[
         missing = _kernel_unproven(kernel, None, now[kernel])
         if missing is not None:
             found.append(missing)
+    for kernel in sorted(set(listed) - set(was) - set(now)):
+        found.append(Unproven(kernel, "listed in the matrix, no case of it in either run: nothing of it is proven"))
     return found
+
+
+def partial_unproven(
+    baseline: Sequence[Mapping], candidate: Sequence[Mapping], listed: Iterable[str] = ()
+) -> tuple[list[Unproven], list[Unproven]]:
+    """(items, missing): `unproven` of the whole baseline, split into what the candidate's own
+    cases lost and what only the baseline's cases missing from the candidate held (what a partial
+    run, allowed to miss cases, does not prove: said, not failed)."""
+    present = {record.get("id") for record in candidate}
+    kept = unproven([r for r in baseline if r.get("id") in present], candidate, listed)
+    whole = unproven(baseline, candidate, listed)
+    kept_items = {item.item for item in kept}
+    return kept, [item for item in whole if item.item not in kept_items]
 
 
 def grouped_lines(items: Sequence[Unproven], flag: str) -> list[str]:

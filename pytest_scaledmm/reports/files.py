@@ -102,6 +102,10 @@ def write_problem(path, directory: bool = False) -> str | None:
             return "it is there and is not a directory"
         if not directory and path.is_dir():
             return "it is a directory"
+        if not directory and not path.exists():
+            return "it is a link to nothing"
+        if not directory and not path.is_file():
+            return "it is not a regular file (a pipe or a device would block or refuse the write)"
     there = path if directory else path.parent
     while not os.path.lexists(there) and there != there.parent:
         there = there.parent

@@ -75,10 +75,10 @@ from .compare import (
     classify,
     compare_reports,
 )
-from .evidence import grouped_lines, unproven
+from .evidence import grouped_lines, partial_unproven, unproven
 from .printable import printable_lines
 from .proof import unproven_passes
-from .provenance import repeated_notes
+from .provenance import code_of, repeated_notes
 from .report import dumps_strict, duplicate_ids, number, shard_advice, shard_of
 from .sides import named_checks
 
@@ -331,7 +331,31 @@ def contradictions(report: Mapping) -> list[str]:
             " the record was edited or is corrupt"
         )
 
+    not_worst = [c for c in cases if _not_its_worst_run(c)]
+    if not_worst:
+        lines.append(
+            f"{len(not_worst)} record(s) of a case that ran more than once do not hold its worst run, e.g."
+            f" {not_worst[0]['id']}: the record was edited or is corrupt"
+        )
     return lines + unproven_passes(report)
+
+
+def _severity(outcome: object) -> int:
+    known = oc.outcome_class(outcome) if isinstance(outcome, str) else None
+    return known.severity if known is not None else -1  # unknown: worse than any known class
+
+
+def _not_its_worst_run(record: Mapping) -> bool:
+    """Whether a record with `runs` holds an outcome less severe than its worst run's (the plugin
+    keeps the worst: plugin/session.py repeated_record)."""
+    runs = record.get("runs")
+    if not isinstance(runs, list) or not runs:
+        return False
+    known = record.get("known_failure")
+    original = known.get("original_outcome") if isinstance(known, Mapping) else None
+    outcome = original if isinstance(original, str) else record["outcome"]
+    worst = min(_severity(run.get("outcome") if isinstance(run, Mapping) else None) for run in runs)
+    return _severity(outcome) > worst
 
 
 def _carries_a_failure(record: Mapping) -> bool:
@@ -487,6 +511,7 @@ class GateContext:
     limit: int
     catalogue_note: str | None
     allow_unchecked: Sequence[str] = ()  # evidence.py items the candidate may leave unproven
+    allow_missing: bool = False
     flags: Mapping[str, str] = field(default_factory=lambda: CLI_FLAGS)
 
     @property
@@ -583,13 +608,29 @@ def _kernel_slack_check(ctx: GateContext) -> list[Finding]:
 
 def _evidence_check(ctx: GateContext) -> list[Finding]:
     """Per kernel and side, what the baseline checked and the candidate did not (evidence.py),
-    and each kernel neither checked: a reason each, unless --allow-unchecked names it."""
-    items = unproven(ctx.baseline[1]["cases"], ctx.candidate[1]["cases"])
-    refused = [item for item in items if not item.allowed_by(ctx.allow_unchecked)]
-    accepted = [item for item in items if item.allowed_by(ctx.allow_unchecked)]
+    and each kernel neither checked: a reason each, unless --allow-unchecked names it. A kernel
+    neither run could run on its platform is a note; under --allow-missing, so is what only the
+    cases missing from the candidate held."""
+    baseline, candidate = ctx.baseline[1]["cases"], ctx.candidate[1]["cases"]
+    code = code_of(ctx.candidate[1]) or {}
+    kernels = code.get("kernels")
+    listed = [str(name) for name in kernels] if isinstance(kernels, Mapping) else []
+    if ctx.allow_missing:
+        items, partial = partial_unproven(baseline, candidate, listed)
+    else:
+        items, partial = unproven(baseline, candidate, listed), []
     flag = ctx.flags.get("allow_unchecked", CLI_FLAGS["allow_unchecked"])
+    refused = [i for i in items if not i.platform and not i.allowed_by(ctx.allow_unchecked)]
+    accepted = [i for i in items if not i.platform and i.allowed_by(ctx.allow_unchecked)]
     found = [Finding(line) for line in grouped_lines(refused, flag)]
     found += [_note(f"accepted: {line}") for line in grouped_lines(accepted, flag)]
+    found += [
+        _note(f"kernel {i.item}: not run on this platform in either run (its declaration, this torch or device)")
+        for i in items
+        if i.platform
+    ]
+    missing_flag = ctx.flags.get("allow_missing", CLI_FLAGS["allow_missing"])
+    found += [_note(f"skipped ({missing_flag}): {line}") for line in grouped_lines(partial, flag)]
     return found
 
 
@@ -873,7 +914,9 @@ def check(
         "allow_looser_slack": allow_looser_slack,
     }
     verdict = _Verdict(allowed, flags)
-    context = GateContext(baseline, candidate, catalogue, limit, catalogue_note, tuple(allow_unchecked), flags)
+    context = GateContext(
+        baseline, candidate, catalogue, limit, catalogue_note, tuple(allow_unchecked), allow_missing, flags
+    )
     for report_check in REPORT_CHECKS:
         verdict.add(report_check(context))
     restored, found = _restore(context)

@@ -59,6 +59,10 @@ def kernel_requirements(matrix: Path, project: Path) -> tuple[str, ...]:
     return tuple(found)
 
 
+# What every env installs on its own terms: a kernel's requirement on it would fight the env's pin.
+ENV_OWNED = frozenset({"torch", "pytest-scaledmm", "hypothesis", "pytest", "pytest-xdist"})
+
+
 def _declared(matrix: Path, key: str, requires: Sequence[str]) -> list[str]:
     for index, text in enumerate(requires):
         where = f"{key}[{index}]"
@@ -67,10 +71,17 @@ def _declared(matrix: Path, key: str, requires: Sequence[str]) -> list[str]:
                 matrix, where, f"{text!r}: one pip requirement without spaces (the CI files pass them to pip as words)"
             )
         try:
-            Requirement(text)
+            requirement = Requirement(text)
         except InvalidRequirement as exc:
             first = str(exc).splitlines()[0]  # the lines below it point at the column
             raise MatrixError(matrix, where, f"{text!r} is not a pip requirement ({first})") from None
+        if canonicalize_name(requirement.name) in ENV_OWNED:
+            raise MatrixError(
+                matrix,
+                where,
+                f"{text!r}: each env installs {requirement.name} itself (torch per env, the plugin from"
+                " this checkout); a kernel cannot pin it",
+            )
     return list(requires)
 
 

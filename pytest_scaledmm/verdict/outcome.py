@@ -269,8 +269,9 @@ class SideEvidence:
         return cls(data.get("check"), ErrorInfo(**error) if error else None)
 
 
-# Where a case's process was when it died, after the eager side's evidence reached the parent.
+# How far a case got before its process died, by the sides whose evidence reached the parent.
 EAGER_CHECKED = "the eager side, checked; it died in the compiled side"
+BOTH_CHECKED = "both sides, checked; it died after them (opcheck or the verdict)"
 
 
 @dataclass

@@ -777,11 +777,13 @@ def eager_compile_check(
     eager_plan = SidePlan(device, second_call, second_inputs, other_m=eager_other_m)
     eager = run_side("eager", EagerCall(fn), pristine, log, eager_plan)
     timing: dict = {"eager_s": eager.first_s, **{f"eager_{key}": value for key, value in eager.timing.items()}}
-    eager_evidence = side_evidence(check, eager, device)
+    eager_evidence = side_evidence(check, "eager", eager, device)
     if on_side is not None:
         on_side("eager", eager_evidence)
     compiled = _compiled_stage(fn, settings, runner, pristine, log, device, second_call, second_inputs, other_shapes)
     timing.update(compiled.timing)
+    if on_side is not None:  # what comes after (opcheck, the verdict) may still end the process
+        on_side("compiled", side_evidence(check, "compiled", compiled.run, device))
 
     eager_out = eager.outs[0] if eager.outs else None
     if log.exits:
@@ -799,13 +801,16 @@ def eager_compile_check(
 SideSink = Callable[[str, SideEvidence], None]
 
 
-def side_evidence(check: SideChecker, side: SideRun, device: str) -> SideEvidence:
+def side_evidence(check: SideChecker, name: str, side: SideRun, device: str) -> SideEvidence:
     """The side's check made now (guarded, the serving loop's later calls folded in as _judged
-    does), or its error. The verdict makes its own check after the compiled side: that one counts
-    (an output sharing storage with a later call's is read as it is then)."""
+    does), or its error. The verdict makes its own checks after both sides: those count (an
+    output sharing storage with a later call's is read as it is then)."""
     if side.error is not None or not side.outs:
         return SideEvidence(None, side.error)
-    found = guarded(check, True, side.outs[0], None, device)[0]
+    if name == "eager":
+        found = guarded(check, True, side.outs[0], None, device)[0]
+    else:
+        found = guarded(check, False, None, side.outs, device)[1]
     return SideEvidence(_worse(found, side.later), None)
 
 
