@@ -3,6 +3,7 @@
 passes. The load failures are planted (tests/planted_aoti_kernels.py): no C++ build."""
 
 import json
+import os
 
 import pytest
 from case_factory import case_params
@@ -109,7 +110,7 @@ def _run(matrix_project, m, *options):
         "r.json",
         "--no-scaledmm-triage",
         "--scaledmm-timeout",
-        "200",
+        "600",  # a backstop: nothing here hangs, and a busy machine's child starts slowly
         *options,
     )
     return result, json.loads((matrix_project.path / "r.json").read_text())
@@ -166,6 +167,24 @@ def test_when_plain_packages_load_a_scaled_mm_load_failure_stands(matrix_project
         assert control["ok"] is True and control["dtype"] == "float32"
         assert control["ran_for"] == records[0]["id"]  # once per session
     result.assert_outcomes(failed=2)
+    assert "not proven" not in result.stdout.str()
+
+
+def test_a_control_whose_child_dies_while_starting_proves_nothing_and_the_crash_stands(
+    matrix_project, plant_aoti_load, cpu_fp8_mm, monkeypatch
+):
+    # The control's child shares its log with the case's child, whose crash at aoti_load is in
+    # it: that dump is no evidence about a control that never ran.
+    plant_aoti_load("crash-then-no-start")
+    monkeypatch.setenv("PLANTED_AOTI_RUN_PID", str(os.getpid()))
+    result, data = _run(matrix_project, [16])
+    (record,) = data["cases"]
+    assert record["outcome"] == "CRASH" and record["signature"] == "CRASH: process killed by SIGSEGV", record
+    control = record["extra"]["aoti_control"]
+    assert control["ok"] is False and control["outcome"] == "CRASH" and control["stage"] is None, control
+    assert control["error"] == "CRASH: process exited with status 1", control
+    assert control["verdict"].endswith("the case's failure stands"), control
+    result.assert_outcomes(failed=1)
     assert "not proven" not in result.stdout.str()
 
 

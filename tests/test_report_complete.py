@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -659,64 +660,86 @@ def test_baseline_at_the_report_path_is_read_before_the_path_is_claimed(matrix_p
 # -- repeated signals and signals after the last case ----------------------------------------------
 
 
-HERE = os.path.dirname(__file__)
+# The kernel says it started, then hangs; a conftest says the run collected its cases. The
+# signals are sent on these events, so that they land where the test means on any machine.
+HANGING_KERNEL = """
+import time
+from pathlib import Path
+
+def hangs(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    Path(__file__).with_name("kernel").touch()
+    while True:
+        time.sleep(1)
+"""
+COLLECTED_CONFTEST = """
+from pathlib import Path
+
+def pytest_collection_finish(session):
+    Path(__file__).with_name("collected").touch()
+"""
+RUN_LIMIT_S = 600  # only a run that ignores its signals (a hang) gets there
 
 
-def _signalled_run(tmp_path, wait_s, name="SIGINT", count=2):
+def _signalled_run(tmp_path, moment, name="SIGINT", count=2):
     """pytest on a matrix whose kernel hangs, sent `count` signals 0.3 s apart (the first to
-    pytest, the others to its process group, as `timeout -s INT` and a CI cancel do), `wait_s`
-    after it claimed its report path."""
-    import shutil
-    import time
-
-    shutil.copy(os.path.join(HERE, "planted_crash.py"), tmp_path)
-    (tmp_path / "matrix.yaml").write_text(matrix_text([planted("hangs", module="planted_crash")], {"m": [4, 8]}))
+    pytest, the others to its process group, as `timeout -s INT` and a CI cancel do) once
+    `moment` came: "claimed" (it claimed its report path, in pytest_configure), "collected" (its
+    cases are collected) or "kernel" (the kernel of its first case runs)."""
+    (tmp_path / "hanging_kernels.py").write_text(HANGING_KERNEL)
+    (tmp_path / "conftest.py").write_text(COLLECTED_CONFTEST)
+    (tmp_path / "matrix.yaml").write_text(matrix_text([planted("hangs", module="hanging_kernels")], {"m": [4, 8]}))
     report_path = tmp_path / "r.json"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-q",
-            "--scaledmm-matrix",
-            "matrix.yaml",
-            "--scaledmm-report",
-            "r.json",
-            "--no-scaledmm-triage",
-            "--scaledmm-timeout",
-            "120",
-        ],
-        cwd=tmp_path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + 120
-    while not report_path.exists() and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    time.sleep(wait_s)
-    number = getattr(signal, name)
-    os.kill(proc.pid, number)
-    for _ in range(count - 1):
-        time.sleep(0.3)
+    event = {"claimed": report_path, "collected": tmp_path / "collected", "kernel": tmp_path / "kernel"}[moment]
+    command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "--scaledmm-matrix", "matrix.yaml"]
+    command += ["--scaledmm-report", "r.json", "--no-scaledmm-triage", "--scaledmm-timeout", str(RUN_LIMIT_S)]
+    # A process started with SIGINT ignored (a background job, and the xdist workers it starts)
+    # passes that on to its children: the run starts with SIGINT's default action, as from a shell.
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        proc = subprocess.Popen(
+            command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    finally:
+        signal.signal(signal.SIGINT, before)
+    try:
+        deadline = time.monotonic() + RUN_LIMIT_S
+        while not event.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended before {moment}:\n{proc.communicate()[0].decode(errors='replace')[-3000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"no {moment} within {RUN_LIMIT_S} s")
+            time.sleep(0.05)
+        number = getattr(signal, name)
+        os.kill(proc.pid, number)
+        for _ in range(count - 1):
+            time.sleep(0.3)
+            try:
+                os.killpg(proc.pid, number)
+            except ProcessLookupError:
+                break
         try:
-            os.killpg(proc.pid, number)
-        except ProcessLookupError:
-            break
-    out, _ = proc.communicate(timeout=120)
+            out, _ = proc.communicate(timeout=RUN_LIMIT_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the run did not end within {RUN_LIMIT_S} s of its signals")
+    finally:
+        if proc.poll() is None:  # its isolated child dies with it (isolate._die_with_parent)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
     return proc.returncode, out.decode(errors="replace"), json.loads(report_path.read_text())["session"]
 
 
-@pytest.mark.parametrize("wait_s, name", [(0.0, "SIGINT"), (1.0, "SIGINT"), (4.0, "SIGINT"), (4.0, "SIGTERM")])
-def test_repeated_signals_end_the_run_with_exit_2_and_no_traceback(tmp_path, wait_s, name):
-    code, out, session = _signalled_run(tmp_path, wait_s, name)
+@pytest.mark.parametrize(
+    "moment, name", [("claimed", "SIGINT"), ("collected", "SIGINT"), ("kernel", "SIGINT"), ("kernel", "SIGTERM")]
+)
+def test_repeated_signals_end_the_run_with_exit_2_and_no_traceback(tmp_path, moment, name):
+    code, out, session = _signalled_run(tmp_path, moment, name)
     assert code == 2, out[-3000:]
     assert "Traceback (most recent call last)" not in out and len(out.splitlines()) < 40, out[-3000:]
     assert session["complete"] is False
     reasons = " ".join(session["incomplete_reasons"])
     assert ("interrupted" if name == "SIGINT" else "terminated") in reasons, reasons
+    # No case ended before the signals (a run stopped while configuring writes no counts).
+    assert session.get("recorded", 0) == 0, session
 
 
 SIGNAL_AT_THE_END = """
@@ -730,14 +753,13 @@ def pytest_sessionfinish(session):
 """
 
 
-def test_signals_after_the_last_case_still_end_the_run_as_interrupted(matrix_project, pytester):
+def test_signals_after_the_last_case_still_end_the_run_as_interrupted(matrix_project, pytester, sigint):
+    sigint(signal.default_int_handler)  # not the SIG_IGN a background job inherits
     pytester.makeconftest(SIGNAL_AT_THE_END)
     matrix_project.write_matrix(matrix_text([planted("correct")]))
-    before = signal.getsignal(signal.SIGINT)
     result = matrix_project.run(*IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "r.json")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     assert "Traceback (most recent call last)" not in result.stdout.str() + result.stderr.str()
     session = matrix_project.report("r.json")["session"]
     assert session["complete"] is False and "interrupted (SIGINT)" in session["incomplete_reasons"], session
     assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
-    signal.signal(signal.SIGINT, before)  # this process's own handler, past the run's grace

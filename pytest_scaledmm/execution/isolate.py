@@ -410,6 +410,9 @@ class ChildRunner:
         self.restarts = 0
         self._setup_sent = False
         self.startup_s = 0.0  # waited for a child to start, not yet charged to a case
+        # Where the current child's output begins in the log it shares with the children it
+        # replaced: a dump they left says nothing about one that did not start.
+        self._log_start = 0
 
     def start(self) -> None:
         """Send the child its settings now (after collection), so that it loads the kernels while
@@ -505,13 +508,14 @@ class ChildRunner:
         if not self._setup_sent:
             self._send_setup()
         if not self._conn.poll(self.startup_timeout):
-            death = self._death(oc.TIMEOUT, start, f"the child did not start within {self.startup_timeout:g} s")
+            headline = f"the child did not start within {self.startup_timeout:g} s"
+            death = self._death(oc.TIMEOUT, start, headline, self._log_start)
             self._stop(kill=True)
             return death
         try:
             kind, payload = self._conn.recv()
         except (EOFError, OSError):
-            return self._died(start, 0, "while starting")
+            return self._died(start, self._log_start, "while starting")
         if kind != "ready":
             self._stop(kill=True)
             raise HarnessError(f"the isolated child could not start:\n{payload}")
@@ -575,6 +579,7 @@ class ChildRunner:
             return
         self.restarts += 1 if kill else 0
         _end(proc, conn)
+        self._log_start = _size(self._log)
 
 
 def _poisons_context(result: Outcome) -> bool:
