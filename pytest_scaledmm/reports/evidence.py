@@ -149,6 +149,8 @@ def _kernel_unproven(kernel: str, was: KernelEvidence | None, now: KernelEvidenc
             " nothing of it is proven",
             platform=_all_platform_gaps(was) and _all_platform_gaps(now),
         )
+    if now is not None and any(now.checked.values()):
+        return None  # its cases ran and raised: each case's transition says how it compares
     where = "absent from the candidate" if now is None else f"no case checked in the candidate ({_outcomes_text(now)})"
     return Unproven(kernel, f"{where}; the baseline checked {was.reference_checked} case(s) against the reference")
 
