@@ -9,9 +9,9 @@ it did (checked against the reference, or raised) and the value of each case dim
 cases reached, and names each thing the candidate did less of than the baseline as "not
 proven", one item at a time:
 
-    KERNEL                   no case of the kernel checked against the reference in the
-                             candidate (absent, skipped, every case refused or crashed), or in
-                             either run
+    KERNEL                   no case of the kernel ran in the candidate (absent, skipped,
+                             crashed before a side said what it did) where the baseline checked
+                             some against the reference; or none checked in either run
     KERNEL:SIDE              no case of that side ran and checked, where the baseline had some
     KERNEL:SIDE:AXIS=VALUE   that value of that dimension no longer ran and checked on that side
 
