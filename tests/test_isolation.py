@@ -86,14 +86,14 @@ def _record_spawns(monkeypatch, tmp_path):
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
     (tmp_path / "tmp").mkdir()
     spawned = []
-    real_spawn = isolate._spawn
+    real_start = isolate._start_child  # forked by the run's fork server, or spawned
 
-    def spawn(*args):
-        proc, conn = real_spawn(*args)
+    def start(*args):
+        proc, conn = real_start(*args)
         spawned.append(proc)
         return proc, conn
 
-    monkeypatch.setattr(isolate, "_spawn", spawn)
+    monkeypatch.setattr(isolate, "_start_child", start)
     return spawned, tmp_path / "tmp"
 
 

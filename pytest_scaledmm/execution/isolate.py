@@ -1,14 +1,17 @@
 """Run cases in a persistent child process, so that a case which kills its process or hangs
 becomes a CRASH or TIMEOUT outcome and the run goes on.
 
-The child is started with `spawn` (a forked CUDA context is unusable), imports torch once, loads
-the kernels by their declarations and then runs one request at a time. After a crash, a timeout
-or a CUDA error that leaves the context unusable it is replaced before the next case. Each xdist
-worker owns its own child. `--scaledmm-isolate=no` runs everything in the pytest process.
+The child is forked ready by the run's fork server (forkserver.py: one process that imported torch
+and the compiler stack once and never opened a device; a forked CUDA context is unusable, so each
+child opens its own), or, where there is none (macOS, Windows, a server that cannot start or
+refuses), started with `spawn` and imports torch itself. It loads the kernels by their
+declarations and then runs one request at a time. After a crash, a timeout or a CUDA error that
+leaves the context unusable it is replaced before the next case. Each xdist worker owns its own
+child. `--scaledmm-isolate=no` runs everything in the pytest process.
 
-The first child is spawned when the session starts (`SpareChild`, before collection): its torch
-import, compiler warm-up and device context overlap the parent's collection instead of following
-it. Every child learns what to run (kernels, settings) in a second step, the setup message.
+The first child is asked for when the session starts (`SpareChild`, before collection): whatever
+is left of its start-up overlaps the parent's collection instead of following it. Every child
+learns what to run (kernels, settings) in a second step, the setup message.
 """
 
 from __future__ import annotations
@@ -30,6 +33,17 @@ from ..verdict.outcome import BOTH_CHECKED, EAGER_CHECKED, Outcome, SideEvidence
 from ..verdict.signature_text import TIMEOUT_SIGNATURE
 
 STARTUP_TIMEOUT_S = 120.0
+# What the fork server imports before it forks a child: what _child_main and _warm_up import (the
+# compiler stack, Inductor only when the run compiles with it), then the child's own modules.
+COMPILER_STACK = ("torch", "torch._dynamo", "torch._functorch.aot_autograd")
+INDUCTOR = ("torch._inductor.compile_fx",)
+CHILD_MODULES = (
+    "pytest_scaledmm.execution.isolate",
+    "pytest_scaledmm.execution.device",
+    "pytest_scaledmm.execution.quiet",
+    "pytest_scaledmm.execution.run",
+    "pytest_scaledmm.matrix.kernels",
+)
 # Errors after which a CUDA/HIP context cannot be used again: every later case would fail.
 POISONED = re.compile(
     r"illegal memory access|device-side assert|unspecified launch failure|misaligned address|"
@@ -336,6 +350,32 @@ class InProcessRunner:
         pass
 
 
+def start_fork_server(kernels: dict[str, Callable], kernel_specs, uses_inductor: bool):
+    """Start the run's fork server (forkserver.py) in the process that owns the run, before the
+    xdist workers start: they inherit its address. None where no kernel runs in a child (a
+    kernel defined in a conftest runs in-process) or no server can run here."""
+
+    from ..matrix.kernels import added_import_dirs  # noqa: PLC0415  lazy: see _child_main
+    from .forkserver import ForkServer  # noqa: PLC0415
+
+    specs = {spec.name: spec for spec in kernel_specs}
+    if not any(ref is not None for ref in kernel_refs(kernels, specs).values()):
+        return None
+    preload = [*COMPILER_STACK, *(INDUCTOR if uses_inductor else ()), *CHILD_MODULES]
+    return ForkServer.start(preload, added_import_dirs())
+
+
+def _start_child(log_path: str, requested_device: str, uses_inductor: bool):
+    """A new child and the parent's end of its pipe: forked by the run's fork server where there
+    is one that forks, else spawned."""
+
+    from ..matrix.kernels import added_import_dirs  # noqa: PLC0415  lazy: see _child_main
+    from .forkserver import request_child  # noqa: PLC0415
+
+    forked = request_child(_child_main, (log_path, requested_device, uses_inductor, added_import_dirs()))
+    return forked if forked is not None else _spawn(log_path, requested_device, uses_inductor)
+
+
 def _spawn(log_path: str, requested_device: str, uses_inductor: bool):
 
     import multiprocessing  # noqa: PLC0415  lazy: see _child_main
@@ -358,13 +398,13 @@ def _spawn(log_path: str, requested_device: str, uses_inductor: bool):
 
 
 class SpareChild:
-    """A child spawned before the run's settings are known; a ChildRunner adopts it."""
+    """A child started before the run's settings are known; a ChildRunner adopts it."""
 
     def __init__(self, requested_device: str, uses_inductor: bool):
         self.dir = tempfile.mkdtemp(prefix="scaledmm-child-")
         self.log = os.path.join(self.dir, "child.log")
         try:
-            self.proc, self.conn = _spawn(self.log, requested_device, uses_inductor)
+            self.proc, self.conn = _start_child(self.log, requested_device, uses_inductor)
         except BaseException:
             shutil.rmtree(self.dir, ignore_errors=True)
             raise
@@ -378,7 +418,7 @@ class SpareChild:
 
 
 class ChildRunner:
-    """Runs requests in a persistent spawned child; see the module docstring."""
+    """Runs requests in a persistent child; see the module docstring."""
 
     isolated = True
 
@@ -418,7 +458,7 @@ class ChildRunner:
         """Send the child its settings now (after collection), so that it loads the kernels while
         the first case is handed out; the first request waits only for what is left."""
         if self._proc is None:
-            self._proc, self._conn = _spawn(self._log, self.ctx.device, self.uses_inductor)
+            self._proc, self._conn = _start_child(self._log, self.ctx.device, self.uses_inductor)
         if not self._ready and not self._setup_sent:
             self._send_setup()
 
@@ -508,6 +548,8 @@ class ChildRunner:
         if not self._setup_sent:
             self._send_setup()
         if not self._conn.poll(self.startup_timeout):
+            if self._spawn_instead("no child within the start-up limit"):
+                return self._await_ready(start)
             headline = f"the child did not start within {self.startup_timeout:g} s"
             death = self._death(oc.TIMEOUT, start, headline, self._log_start)
             self._stop(kill=True)
@@ -515,6 +557,8 @@ class ChildRunner:
         try:
             kind, payload = self._conn.recv()
         except (EOFError, OSError):
+            if self._spawn_instead(None):
+                return self._await_ready(start)
             return self._died(start, self._log_start, "while starting")
         if kind != "ready":
             self._stop(kill=True)
@@ -522,10 +566,25 @@ class ChildRunner:
         self._ready = True
         return None
 
+    def _spawn_instead(self, reason: str | None) -> bool:
+        """The fork server refused the child, went away or stayed silent before it forked one:
+        spawn the child instead (True), the case none the wiser. False for any other child."""
+        from .forkserver import ForkedChild, stop_asking  # noqa: PLC0415  lazy: see _child_main
+
+        proc = self._proc
+        if not isinstance(proc, ForkedChild) or proc.forked():
+            return False
+        if reason is not None:
+            stop_asking(reason)
+        _end(proc, self._conn)
+        self._proc, self._conn = _spawn(self._log, self.ctx.device, self.uses_inductor)
+        self._setup_sent = False
+        return True
+
     def _request(self, request, case: Case):
         if self._proc is None or (self._ready and not self._proc.is_alive()):
             self._stop(kill=True)
-            self._proc, self._conn = _spawn(self._log, self.ctx.device, self.uses_inductor)
+            self._proc, self._conn = _start_child(self._log, self.ctx.device, self.uses_inductor)
         if not self._ready:
             death = self._setup()
             if death is not None:
@@ -590,11 +649,17 @@ def _poisons_context(result: Outcome) -> bool:
 
 
 def _end(proc, conn) -> None:
-    # Always the whole group: compile workers or ISA builds may outlive a clean exit.
-    _kill_group(proc)
-    proc.join(10)
+    from .forkserver import ForkedChild  # noqa: PLC0415  lazy: see _child_main
+
+    # Always the whole group: compile workers or ISA builds may outlive a clean exit. A child the
+    # fork server has not forked yet has no pid: closing its connection tells the server.
+    if proc.pid is not None:
+        _kill_group(proc)
+        proc.join(10)
     if conn is not None:
         conn.close()
+    if isinstance(proc, ForkedChild):
+        proc.close()  # the server reaps it now (until then its pid names no other process)
 
 
 def _kill_group(proc) -> None:
@@ -612,7 +677,7 @@ def _kill_group(proc) -> None:
 
 def _dump_stacks(proc) -> None:
     """Ask a hung child for its Python stacks (faulthandler on SIGUSR1) before it is killed."""
-    if proc is None or not hasattr(signal, "SIGUSR1"):
+    if proc is None or proc.pid is None or not hasattr(signal, "SIGUSR1"):
         return
     try:
         os.kill(proc.pid, signal.SIGUSR1)

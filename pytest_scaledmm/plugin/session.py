@@ -23,7 +23,8 @@ from typing import Any
 from ..execution.aoti_control import apply_control, control_dtype, failed_stage
 from ..execution.cache import FreshCache
 from ..execution.device import device_info, environment, probe_cpu_vector_isa_in_background, resolve_device
-from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner
+from ..execution.forkserver import ForkServer
+from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner, start_fork_server
 from ..execution.run import RunContext, planned_other_m
 from ..execution.triage import SHARED_DIR_ENV, Triage
 from ..matrix.case_params import Case
@@ -146,6 +147,7 @@ class MatrixSession:
         self._target_arch: str | None = None
         self._context: RunContext | None = None
         self._spare_child: SpareChild | None = None
+        self._fork_server: ForkServer | None = None  # the run's, in the process that owns the run
         self._triage_dir: str | None = None
         self._runner: InProcessRunner | ChildRunner | None = None
         self._triage: Triage | None = None
@@ -346,6 +348,9 @@ class MatrixSession:
         if self._runner is not None:
             self._runner.close()
             self._runner = None
+        if self._fork_server is not None:  # after the children it forked
+            self._fork_server.close()
+            self._fork_server = None
 
     # -- records ------------------------------------------------------------------------------
     def harness_error_record(self, case: Case, error: BaseException | str, when: str = "call") -> CaseRecord:
@@ -418,11 +423,13 @@ class MatrixSession:
 
     def share_triage_claims(self) -> None:
         """The directory in which this run's processes claim failure signatures to triage, so
-        that each is triaged once in the run (execution/triage.py); made by the controller."""
-        if self.settings.worker or not self.settings.triage or os.environ.get(SHARED_DIR_ENV):
-            return
-        self._triage_dir = tempfile.mkdtemp(prefix="scaledmm-triage-")
-        os.environ[SHARED_DIR_ENV] = self._triage_dir
+        that each is triaged once in the run (execution/triage.py); made by the controller. The
+        run's fork server starts here too, for the same reason (execution/forkserver.py)."""
+        if not self.settings.worker and self.settings.triage and not os.environ.get(SHARED_DIR_ENV):
+            self._triage_dir = tempfile.mkdtemp(prefix="scaledmm-triage-")
+            os.environ[SHARED_DIR_ENV] = self._triage_dir
+        if not self.settings.worker and self.settings.isolate and self._fork_server is None:
+            self._fork_server = start_fork_server(self._kernels, self.spec.kernels, self.compiles_with_inductor())
 
     def drop_triage_claims(self) -> None:
         if self._triage_dir is None:
