@@ -202,6 +202,55 @@ def test_a_server_never_forks_with_threads_or_a_cuda_driver_initialised(monkeypa
     assert forkserver._unsound() == "the CUDA driver was initialised in the fork server"
 
 
+def test_the_imports_start_no_thread_pool_and_leave_the_environment_as_it_was(monkeypatch, tmp_path):
+    # A module that records what it was imported under: numpy's OpenBLAS reads this variable
+    # when it loads and starts one thread per core without it.
+    (tmp_path / "records_blas_threads.py").write_text(
+        "import os\nSEEN = os.environ.get('OPENBLAS_NUM_THREADS')\n", encoding="utf-8"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "8")
+    assert forkserver._preload(["records_blas_threads"], []) is None
+    import records_blas_threads  # noqa: PLC0415
+
+    assert records_blas_threads.SEEN == "1"
+    assert os.environ["OPENBLAS_NUM_THREADS"] == "8"
+
+
+def test_inductor_asks_for_gpus_without_starting_the_cuda_driver(monkeypatch, tmp_path):
+    import torch  # noqa: PLC0415
+
+    gpus = tmp_path / "gpus"
+    for bus in ("0000:00:06.0", "0000:00:07.0"):
+        (gpus / bus).mkdir(parents=True)
+    monkeypatch.setattr(forkserver, "NVIDIA_GPUS", str(gpus))
+    monkeypatch.setattr(torch.version, "cuda", "12.8")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+
+    def driver_count() -> int:  # stands for the driver's answer (a CPU build has none)
+        raise AssertionError("the CUDA driver was asked")
+
+    monkeypatch.setattr(torch._C, "_cuda_getDeviceCount", driver_count, raising=False)
+    original = torch._C._cuda_getDeviceCount
+    restore = forkserver._count_gpus_without_the_driver()
+    assert restore is not None
+    try:
+        assert torch._C._cuda_getDeviceCount() == 2
+    finally:
+        restore()
+    assert torch._C._cuda_getDeviceCount is original
+    # Where the kernel's list may not be torch's answer, the driver answers (and the server
+    # then refuses to fork if it started).
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert forkserver._count_gpus_without_the_driver() is None
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    monkeypatch.setattr(forkserver, "NVIDIA_GPUS", str(tmp_path / "no-driver"))
+    assert forkserver._count_gpus_without_the_driver() is None
+    monkeypatch.setattr(torch.version, "cuda", None)
+    monkeypatch.setattr(forkserver, "NVIDIA_GPUS", str(gpus))
+    assert forkserver._count_gpus_without_the_driver() is None
+
+
 # -- whole runs -------------------------------------------------------------------------------------
 
 

@@ -55,6 +55,11 @@ PER_PROCESS_ENV = frozenset(
 )
 # Modules whose files must be the same in the server and in the worker (where it imported them).
 SAME_FILES = ("torch", "pytest_scaledmm")
+# Set only while the server imports: numpy's OpenBLAS starts a thread per core when it loads
+# (torch imports numpy), and a process with threads does not fork soundly. A child takes the
+# worker's environment; its OpenBLAS stays at one thread (the harness computes with torch).
+IMPORT_ONLY_ENV = {"OPENBLAS_NUM_THREADS": "1"}
+NVIDIA_GPUS = "/proc/driver/nvidia/gpus"  # one directory per GPU the driver found
 REQUEST_TIMEOUT_S = 10.0
 _SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux
 NOTE = "not-forked"  # in the server's directory: why a child was spawned instead
@@ -431,16 +436,58 @@ def _preload(modules: list[str], hidden: list[str]) -> str | None:
     import warnings  # noqa: PLC0415
 
     sys.path[:] = [entry for entry in sys.path if entry not in hidden]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # import noise; a child shows its own in its log
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except Exception:
-                traceback.print_exc()
-                if name == "torch" or name.startswith("pytest_scaledmm"):
-                    return f"importing {name} failed in the fork server (its log has why)"
+    saved_env = {name: os.environ.get(name) for name in IMPORT_ONLY_ENV}
+    os.environ.update(IMPORT_ONLY_ENV)
+    restore_count = None
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # import noise; a child shows its own in its log
+            for name in modules:
+                try:
+                    importlib.import_module(name)
+                except Exception:
+                    traceback.print_exc()
+                    if name == "torch" or name.startswith("pytest_scaledmm"):
+                        return f"importing {name} failed in the fork server (its log has why)"
+                if name == "torch" and restore_count is None:
+                    restore_count = _count_gpus_without_the_driver()
+    finally:
+        if restore_count is not None:
+            restore_count()
+        for name, value in saved_env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
     return None
+
+
+def _count_gpus_without_the_driver() -> Callable[[], None] | None:
+    """While the server imports, torch's CUDA device count comes from the kernel's list of
+    NVIDIA GPUs instead of the driver: Inductor asks `torch.cuda.is_available()` at import
+    (torch/_inductor/runtime/benchmarking.py), which runs cuInit, after which no fork may use
+    CUDA. Only where the answer is the same: a CUDA build, every GPU visible
+    (CUDA_VISIBLE_DEVICES unset) and the kernel's list readable. Returns the undo, or None
+    (then the driver answers, and _unsound refuses to fork if it started)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not getattr(torch.version, "cuda", None) or getattr(torch.version, "hip", None):
+        return None
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        return None
+    try:
+        count = len(os.listdir(NVIDIA_GPUS))
+    except OSError:
+        return None
+    module = torch._C
+    original = getattr(module, "_cuda_getDeviceCount", None)
+    if original is None:
+        return None
+    module._cuda_getDeviceCount = lambda: count
+
+    def restore() -> None:
+        module._cuda_getDeviceCount = original
+
+    return restore
 
 
 def _unsound() -> str | None:
