@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import platform
 import sys
@@ -38,20 +39,55 @@ def xdist_worker() -> tuple[int, int]:
     return (int(name[2:]) if name.startswith("gw") and name[2:].isdigit() else 0), count
 
 
+# What the run's owner found out about its GPUs, handed to each xdist worker (hand_over_devices):
+# a worker then answers gpu_count and device_info without initialising CUDA itself. Its child,
+# which runs the cases, is the only other process that does.
+_handed_gpus: int | None = None
+_handed_info: dict[str, DeviceInfo] = {}
+
+
+def described_devices(requested: str) -> dict | None:
+    """The GPUs a run's workers may run on, as plain data for them (take_described_devices):
+    their count and each one's DeviceInfo. None on a CPU run or where torch sees no GPU."""
+    if requested == "cpu" or not gpu_count():
+        return None
+    count = gpu_count()
+    return {"gpus": count, "devices": [dataclasses.asdict(device_info(f"cuda:{index}")) for index in range(count)]}
+
+
+def take_described_devices(block: dict | None) -> None:
+    """Answer from what the run's owner described (described_devices) from now on."""
+    global _handed_gpus
+    if not block:
+        return
+    _handed_gpus = int(block["gpus"])
+    for fields in block["devices"]:
+        info = DeviceInfo(**fields)
+        _handed_info[info.device] = info
+
+
+def gpu_count() -> int:
+    """The GPUs torch sees here: 0 where CUDA is not available."""
+    if _handed_gpus is not None:
+        return _handed_gpus
+    import torch  # noqa: PLC0415  lazy: torch only when asked
+
+    return torch.cuda.device_count() if torch.cuda.is_available() else 0
+
+
 def resolve_device(requested: str) -> str:
     """The device string cases run on. With xdist and several GPUs, worker gwN takes GPU N mod the
     GPU count, so -n <GPUs> puts one worker on each GPU."""
-    import torch  # noqa: PLC0415  lazy: torch only when asked
-
+    count = gpu_count() if requested != "cpu" else 0
     if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested.startswith("cuda") and not torch.cuda.is_available():
+        requested = "cuda" if count else "cpu"
+    if requested.startswith("cuda") and not count:
         raise RuntimeError(f"--scaledmm-device={requested} but torch.cuda.is_available() is False")
     if requested == "cuda":
         index, _ = xdist_worker()
-        return f"cuda:{index % torch.cuda.device_count()}"
-    if requested.startswith("cuda:") and int(requested[5:]) >= torch.cuda.device_count():
-        raise RuntimeError(f"--scaledmm-device={requested} but torch sees {torch.cuda.device_count()} GPU(s)")
+        return f"cuda:{index % count}"
+    if requested.startswith("cuda:") and int(requested[5:]) >= count:
+        raise RuntimeError(f"--scaledmm-device={requested} but torch sees {count} GPU(s)")
     return requested
 
 
@@ -61,8 +97,13 @@ def threads_per_worker() -> int:
     return max(1, (os.cpu_count() or 1) // count)
 
 
-@cache
 def device_info(device: str) -> DeviceInfo:
+    handed = _handed_info.get(device)
+    return handed if handed is not None else _asked_device_info(device)
+
+
+@cache
+def _asked_device_info(device: str) -> DeviceInfo:
     import torch  # noqa: PLC0415  lazy: torch only when asked
 
     if device == "cpu":

@@ -156,6 +156,10 @@ def _configure_matrix_run(config: pytest.Config, settings: Settings) -> None:
     from ..matrix.kernels import add_import_dirs
 
     import_torch()  # before a user kernel module imports it: without torch's import-time noise
+    if settings.worker:
+        from .devices_handed import take_devices_from_controller
+
+        take_devices_from_controller(config)
     if settings.recorded_on and not settings.worker:
         _warn_other_torch(settings.recorded_on)
     import_dirs = [str(d) for d in dict.fromkeys([settings.matrix.parent, Path(config.rootpath)])]
@@ -195,6 +199,9 @@ def _configure_matrix_run(config: pytest.Config, settings: Settings) -> None:
         longest_first = schedule_longest_first(config)
         if longest_first is not None:
             config.pluginmanager.register(longest_first, "scaledmm-longest-first")
+        from .devices_handed import hand_devices_to_workers
+
+        hand_devices_to_workers(config, settings.device)
     _collect_only_the_matrix(config, spec.path)
 
 

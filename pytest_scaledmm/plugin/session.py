@@ -22,7 +22,13 @@ from typing import Any
 
 from ..execution.aoti_control import apply_control, control_dtype, failed_stage
 from ..execution.cache import FreshCache
-from ..execution.device import device_info, environment, probe_cpu_vector_isa_in_background, resolve_device
+from ..execution.device import (
+    device_info,
+    environment,
+    gpu_count,
+    probe_cpu_vector_isa_in_background,
+    resolve_device,
+)
 from ..execution.forkserver import ForkServer
 from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner, start_fork_server
 from ..execution.run import RunContext, planned_other_m
@@ -83,13 +89,8 @@ def error_record(error: oc.ErrorInfo | None) -> ErrorRecord | None:
 def target_arch(requested: str) -> str:
     """The arch of the device `--scaledmm-device` names (auto: the first GPU torch sees, else the
     CPU), without choosing a worker's GPU: every process of a run generates for the same arch."""
-    if requested == "cpu":
-        return "cpu"
-    import torch  # noqa: PLC0415  lazy: a CPU run never needs it here
-
-    if not torch.cuda.is_available():
-        return "cpu"  # a cuda request fails at run time, with its reason
-
+    if requested == "cpu" or not gpu_count():
+        return "cpu"  # a cuda request without a GPU fails at run time, with its reason
     device = "cuda:0" if requested in ("auto", "cuda") else requested
     try:
         return device_info(device).arch

@@ -89,7 +89,7 @@ class Settings:
                 problem = sources.problem(option, f"must be a whole number from {low} to {high}, got {value}")
         if problem:
             raise pytest.UsageError(problem)
-        if device.startswith("cuda"):
+        if device.startswith("cuda") and not is_worker(config):  # the controller checked it
             from ..execution.device import resolve_device  # noqa: PLC0415  lazy: every pytest session loads settings
 
             try:  # an explicit GPU that is not there: one usage error now, not one per case
