@@ -9,7 +9,9 @@ job that restores it), through `pytest --scaledmm-matrix -n N --scaledmm-reuse-c
 per run: wall, checked valid cases a minute, the sums of compile / eager / compiled run /
 reference check / child start-up / triage / harness seconds, the workers' busy fraction, the
 longest case, the lower bound these imply (the longer of the longest case and the summed case
-time over the workers), and the FX graph cache's hits. With --base-tree the profile also runs
+time over the workers), the FX graph cache's hits, and from the report's session.phases when the
+workers' first cases began (median and latest, seconds after the run's start) and the seconds
+after its last record (teardown and the report). With --base-tree the profile also runs
 cold under that checkout's plugin, and the ids and outcomes of the two cold runs are compared:
 nothing in the verdict may change for speed.
 
@@ -161,6 +163,24 @@ def checked_valid(case: dict) -> bool:
     return purpose == "valid" and case["outcome"] not in NOT_A_VERDICT
 
 
+def session_phases(report: dict) -> dict:
+    """From the report's session.phases (a checkout without it: none): when the workers' first
+    cases began (median, latest), the longest generation, and the session's seconds after its
+    last record (teardown and the report)."""
+    session = report.get("session") or {}
+    phases = session.get("phases") or {}
+    processes = phases.get("processes") or {}
+    starts = sorted(p["first_case_s"] for p in processes.values() if isinstance(p.get("first_case_s"), (int, float)))
+    generation = [p["generation_s"] for p in processes.values() if isinstance(p.get("generation_s"), (int, float))]
+    last, wall = phases.get("last_record_s"), session.get("wall_s")
+    return {
+        "first_case_median_s": starts[len(starts) // 2] if starts else None,
+        "first_case_latest_s": starts[-1] if starts else None,
+        "generation_max_s": round(max(generation), 2) if generation else None,
+        "after_last_record_s": round(wall - last, 2) if isinstance(last, (int, float)) and wall else None,
+    }
+
+
 def figures(run: dict) -> dict:
     cases = run["report"]["cases"]
     sums = {name: 0.0 for name in PARTS}
@@ -193,6 +213,7 @@ def figures(run: dict) -> dict:
         "cache": cache,
         "returncode": run["returncode"],
         "summary": run["report"].get("summary"),
+        "phases": session_phases(run["report"]),
     }
 
 
@@ -209,7 +230,8 @@ def outcome_changes(before: dict, after: dict) -> list[str]:
 def table(rows: list[dict]) -> str:
     head = (
         "| run | workers | wall s | checked valid | /min | busy | compile | eager | run | check | start-up | triage"
-        " | harness | longest s (compile) | bound s | wall/bound | FX cache hit/miss |"
+        " | harness | longest s (compile) | bound s | wall/bound | FX cache hit/miss | first case s (median/latest)"
+        " | after last record s |"
     )
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for f in rows:
@@ -220,8 +242,14 @@ def table(rows: list[dict]) -> str:
             f" {s['check']} | {s['startup']} |"
             f" {s['triage']} | {s['harness']} | {f['longest_s']} ({f['longest_compile_s']}) | {f['lower_bound_s']} |"
             f" {f['wall_over_bound']} | {f['cache'].get('hit', '?')}/{f['cache'].get('miss', '?')} |"
+            f" {_shown(f['phases']['first_case_median_s'])}/{_shown(f['phases']['first_case_latest_s'])} |"
+            f" {_shown(f['phases']['after_last_record_s'])} |"
         )
     return "\n".join(lines)
+
+
+def _shown(value: object) -> str:
+    return "-" if value is None else str(value)
 
 
 def readme_runs(base_tree: Path | None, work: Path, rows: list[dict], compared: dict) -> None:

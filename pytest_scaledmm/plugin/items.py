@@ -17,6 +17,7 @@ from ..reports.printable import printable
 from ..verdict import outcome as oc
 from .explore import explore_items
 from .signal_guard import Terminated
+from .timeline import PROPERTY as TIMELINE_PROPERTY
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle
@@ -56,6 +57,9 @@ class CaseItem(pytest.Item):
         state = self.state
         start = time.perf_counter()
         try:
+            timeline = state.timeline.first_case_begins()
+            if timeline is not None and state.settings.worker:
+                self.user_properties.append((TIMELINE_PROPERTY, timeline))
             environment = state.environment_to_send()
             if environment is not None:
                 self.user_properties.append(("scaledmm_env", environment))

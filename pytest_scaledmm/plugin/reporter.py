@@ -18,6 +18,7 @@ from ..verdict import outcome as oc
 from .items import CaseItem, record_property, user_property
 from .settings import writes_report
 from .signal_guard import SIGNALS_KEY, TERMINATED, Terminated
+from .timeline import PROPERTY as TIMELINE_PROPERTY
 
 if TYPE_CHECKING:
     from _pytest._code.code import ExceptionRepr
@@ -125,6 +126,7 @@ class MatrixReporter:
             return
         self._run_recorded.add(report.nodeid)
         self.state.add_record(record, user_property(report.user_properties, "scaledmm_env"))
+        self.state.add_timeline(user_property(report.user_properties, TIMELINE_PROPERTY))
         if not self.state.settings.worker and time.monotonic() - self._last_write > PARTIAL_REPORT_EVERY_S:
             self._write()
 

@@ -48,6 +48,7 @@ from ..verdict import outcome as oc
 from .schedule import HOST_LANE_WORKER, builds_host_kernel
 from .settings import Settings
 from .shard import shard_block, shard_slice
+from .timeline import ProcessTimeline, phases_block
 
 
 def plain_json(data: object) -> Any:
@@ -140,6 +141,9 @@ class MatrixSession:
         self.spec = spec if self.seed == spec.seed else replace(spec, seed=self.seed)
         self.report_path = settings.report
         self.started = time.time()
+        self.timeline = ProcessTimeline()
+        self._timelines: dict[str, dict] = {}  # each worker's, as its first case carried it
+        self._last_record: float | None = None
         self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
         self._cases: list[Case] | None = None
         self._shard: ShardBlock | None = None  # the report's shard block, for a --scaledmm-shard run
@@ -199,7 +203,9 @@ class MatrixSession:
     def cases(self) -> list[Case]:
         """The run's cases: the profile's, or this shard's slice of them (plugin/shard.py)."""
         if self._cases is None:
+            start = time.monotonic()
             cases, notes = generate_cases(self.spec, self.profile, self.target_arch)
+            self.timeline.generated(time.monotonic() - start)
             self._possible = notes.pop("possible", {})
             self._generation_notes = notes
             shard = getattr(self.settings, "shard", None)
@@ -406,12 +412,18 @@ class MatrixSession:
         ran it (the first one given is kept); a case recorded again keeps its worst run."""
         if self._environment is None and environment is not None:
             self._environment = environment
+        self._last_record = time.time()
         if "model" not in record:
             env = self._environment or {}
             record = record.copy()
             record["model"] = model_block(record, self.target_arch, str(env.get("torch") or ""))
         earlier = self._records.get(record["id"])
         self._records[record["id"]] = record if earlier is None else repeated_record(earlier, record)
+
+    def add_timeline(self, timeline: dict | None) -> None:
+        """A worker's timeline (plugin/timeline.py), as its first case carried it here."""
+        if isinstance(timeline, dict):
+            self._timelines[str(timeline.get("process"))] = timeline
 
     def repeated(self) -> list[CaseRecord]:
         """The records of cases that ran more than once."""
@@ -553,6 +565,7 @@ class MatrixSession:
             "generated": len(self.cases()),
             "recorded": len(self._records),
             "compile_cache": compile_cache_counts(self._records.values()),
+            "phases": phases_block(self.started, self.timeline, self._timelines, self._last_record),
         }
 
         report = build_report(self._environment or {}, self.matrix_block(), self._records.values(), session)

@@ -891,6 +891,8 @@ REPORT_SCHEMA = {
                 "wall_s": {"type": ["number", "null"]},
                 # Inductor's FX graph cache over the run (plugin/session.py compile_cache_counts).
                 "compile_cache": {"type": "object", "additionalProperties": _COUNT},
+                # The session's own seconds, per process (plugin/timeline.py).
+                "phases": {"type": "object"},
             },
         },
         # A shard run (--scaledmm-shard I/N) and a merged report (scaledmm merge).
