@@ -157,9 +157,9 @@ def _configure_matrix_run(config: pytest.Config, settings: Settings) -> None:
 
     import_torch()  # before a user kernel module imports it: without torch's import-time noise
     if settings.worker:
-        from .devices_handed import take_devices_from_controller
+        from .handover import take_hand_over
 
-        take_devices_from_controller(config)
+        take_hand_over(config)
     if settings.recorded_on and not settings.worker:
         _warn_other_torch(settings.recorded_on)
     import_dirs = [str(d) for d in dict.fromkeys([settings.matrix.parent, Path(config.rootpath)])]
@@ -168,6 +168,10 @@ def _configure_matrix_run(config: pytest.Config, settings: Settings) -> None:
         spec = load_spec(settings.matrix, declared_kernels=declared_kernels(config))
         check_entries(spec.path, spec.known_failures)
         state = MatrixSession(spec, settings)
+        if settings.worker:
+            from .handover import take_hand_over
+
+            take_hand_over(config, state)
         state.import_dirs = tuple(import_dirs)  # repro scripts import the kernels from there too
         if not settings.worker:
             state.code()  # the code as it is when the run starts: the report's matrix.code
@@ -199,9 +203,11 @@ def _configure_matrix_run(config: pytest.Config, settings: Settings) -> None:
         longest_first = schedule_longest_first(config)
         if longest_first is not None:
             config.pluginmanager.register(longest_first, "scaledmm-longest-first")
-        from .devices_handed import hand_devices_to_workers
+        from .handover import hand_over_to_workers
 
-        hand_devices_to_workers(config, settings.device)
+        handover = hand_over_to_workers(config, state)
+        if handover is not None:
+            config.pluginmanager.register(handover, "scaledmm-handover")
     _collect_only_the_matrix(config, spec.path)
 
 
@@ -355,6 +361,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if state is not None:
         state.close()  # the child process first: it may still use the cache
         state.drop_triage_claims()
+        state.drop_generated_cases()
         state.drop_owned_cache()
     lock = config.stash.get(LOCK_KEY, None)
     if lock is not None:

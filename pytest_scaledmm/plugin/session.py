@@ -45,6 +45,7 @@ from ..records import CaseRecord, ChecksRecord, CodeBlock, ErrorRecord, Report, 
 from ..reports.coverage import coverage_block, coverage_lines, model_block
 from ..reports.report import build_report, iso_time
 from ..verdict import outcome as oc
+from .generated_cases import generation_key, make_directory, read_generated, remove_directory, write_generated
 from .schedule import HOST_LANE_WORKER, builds_host_kernel
 from .settings import Settings
 from .shard import shard_block, shard_slice
@@ -141,7 +142,8 @@ class MatrixSession:
         self.spec = spec if self.seed == spec.seed else replace(spec, seed=self.seed)
         self.report_path = settings.report
         self.started = time.time()
-        self.timeline = ProcessTimeline()
+        self.timeline = ProcessTimeline(os.environ.get("PYTEST_XDIST_WORKER", "?") if settings.worker else "main")
+        self.cases_dir: str | None = None  # where the controller leaves its generated cases
         self._timelines: dict[str, dict] = {}  # each worker's, as its first case carried it
         self._last_record: float | None = None
         self._kernels = resolve_kernels(self.spec.path, self.spec.kernels)
@@ -204,7 +206,14 @@ class MatrixSession:
         """The run's cases: the profile's, or this shard's slice of them (plugin/shard.py)."""
         if self._cases is None:
             start = time.monotonic()
-            cases, notes = generate_cases(self.spec, self.profile, self.target_arch)
+            key = generation_key(str(self.spec.path), self.spec.digest, self.profile.name, self.seed, self.target_arch)
+            generated = read_generated(self.cases_dir, key) if self.settings.worker else None
+            self.timeline.cases_from = "controller" if generated is not None else "generated here"
+            if generated is None:
+                generated = generate_cases(self.spec, self.profile, self.target_arch)
+                if self.cases_dir and not self.settings.worker:
+                    write_generated(self.cases_dir, key, generated)
+            cases, notes = generated[0], dict(generated[1])
             self.timeline.generated(time.monotonic() - start)
             self._possible = notes.pop("possible", {})
             self._generation_notes = notes
@@ -216,6 +225,24 @@ class MatrixSession:
             else:
                 self._cases = cases
         return self._cases
+
+    def pregenerate(self) -> None:
+        """Generate now (the controller, while its workers boot): a matrix that cannot be
+        generated raises where it did before, when its cases are first asked for."""
+        try:
+            self.cases()
+        except Exception:
+            pass
+
+    def share_generated_cases(self) -> None:
+        """The controller's directory for the cases it generates once (generated_cases.py)."""
+        if self.cases_dir is None and not self.settings.worker:
+            self.cases_dir = make_directory()
+
+    def drop_generated_cases(self) -> None:
+        if self.cases_dir is not None and not self.settings.worker:
+            remove_directory(self.cases_dir)
+        self.cases_dir = None
 
     def empty_shard(self) -> int | None:
         """The matrix's number of cases when this shard's slice holds none of them (more shards

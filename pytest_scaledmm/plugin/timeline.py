@@ -4,7 +4,6 @@ spends before its cases and after them is read here, not guessed from the wall."
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -13,9 +12,10 @@ PROPERTY = "scaledmm_timeline"  # the user property the first item of a worker c
 
 @dataclass
 class ProcessTimeline:
-    process: str = field(default_factory=lambda: os.environ.get("PYTEST_XDIST_WORKER", "main"))
+    process: str  # the xdist worker's name, or "main": the process that owns the run
     configured: float = field(default_factory=time.time)  # epoch seconds
     generation_s: float | None = None
+    cases_from: str | None = None  # "generated here", or "controller" (read from its file)
     first_case: float | None = None  # epoch seconds
 
     def generated(self, seconds: float) -> None:
@@ -42,6 +42,7 @@ def phases_block(started: float, own: ProcessTimeline, others: dict[str, dict], 
         processes[str(timeline.get("process") or "main")] = {
             "configured_s": _since(started, timeline.get("configured")),
             "generation_s": timeline.get("generation_s"),
+            "cases_from": timeline.get("cases_from"),
             "first_case_s": _since(started, timeline.get("first_case")),
         }
     return {"processes": processes, "last_record_s": _since(started, last_record)}
