@@ -7,6 +7,7 @@ import pytest
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.plugin import schedule
+from pytest_scaledmm.plugin.cost import case_cost
 
 MODES_MATRIX = matrix_text(
     [planted("correct")],
@@ -54,11 +55,11 @@ def test_measured_seconds_prefer_the_cases_own_clock_and_refuse_garbage():
 
 
 def test_a_refused_case_is_cheaper_than_a_valid_one_of_its_mode():
-    valid = schedule.modelled_seconds({"mode": "max-autotune", "purpose": "valid"})
-    refused = schedule.modelled_seconds({"mode": "max-autotune", "purpose": "boundary"})
-    host = schedule.modelled_seconds({"mode": "max-autotune", "operand_layout": "scale_on_host"})
+    valid = case_cost({"mode": "max-autotune", "purpose": "valid"})
+    refused = case_cost({"mode": "max-autotune", "purpose": "boundary"})
+    host = case_cost({"mode": "max-autotune", "operand_layout": "scale_on_host"})
     assert refused < valid < host
-    assert schedule.modelled_seconds({"mode": "eager"}) < schedule.modelled_seconds({"mode": "inductor"})
+    assert case_cost({"mode": "eager"}) < case_cost({"mode": "inductor"})
 
 
 class _Node:

@@ -14,7 +14,12 @@ from reports_factory import case, report, write
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
-from pytest_scaledmm.plugin.shard import MODE_COST, assign, parse_shard
+from pytest_scaledmm.matrix.compile_modes import MODES
+from pytest_scaledmm.plugin.cost import case_cost
+from pytest_scaledmm.plugin.shard import assign, parse_shard
+
+# Each compile mode's expected seconds: the cost model sharding deals cases out by.
+MODE_COST = {mode.name: case_cost({"mode": mode.name}) for mode in MODES}
 
 # 2 kernels x 2 modes x 2 output dtypes x 2 M: 16 cases, one kernel failing (MISMATCH).
 MATRIX = matrix_text(

@@ -47,6 +47,10 @@ class CompileMode:
     # () -> why this torch or machine cannot run the mode, or None: checked per case at run time.
     unavailable: Callable[[], str | None] | None = None
     doc: str = ""
+    # Typical seconds of one case (plugin/cost.py, the one cost model of sharding and
+    # scheduling): medians per mode on a GPU (docs/measured.md); only the order matters, so the
+    # CPU uses them too. None: the family's, INDUCTOR_SECONDS or TRACING_SECONDS.
+    expected_s: float | None = None
 
     def __post_init__(self):
         if self.options is not None:
@@ -55,6 +59,12 @@ class CompileMode:
     @property
     def uses_inductor(self) -> bool:
         return self.backend == "inductor"
+
+    @property
+    def expected_seconds(self) -> float:
+        if self.expected_s is not None:
+            return self.expected_s
+        return INDUCTOR_SECONDS if self.uses_inductor else TRACING_SECONDS
 
     @property
     def how(self) -> Runner:
@@ -114,29 +124,35 @@ def _no_aoti() -> str | None:
     return None
 
 
+# A mode's expected seconds when it gives none (CompileMode.expected_s): by its family.
+INDUCTOR_SECONDS = 2.0
+TRACING_SECONDS = 0.4
+
 # Inductor options of the GEMM-backend modes: autotuning among one backend's choices only.
 _GEMM = {"max_autotune": True, "triton.cudagraphs": False}
 
 MODES: tuple[CompileMode, ...] = (
-    CompileMode("eager", "eager", doc="Dynamo tracing only"),
-    CompileMode("aot_eager", "aot_eager", doc="Dynamo and AOT autograd, no Inductor"),
-    CompileMode("inductor", "inductor", doc="default Inductor"),
-    CompileMode("max-autotune-no-cudagraphs", "inductor", mode="max-autotune-no-cudagraphs"),
-    CompileMode("max-autotune", "inductor", mode="max-autotune"),
-    CompileMode("reduce-overhead", "inductor", mode="reduce-overhead"),
-    CompileMode("dynamic", "inductor", dynamic=True, doc="default Inductor with dynamic shapes"),
+    CompileMode("eager", "eager", doc="Dynamo tracing only", expected_s=0.1),
+    CompileMode("aot_eager", "aot_eager", doc="Dynamo and AOT autograd, no Inductor", expected_s=0.4),
+    CompileMode("inductor", "inductor", doc="default Inductor", expected_s=1.5),
+    CompileMode("max-autotune-no-cudagraphs", "inductor", mode="max-autotune-no-cudagraphs", expected_s=4.0),
+    CompileMode("max-autotune", "inductor", mode="max-autotune", expected_s=5.0),
+    CompileMode("reduce-overhead", "inductor", mode="reduce-overhead", expected_s=3.0),
+    CompileMode("dynamic", "inductor", dynamic=True, doc="default Inductor with dynamic shapes", expected_s=2.5),
     CompileMode(
         "triton-gemm",
         "inductor",
         options={"max_autotune": True, "max_autotune_gemm_backends": "TRITON", "triton.cudagraphs": False},
         gpu_only="Triton GEMM templates",
         doc="Inductor forced onto its Triton GEMM templates whatever the card's heuristics would pick",
+        expected_s=4.0,
     ),
     CompileMode(
         "aten-gemm",
         "inductor",
         options={**_GEMM, "max_autotune_gemm_backends": "ATEN"},
         doc="Inductor with ATen (cuBLAS) as its only GEMM backend",
+        expected_s=2.0,
     ),
     CompileMode(
         "cutlass-gemm",
@@ -145,6 +161,7 @@ MODES: tuple[CompileMode, ...] = (
         gpu_only="CUTLASS GEMM templates",
         unavailable=_cutlass_missing,
         doc="Inductor with CUTLASS as its only GEMM backend",
+        expected_s=6.0,
     ),
     CompileMode(
         "persistent-tma",
@@ -152,6 +169,7 @@ MODES: tuple[CompileMode, ...] = (
         options={**_GEMM, "max_autotune_gemm_backends": "TRITON", "triton.enable_persistent_tma_matmul": True},
         gpu_only="Triton persistent TMA templates",
         doc="Inductor's Triton GEMM templates with the persistent TMA ones enabled",
+        expected_s=4.0,
     ),
     CompileMode(
         "aoti",
@@ -160,12 +178,14 @@ MODES: tuple[CompileMode, ...] = (
         isolated_only="a failing AOTInductor package load can kill the process (SIGSEGV)",
         unavailable=_no_aoti,
         doc="torch.export, AOTInductor package built, loaded and run",
+        expected_s=6.0,
     ),
     CompileMode(
         "mark-dynamic",
         "inductor",
         runner="mark-dynamic",
         doc="default Inductor, M marked dynamic, run at three M: one compiled frame expected",
+        expected_s=4.0,
     ),
     CompileMode(
         "mark-unbacked",
@@ -173,6 +193,7 @@ MODES: tuple[CompileMode, ...] = (
         runner="mark-unbacked",
         unavailable=_no_mark_unbacked,
         doc="default Inductor, M marked unbacked, run at three M: one compiled frame expected",
+        expected_s=4.0,
     ),
 )
 _MODE_BY_NAME = {m.name: m for m in MODES}

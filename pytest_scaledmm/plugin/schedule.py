@@ -10,8 +10,8 @@ starts (so not LPT's 4/3 bound; the cheapest cases, last in the order, are the o
 at the tail).
 
 The expected cost of a case is its measured seconds in the newest report of the same matrix in
-the run's report directory, else a model: the compile mode's typical seconds, more for cases that
-call the compiled side at several shapes.
+the run's report directory, else the one cost model (cost.py): the compile mode's typical
+seconds, less for a case expected to be refused, more for scales on the host.
 
 One lane: the cases whose compiled side builds a CPU kernel beside the GPU ones (a scale on the
 host under an Inductor mode) all go to worker HOST_LANE_WORKER, whose child starts the check of
@@ -33,35 +33,13 @@ import pytest
 from ..matrix.case_params import OPERAND_LAYOUT_SHORT
 from ..matrix.compile_modes import inductor_modes
 from ..reports.report import ReportError, load_report
+from .cost import case_cost
 
 if TYPE_CHECKING:
     from xdist.remote import Producer
     from xdist.scheduler import LoadScheduling
     from xdist.workermanage import WorkerController
 
-# Typical seconds of one case per compile mode on a GPU (docs/measured.md: medians per mode);
-# only the order matters, so the CPU uses the same figures.
-MODE_SECONDS = {
-    "eager": 0.1,
-    "aot_eager": 0.4,
-    "inductor": 1.5,
-    "dynamic": 2.5,
-    "reduce-overhead": 3.0,
-    "max-autotune-no-cudagraphs": 4.0,
-    "max-autotune": 5.0,
-    "triton-gemm": 4.0,
-    "persistent-tma": 4.0,
-    "cutlass-gemm": 6.0,
-    "aten-gemm": 2.0,
-    "aoti": 6.0,
-    "mark-dynamic": 4.0,
-    "mark-unbacked": 4.0,
-}
-UNKNOWN_MODE_SECONDS = 2.0
-# A case expected to be refused is answered before any compilation finishes.
-REFUSED_FACTOR = 0.5
-# Scales or operands the host holds: Inductor's lowering takes another path, often slower.
-HOST_FACTOR = 1.5
 # At most this many cases queued on a worker: one running and two behind it. xdist's worker takes
 # the case after next before it runs one (pytest's nextitem): with two, each case waited for the
 # controller's answer to the one before (a round trip, longer while the controller writes a
@@ -89,16 +67,6 @@ def measured_seconds(record: Mapping[str, Any]) -> float | None:
         return float(whole)
     parts = [v for v in timing.values() if isinstance(v, (int, float)) and not isinstance(v, bool)]
     return float(sum(parts)) if parts else None
-
-
-def modelled_seconds(params: Mapping[str, Any]) -> float:
-    mode = str(params.get("mode"))
-    seconds = MODE_SECONDS.get(mode, UNKNOWN_MODE_SECONDS if mode in inductor_modes() else 0.4)
-    if params.get("purpose", "valid") != "valid":
-        seconds *= REFUSED_FACTOR
-    if params.get("operand_layout") == "scale_on_host":
-        seconds *= HOST_FACTOR
-    return seconds
 
 
 def previous_durations(report_dir: Path, matrix: str | None = None) -> dict[str, float]:
@@ -151,7 +119,7 @@ class CostOrder:
             if case is None:
                 return -1.0
             seen = measured.get(case.id)
-            return seen if seen is not None else modelled_seconds(case.params)
+            return seen if seen is not None else case_cost(case.params)
 
         # Stable: among equal costs the generator's order stays, and so does any earlier ordering's
         # key when a plugin that runs after this one sorts again.

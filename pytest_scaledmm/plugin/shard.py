@@ -2,8 +2,9 @@
 
 Every shard generates the identical full case list first (same file, profile, seed, arch) and
 keeps its slice, so the N slices are disjoint and cover every case whatever the runner. Cases
-are dealt out by expected cost, longest first (LPT), over a stable ordering (cost, then id): a
-shard of max-autotune cases does not run for minutes while another holds only eager ones.
+are dealt out by expected cost (cost.py, the scheduler's model too), longest first (LPT), over a
+stable ordering (cost, then id): a shard of max-autotune cases does not run for minutes while
+another holds only eager ones.
 
 The report of a shard says which shard it is and which whole it belongs to (`shard` block:
 index, count, total_cases, total_ids_sha256, ids_sha256, possible): `scaledmm merge` joins the
@@ -18,24 +19,9 @@ from collections.abc import Sequence
 
 import pytest
 
-from ..matrix.compile_modes import compile_mode
 from ..reports.report import ids_sha256
+from .cost import case_cost
 
-# Expected cost of one case by compile mode, relative to default Inductor; only ratios matter.
-# Mean case seconds of the default profile on the CPU (torch 2.13, -n 2): eager 0.06,
-# aot_eager 0.09, inductor 0.34, max-autotune(-no-cudagraphs) 0.37-0.39, dynamic 0.65,
-# reduce-overhead 0.69; on an H200 an autotuning case takes 1.4 s (median, 4 configs), several
-# times an Inductor one. A mode not listed gets its family's figure.
-MODE_COST = {
-    "eager": 0.2,
-    "aot_eager": 0.3,
-    "inductor": 1.0,
-    "dynamic": 1.6,
-    "reduce-overhead": 1.8,
-    "max-autotune-no-cudagraphs": 2.0,
-    "triton-gemm": 2.0,
-    "max-autotune": 2.2,
-}
 _FORMAT = re.compile(r"^\s*(\d{1,9})\s*/\s*(\d{1,9})\s*$")
 
 
@@ -57,22 +43,6 @@ def parse_shard(value: str | None) -> tuple[int, int] | None:
     found = _FORMAT.match(str(value))
     assert found is not None  # shard_problem checked the format
     return int(found.group(1)), int(found.group(2))
-
-
-def case_cost(params: object) -> float:
-    """Expected seconds of one case, from its compile mode (matrix/compile_modes.py families)."""
-    mode = params.get("mode") if hasattr(params, "get") else None
-    if not isinstance(mode, str):
-        return MODE_COST["inductor"]
-    if mode in MODE_COST:
-        return MODE_COST[mode]
-    try:
-        row = compile_mode(mode)
-    except KeyError:
-        return MODE_COST["inductor"]
-    if row.autotunes:
-        return MODE_COST["max-autotune"]
-    return MODE_COST["inductor"] if row.uses_inductor else MODE_COST["aot_eager"]
 
 
 def assign(costs: Sequence[tuple[str, float]], count: int) -> list[int]:
