@@ -49,6 +49,7 @@ from ..matrix.schema import DEFAULT_LIMITS
 from ..matrix.spec import KernelSpec, load_spec, pack_kernel_spec, size_problem
 from ..records import CaseRecord
 from ..verdict import outcome as oc
+from ..verdict.call_contract import CallContract
 from ..verdict.case_axes import case_record
 from ..verdict.draw import make_inputs
 from ..verdict.facts import input_facts
@@ -446,7 +447,11 @@ def kernel_support(spec) -> dict | None:
     """What the kernel declares it supports (refusals.Support), as plain data, from its KernelSpec;
     None without one (the script then judges alike refusals as triage does: UNSUPPORTED)."""
     support = Support.of(spec)
-    return support.to_json() if support is not None else None
+    if support is None:
+        return None
+    # The call contract travels beside it, only where declared: older scripts read as before.
+    contract = CallContract.of(spec)
+    return support.to_json() | ({"call_contract": contract.to_json()} if contract != CallContract() else {})
 
 
 def kernel_accepts_fast_accum(spec) -> bool:

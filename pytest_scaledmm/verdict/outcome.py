@@ -242,6 +242,7 @@ class Observations(FieldsOnly):
     compile_cache: dict | None = None  # Inductor's FX graph cache: {"hit", "miss", "bypass"} counts
     other_m: int | None = None  # the M of the eager side's call after the first (execution.run.eager_other_m)
     not_checked: list | None = None  # the calls after the first that could not be made, and why
+    call_contract: dict | None = None  # side -> {check: what broke it} (call_contract.py)
     died_after: str | None = None  # a CRASH or TIMEOUT: the evidence made before the process ended
 
     def to_json(self) -> dict[str, Any]:

@@ -25,6 +25,14 @@ from typing import Any, Callable
 
 import torch
 
+from .call_contract import (
+    DETERMINISM_CHECK,
+    OUTPUT_LAYOUT_CHECK,
+    CallContract,
+    contract_outcome,
+    layout_problem,
+    repeat_problem,
+)
 from .case_axes import CaseParams, case_record
 from .classify import classify, crash_outcome, problem_of
 from .draw import make_inputs, second_call_seed
@@ -358,17 +366,20 @@ def _serving_call(
     compare: Callable,
     fresh: Callable | None = None,
     not_checked: list[str] | None = None,
+    repeated: Callable | None = None,
 ) -> dict | None:
     """One side's serving-loop calls after the first (eager_compile_check's `second_call`): the
     second input set twice, so that a ring of two output buffers also hands the third caller the
     first one's memory. Its failed check, or None. `first_given` are the first call's copies (for
     storage sharing); `compare` records what a call changed in its inputs; `fresh` makes the
-    copies (marking dims); `not_checked` gets a line for a call that could not be made."""
+    copies (marking dims); `not_checked` gets a line for a call that could not be made;
+    `repeated(before, after)` is handed the outputs of the calls on identical inputs."""
     # First, while a small cache (one entry, a pair) still holds the first call's tensors.
     found = _in_place_call(call, first_given, second, spec, device, caught, side, compare, not_checked)
     if found:
         return found
     earlier = [first_raw]
+    kept = None  # the previous call's output, copied: the same inputs must give the same bits
     for _ in range(SERVING_CALLS - 1):
         given = fresh(second) if fresh else second.fresh()
         raw, raised = _later_call(call, given, device, caught, side, compare, LATER_CALLS_RAISED)
@@ -383,7 +394,11 @@ def _serving_call(
             problem = f"{FIRST_OUTPUT_UNREADABLE} ({type(exc).__name__})"
         if problem:
             return {"ok": False, "ratio": math.inf, "problem": problem}
-        found = _second_check(guarded(spec.check, True, _clone(raw), None, device)[0])
+        out = _clone(raw)
+        if kept is not None and repeated is not None:
+            repeated(kept, out)
+        kept = out
+        found = _second_check(guarded(spec.check, True, out, None, device)[0])
         if found:
             return found
         earlier.append(raw)
@@ -540,8 +555,10 @@ class CallLog:
     the kernel tried to end the process, the arguments each side changed in place, and errors
     reading inputs back after a call that ran (the harness's problem, raised)."""
 
-    def __init__(self, interrupts: bool):
+    def __init__(self, interrupts: bool, contract: CallContract | None = None):
         self.interrupts = interrupts
+        self.contract = contract or CallContract()
+        self.broken: dict = {}  # side -> {call-contract check: what the first call to break it showed}
         self.exits: dict = {}  # side -> the BaseException
         self.changed: dict = {}  # side -> {argument name: what the call changed}
         self.unreadable: list = []
@@ -554,6 +571,24 @@ class CallLog:
         if not isinstance(exc, Exception):  # SystemExit, KeyboardInterrupt, GeneratorExit ...
             self.exits[side] = exc
         return describe_exception(exc, layer)
+
+    def watched(self, fn: Callable, side: str) -> Callable:
+        """`fn`, each output's layout checked as it is returned (call_contract.layout_problem)."""
+
+        def call(*args: Any) -> Any:
+            out = fn(*args)
+            self._broke(side, OUTPUT_LAYOUT_CHECK, layout_problem(out, self.contract))
+            return out
+
+        return call
+
+    def repeated(self, side: str, before: Any, after: Any) -> None:
+        """Two outputs of calls on identical inputs: they must agree bit for bit."""
+        self._broke(side, DETERMINISM_CHECK, repeat_problem(before, after, self.contract))
+
+    def _broke(self, side: str, check: str, problem: str | None) -> None:
+        if problem is not None:
+            self.broken.setdefault(side, {}).setdefault(check, problem)
 
     def compare(self, given: tuple, side: str, source: PristineInputs, raised: bool) -> None:
         """Records what a call changed in `given`, its copies of `source`."""
@@ -621,24 +656,25 @@ def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: Call
     first, then what `plan` says. Whatever a call raises is the side's error (log.caught)."""
     run = SideRun()
     call = _InFlight(plan.fresh(pristine), pristine)
+    fn = log.watched(built.fn, side)
     start = time.perf_counter()
     try:
-        first_raw = built.fn(*call.given)
+        first_raw = fn(*call.given)
         sync(plan.device)
         first = _clone(first_raw)
         run.first_s, run.first_returned = time.perf_counter() - start, True
         log.compare(call.given, side, pristine, False)
-        run.outs = _later_calls(side, built, first_raw, first, call, plan, log, run)
+        run.outs = _later_calls(side, fn, first_raw, first, call, plan, log, run)
         if plan.second is not None:
             del first_raw  # done with after the serving loop; other plans keep it to the end
         if plan.other_m is not None and run.later is None:
             began = time.perf_counter()
-            run.later = _other_m_call(built.fn, plan.other_m, pristine.names, plan, log, side)
+            run.later = _other_m_call(fn, plan.other_m, pristine.names, plan, log, side)
             run.timing["other_m_s"] = time.perf_counter() - began
         for other in plan.other_shapes:
             call.source = PristineInputs(other.args, pristine.names)
             call.given = plan.fresh(call.source)
-            run.shapes.append(_other_shape_call(side, built, other, call, plan, log, run))
+            run.shapes.append(_other_shape_call(side, fn, other, call, plan, log, run))
     except BaseException as exc:
         if not run.first_returned:
             run.first_s = time.perf_counter() - start
@@ -651,7 +687,7 @@ def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: Call
 
 def _later_calls(
     side: str,
-    built: CompiledSide,
+    fn: Callable,
     first_raw: Any,
     first: Any,
     call: _InFlight,
@@ -666,7 +702,7 @@ def _later_calls(
         second = plan.second_inputs
         start = time.perf_counter()
         run.later = _serving_call(
-            built.fn,
+            fn,
             call.given,
             first_raw,
             first,
@@ -679,6 +715,7 @@ def _later_calls(
             lambda copies, raised: log.compare(copies, side, second, raised),
             plan.fresh,
             log.not_checked,
+            lambda before, after: log.repeated(side, before, after),
         )
         run.timing["run_s"] = time.perf_counter() - start
         if plan.recheck_first:
@@ -687,21 +724,22 @@ def _later_calls(
     if plan.repeat:
         call.given = plan.fresh(pristine)
         start = time.perf_counter()
-        again = _clone(built.fn(*call.given))
+        again = _clone(fn(*call.given))
         sync(plan.device)
         run.timing["run_s"] = time.perf_counter() - start
         log.compare(call.given, side, pristine, False)
+        log.repeated(side, first, again)
         return (first, again)
     return (first,)
 
 
 def _other_shape_call(
-    side: str, built: CompiledSide, other: OtherShape, call: _InFlight, plan: SidePlan, log: CallLog, run: SideRun
+    side: str, fn: Callable, other: OtherShape, call: _InFlight, plan: SidePlan, log: CallLog, run: SideRun
 ) -> dict:
     """One call at another M of a dynamic-M mode, on `call`'s copies, checked against its own
     reference: its label, whether it was right, and its seconds (also summed in other_m_s)."""
     start = time.perf_counter()
-    out = _clone(built.fn(*call.given))
+    out = _clone(fn(*call.given))
     sync(plan.device)
     seconds = time.perf_counter() - start
     run.timing["other_m_s"] = run.timing.get("other_m_s", 0.0) + seconds
@@ -747,6 +785,7 @@ def eager_compile_check(
     names: Sequence[str] | None = None,
     eager_other_m: OtherShape | None = None,
     on_side: SideSink | None = None,
+    call_contract: CallContract | None = None,
 ) -> Sides:
     """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
     the second runs the cached code), check each side with the side-checker `check`
@@ -768,9 +807,12 @@ def eager_compile_check(
 
     `on_side(side, evidence)` is handed each side's evidence as soon as it is made (side_evidence:
     the eager side's check and error before the compiled side starts), so that a process that dies
-    or hangs later keeps what came before."""
+    or hangs later keeps what came before.
+
+    Every call is held to the call contract (call_contract.py): `call_contract`, else what
+    `kernel` declares; a broken one makes a case whose values pass a MISMATCH (contract_outcome)."""
     params = None if given is None else case_record(given)
-    log = CallLog(interrupts)
+    log = CallLog(interrupts, call_contract or CallContract.of(kernel))
     pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
     second_inputs = PristineInputs(second_call.args, pristine.names) if second_call is not None else None
 
@@ -892,6 +934,7 @@ def _judged(
     result = classify(eager.error, compiled.run.error, built.calls, eager_check, compiled_check, kernel, params)
     if any(log.changed.values()):
         result = changed_inputs_outcome(log.changed, result)
+    result = contract_outcome(log.broken, result)
     result.timing = {k: round(v, 6) for k, v in timing.items()}
     result.eager_error, result.compiled_error = eager.error, compiled.run.error
     result.errors = {"eager": eager_check, "compiled": compiled_check}
@@ -902,6 +945,8 @@ def _judged(
     observed.compiled_graph_calls = built.calls
     if log.not_checked:
         observed.not_checked = list(log.not_checked)
+    if log.broken:
+        observed.call_contract = {side: dict(found) for side, found in log.broken.items()}
     if compiled.inductor and (compiled.codes or built.graphs):
         observed.kernel_choice = kernel_choice(compiled.codes)
     if compiled.marked:

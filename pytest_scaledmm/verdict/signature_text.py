@@ -38,6 +38,11 @@ IN_PLACE_CALL_RAISED = f"{IN_PLACE_CALL} raised"
 OTHER_M_CALL = "call at another M after the first"
 OTHER_M_CALL_RAISED = f"{OTHER_M_CALL} raised"
 
+# The call contract (call_contract.py): what a caller of torch._scaled_mm relies on, on every call.
+OUTPUT_LAYOUTS = ("row-major", "column-major")
+NOT_IN_LAYOUT = tuple(f"output not {layout} contiguous" for layout in OUTPUT_LAYOUTS)
+NONDETERMINISTIC = "the same call twice gave different bits"
+
 CHECK_PROBLEMS = (
     NONFINITE_POSITIONS,
     WRONG_SIGN_INFINITIES,
@@ -55,6 +60,8 @@ CHECK_PROBLEMS = (
     f"{IN_PLACE_CALL}: ",
     OTHER_M_CALL_RAISED,
     f"{OTHER_M_CALL} (",
+    *NOT_IN_LAYOUT,
+    NONDETERMINISTIC,
 )
 
 # A dynamic-M case (pipeline.dynamic_m_outcome) and a kernel writing into its inputs
