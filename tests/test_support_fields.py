@@ -75,6 +75,7 @@ EXAMPLES = {
     "activation": ("dynamic", "dynamic"),
     "scale_layouts": (["contiguous"], ("contiguous",)),
     "operand_layouts": (["dense"], ("dense",)),
+    "scale_dtypes": (["fp32"], ("fp32",)),
     "activation_divisor": (448.0, 448.0),
     "slack": (2.0, 2.0),
     "slack_reason": ("a reason", "a reason"),

@@ -85,6 +85,7 @@ class Kernel:
     pair_rules: Sequence[Mapping] | None = None
     scale_layouts: Sequence[str] | None = None  # the scale layouts it takes (contiguous, ...)
     operand_layouts: Sequence[str] | None = None  # the operand layouts it takes (dense, ...)
+    scale_dtypes: Sequence[str] | None = None  # the dtypes its scales may come in (fp32, bf16, fp16)
 
 
 def _first(out):

@@ -100,6 +100,7 @@ class KernelSpec:
     pair_rules: tuple | None = None
     scale_layouts: tuple | None = None
     operand_layouts: tuple | None = None
+    scale_dtypes: tuple | None = None
 
     @property
     def contract(self) -> str:

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from ..records import SignatureGroup
 from ..verdict import outcome as oc
 from .causes import all_text
+from .declaration_hints import hint_lines
 from .replay import shown_cause
 
 MET_SHOWN = 5  # the other side's behaviours listed under one root cause; the rest are counted
@@ -156,5 +157,6 @@ def summary_lines(state, groups: Sequence[SignatureGroup], max_groups: int = 30)
         lines.append(f"INCOMPLETE: {recorded} of {generated} generated case(s) recorded; the report says why:")
         lines += [f"  {reason}" for reason in reasons]
     lines.append(f"report: {state.report_path}")
+    lines += hint_lines(state.records.values())
     # The answer a run is for, last: the terminal prints it right above pytest's final line.
     return lines + root_cause_lines(groups, state.settings.strict_errors, state.replay_command, max_groups)

@@ -366,6 +366,7 @@ class Support:
     pair_rules: tuple | None = None
     scale_layouts: tuple | None = None  # the scale layouts (support_fields.SCALE_LAYOUTS) it takes
     operand_layouts: tuple | None = None  # the operand layouts (layouts.py) it takes
+    scale_dtypes: tuple | None = None  # the dtypes (support_fields.SCALE_DTYPES) its scales may come in
 
     @classmethod
     def of(cls, kernel: Support | DeclaredKernel | None) -> Support | None:
@@ -399,7 +400,7 @@ def _in_list(key: str, axes: tuple[str, ...]) -> DeclaredRule:
                 found.append((key, f"{axis} {value} is not in its {key} {list(declared)}"))
         return found
 
-    return DeclaredRule(key, check)
+    return DeclaredRule(key, check, axes, LISTED)
 
 
 def _in_pairs(key: str, a: str, b: str) -> DeclaredRule:
@@ -412,7 +413,7 @@ def _in_pairs(key: str, a: str, b: str) -> DeclaredRule:
             return [(key, f"{pair[0]} x {pair[1]} is not in its {key}")]
         return []
 
-    return DeclaredRule(key, check)
+    return DeclaredRule(key, check, (a, b), PAIRED)
 
 
 def _bias_out_dtypes(kernel: Support, params: CaseParams) -> list[Break]:
@@ -465,6 +466,13 @@ class DeclaredRule:
 
     field: str
     check: Callable[[Support, CaseParams], list[Break]]
+    # The case axes a value list (LISTED) or a pair list (PAIRED) names: what a declaration
+    # hint (reports/declaration_hints.py) reads off the cases; () for the other rules.
+    axes: tuple[str, ...] = ()
+    shape: str = ""
+
+
+LISTED, PAIRED = "values", "pairs"
 
 
 # In the order their breaks are listed.
@@ -477,6 +485,7 @@ DECLARED_RULES: tuple[DeclaredRule, ...] = (
     DeclaredRule("bias_out_dtypes", _bias_out_dtypes),
     _in_list("scale_layouts", ("scale_layout",)),
     _in_list("operand_layouts", ("operand_layout",)),
+    _in_list("scale_dtypes", ("scale_dtype",)),
     DeclaredRule("pair_rules", _pair_rules),
     _size_limit("min_m", "m", lambda size, limit: size < limit),
     _size_limit("max_m", "m", lambda size, limit: size > limit),
