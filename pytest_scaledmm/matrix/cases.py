@@ -30,6 +30,7 @@ from ..verdict.case_axes import axis_value
 from ..verdict.scale_forms import FORMS, own_pairings
 from .case_params import Case, case_id, make_case, matches
 from .compile_modes import compile_mode
+from .guarantee import changed_case, missing_specials, missing_values
 from .kernels import kernel_accepts_fast_accum
 from .schema import (
     ALL_KERNELS,
@@ -41,7 +42,8 @@ from .schema import (
     defaults_digest,
     takes_axis,
 )
-from .shapes import DIMS, dim_pools, empty_dims
+from .shape_extremes import BY_LABEL, kernel_extremes, small_sizes, wanted
+from .shapes import DIMS, class_of, dim_pools, empty_dims
 from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
 
@@ -523,7 +525,7 @@ def generate_cases(spec: Spec, profile: Profile, arch: str = "cpu") -> tuple[lis
 
 
 # Notes that count cases; a composite's are its parts' summed.
-COUNTERS = ("covering_rows", "drawn", "empty", "server", "boundary", "special", "truncated")
+COUNTERS = ("covering_rows", "drawn", "empty", "server", "extreme", "guaranteed", "boundary", "special", "truncated")
 
 
 @dataclass
@@ -537,6 +539,8 @@ class GenerationNotes:
     drawn: int = 0
     empty: int = 0
     server: int = 0  # the server slice's cases: token counts the axis of M leaves out, M = N (= K)
+    extreme: int = 0  # shapes at their extremes the axes leave out (shape_extremes.py)
+    guaranteed: int = 0  # cases past the budget that give each value of the space its case (guarantee.py)
     boundary: int = 0
     special: int = 0
     truncated: int = 0
@@ -544,6 +548,8 @@ class GenerationNotes:
     duplicates: int | None = None  # a composite's: cases an earlier part already had
     left_out_modes: list[str] = field(default_factory=list)
     m_added: dict[str, list[int]] = field(default_factory=dict)  # kernel -> M of the server slice
+    shapes_added: dict[str, list[str]] = field(default_factory=dict)  # kernel -> extreme classes added
+    not_proven: dict[str, list[str]] = field(default_factory=dict)  # kernel -> what a user's cap kept out
     warnings: list[str] = field(default_factory=list)
     possible: dict[str, dict[str, Any]] = field(default_factory=dict)
     boundary_reasons: dict[str, list[str]] = field(default_factory=dict)
@@ -560,6 +566,10 @@ class GenerationNotes:
         for kernel, sizes in part.m_added.items():
             known_m = self.m_added.setdefault(kernel, [])
             known_m += [size for size in sizes if size not in known_m]
+        for own, theirs in ((self.shapes_added, part.shapes_added), (self.not_proven, part.not_proven)):
+            for kernel, labels in theirs.items():
+                known_labels = own.setdefault(kernel, [])
+                known_labels += [label for label in labels if label not in known_labels]
         self.warnings += part.warnings
         for kernel, sets in part.possible.items():
             merged = self.possible.setdefault(kernel, {})
@@ -588,6 +598,10 @@ class GenerationNotes:
             found["left_out_modes"] = self.left_out_modes
         if self.m_added:
             found["m_added"] = self.m_added
+        if self.shapes_added:
+            found["shapes_added"] = self.shapes_added
+        if self.not_proven:
+            found["not_proven"] = self.not_proven
         found.update(
             warnings=self.warnings,
             possible=self.possible,
@@ -834,6 +848,8 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     valid_budget = budget - len(slices.boundary) - len(slices.special) - len(slices.empties) - len(slices.server)
     rows = _take_valid(spec, rows, valid_budget, chosen, notes)
     _take_slices(slices, budget, chosen, notes)
+    _take_extremes(spec, rows, axes, families, chosen, notes)
+    _take_guarantee(rows, slices, axes, chosen, notes)
     cases = chosen.cases()
     notes.warnings = _narrowing_warnings(profile, axes, rows, chosen.by_kernel, len(cases))
     notes.warnings += _synthetic_warning(profile, cases)
@@ -845,6 +861,8 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
             "form_class": [list(t) for t in space.possible_form_classes()],
             "axis_values": _axis_values(space, values, specials, axes),
             **({"m_added": notes.m_added[kernel.name]} if kernel.name in notes.m_added else {}),
+            **({"shapes_added": notes.shapes_added[kernel.name]} if kernel.name in notes.shapes_added else {}),
+            **({"not_proven": notes.not_proven[kernel.name]} if kernel.name in notes.not_proven else {}),
         }
         for kernel, space, values, specials, _ in rows
     }
@@ -854,6 +872,72 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     }
     notes.families = list(families)
     return cases, notes
+
+
+def _refuses(space: KernelSpace) -> Any:
+    """Whether the kernel's model, the matrix's exclude rules or the production axes refuse a case."""
+    return lambda case: (
+        not production_data_fits({**case, **{f"{dim}_class": class_of(dim, case[dim]) for dim in DIMS}})
+        or bool(space.model.breaks(case))
+        or space._excluded(case)
+    )
+
+
+def _valid_bases(kernel_rows: KernelRows) -> list[dict]:
+    return [{k: v for k, v in p.items() if k != "special_side"} for p in kernel_rows.valid if p["purpose"] == "valid"]
+
+
+def _take_extremes(
+    spec: Spec, rows: list[KernelRows], axes: Mapping[str, Any], families: dict, chosen: _Chosen, notes: GenerationNotes
+) -> None:
+    """Per kernel, the shape classes at their extremes that the axes leave out (shape_extremes.py),
+    past the budget; the classes only the matrix's `limits:` keep out are not proven."""
+    extremes = wanted(axes)
+    if not extremes or all(list(axes.get(axis, ())) == [_neutral_of(axis)] for axis in PRODUCTION_AXES):
+        return  # a synthetic slice (a benchmark's) stays as its axes say
+    modes = [mode for family_modes in families.values() for mode in family_modes]
+    for kernel_rows in rows:
+        name = kernel_rows.kernel.name
+        bases, refuses = _valid_bases(kernel_rows), _refuses(kernel_rows.space)
+        found = kernel_extremes(name, bases, modes, extremes, refuses, spec.limits, small_sizes(axes))
+        for case in found.cases:
+            label = next(e.label for e in extremes if case[e.dim] == e.size)
+            if chosen.take(_purposed(case), "valid"):
+                notes.extreme += 1
+                notes.shapes_added.setdefault(name, []).append(label)
+        for label, why in found.capped.items():
+            notes.not_proven.setdefault(name, []).append(f"{label} ({BY_LABEL[label].doc}): {why}")
+
+
+def _take_guarantee(
+    rows: list[KernelRows], slices: _Slices, axes: Mapping[str, Any], chosen: _Chosen, notes: GenerationNotes
+) -> None:
+    """Per kernel, a checked case for each value of its space and each special value on each side
+    that the budget's cases left out (guarantee.py), past the budget."""
+    sides = list(axes.get("special_side", ["a"]))
+    for kernel_rows in rows:
+        kernel, space = kernel_rows.kernel, kernel_rows.space
+        bases = _valid_bases(kernel_rows)
+        refuses = _refuses(space)
+        own = chosen.by_kernel[kernel.name]
+        taken = own["valid"] + own["special"]
+        for axis, value in missing_values(_axis_values(space, kernel_rows.values, kernel_rows.specials, axes), taken):
+            case = changed_case(kernel.name, axis, value, bases, space.pools, refuses)
+            if case is not None and chosen.take(_purposed(case), "valid"):
+                notes.guaranteed += 1
+        for value, side in missing_specials(kernel_rows.specials, sides, own["valid"] + own["special"]):
+            drawn = [
+                p
+                for p in slices.specials
+                if p["kernel"] == kernel.name and p["special_scale"] == value and p.get("special_side", "a") == side
+            ]
+            made = changed_case(kernel.name, "special_scale", value, bases, space.pools, refuses)
+            if made is not None and side != "a":
+                made["special_side"] = side
+            for params in drawn + ([made] if made is not None else []):
+                if chosen.take({**params, "purpose": "special"}, "special"):
+                    notes.guaranteed += 1
+                    break
 
 
 def _axis_values(space: KernelSpace, values: Mapping[str, list], specials: list, axes: Mapping[str, Any]) -> dict:

@@ -177,6 +177,9 @@ def dimension_coverage(records: list, ran: list, checked: list, possible: Mappin
                 "left_out": [v for v in values if v not in drawn],
             }
         found[kernel] = {"dimensions": dims, "m_added": list(sets.get("m_added", []))}
+        for key in ("shapes_added", "not_proven"):
+            if sets.get(key):
+                found[kernel][key] = list(sets[key])
     return found
 
 
@@ -302,6 +305,10 @@ def dimension_lines(dimensions: Mapping) -> list[str]:
         line += "; left out by the budget: " + ("; ".join(left) if left else "none")
         if block.get("m_added"):
             line += "; M added (token counts a server meets): " + ", ".join(map(str, block["m_added"]))
+        if block.get("shapes_added"):
+            line += "; shapes added (classes the axes leave out): " + ", ".join(block["shapes_added"])
+        if block.get("not_proven"):
+            line += "; not proven (a limit the matrix sets keeps them out): " + "; ".join(block["not_proven"])
         lines.append(line)
     return lines
 
