@@ -152,6 +152,12 @@ STRICT_ERRORS = Option(
     " compiled raise differently (BOUNDARY_PARITY), otherwise counted and shown as tolerated",
     {"action": "store_true", "default": False},
 )
+STRICT_COVERAGE = Option(
+    "--scaledmm-strict-coverage",
+    "fail the run when a limit the matrix sets (`limits:`) keeps a value or shape class of a kernel's"
+    " space from a checked case (the summary's 'not proven' lines)",
+    {"action": "store_true", "default": False},
+)
 
 TIMEOUT = Option(
     "--scaledmm-timeout",
@@ -242,6 +248,7 @@ PLUGIN_OPTIONS = [
     ALLOW_LOOSER_SLACK,
     ALLOW_UNCHECKED,
     STRICT_ERRORS,
+    STRICT_COVERAGE,
     TIMEOUT,
     ISOLATE,
     REPRO_DIR,

@@ -18,6 +18,7 @@ from ..verdict import outcome as oc
 from .items import CaseItem, record_property, user_property
 from .settings import writes_report
 from .signal_guard import SIGNALS_KEY, TERMINATED, Terminated
+from .strict_coverage import not_proven_lines, strict_coverage_failure
 from .timeline import PROPERTY as TIMELINE_PROPERTY
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class MatrixReporter:
         self._run_recorded: set[str] = set()  # items whose current run's record was taken
         self._failed_ids: set[str] = set()  # cases of which pytest counted a failed report
         self.failed_earlier: list[str] = []  # cases failing by an earlier run that pytest did not count
+        self.coverage_failure: str | None = None  # why --scaledmm-strict-coverage fails the run
 
     def pytest_sessionstart(self, session: pytest.Session) -> None:
         self.session = session
@@ -200,6 +202,10 @@ class MatrixReporter:
         if int(exitstatus) == pytest.ExitCode.NO_TESTS_COLLECTED and not causes and state.empty_shard() is not None:
             # Its slice is empty and it ran all of it: complete, and no failed CI job to merge around.
             session.exitstatus = exitstatus = pytest.ExitCode.OK
+        generation = state.matrix_block()["generation"]
+        self.coverage_failure = strict_coverage_failure(generation) if state.settings.strict_coverage else None
+        if self.coverage_failure and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = exitstatus = pytest.ExitCode.TESTS_FAILED
         if int(exitstatus) not in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not state.interruptions:
             try:
                 name = f" ({pytest.ExitCode(exitstatus).name})"
@@ -250,7 +256,11 @@ class MatrixReporter:
         if repeated:
             lines.insert(1, f"note: {repeated}")
         # What a kernel's declaration left untested (matrix/cases.py), right under it.
-        lines[1:1] = [f"warning: {w}" for w in self.state.matrix_block()["generation"].get("warnings", [])]
+        generation = self.state.matrix_block()["generation"]
+        lines[1:1] = [f"warning: {w}" for w in generation.get("warnings", [])]
+        lines[1:1] = not_proven_lines(generation)
+        if self.coverage_failure:
+            lines.insert(1, f"FAILED {self.coverage_failure}")
         total, shard = self.state.empty_shard(), self.state.settings.shard
         if total and shard is not None:
             index, count = shard

@@ -55,6 +55,7 @@ class Settings:
     shard: tuple[int, int] | None = None  # --scaledmm-shard (I, N), 1-based; None: every case
     keep: int | None = None  # --scaledmm-keep: reports kept in the default report directory
     recorded_on: dict | None = None  # --scaledmm-recorded-on, parsed: {"torch": ..., "tox": ...}
+    strict_coverage: bool = False  # a value a limit keeps from a checked case fails the run
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings | None:
@@ -148,6 +149,7 @@ class Settings:
             allow_looser_slack=get(opt.ALLOW_LOOSER_SLACK.dest),
             allow_unchecked=tuple(get(opt.ALLOW_UNCHECKED.dest) or ()),
             strict_errors=get(opt.STRICT_ERRORS.dest),
+            strict_coverage=bool(get(opt.STRICT_COVERAGE.dest)),
             recorded_on=_recorded_on(get, sources),
             **_ci_settings(get, sources),
         )

@@ -164,7 +164,7 @@ def _pytest_command(plan: Plan, matrix: str, report: str, rootdir: str = "") -> 
     python -c 'import sys, pytest; rc = int(pytest.main(sys.argv[1:])); sys.exit(0 if rc == 1 else rc)' \\
         -p no:cacheprovider -q {rootdir}--scaledmm-matrix {matrix} \\
         --scaledmm-profile {{env:SCALEDMM_PROFILE:{plan.profile}}} -n {{env:SCALEDMM_WORKERS:auto}} \\
-        --scaledmm-report {report} {{posargs}}"""
+        --scaledmm-strict-coverage --scaledmm-report {report} {{posargs}}"""
 
 
 def _head(plan: Plan) -> str:
