@@ -44,13 +44,17 @@ def _hints(result) -> dict:
     return found
 
 
-def test_pasting_the_printed_declarations_makes_the_run_green(matrix_project):
+def test_pasting_the_printed_declarations_makes_the_run_green(matrix_project, monkeypatch):
+    step_summary = matrix_project.path / "step-summary.md"
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(step_summary))
     kernel = {"name": "plain", "impl": "planted_declaration_kernels:plain"}
     matrix_project.write_matrix(_matrix([kernel]))
     first = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "first.json")
     assert first.ret == 1
     hints = _hints(first)
     assert list(hints) == ["plain"]
+    # CI's step summary holds the same lines, as a YAML block.
+    assert "```yaml\n" + "\n".join(hints["plain"]) + "\n```" in step_summary.read_text()
     declared = yaml.safe_load("\n".join(hints["plain"]))
     # bf16 and fp16 scales are what torch refuses here, and the hint says fp32 only.
     assert declared["scale_dtypes"] == ["fp32"]
@@ -61,6 +65,7 @@ def test_pasting_the_printed_declarations_makes_the_run_green(matrix_project):
     second = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "second.json")
     assert second.ret == 0, "\n".join(second.outlines[-40:])
     assert HEADING not in second.outlines
+    assert step_summary.read_text().count(HEADING) == 1  # the first run's only
     outcomes = {c["outcome"] for c in matrix_project.report("second.json")["cases"]}
     assert "PASS" in outcomes and outcomes <= {"PASS", "UNSUPPORTED", "BOUNDARY_PARITY", "LENIENT"}
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from ..reports.compare import compare_reports
+from ..reports.declaration_hints import hint_markdown
 from ..reports.printable import printable
 from ..reports.render import md_code, md_escape, render_markdown
 from ..reports.report_dir import default_report_dir, prune_reports, report_series
@@ -71,6 +72,9 @@ class RunOutputs:
         shard = state.settings.shard
         head = f"report {md_code(state.report_path)}" + (f", shard {shard[0]}/{shard[1]}" if shard else "")
         text += f"\n\n{head}\n"
+        hints = hint_markdown(state.records.values())
+        if hints:  # what the user pastes to make torch's own refusals UNSUPPORTED
+            text += f"\n{hints}\n"
         gate = self.config.pluginmanager.get_plugin("scaledmm-baseline-gate")
         if gate is not None and gate.result is not None:
             lines = gate.result.lines()

@@ -185,3 +185,19 @@ def hint_lines(records: Iterable[Mapping]) -> list[str]:
         if hint.unexplained:
             lines.append(f"    # {hint.unexplained} refused case(s) no declaration tells from the accepted ones")
     return lines
+
+
+def hint_markdown(records: Iterable[Mapping]) -> str:
+    """The same hints for a CI step summary: per kernel a YAML block; "" when there are none."""
+    hints = declaration_hints(records)
+    if not hints:
+        return ""
+    parts = [f"**{HEADING}**"]
+    for hint in hints:
+        body = hint.lines + (
+            [f"# {hint.unexplained} refused case(s) no declaration tells from the accepted ones"]
+            if hint.unexplained
+            else []
+        )
+        parts.append(f"`{hint.kernel}` ({hint.refused} failing case(s)):\n\n```yaml\n" + "\n".join(body) + "\n```")
+    return "\n\n".join(parts)
