@@ -358,3 +358,32 @@ def test_a_module_that_keeps_its_first_calls_activation_scale_does_not_pass():
     entries = [{"name": "s", "module": f"{EDGE_MODULE}:stale_scale", "activation": "dynamic"}]
     results = run_matrix(matrix_text(entries, {**TENSORWISE, "value_regime": ["standard", "full_range"]}, cases=2))
     assert oc.PASS not in [r.outcome for _, r in results]
+
+
+def test_the_torchao_pack_takes_fp32_scales_as_its_callers_pass_them():
+    """bf16 and fp16 scales reach torchao's float8 paths only through a wrapper's error path
+    (torch._scaled_mm refuses them): the pack declares fp32, so such a case is a boundary case
+    refused alike or tolerated, never a failure of the kernel, and fp32 scales pass."""
+    pytest.importorskip("torchao")
+    from pytest_scaledmm.matrix.packs import torchao as pack
+
+    fp8 = [name for name, entry in pack.KERNELS.items() if entry["family"] == "fp8"]
+    assert fp8 and all(pack.KERNELS[name]["scale_dtypes"] == ["fp32"] for name in fp8)
+    axes = {
+        "scale_a": ["tensor_0d"],
+        "scale_b": ["tensor_0d"],
+        "out_dtype": ["bf16"],
+        "mode": ["aot_eager"],
+        "scale_dtype": ["fp32", "bf16", "fp16"],
+        "m": [16],
+        "k": [128],
+        "n": [128],
+    }
+    by_dtype: dict = {}
+    for case, result in run_matrix(matrix_text(["torchao_fp8_inference_tensorwise"], axes, cases=6)):
+        params = case.params
+        by_dtype.setdefault(params.scale_dtype, set()).add((params.purpose or "valid", result.outcome))
+    assert by_dtype["fp32"] == {("valid", oc.PASS)}, by_dtype
+    for dtype in ("bf16", "fp16"):
+        assert {purpose for purpose, _ in by_dtype[dtype]} == {"boundary"}, by_dtype
+        assert not {outcome for _, outcome in by_dtype[dtype]} - {oc.UNSUPPORTED, oc.BOUNDARY_PARITY}, by_dtype

@@ -17,8 +17,8 @@ builds them, and only the call that uses them is compiled.
 
 The weights wrap the case's own quantised data and scales (b is K x N; torchao's weight is its
 N x K transpose), so the float64 reference is exact for them. Declarations follow torchao's
-documentation: e4m3 float8, per-row scaling with bf16 activations, _scaled_mm's multiples of 16;
-float8 on CPU torch and on GPUs from sm89 (and MI300).
+documentation: e4m3 float8 with fp32 scales, per-row scaling with bf16 activations, _scaled_mm's
+multiples of 16; float8 on CPU torch and on GPUs from sm89 (and MI300).
 """
 
 from __future__ import annotations
@@ -40,6 +40,9 @@ INSTALL = f'pip install "pytest-scaledmm[{EXTRA}]"'
 _FP8_ARCHS = ["cpu", "sm89", "sm90", "sm100", "sm120", "gfx942", "gfx950"]
 _TENSORWISE = ["tensor_0d", "tensor_1d", "tensor_1x1"]
 _FP8_SHAPES = {"k_multiple": 16, "n_multiple": 16}
+# What torchao's float8 callers pass: quantize_ and its Float8Tensor keep fp32 scales, and
+# torch._scaled_mm refuses any other (bf16 and fp16 scales reach only a wrapper's error paths).
+_FP32_SCALES = {"scale_dtypes": ["fp32"]}
 # The helpers that take operands as given need b column-major (their callers run
 # torchao.float8.inference.preprocess_data first); cuBLASLt refuses a row-major one.
 _AS_GIVEN = {"operand_layouts": ["dense", "a_padded", "a_offset", "b_padded", "scale_on_host"]}
@@ -50,6 +53,7 @@ KERNELS: dict[str, dict] = {
         "family": "fp8",
         "scale_forms": _TENSORWISE,
         "dtypes": ["e4m3fn"],
+        **_FP32_SCALES,
         "archs": _FP8_ARCHS,
         **_FP8_SHAPES,
         **_AS_GIVEN,
@@ -59,6 +63,7 @@ KERNELS: dict[str, dict] = {
         "family": "fp8",
         "scale_forms": ["rowwise"],
         "dtypes": ["e4m3fn"],
+        **_FP32_SCALES,
         "out_dtypes": ["bf16"],
         "archs": _FP8_ARCHS,
         **_FP8_SHAPES,
@@ -71,6 +76,7 @@ KERNELS: dict[str, dict] = {
         "family": "fp8",
         "scale_forms": _TENSORWISE,
         "dtypes": ["e4m3fn"],
+        **_FP32_SCALES,
         "out_dtypes": ["bf16", "fp16", "fp32"],
         "archs": _FP8_ARCHS,
         **_FP8_SHAPES,
@@ -82,6 +88,7 @@ KERNELS: dict[str, dict] = {
         "family": "fp8",
         "scale_forms": ["rowwise"],
         "dtypes": ["e4m3fn"],
+        **_FP32_SCALES,
         "out_dtypes": ["bf16"],
         "archs": _FP8_ARCHS,
         **_FP8_SHAPES,
@@ -93,6 +100,7 @@ KERNELS: dict[str, dict] = {
         "family": "fp8",
         "scale_forms": ["blockwise"],
         "dtypes": ["e4m3fn"],
+        **_FP32_SCALES,
         "out_dtypes": ["bf16"],
         # blockwise_fp8_gemm is a Triton kernel: GPUs only.
         "archs": ["sm89", "sm90", "sm100", "sm120"],
@@ -113,6 +121,7 @@ KERNELS: dict[str, dict] = {
         "family": "fp8",
         "scale_forms": _TENSORWISE,
         "dtypes": ["e4m3fn"],
+        **_FP32_SCALES,
         "out_dtypes": ["bf16", "fp16", "fp32"],
         "bias_out_dtypes": [],
         "archs": _FP8_ARCHS,
@@ -125,6 +134,7 @@ KERNELS: dict[str, dict] = {
         "family": "fp8",
         "scale_forms": ["rowwise"],
         "dtypes": ["e4m3fn"],
+        **_FP32_SCALES,
         "out_dtypes": ["bf16"],
         "archs": _FP8_ARCHS,
         **_FP8_SHAPES,
