@@ -1,4 +1,4 @@
-"""What torch.bmm on int32-widened int8 operands (matrix/kernels.py int8_bmm) does on this device,
+"""What int8_bmm (matrix/kernels.py: torch._int_mm on the flattened tokens) does on this device,
 eagerly and compiled: one line per shape and mode, the error's first line where it raises.
 
     python scripts/h200_int8_bmm_probe.py

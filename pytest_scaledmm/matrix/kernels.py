@@ -360,16 +360,16 @@ def int8_w8a8(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=Fa
 
 
 def int8_bmm(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    """A batched int8 W8A8 matmul as attention and MoE paths write it: torch.bmm over the int8
-    operands widened to int32 (the weight broadcast over the batch; a 2-D activation is one
-    batch), then the per-token / per-channel scale epilogue on the [B, T, N] product."""
+    """A batched int8 W8A8 matmul as serving paths write it for a weight shared by the batch: the
+    [B, T, K] activation's tokens flattened onto torch._int_mm (int8 x int8, int32 accumulate;
+    torch has no int8 bmm that accumulates wider than int8), then the per-token / per-channel
+    scale epilogue on the [B, T, N] product."""
     import torch  # noqa: PLC0415  torch: start-up time
 
-    batched = a if a.dim() == 3 else a.unsqueeze(0)
-    weight = b.to(torch.int32).expand(batched.shape[0], -1, -1)
-    out = torch.bmm(batched.to(torch.int32), weight).to(torch.float32)
+    tokens = a.flatten(0, -2)
+    out = torch._int_mm(tokens, b).to(torch.float32)
     if scale_a.numel() > 1:  # per token: [M, 1] or [B, T, 1]
-        scale_a = scale_a.reshape(*batched.shape[:-1], 1)
+        scale_a = scale_a.reshape(-1, 1)
     out = out * scale_a.to(torch.float32) * scale_b.to(torch.float32)
     if bias is not None:
         out = out + bias.to(torch.float32)

@@ -426,6 +426,17 @@ _V2_GPU = replace(
     microscaling_archs=("sm100",),
 )
 
+# torch._int_mm on CUDA: M > 16, K and N multiples of 8 (int8_w8a8's rules; int8_bmm, the same
+# op at M = all tokens, is not measured on a GPU itself).
+_INT_MM_GPU = OpModel(
+    _GPU,
+    min_m=(17, "int8_min_m"),
+    k_multiple=(8, "int8_alignment"),
+    n_multiple=(8, "int8_alignment"),
+    same_device_scales=True,
+    host_scalar_ok=True,
+)
+
 # (built-in kernel, device kind) -> its op's model.
 BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     # CPU: tensorwise and rowwise recipes only; a rowwise scale needs stride(1) == 1.
@@ -456,23 +467,12 @@ BUILTIN_MODELS: dict[tuple[str, str], OpModel] = {
     ("scaled_grouped_mm", "gpu"): OpModel(
         "measured on an H200 (sm90), torch 2.11 (scripts/h200_frontier_probe.py); other GPUs not measured"
     ),
-    # torch.bmm on int32: anything on the CPU (eager and compiled, torch 2.13); CUDA has no
-    # integer bmm ("baddbmm_cuda" not implemented for 'Int', eager and compiled).
-    ("int8_bmm", "cpu"): OpModel(_CPU),
-    ("int8_bmm", "gpu"): OpModel(
-        "measured on an H200 (sm90), torch 2.11 (scripts/h200_int8_bmm_probe.py)", no_backend=True
-    ),
     # torch._int_mm: anything on the CPU; on CUDA M > 16, K and N multiples of 8.
     ("int8_w8a8", "cpu"): OpModel(_CPU, raw_operands=True),
-    ("int8_w8a8", "gpu"): OpModel(
-        _GPU,
-        raw_operands=True,
-        min_m=(17, "int8_min_m"),
-        k_multiple=(8, "int8_alignment"),
-        n_multiple=(8, "int8_alignment"),
-        same_device_scales=True,
-        host_scalar_ok=True,
-    ),
+    # int8_bmm flattens its tokens onto torch._int_mm: the same op at M = all tokens.
+    ("int8_bmm", "cpu"): OpModel(_CPU),
+    ("int8_bmm", "gpu"): _INT_MM_GPU,
+    ("int8_w8a8", "gpu"): replace(_INT_MM_GPU, raw_operands=True),
 }
 
 # Refusals of a torch range that the models leave out (they would change the cases between torch

@@ -39,8 +39,7 @@ from .outcome import INTERNAL_ERROR, REFUSED, UNSUPPORTED, ErrorInfo, Outcome, s
 V2_BUILTINS = ("scaled_mm_v2", "scaled_mm_v2_functional")  # aten._scaled_mm_v2, by its two call forms
 FP8_BUILTINS = ("aten_scaled_mm", *V2_BUILTINS, "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise")
 GROUPED_BUILTINS = ("scaled_grouped_mm",)  # torch._scaled_grouped_mm
-INT8_BUILTINS = ("int8_w8a8",)
-INT8_BATCHED = ("int8_bmm",)  # torch.bmm on int32: no CUDA kernel
+INT8_BUILTINS = ("int8_w8a8", "int8_bmm")  # torch._int_mm (int8_bmm on the flattened tokens)
 RAW_OPS = ("aten_scaled_mm", *V2_BUILTINS, "int8_w8a8")  # no token flattening: 2-D operands only
 
 
@@ -216,10 +215,10 @@ REFUSALS = (
         "operand layouts without scale_on_host",
     ),
     # No kernel for this backend in this torch: CPU fp8 _scaled_mm before 2.8 (NotImplementedError).
-    # torch._scaled_grouped_mm has no CPU kernel (torch 2.13); CUDA has no integer bmm (torch 2.11).
+    # torch._scaled_grouped_mm has no CPU kernel (torch 2.13).
     _entry(
         "backend",
-        FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS + INT8_BATCHED,
+        FP8_BUILTINS + INT8_BUILTINS + GROUPED_BUILTINS,
         (_NI, _RT),
         r"Could not run 'aten::_(scaled_mm|scaled_mm_v2|int_mm|scaled_grouped_mm)' "
         r"with arguments from the '\w+' backend|\"(baddbmm|bmm|addmm|mm)_cuda\" not implemented for 'Int'",
