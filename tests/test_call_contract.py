@@ -61,6 +61,34 @@ def test_the_correct_twin_passes_every_check(matrix_project):
     assert all("call_contract" not in case.get("extra", {}) for case in cases)
 
 
+@pytest.mark.parametrize(
+    ("name", "declared"),
+    [
+        ("column_major", {"output_layout": "column-major"}),
+        ("padded_rows", {"output_layout": "any"}),
+        ("nondeterministic_later", {"deterministic": False}),
+    ],
+)
+def test_a_declared_contract_quiets_the_check_it_names(matrix_project, name, declared):
+    result, cases = _run(matrix_project, [planted(name, module=MODULE, **declared)], *IN_PROCESS)
+    assert result.ret == 0, [case["signature"] for case in cases]
+    assert {case["outcome"] for case in cases} == {oc.PASS}
+
+
+def test_a_declared_layout_is_held_too(matrix_project):
+    """A kernel declared column-major that returns row-major breaks its own declaration."""
+    result, cases = _run(matrix_project, [planted("correct", module=MODULE, output_layout="column-major")], *IN_PROCESS)
+    assert result.ret == 1
+    assert all(COLUMN_MAJOR in case["signature"] for case in cases), [case["signature"] for case in cases]
+
+
+def test_an_unknown_declared_layout_is_one_clear_error(matrix_project):
+    result, _ = _run(matrix_project, [planted("correct", module=MODULE, output_layout="diagonal")])
+    text = result.stdout.str() + result.stderr.str()
+    assert "matrix.yaml" in text and "output_layout" in text and "Traceback" not in text
+    assert result.ret != 0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PLANTED))
 def test_each_finding_replays_alone_in_a_fresh_process(matrix_project, pytester, name):

@@ -76,6 +76,8 @@ EXAMPLES = {
     "scale_layouts": (["contiguous"], ("contiguous",)),
     "operand_layouts": (["dense"], ("dense",)),
     "scale_dtypes": (["fp32"], ("fp32",)),
+    "output_layout": ("column-major", "column-major"),
+    "deterministic": (False, False),
     "activation_divisor": (448.0, 448.0),
     "slack": (2.0, 2.0),
     "slack_reason": ("a reason", "a reason"),

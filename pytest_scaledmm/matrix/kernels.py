@@ -86,6 +86,8 @@ class Kernel:
     scale_layouts: Sequence[str] | None = None  # the scale layouts it takes (contiguous, ...)
     operand_layouts: Sequence[str] | None = None  # the operand layouts it takes (dense, ...)
     scale_dtypes: Sequence[str] | None = None  # the dtypes its scales may come in (fp32, bf16, fp16)
+    output_layout: str | None = None  # column-major or any: its output's layout, not _scaled_mm's row-major
+    deterministic: bool | None = None  # False: the same call twice may give other bits
 
 
 def _first(out):

@@ -101,6 +101,9 @@ class KernelSpec:
     scale_layouts: tuple | None = None
     operand_layouts: tuple | None = None
     scale_dtypes: tuple | None = None
+    # The call contract where it differs from torch._scaled_mm's (verdict/call_contract.py).
+    output_layout: str | None = None
+    deterministic: bool | None = None
 
     @property
     def contract(self) -> str:

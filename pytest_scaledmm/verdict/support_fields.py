@@ -17,6 +17,7 @@ from typing import Any
 
 from .layouts import OPERAND_LAYOUTS
 from .scale_forms import FORMS
+from .signature_text import OUTPUT_LAYOUTS
 
 SCALE_FORMS = [form.id for form in FORMS]
 FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
@@ -150,6 +151,14 @@ SUPPORT_FIELDS = (
         "constraints of single scale pairs: output dtypes, whether a bias is taken",
         judged=True,
     ),
+    # Its call contract (call_contract.py), where it differs from torch._scaled_mm's.
+    SupportField(
+        "output_layout",
+        AS_GIVEN,
+        {"enum": [*OUTPUT_LAYOUTS, "any"]},
+        "the layout of its output: row-major (as _scaled_mm), column-major or any",
+    ),
+    SupportField("deterministic", AS_GIVEN, {"type": "boolean"}, "false: the same call twice may differ in its bits"),
 )
 SUPPORT_FIELD_NAMES = tuple(row.name for row in SUPPORT_FIELDS)
 JUDGED_FIELDS = tuple(row.name for row in SUPPORT_FIELDS if row.judged)
