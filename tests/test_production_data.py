@@ -269,6 +269,8 @@ def test_operand_layouts_are_the_same_values_in_other_memory():
             assert laid.b.is_contiguous()
         elif layout == "b_padded":
             assert laid.b.stride() == (1, params["k"] + 16)
+        elif layout == "a_token_stride0":
+            assert params["m"] == 1 and set(laid.a.stride()[:-1]) == {0}
 
 
 def test_every_kernel_gets_special_cases_on_both_sides_within_its_budget():

@@ -35,6 +35,7 @@ OPERAND_LAYOUT_SHORT = {
     "b_row_major": "brow",
     "b_padded": "bpad",
     "scale_on_host": "hostscale",
+    "a_token_stride0": "tok0",
 }
 
 

@@ -27,6 +27,7 @@ from typing import Any, NamedTuple
 from allpairspy import AllPairs
 
 from ..verdict.case_axes import axis_value
+from ..verdict.layouts import TOKEN_STRIDE0
 from ..verdict.scale_forms import FORMS, own_pairings
 from .case_params import Case, case_id, make_case, matches
 from .compile_modes import compile_mode
@@ -363,6 +364,8 @@ def production_data_fits(row: Mapping) -> bool:
     layout = axis_value(row, "operand_layout")
     if axis_value(row, "scale_dtype") != "fp32" and regime not in ("standard", "cancelling"):
         return False  # half-precision scales round the values the other regimes place at a range's edge
+    if layout == TOKEN_STRIDE0 and row.get("m_class", "m1") != "m1":
+        return False  # a size-1 token dimension: M = 1 only
     if regime == "standard" and layout == "dense":
         return True
     forms = [FORM_BY_ID[row[side]] for side in ("scale_a", "scale_b") if side in row]
@@ -1178,6 +1181,8 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
                 }
                 if "special_scale" not in base:
                     case.pop("special_scale")
+                if dim == "m" and case.get("operand_layout") == TOKEN_STRIDE0:
+                    case["operand_layout"] = "dense"  # no token left to lay out
                 broken = space.model.breaks(case)
                 case.update(purpose="boundary", expected_refusal=broken[0]) if broken else case.update(purpose="valid")
                 if len(broken) <= 1:

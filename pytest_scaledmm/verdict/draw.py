@@ -26,7 +26,7 @@ from .activation import (
 )
 from .case_axes import CaseParams, case_record
 from .grouped import draw_grouped, grouped_shape
-from .layouts import place_a, place_b, place_scale_a
+from .layouts import place_a, place_b, place_scale_a, place_token
 from .microscaling import (
     FP4_TORCH_NAMES,
     draw_block_scale,
@@ -487,8 +487,10 @@ def _placed_inputs(draw: _Draw, params: CaseParams, device: str) -> CaseInputs:
     extras = {}
     if scale_result_of(params) is not None:
         extras["scale_result"] = _move(torch.tensor(scale_result_of(params)), device)
+    if activation is not None:
+        activation = place_a(_move(activation.reshape(m, k), device), operand_layout).view(*(activation.shape))
     return CaseInputs(
-        a,
+        place_token(a, operand_layout),
         place_b(_move(draw.b, device), operand_layout),
         place_scale_a(_placed(scale_a, device, layout), operand_layout),
         _placed(draw.scale_b, device, layout),
@@ -498,9 +500,7 @@ def _placed_inputs(draw: _Draw, params: CaseParams, device: str) -> CaseInputs:
         finite_scale_a,
         extras,
         draw.finite_scale_b,
-        None
-        if activation is None
-        else place_a(_move(activation.reshape(m, k), device), operand_layout).view(*(activation.shape)),
+        None if activation is None else place_token(activation, operand_layout),
     )
 
 

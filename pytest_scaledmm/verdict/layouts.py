@@ -6,6 +6,10 @@
   row stride 3K, offset K);
 - b_row_major: b row-major (K x N contiguous), as a weight stored untransposed;
 - b_padded: b column-major with a leading dimension larger than K;
+- a_token_stride0: a single token (M = 1) whose size-1 dimensions have stride 0, as Inductor
+  emits when it reshapes one token (a [1, K] row as strides (0, 1); a [1, 1, K] token as
+  (0, 0, 1)): the same memory, strides a kernel that reads stride(0) as the row pitch gets wrong
+  (pytorch#195066 on oneDNN's int8 path); drawn only where M = 1;
 - scale_on_host: a one-element scale_a on the CPU while the operands are on the GPU (a scalar
   handed between processes); on the CPU it is the dense layout.
 
@@ -20,7 +24,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-OPERAND_LAYOUTS = ("dense", "a_padded", "a_offset", "b_row_major", "b_padded", "scale_on_host")
+OPERAND_LAYOUTS = ("dense", "a_padded", "a_offset", "b_row_major", "b_padded", "scale_on_host", "a_token_stride0")
+TOKEN_STRIDE0 = "a_token_stride0"
 DENSE = "dense"
 PAD = 16  # elements of padding: keeps 16-byte row alignment, as allocators and cuBLASLt want
 
@@ -45,6 +50,15 @@ def place_a(a: torch.Tensor, layout: str) -> torch.Tensor:
         buffer[:, k : 2 * k] = a
         return buffer[:, k : 2 * k]
     return a
+
+
+def place_token(a: torch.Tensor, layout: str) -> torch.Tensor:
+    """a (2-D or its 3-D view) with stride 0 in each size-1 dimension for a_token_stride0; any
+    other layout, or an `a` without a size-1 dimension, as it is."""
+    if layout != TOKEN_STRIDE0:
+        return a
+    strides = [0 if size == 1 else stride for size, stride in zip(a.shape, a.stride())]
+    return a.as_strided(a.shape, strides, a.storage_offset())
 
 
 def place_b(b: torch.Tensor, layout: str) -> torch.Tensor:
