@@ -20,6 +20,18 @@ axes:
   m: [4, 8]
   k: [32]
   n: [16]
+  # One value each, and the extreme shapes kept out: two cases, one signature.
+  dtype_a: [e4m3fn]
+  dtype_b: [e4m3fn]
+  out_dtype: [bf16]
+  bias: [false]
+  use_fast_accum: [false]
+  scale_layout: [contiguous]
+  scale_dtype: [fp32]
+  special_scale: [none]
+  value_regime: [standard]
+  operand_layout: [dense]
+limits: {max_operand_elements: 4096}
 profiles:
   default: {cases: 2}
 """

@@ -932,7 +932,7 @@ def _take_guarantee(
             drawn = [
                 p
                 for p in slices.specials
-                if p["kernel"] == kernel.name and p["special_scale"] == value and p.get("special_side", "a") == side
+                if p["kernel"] == kernel.name and p["special_scale"] == value and axis_value(p, "special_side") == side
             ]
             made = changed_case(kernel.name, "special_scale", value, bases, space.pools, refuses)
             if made is not None and side != "a":

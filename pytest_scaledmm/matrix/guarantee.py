@@ -41,7 +41,7 @@ def missing_values(space_values: Mapping[str, list], taken: Sequence[Mapping[str
 
 def missing_specials(specials: Sequence[str], sides: Sequence[str], taken: Sequence[Mapping[str, Any]]) -> list:
     """(special value, side) pairs no taken case has."""
-    have = {(axis_value(p, "special_scale"), p.get("special_side", "a")) for p in taken}
+    have = {(axis_value(p, "special_scale"), axis_value(p, "special_side")) for p in taken}
     return [(value, side) for value in specials for side in sides if (value, side) not in have]
 
 

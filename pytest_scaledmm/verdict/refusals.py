@@ -365,7 +365,7 @@ class Support:
     pair_rules: tuple | None = None
     scale_layouts: tuple | None = None  # the scale layouts (support_fields.SCALE_LAYOUTS) it takes
     operand_layouts: tuple | None = None  # the operand layouts (layouts.py) it takes
-    scale_dtypes: tuple | None = None  # the dtypes (support_fields.SCALE_DTYPES) its scales may come in
+    scale_dtypes: tuple | None = None  # the dtypes (support_fields.SCALE_VALUE_DTYPES) its scales may come in
 
     @classmethod
     def of(cls, kernel: Support | DeclaredKernel | None) -> Support | None:

@@ -25,7 +25,7 @@ FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
 OPERAND_DTYPES = FP8_DTYPES + sorted({d for form in FORMS for d in (form.operand_dtypes or ()) if d not in FP8_DTYPES})
 OUT_DTYPES = ["bf16", "fp16", "fp32", "e4m3fn"]  # e4m3fn: fp8 output (scale_result)
 SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
-SCALE_DTYPES = ["fp32", "bf16", "fp16"]  # the dtypes a user kernel's fp32-form scales come in
+SCALE_VALUE_DTYPES = ["fp32", "bf16", "fp16"]  # the dtypes a user kernel's fp32-form scales come in
 FAMILIES = ["fp8", "int8"]
 ACCUMULATION = ("fp32", "tensor-core", "fast")  # a kernel's declared fp8 accumulation
 # What a kernel takes for `a`: quantised data and its scale, or the high-precision activation it
@@ -120,7 +120,7 @@ SUPPORT_FIELDS = (
         "operand_layouts", NAMES, enum_list(list(OPERAND_LAYOUTS)), "the operand layouts it takes", judged=True
     ),
     # torch._scaled_mm takes fp32 scales only; a wrapper that passes them on as given says so.
-    SupportField("scale_dtypes", NAMES, enum_list(SCALE_DTYPES), "the scale dtypes it takes", judged=True),
+    SupportField("scale_dtypes", NAMES, enum_list(SCALE_VALUE_DTYPES), "the scale dtypes it takes", judged=True),
     # The dtype's largest value unless told: torchao's symmetric int8 uses 127.5.
     SupportField(
         "activation_divisor",
