@@ -303,9 +303,15 @@ class InProcessRunner:
     """Runs requests in the pytest process: for debugging, and for kernels the child cannot import."""
 
     isolated = False
+    earlier: tuple = ()  # no fresh process to replay a case in: nothing is judged by its order
 
     def __init__(self, ctx):
         self.ctx = ctx
+
+    def run_after(self, earlier, case: Case) -> Outcome:
+        for before in earlier:
+            self.run(before)
+        return self.run(case)
 
     def start(self) -> None:
         pass
@@ -448,6 +454,8 @@ class ChildRunner:
             self._dir = tempfile.mkdtemp(prefix="scaledmm-child-")
             self._log = os.path.join(self._dir, "child.log")
         self.restarts = 0
+        # The cases the current child ran, in order: the state a later case may depend on.
+        self.earlier: list[Case] = []
         self._setup_sent = False
         self.startup_s = 0.0  # waited for a child to start, not yet charged to a case
         # Where the current child's output begins in the log it shares with the children it
@@ -478,11 +486,20 @@ class ChildRunner:
         if isinstance(answer, Death):
             return answer.outcome()
         result = Outcome.from_json(answer)
+        self.earlier.append(case)
         if _poisons_context(result):
             # The context is gone for every later case; start over before the next one.
             self._stop(kill=True)
             result.observations.isolation = "child replaced: the device context is unusable after this error"
         return result
+
+    def run_after(self, earlier, case: Case) -> Outcome:
+        """`case` in a fresh child, after `earlier` (their outcomes are not kept): a replay alone,
+        or after the cases a failure may depend on (alone.py)."""
+        self._stop(kill=False)
+        for before in earlier:
+            self.run(before)
+        return self.run(case)
 
     def rung(self, case: Case, rung: dict) -> dict:
         if self.refs.get(case["kernel"]) is None:
@@ -634,6 +651,7 @@ class ChildRunner:
         proc, conn = self._proc, self._conn
         self._proc = self._conn = None
         self._ready = self._setup_sent = False
+        self.earlier = []
         if proc is None:
             return
         self.restarts += 1 if kill else 0

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 # What a case id this plugin writes is made of (matrix/cases.py case_id): never a leading "-"
@@ -114,12 +114,14 @@ def replay_command(
     seed: int | None = None,
     device: str | None = None,
     environment: Mapping | None = None,
+    after: Sequence[str] = (),
 ) -> str:
     """`seed`, `device`: what the run was given (--scaledmm-seed, --scaledmm-device), None when it
     used the matrix's seed and picked the device itself; `profile` None: the default one;
     `environment`: the report's environment block, named by --scaledmm-recorded-on (a replay
-    under another torch then warns)."""
-    if not valid_case_id(case_id):
+    under another torch then warns); `after`: the cases an ORDER_DEPENDENT case fails after
+    (--scaledmm-after)."""
+    if not valid_case_id(case_id) or not all(valid_case_id(earlier) for earlier in after):
         return unsafe_command("the case id")
     for what, word in (("the profile", profile), ("the device", device)):
         if word is not None and not _WORD.fullmatch(str(word)):
@@ -142,7 +144,19 @@ def replay_command(
         words.append(f"--scaledmm-seed {seed}")
     if device and device != "auto":
         words.append(f"--scaledmm-device {shlex.quote(device)}")
+    if after:
+        words.append(f"--scaledmm-after {','.join(after)}")
     return " ".join(words)
+
+
+def after_of(record: Mapping | None) -> list[str]:
+    """The cases an ORDER_DEPENDENT record fails after (its extra.replayed_alone.after); report
+    data, so anything but a list of strings is none."""
+    found = ((record or {}).get("extra") or {}).get("replayed_alone") if isinstance(record, Mapping) else None
+    after = found.get("after") if isinstance(found, Mapping) else None
+    if (record or {}).get("outcome") != "ORDER_DEPENDENT" or not isinstance(after, list):
+        return []
+    return [str(case_id) for case_id in after]
 
 
 def forced_options(seed: int | None, device: str | None) -> dict:

@@ -96,7 +96,7 @@ class CaseItem(pytest.Item):
         self, excinfo: pytest.ExceptionInfo[BaseException], style: TracebackStyle | None = None
     ) -> str | TerminalRepr:
         if isinstance(excinfo.value, CaseFailure):
-            text = format_failure(excinfo.value.record, self.state.replay_command(self.case.id))
+            text = format_failure(excinfo.value.record, self.state.replay_command(self.case.id, excinfo.value.record))
             return "\n".join(printable(line) for line in text.splitlines())  # the kernel's text is data
         return super().repr_failure(excinfo, style=style)
 

@@ -232,6 +232,13 @@ RECORDED_ON = Option(
     {"default": None, "metavar": "ENV"},
 )
 
+AFTER = Option(
+    "--scaledmm-after",
+    "before each case it runs, run these cases (comma-separated ids, in order) in the same fresh"
+    " process: replays an ORDER_DEPENDENT case, which fails only after them (its record names them)",
+    {"default": None, "metavar": "IDS"},
+)
+
 PLUGIN_OPTIONS = [
     MATRIX,
     MAX_AUTOTUNE_CONFIGS,
@@ -255,6 +262,7 @@ PLUGIN_OPTIONS = [
     TRIAGE,
     TRIAGE_BUDGET,
     CASE,
+    AFTER,
     EXPLORE,
     EXPLORE_EXAMPLES,
     CORPUS,

@@ -20,6 +20,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from ..execution.alone import ReplayAlone
 from ..execution.aoti_control import apply_control, control_dtype, failed_stage
 from ..execution.cache import FreshCache
 from ..execution.device import (
@@ -39,7 +40,7 @@ from ..matrix.code_digest import code_block
 from ..matrix.compile_modes import inductor_modes
 from ..matrix.kernels import resolve_kernels
 from ..matrix.known_failures import Catalogue
-from ..matrix.replay_command import forced_options, replay_command
+from ..matrix.replay_command import after_of, forced_options, replay_command
 from ..matrix.spec import Spec
 from ..records import CaseRecord, ChecksRecord, CodeBlock, ErrorRecord, Report, RunRecord, ShardBlock
 from ..reports.coverage import coverage_block, coverage_lines, model_block
@@ -158,6 +159,7 @@ class MatrixSession:
         self._triage_dir: str | None = None
         self._runner: InProcessRunner | ChildRunner | None = None
         self._triage: Triage | None = None
+        self._alone: ReplayAlone | None = None  # judges failures by their replay alone (execution/alone.py)
         self._aoti_controls: dict = {}  # device -> the AOTInductor control's answer, once per session
         self._catalogue: Catalogue | None = None
         self._cache = FreshCache()
@@ -332,7 +334,19 @@ class MatrixSession:
 
     def run(self, case: Case, triage: bool = True) -> oc.Outcome:
         runner = self.runner()
-        result = self._aoti_controlled(case, runner.run(case))
+        after = self._after_cases(case)
+        if isinstance(after, oc.Outcome):
+            return after
+        if after:
+            earlier = after
+            result = runner.run_after(after, case)
+        else:
+            earlier = list(runner.earlier)
+            result = runner.run(case)
+        result = self._aoti_controlled(case, result)
+        if self._alone is None:
+            self._alone = ReplayAlone(runner)
+        result = self._alone.judge(case, result, earlier)
         if result.outcome in (oc.CRASH, oc.TIMEOUT) and result.observations.other_m is None:
             # The process died before its record named the call at another M: name it here.
             planned = planned_other_m(case, self.context())
@@ -347,6 +361,21 @@ class MatrixSession:
             if found:
                 result.observations.triage = found
         return result
+
+    def _after_cases(self, case: Case) -> list[Case] | oc.Outcome:
+        """The cases --scaledmm-after runs before `case`; a HARNESS_ERROR outcome when this
+        profile does not generate one of them (the replay would not be the finding's)."""
+        if not self.settings.after:
+            return []
+        by_id = {c.id: c for c in self.cases()}
+        missing = [case_id for case_id in self.settings.after if case_id not in by_id]
+        if missing:
+            return oc.Outcome(
+                oc.HARNESS_ERROR,
+                signature="HARNESS_ERROR: --scaledmm-after names a case this run does not generate",
+                detail=f"--scaledmm-after names {missing[0]}, which profile {self.profile.name!r} does not generate",
+            )
+        return [by_id[case_id] for case_id in self.settings.after if case_id != case.id]
 
     def _aoti_controlled(self, case: Case, result: oc.Outcome) -> oc.Outcome:
         """An aoti case that failed while its package loaded or ran, judged against the
@@ -529,10 +558,17 @@ class MatrixSession:
             },
         }
 
-    def replay_command(self, case_id: str) -> str:
-        """The command that replays one case of this run from any directory."""
+    def replay_command(self, case_id: str, record: Mapping | None = None) -> str:
+        """The command that replays one case of this run from any directory (`record`: the
+        case's, when it is not yet among the run's records)."""
         return replay_command(
-            str(self.spec.path), case_id, self.profile.name, self.settings.seed, self.settings.device, self._environment
+            str(self.spec.path),
+            case_id,
+            self.profile.name,
+            self.settings.seed,
+            self.settings.device,
+            self._environment,
+            after_of(record if record is not None else self._records.get(case_id)),
         )
 
     def counts(self) -> Counter:

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from ..matrix.errors import MatrixError
-from ..matrix.replay_command import MATRIX_SUFFIXES, parse_recorded_on
+from ..matrix.replay_command import MATRIX_SUFFIXES, parse_recorded_on, valid_case_id
 from ..reports.files import write_problem
 from ..reports.report_dir import check_keep, default_report_dir, default_report_name
 from . import options as opt
@@ -56,6 +56,7 @@ class Settings:
     keep: int | None = None  # --scaledmm-keep: reports kept in the default report directory
     recorded_on: dict | None = None  # --scaledmm-recorded-on, parsed: {"torch": ..., "tox": ...}
     strict_coverage: bool = False  # a value a limit keeps from a checked case fails the run
+    after: tuple[str, ...] = ()  # --scaledmm-after: case ids run before each case, in a fresh process
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings | None:
@@ -151,8 +152,21 @@ class Settings:
             strict_errors=get(opt.STRICT_ERRORS.dest),
             strict_coverage=bool(get(opt.STRICT_COVERAGE.dest)),
             recorded_on=_recorded_on(get, sources),
+            after=_after(get, sources),
             **_ci_settings(get, sources),
         )
+
+
+def _after(get, sources: Sources) -> tuple[str, ...]:
+    """--scaledmm-after's ids; a usage error naming the option for one this plugin never writes."""
+    text = get(opt.AFTER.dest)
+    if not text:
+        return ()
+    ids = tuple(part.strip() for part in str(text).split(","))
+    bad = [case_id for case_id in ids if not valid_case_id(case_id)]
+    if bad:
+        raise pytest.UsageError(f"{sources.label(opt.AFTER)}: {bad[0]!r} is not a case id")
+    return ids
 
 
 def is_worker(config: pytest.Config) -> bool:

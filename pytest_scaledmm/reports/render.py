@@ -359,7 +359,7 @@ def _case_entry(cid: str, record: CaseRecord, change: str | None, column: Column
         "layer": record.get("layer") or "",
         "detail": record.get("detail") or "",
         "change": change or "",
-        "replay": report_replay(column.matrix, cid, matrix_path, column.environment),
+        "replay": report_replay(column.matrix, cid, matrix_path, column.environment, record),
         "link": _link_text((record.get("known_failure") or {}).get("link")),
         "href": safe_url((record.get("known_failure") or {}).get("link")) or "",
     }

@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from ..matrix.replay_command import replay_command
+from ..matrix.replay_command import after_of, replay_command
 
 
 def report_replay(
-    matrix: Mapping | None, case_id: str, matrix_path: str | None = None, environment: Mapping | None = None
+    matrix: Mapping | None,
+    case_id: str,
+    matrix_path: str | None = None,
+    environment: Mapping | None = None,
+    record: Mapping | None = None,
 ) -> str:
     """The replay command of a report's case (matrix/replay_command.py), from the report's matrix
     block: its path (or `matrix_path`), its profile, and the seed and device its run was given;
@@ -22,7 +26,8 @@ def report_replay(
     seed = forced.get("seed") if type(forced.get("seed")) is int else None
     device = forced.get("device") if isinstance(forced.get("device"), str) else None
     profile = matrix.get("profile") if isinstance(matrix.get("profile"), str) else None
-    return replay_command(matrix_path or matrix.get("path"), case_id, profile, seed, device, environment)
+    path = matrix_path or matrix.get("path")
+    return replay_command(path, case_id, profile, seed, device, environment, after_of(record))
 
 
 def shown_cause(cause: str, outcomes) -> str:

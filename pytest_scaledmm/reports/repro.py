@@ -63,9 +63,12 @@ from .report_dir import project_dir
 def reproducible(outcome: str | None) -> bool:
     """Whether a record of this class gets a script: a failure, a known one (xfailed), or an
     informational class (LENIENT: its script shows the compiled side's result on the input eager
-    refuses, and reproduces while compiled still accepts it). Read from the outcome table."""
+    refuses, and reproduces while compiled still accepts it). Read from the outcome table. Not an
+    ORDER_DEPENDENT one: alone it passes; its replay command runs it after its earlier cases."""
     known = oc.outcome_class(outcome)
-    return known is not None and (known.fails or known.pytest_status == "xfailed" or known.informational)
+    if known is None or outcome == oc.ORDER_DEPENDENT:
+        return False
+    return known.fails or known.pytest_status == "xfailed" or known.informational
 
 
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.

@@ -47,6 +47,9 @@ REFUSED = "REFUSED"
 INTERNAL_ERROR = "INTERNAL_ERROR"
 # The harness could not run or check the case; the record exists so that nothing goes missing.
 HARNESS_ERROR = "HARNESS_ERROR"
+# Failed only after another case ran in the same process; alone it gives something else: the
+# kernel keeps state between calls (execution/alone.py).
+ORDER_DEPENDENT = "ORDER_DEPENDENT"
 
 # How a case item ends in pytest, and what that makes of the case when reports are compared.
 PYTEST_STATUSES = {"passed": "ok", "xfailed": "known", "skipped": "absent", "failed": "failing"}
@@ -133,12 +136,12 @@ class OutcomeClass:
 # In display order: the outcomes that do not fail, then the failures. Severity follows the
 # tiers: every class of a tier is worse than every class of the next one.
 CLASSES: tuple[OutcomeClass, ...] = (
-    OutcomeClass(PASS, "passed", 15, "#2f9e44", "PASS"),
+    OutcomeClass(PASS, "passed", 16, "#2f9e44", "PASS"),
     # compiled accepts invalid input with the reference's result
     OutcomeClass(
         LENIENT,
         "passed",
-        14,
+        15,
         "#0ca678",
         "LENIEN",
         eager_raises=True,
@@ -149,29 +152,30 @@ CLASSES: tuple[OutcomeClass, ...] = (
     OutcomeClass(
         FIXED_UPSTREAM,
         "passed",
-        13,
+        14,
         "#1c7ed6",
         "FIXED",
         shown_apart=ShownApart("fixed upstream", "U", "FIXED_UPSTREAM", "yellow"),
     ),
-    OutcomeClass(XFAIL, "xfailed", 12, "#e8b923", "XFAIL"),
-    OutcomeClass(UNSUPPORTED, "skipped", 16, "#adb5bd", "UNSUP", eager_raises=True),
-    OutcomeClass(SKIPPED, "skipped", 17, "#dee2e6", "SKIP"),
+    OutcomeClass(XFAIL, "xfailed", 13, "#e8b923", "XFAIL"),
+    OutcomeClass(UNSUPPORTED, "skipped", 17, "#adb5bd", "UNSUP", eager_raises=True),
+    OutcomeClass(SKIPPED, "skipped", 18, "#dee2e6", "SKIP"),
     OutcomeClass(MISMATCH, "failed", 1, "#e03131", "MISM", tier=1),
-    OutcomeClass(COMPILE_ONLY_ERROR, "failed", 3, "#f76707", "COMPL", tier=2),
-    OutcomeClass(ERROR_PARITY, "failed", 4, "#9c36b5", "PARITY", tier=2, eager_raises=True),
+    OutcomeClass(COMPILE_ONLY_ERROR, "failed", 4, "#f76707", "COMPL", tier=2),
+    OutcomeClass(ERROR_PARITY, "failed", 5, "#9c36b5", "PARITY", tier=2, eager_raises=True),
     OutcomeClass(FALLBACK, "failed", 2, "#d6336c", "FALLBK", tier=1),
-    OutcomeClass(OPCHECK_FAILED, "failed", 5, "#a61e4d", "OPCHK", tier=2),
+    OutcomeClass(ORDER_DEPENDENT, "failed", 3, "#862e9c", "ORDER", tier=1),
+    OutcomeClass(OPCHECK_FAILED, "failed", 6, "#a61e4d", "OPCHK", tier=2),
     OutcomeClass(CRASH, "failed", 0, "#5c0a0a", "CRASH", tier=1),
-    OutcomeClass(TIMEOUT, "failed", 6, "#845ef7", "TMOUT", tier=2),
-    OutcomeClass(REFUSED, "failed", 7, "#e67700", "REFUSE", tier=2, eager_raises=True),
-    OutcomeClass(INTERNAL_ERROR, "failed", 8, "#364fc7", "INTERN", tier=2, eager_raises=True),
-    OutcomeClass(HARNESS_ERROR, "failed", 9, "#0b7285", "HARNES", tier=2),
-    OutcomeClass(LENIENT_MISMATCH, "failed", 10, "#c2255c", "LMISM", tier=3, eager_raises=True),
+    OutcomeClass(TIMEOUT, "failed", 7, "#845ef7", "TMOUT", tier=2),
+    OutcomeClass(REFUSED, "failed", 8, "#e67700", "REFUSE", tier=2, eager_raises=True),
+    OutcomeClass(INTERNAL_ERROR, "failed", 9, "#364fc7", "INTERN", tier=2, eager_raises=True),
+    OutcomeClass(HARNESS_ERROR, "failed", 10, "#0b7285", "HARNES", tier=2),
+    OutcomeClass(LENIENT_MISMATCH, "failed", 11, "#c2255c", "LMISM", tier=3, eager_raises=True),
     OutcomeClass(
         BOUNDARY_PARITY,
         "failed",
-        11,
+        12,
         "#be4bdb",
         "BPARIT",
         tier=4,
@@ -244,6 +248,7 @@ class Observations(FieldsOnly):
     not_checked: list | None = None  # the calls after the first that could not be made, and why
     call_contract: dict | None = None  # side -> {check: what broke it} (call_contract.py)
     died_after: str | None = None  # a CRASH or TIMEOUT: the evidence made before the process ended
+    replayed_alone: dict | None = None  # a failure after other cases, run again alone (execution/alone.py)
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}
