@@ -202,13 +202,14 @@ def test_a_record_says_which_later_calls_could_not_be_made(matrix_project):
     document = {
         "version": 1,
         "kernels": [one_m],
-        "axes": {**SYNTHETIC, "m": [16], "mode": ["eager"]},
+        "axes": {**SYNTHETIC, "m": [16], "k": [32], "n": [16], "mode": ["eager"]},
+        "limits": {"max_operand_elements": 4096},  # the extreme shapes kept out: the two cases
         "profiles": {"default": {"cases": 2}},
     }
     matrix_project.write_matrix(yaml.safe_dump(document, sort_keys=False))
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "r.json", *IN_PROCESS)
-    result.assert_outcomes(passed=2)
     records = json.loads((matrix_project.path / "r.json").read_text())["cases"]
+    assert result.ret == 0 and len(records) >= 2 and {r["outcome"] for r in records} == {"PASS"}
     for record in records:
         assert "other_m" not in record["extra"]
         assert record["extra"]["not_checked"] == [

@@ -23,6 +23,19 @@ axes:
   m: [4]
   k: [32]
   n: [16]
+  dtype_a: [e4m3fn]
+  dtype_b: [e4m3fn]
+  out_dtype: [bf16]
+  bias: [false]
+  use_fast_accum: [false]
+  scale_layout: [contiguous]
+  activation_rank: [2]
+  special_scale: [none]
+  value_regime: [standard]
+  operand_layout: [dense]
+  bias_dtype: [out]
+  scale_dtype: [fp32]
+limits: {max_operand_elements: 4096}
 profiles:
   default: {cases: 4}
 """
@@ -182,6 +195,19 @@ axes:
   m: [4]
   k: [32]
   n: [16]
+  dtype_a: [e4m3fn]
+  dtype_b: [e4m3fn]
+  out_dtype: [bf16]
+  bias: [false]
+  use_fast_accum: [false]
+  scale_layout: [contiguous]
+  activation_rank: [2]
+  special_scale: [none]
+  value_regime: [standard]
+  operand_layout: [dense]
+  bias_dtype: [out]
+  scale_dtype: [fp32]
+limits: {max_operand_elements: 4096}
 profiles:
   default: {cases: 4}
   wide: {cases: 5, axes: {m: [4, 8]}}
@@ -228,10 +254,25 @@ version: 1
 kernels:
   - {name: records_cache_dir, impl: 'planted_crash:records_cache_dir'}
 axes:
+  scale_a: [tensor_0d]
+  scale_b: [tensor_0d]
   mode: [eager]
   m: [4]
   k: [32]
   n: [16]
+  dtype_a: [e4m3fn]
+  dtype_b: [e4m3fn]
+  out_dtype: [bf16]
+  bias: [false]
+  use_fast_accum: [false]
+  scale_layout: [contiguous]
+  activation_rank: [2]
+  special_scale: [none]
+  value_regime: [standard]
+  operand_layout: [dense]
+  bias_dtype: [out]
+  scale_dtype: [fp32]
+limits: {max_operand_elements: 4096}
 profiles:
   default: {cases: 1}
 """
