@@ -157,7 +157,7 @@ class Settings:
         )
 
 
-def _after(get, sources: Sources) -> tuple[str, ...]:
+def _after(get: Callable[[str], Any], sources: Sources) -> tuple[str, ...]:
     """--scaledmm-after's ids; a usage error naming the option for one this plugin never writes."""
     text = get(opt.AFTER.dest)
     if not text:
