@@ -117,7 +117,7 @@ def test_correct_kernel_passes_every_layout_rank_and_special_value():
         "m": [1, 4, 5],
     }
     results = run_matrix(matrix([{"name": "correct", "impl": "planted_kernels:correct"}], axes, cases=40))
-    assert len(results) == 40
+    assert len(results) >= 40  # the budget, and the guaranteed values past it
     assert failures(results) == []
     seen = {(c["scale_layout"], c["activation_rank"], c["special_scale"]) for c, _ in results}
     assert {s for _, _, s in seen} == set(axes["special_scale"]) and {layout for layout, _, _ in seen} == set(

@@ -3,6 +3,7 @@ user's own warnings untouched; a failure says its outcome once, its parameters i
 axis order, and how to replay it; triage says what it tried and what changed."""
 
 import importlib.util
+import re
 import subprocess
 import sys
 import warnings
@@ -216,7 +217,7 @@ def test_torchaos_import_noise_is_one_line_of_the_summary(matrix_project, pytest
     )
     assert result.ret in (0, 1), result.stdout.str()
     text = result.stdout.str() + result.stderr.str()
-    assert "1 cases (smoke profile" in text
+    assert re.search(r"\b\d+ cases \(smoke profile", text), text
     assert "Failed to load" not in text and "KernelPreference" not in text
     notes = [line for line in text.splitlines() if "did not load on this machine" in line]
     expected = load_note()  # this process imported torchao the same way (tests/conftest.py)

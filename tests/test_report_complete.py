@@ -183,14 +183,15 @@ def test_keyword_subset_under_xdist_is_incomplete(matrix_project, pytester):
         profiles: {default: {cases: 2}}
         """
     )
-    first = matrix_project.collect()[0]
+    generated = matrix_project.collect()
+    first = generated[0]
     result = matrix_project.run(
         *IN_PROCESS, "--scaledmm-matrix", "--scaledmm-report", "report.json", "-n", "2", "-k", first
     )
     result.assert_outcomes(passed=1)
     session = _session(matrix_project)
     assert session["complete"] is False
-    assert (session["generated"], session["recorded"]) == (2, 1)
+    assert (session["generated"], session["recorded"]) == (len(generated), 1) and len(generated) >= 2
     assert any("-k" in reason for reason in session["incomplete_reasons"])
 
 
