@@ -6,10 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from matrices import SYNTHETIC_YAML
 from pytest_scaledmm.execution import isolate
 from pytest_scaledmm.verdict.outcome import ErrorInfo, Outcome
 
-CRASH_MATRIX = """\
+# Every other axis at one value and the extreme shapes kept out: the cases the tests count.
+PINNED = SYNTHETIC_YAML + "limits: {max_operand_elements: 4096}\n"
+CRASH_MATRIX = (
+    """\
 version: 1
 kernels:
   - {name: ok_before, impl: 'planted_crash:correct'}
@@ -23,22 +27,12 @@ axes:
   m: [4]
   k: [32]
   n: [16]
-  dtype_a: [e4m3fn]
-  dtype_b: [e4m3fn]
-  out_dtype: [bf16]
-  bias: [false]
-  use_fast_accum: [false]
-  scale_layout: [contiguous]
-  activation_rank: [2]
-  special_scale: [none]
-  value_regime: [standard]
-  operand_layout: [dense]
-  bias_dtype: [out]
-  scale_dtype: [fp32]
-limits: {max_operand_elements: 4096}
-profiles:
+"""
+    + PINNED
+    + """profiles:
   default: {cases: 4}
 """
+)
 
 
 def _by_kernel(report):
@@ -184,7 +178,8 @@ Current thread 0x00007f01 (most recent call first):
     assert isolate._layer_from_stack("Killed") is None
 
 
-REPLAY_MATRIX = """\
+REPLAY_MATRIX = (
+    """\
 version: 1
 kernels:
   - {name: correct, impl: 'planted_kernels:correct'}
@@ -195,23 +190,13 @@ axes:
   m: [4]
   k: [32]
   n: [16]
-  dtype_a: [e4m3fn]
-  dtype_b: [e4m3fn]
-  out_dtype: [bf16]
-  bias: [false]
-  use_fast_accum: [false]
-  scale_layout: [contiguous]
-  activation_rank: [2]
-  special_scale: [none]
-  value_regime: [standard]
-  operand_layout: [dense]
-  bias_dtype: [out]
-  scale_dtype: [fp32]
-limits: {max_operand_elements: 4096}
-profiles:
+"""
+    + PINNED
+    + """profiles:
   default: {cases: 4}
   wide: {cases: 5, axes: {m: [4, 8]}}
 """
+)
 
 
 def test_replay_by_id_runs_exactly_that_case(matrix_project):

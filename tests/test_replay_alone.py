@@ -27,11 +27,12 @@ def _case(name: str, **params) -> Case:
 class FakeRunner:
     """Answers from a rule: which outcome `case` gets after `earlier` (ids) in a fresh child."""
 
-    isolated = True
-
     def __init__(self, rule):
         self.rule = rule
         self.replays: list[tuple] = []
+
+    def replayable(self, case):
+        return True
 
     def run_after(self, earlier, case):
         self.replays.append((tuple(c.id for c in earlier), case.id))
@@ -93,7 +94,7 @@ def test_what_is_not_replayed_says_why():
     assert timeout.observations.replayed_alone == {"replayed": False, "why": "a TIMEOUT is not run twice"}
     passed = judge.judge(_case("b"), Outcome(oc.PASS), [_case("a")])
     assert passed.observations.replayed_alone is None
-    in_process = ReplayAlone(SimpleNamespace(isolated=False)).judge(_case("b"), _failed(), [_case("a")])
+    in_process = ReplayAlone(SimpleNamespace(replayable=lambda case: False)).judge(_case("b"), _failed(), [_case("a")])
     assert in_process.observations.replayed_alone == {"replayed": False, "why": "ran in the pytest process"}
 
 

@@ -5,11 +5,13 @@ import os
 
 from case_factory import case_params
 
+from matrices import SYNTHETIC_YAML
 from pytest_scaledmm.execution import triage
 from pytest_scaledmm.matrix.case_params import Case
 from pytest_scaledmm.verdict.outcome import Outcome
 
-TRIAGE_MATRIX = """\
+TRIAGE_MATRIX = (
+    """\
 version: 1
 kernels:
   - {name: rank, impl: 'planted_kernels:asserts_rank_under_compile'}
@@ -20,21 +22,14 @@ axes:
   m: [4, 8]
   k: [32]
   n: [16]
-  # One value each, and the extreme shapes kept out: two cases, one signature.
-  dtype_a: [e4m3fn]
-  dtype_b: [e4m3fn]
-  out_dtype: [bf16]
-  bias: [false]
-  use_fast_accum: [false]
-  scale_layout: [contiguous]
-  scale_dtype: [fp32]
-  special_scale: [none]
-  value_regime: [standard]
-  operand_layout: [dense]
-limits: {max_operand_elements: 4096}
+"""
+    # One value each, and the extreme shapes kept out: two cases, one signature.
+    + SYNTHETIC_YAML
+    + """limits: {max_operand_elements: 4096}
 profiles:
   default: {cases: 2}
 """
+)
 
 
 def test_triage_names_the_layer_and_the_workaround_once_per_signature(matrix_project):

@@ -12,8 +12,9 @@ a kernel that runs in the pytest process has no fresh process to replay in; thei
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Protocol
 
 from ..matrix.case_params import Case
 from ..verdict import outcome as oc
@@ -27,6 +28,8 @@ NOT_REPLAYED = (oc.HARNESS_ERROR, oc.TIMEOUT)
 
 class Replayer(Protocol):
     def run_after(self, earlier: Sequence[Case], case: Case) -> Outcome: ...
+
+    def replayable(self, case: Case) -> bool: ...  # its kernel runs in a child a fresh one can replace
 
 
 def _alike(first: Outcome, again: Outcome) -> bool:
@@ -46,14 +49,17 @@ def _suspects(case: Case, earlier: Sequence[Case]) -> list[Case]:
 class ReplayAlone:
     """Judges each failing case of one runner (one xdist worker's child) by its replay alone."""
 
-    def __init__(self, runner: Replayer | Any):
+    def __init__(self, runner: Replayer, settle: Callable[[Case, Outcome], Outcome] = lambda case, result: result):
         self.runner = runner
+        # What the run makes of a raw result before judging it (the AOTInductor control): a replay's
+        # result is settled alike, so that the two compare as the run recorded them.
+        self.settle = settle
         self._replayed: dict[tuple, str] = {}  # (kernel, class, signature) -> the case that replayed alone
 
     def judge(self, case: Case, result: Outcome, earlier: Sequence[Case]) -> Outcome:
         if not result.failed or not earlier or result.outcome == oc.HARNESS_ERROR:
             return result
-        if not getattr(self.runner, "isolated", False) or result.observations.isolation:
+        if not self.runner.replayable(case):
             result.observations.replayed_alone = {"replayed": False, "why": "ran in the pytest process"}
             return result
         if result.outcome in NOT_REPLAYED:
@@ -63,15 +69,15 @@ class ReplayAlone:
         if key in self._replayed:
             result.observations.replayed_alone = {"replayed": False, "like": self._replayed[key]}
             return result
-        alone = self.runner.run_after((), case)
+        alone = self._replay((), case)
         if _alike(result, alone):
             self._replayed[key] = case.id
             result.observations.replayed_alone = {"replayed": True, "after_cases": len(earlier)}
             return result
         for suspect in _suspects(case, earlier):
-            if _alike(result, self.runner.run_after((suspect,), case)):
+            if _alike(result, self._replay((suspect,), case)):
                 return order_dependent(case, result, alone, (suspect,))
-        if len(earlier) > 1 and _alike(result, self.runner.run_after(earlier, case)):
+        if len(earlier) > 1 and _alike(result, self._replay(earlier, case)):
             return order_dependent(case, result, alone, tuple(earlier))
         # Not even the same cases in the same order fail it again: a failure that does not
         # replay. It stays what it was (never a pass), and says so.
@@ -81,6 +87,9 @@ class ReplayAlone:
             f" {len(earlier)} case(s) that ran before it too\n" + result.detail
         )
         return result
+
+    def _replay(self, earlier: Sequence[Case], case: Case) -> Outcome:
+        return self.settle(case, self.runner.run_after(earlier, case))
 
 
 def order_dependent(case: Case, result: Outcome, alone: Outcome, earlier: tuple[Case, ...]) -> Outcome:
@@ -94,23 +103,11 @@ def order_dependent(case: Case, result: Outcome, alone: Outcome, earlier: tuple[
         f"{result.outcome} {how}; alone, in a fresh process, {alone.outcome}: the kernel (or the compiler)"
         " keeps state between calls that changes a later result\n" + result.detail
     )
-    observations = result.observations
-    observations.replayed_alone = {
+    result.observations.replayed_alone = {
         "replayed": True,
         "alone": alone.outcome,
         "in_order": result.outcome,
         "after": ids,
     }
-    return Outcome(
-        oc.ORDER_DEPENDENT,
-        signature=f"ORDER_DEPENDENT: {result.outcome} only after another case: {result.signature}"[:240],
-        layer=result.layer,
-        detail=detail,
-        root_cause=result.root_cause,
-        met=result.met,
-        errors=result.errors,
-        timing=result.timing,
-        eager_error=result.eager_error,
-        compiled_error=result.compiled_error,
-        observations=observations,
-    )
+    signature = f"ORDER_DEPENDENT: {result.outcome} only after another case: {result.signature}"[:240]
+    return replace(result, outcome=oc.ORDER_DEPENDENT, signature=signature, detail=detail)

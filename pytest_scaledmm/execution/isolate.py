@@ -308,6 +308,9 @@ class InProcessRunner:
     def __init__(self, ctx):
         self.ctx = ctx
 
+    def replayable(self, case: Case) -> bool:
+        return False
+
     def run_after(self, earlier, case: Case) -> Outcome:
         for before in earlier:
             self.run(before)
@@ -492,6 +495,10 @@ class ChildRunner:
             self._stop(kill=True)
             result.observations.isolation = "child replaced: the device context is unusable after this error"
         return result
+
+    def replayable(self, case: Case) -> bool:
+        """Whether `case` runs in the child (a fresh child replays it), not in this process."""
+        return self.refs.get(case["kernel"]) is not None
 
     def run_after(self, earlier, case: Case) -> Outcome:
         """`case` in a fresh child, after `earlier` (their outcomes are not kept): a replay alone,

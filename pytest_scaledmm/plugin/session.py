@@ -345,8 +345,11 @@ class MatrixSession:
             result = runner.run(case)
         result = self._aoti_controlled(case, result)
         if self._alone is None:
-            self._alone = ReplayAlone(runner)
+            self._alone = ReplayAlone(runner, self._aoti_controlled)
+        began = time.perf_counter()
         result = self._alone.judge(case, result, earlier)
+        if result.observations.replayed_alone is not None:
+            result.timing["replay_alone_s"] = round(time.perf_counter() - began, 6)
         if result.outcome in (oc.CRASH, oc.TIMEOUT) and result.observations.other_m is None:
             # The process died before its record named the call at another M: name it here.
             planned = planned_other_m(case, self.context())
