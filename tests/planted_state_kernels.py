@@ -40,3 +40,35 @@ def keyed_on_everything(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fas
     dtype = _chosen_out_dtype(key, out_dtype)
     with_bias = _chosen_epilogue(key, bias is not None)
     return _dequant_mm(a, b, scale_a, scale_b, bias if with_bias else None, dtype)
+
+
+_PACKED: dict = {}
+_WORKSPACES: dict = {}
+
+
+def _packed_weight(key, b, scale_b):
+    return _PACKED.setdefault(key, (b, scale_b))
+
+
+def weight_packed_per_n(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A prepacked weight cached on N alone, as a layer's output width: a call at another K with
+    the same N gets the first call's weight (a shape error, or wrong values)."""
+    packed_b, packed_scale_b = _packed_weight(b.shape[-1], b, scale_b)
+    return _dequant_mm(a, packed_b, scale_a, packed_scale_b, bias, out_dtype)
+
+
+def output_buffer_per_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """An output workspace cached per (M, N) and reused: made in the first call's dtype, so a
+    call with another output dtype at that shape is written into the wrong dtype."""
+    tokens = a.flatten(0, -2)
+    result = _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype).reshape(tokens.shape[0], b.shape[-1])
+    buffer = _WORKSPACES.setdefault((tokens.shape[0], b.shape[-1]), result)
+    return buffer.copy_(result).clone().reshape(*a.shape[:-1], b.shape[-1])
+
+
+def scale_form_keyed_on_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A dispatch choice cached per (K, N): whether scale_a is one value. A later case at that
+    weight shape with a rowwise scale_a gets the per-tensor path (its first row's scale only);
+    no single case calls with two scale forms, so only the order of cases shows it."""
+    per_tensor = _chosen_epilogue(("form", a.shape[-1], b.shape[-1]), scale_a.numel() == 1)
+    return _dequant_mm(a, b, scale_a.reshape(-1)[:1] if per_tensor else scale_a, scale_b, bias, out_dtype)

@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections.abc import Sequence
 from typing import Any, Callable
 
 from ..matrix.case_params import Case
@@ -230,8 +231,9 @@ def _serve(request, ctx):
     if op == "case":
         from . import run  # noqa: PLC0415  lazy: the child imports it
 
+        keep = (extra or {}).get("keep")
         try:
-            return run.run_case(case, ctx).to_json()
+            return run.run_case(case, ctx, keep).to_json()
         except BaseException as exc:
             return oc.harness_error(exc, f" running case {case_id} in the isolated child").to_json()
     if op == "aoti_control":
@@ -311,10 +313,10 @@ class InProcessRunner:
     def replayable(self, case: Case) -> bool:
         return False
 
-    def run_after(self, earlier, case: Case) -> Outcome:
+    def run_after(self, earlier, case: Case, keep: Sequence[int] | None = None) -> Outcome:
         for before in earlier:
             self.run(before)
-        return self.run(case)
+        return self.run(case, keep)
 
     def start(self) -> None:
         pass
@@ -322,11 +324,11 @@ class InProcessRunner:
     def take_startup_seconds(self) -> float:
         return 0.0
 
-    def run(self, case: Case) -> Outcome:
+    def run(self, case: Case, keep: Sequence[int] | None = None) -> Outcome:
         from . import run  # noqa: PLC0415  lazy: the child imports it
 
         try:
-            return run.run_case(case, self.ctx)
+            return run.run_case(case, self.ctx, keep)
         except Exception as exc:  # a KeyboardInterrupt here may be the user's: it stops the run
             return oc.harness_error(exc, f" running case {case.id}")
 
@@ -480,12 +482,14 @@ class ChildRunner:
         return seconds
 
     # requests
-    def run(self, case: Case) -> Outcome:
+    def run(self, case: Case, keep: Sequence[int] | None = None) -> Outcome:
+        """The case's outcome from the child; `keep`: run.run_case's (a shrunk sequence)."""
         if self.refs.get(case["kernel"]) is None:
-            result = self.in_process.run(case)
+            result = self.in_process.run(case, keep)
             result.observations.isolation = "in-process: kernel cannot be imported by name"
             return result
-        answer = self._request(("case", case.id, dict(case.params), None), case)
+        extra = None if keep is None else {"keep": list(keep)}
+        answer = self._request(("case", case.id, dict(case.params), extra), case)
         if isinstance(answer, Death):
             return answer.outcome()
         result = Outcome.from_json(answer)
@@ -500,13 +504,14 @@ class ChildRunner:
         """Whether `case` runs in the child (a fresh child replays it), not in this process."""
         return self.refs.get(case["kernel"]) is not None
 
-    def run_after(self, earlier, case: Case) -> Outcome:
+    def run_after(self, earlier, case: Case, keep: Sequence[int] | None = None) -> Outcome:
         """`case` in a fresh child, after `earlier` (their outcomes are not kept): a replay alone,
-        or after the cases a failure may depend on (alone.py)."""
+        or after the cases a failure may depend on (alone.py), or with a shorter sequence (`keep`,
+        shrink.py)."""
         self._stop(kill=False)
         for before in earlier:
             self.run(before)
-        return self.run(case)
+        return self.run(case, keep)
 
     def rung(self, case: Case, rung: dict) -> dict:
         if self.refs.get(case["kernel"]) is None:

@@ -27,6 +27,7 @@ from ..verdict.classify import classify
 from ..verdict.outcome import Outcome, describe_exception
 from ..verdict.signature_text import OTHER_M_CALL
 from .device import device_info
+from .sequence_plan import planned_sequence
 
 
 @dataclass
@@ -46,6 +47,8 @@ class RunContext:
     # Each side's evidence as it is made (pipeline.SideSink): the isolated child sends it to the
     # parent, so a crash or hang after the eager side keeps that side's check.
     side_sink: Callable | None = None
+    # --scaledmm-sequence: the indices of planned_calls each case makes (a shrunk sequence replayed)
+    sequence: tuple[int, ...] | None = None
 
 
 def _torch_release():
@@ -133,7 +136,10 @@ def _restore_stance(saved) -> None:
         setter(saved)
 
 
-def run_case(case: Case, ctx: RunContext) -> Outcome:
+def run_case(case: Case, ctx: RunContext, keep: Sequence[int] | None = None) -> Outcome:
+    """The case's outcome. `keep`: the indices of the eager side's calls after the first to make
+    (planned_calls: the call at another M, then the sequence), the rest left out; None makes all
+    of them, or those --scaledmm-sequence names (ctx.sequence)."""
     import torch  # noqa: PLC0415  lazy: imports torch
 
     from ..verdict.draw import make_inputs  # noqa: PLC0415  lazy: imports torch
@@ -160,11 +166,12 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
             return _build_failed(exc, spec, params)
         marked_sizes = other_m_sizes(case.id, case["m"], ctx.run_seed) if row.marks_m else []
         other_shapes = _other_shapes(case, ctx, spec, kernel, inputs, call, slack, marked_sizes)
-        eager_size = planned_other_m(case, ctx)
+        eager_size, steps, kept = _kept_calls(case, ctx, keep)
         same = bool(eager_size and marked_sizes) and eager_size[0]["m"] == marked_sizes[0]["m"]
         eager_other = (
             other_shapes[:1] if same else _other_shapes(case, ctx, spec, kernel, inputs, call, slack, eager_size)
         )
+        sequence = _sequence(case, ctx, spec, kernel, inputs, call, slack, steps)
         # In the isolated child a KeyboardInterrupt can only come from the kernel: a CRASH.
         sides = eager_compile_check(
             call.fn,
@@ -181,14 +188,18 @@ def run_case(case: Case, ctx: RunContext) -> Outcome:
             names=call.names,
             eager_other_m=eager_other[0] if eager_other else None,
             on_side=ctx.side_sink,
+            eager_sequence=sequence,
         )
     finally:
         _restore_dynamo_config(saved_config)
         _restore_stance(saved_stance)
     result = sides.outcome
+    if steps:
+        made = result.observations.sequence or {}
+        result.observations.sequence = _sequence_record(made, steps, kept, len(eager_size))
     if eager_size:
         result.observations.other_m = eager_size[0]["m"]
-    elif result.outcome != oc.CRASH:
+    elif result.outcome != oc.CRASH and not _left_out(keep, ctx):
         said = f"{OTHER_M_CALL}: no other M near this one that the kernel's declarations admit"
         result.observations.not_checked = [*(result.observations.not_checked or []), said]
     if spec.slack:
@@ -241,6 +252,48 @@ def planned_other_m(case: Case, ctx: RunContext) -> list:
     marked = other_m_sizes(case.id, case["m"], ctx.run_seed) if compile_mode(case["mode"]).marks_m else []
     model = _model(ctx.kernel_specs[case["kernel"]], ctx.device)
     return eager_other_m(case.id, case.params, ctx.run_seed, model, marked[:1])
+
+
+def planned_calls(case: Case, ctx: RunContext) -> list[dict]:
+    """The eager side's calls after the first, in order: the call at another M (its entry of
+    eager_other_m, with "kind": "m") and then the sequence's steps (sequence_plan)."""
+    other = [{**entry, "kind": "m"} for entry in planned_other_m(case, ctx)]
+    model = _model(ctx.kernel_specs[case["kernel"]], ctx.device)
+    return other + planned_sequence(case.id, case.params, ctx.run_seed, model)
+
+
+def _left_out(keep: Sequence[int] | None, ctx: RunContext) -> bool:
+    return keep is not None or ctx.sequence is not None
+
+
+def _kept_calls(case: Case, ctx: RunContext, keep: Sequence[int] | None) -> tuple[list, list, list]:
+    """(the other-M entry or [], the sequence's steps, the indices of both) of planned_calls, only
+    those `keep` (else ctx.sequence) names when it names any."""
+    chosen = keep if keep is not None else ctx.sequence
+    calls = [
+        (index, call) for index, call in enumerate(planned_calls(case, ctx)) if chosen is None or index in set(chosen)
+    ]
+    other = [{key: value for key, value in call.items() if key != "kind"} for _, call in calls if call["kind"] == "m"]
+    return other, [call for _, call in calls if call["kind"] != "m"], [index for index, _ in calls]
+
+
+def _sequence_record(made: dict, steps: list, kept: list, other_m: int) -> dict:
+    """observations.sequence: the steps planned (made or not), the indices among planned_calls of
+    the calls planned (what --scaledmm-sequence names), the calls made, the one that failed and
+    its index."""
+    failed = made.get("failed")
+    failed_at = next((index for index, step in zip(kept[other_m:], steps) if step["label"] == failed), None)
+    return {"steps": steps, "keep": kept, "calls": made.get("calls", []), "failed": failed, "failed_at": failed_at}
+
+
+def _sequence(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, call, slack: float, steps: list) -> list:
+    """The sequence's steps as calls (verdict/sequence.py), each with its own inputs and reference."""
+    from ..verdict.sequence import sequence_shapes  # noqa: PLC0415  lazy: imports torch
+
+    def make_call(inputs, built):
+        return _case_call(spec, kernel, inputs, case.params, built)
+
+    return sequence_shapes(steps, case.params, first, call, ctx.device, slack, spec.contract, make_call)
 
 
 def _model(spec: KernelSpec, device: str) -> SupportModel:

@@ -115,12 +115,14 @@ def replay_command(
     device: str | None = None,
     environment: Mapping | None = None,
     after: Sequence[str] = (),
+    sequence: Sequence[int] | None = None,
 ) -> str:
     """`seed`, `device`: what the run was given (--scaledmm-seed, --scaledmm-device), None when it
     used the matrix's seed and picked the device itself; `profile` None: the default one;
     `environment`: the report's environment block, named by --scaledmm-recorded-on (a replay
     under another torch then warns); `after`: the cases an ORDER_DEPENDENT case fails after
-    (--scaledmm-after)."""
+    (--scaledmm-after); `sequence`: the calls after the first of a shrunk sequence
+    (--scaledmm-sequence)."""
     if not valid_case_id(case_id) or not all(valid_case_id(earlier) for earlier in after):
         return unsafe_command("the case id")
     for what, word in (("the profile", profile), ("the device", device)):
@@ -146,7 +148,22 @@ def replay_command(
         words.append(f"--scaledmm-device {shlex.quote(device)}")
     if after:
         words.append(f"--scaledmm-after {','.join(after)}")
+    if sequence is not None:
+        if not sequence or not all(type(index) is int and 0 <= index < 1000 for index in sequence):
+            return unsafe_command("the sequence's calls")
+        words.append(f"--scaledmm-sequence {','.join(str(index) for index in sequence)}")
     return " ".join(words)
+
+
+def sequence_of(record: Mapping | None) -> list[int] | None:
+    """The calls after the first a shrunk sequence keeps (its extra.sequence.shrunk.keep); report
+    data, so anything but a list of small ints is none."""
+    found = ((record or {}).get("extra") or {}).get("sequence") if isinstance(record, Mapping) else None
+    shrunk = found.get("shrunk") if isinstance(found, Mapping) else None
+    keep = shrunk.get("keep") if isinstance(shrunk, Mapping) else None
+    if not isinstance(keep, list) or not all(type(index) is int and 0 <= index < 1000 for index in keep):
+        return None
+    return keep
 
 
 def after_of(record: Mapping | None) -> list[str]:

@@ -239,6 +239,14 @@ AFTER = Option(
     {"default": None, "metavar": "IDS"},
 )
 
+SEQUENCE = Option(
+    "--scaledmm-sequence",
+    "make only these of each case's calls after the first (comma-separated indices: the call at"
+    " another M, then the sequence's steps, as the record lists them): replays a shrunk sequence"
+    " exactly (its record's replay command names them)",
+    {"default": None, "metavar": "INDICES"},
+)
+
 PLUGIN_OPTIONS = [
     MATRIX,
     MAX_AUTOTUNE_CONFIGS,
@@ -263,6 +271,7 @@ PLUGIN_OPTIONS = [
     TRIAGE_BUDGET,
     CASE,
     AFTER,
+    SEQUENCE,
     EXPLORE,
     EXPLORE_EXAMPLES,
     CORPUS,

@@ -33,6 +33,7 @@ from ..execution.device import (
 from ..execution.forkserver import ForkServer
 from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner, start_fork_server
 from ..execution.run import RunContext, planned_other_m
+from ..execution.shrink import ShrinkSequence
 from ..execution.triage import SHARED_DIR_ENV, Triage
 from ..matrix.case_params import Case
 from ..matrix.cases import generate_cases
@@ -40,7 +41,7 @@ from ..matrix.code_digest import code_block
 from ..matrix.compile_modes import inductor_modes
 from ..matrix.kernels import resolve_kernels
 from ..matrix.known_failures import Catalogue
-from ..matrix.replay_command import after_of, forced_options, replay_command
+from ..matrix.replay_command import after_of, forced_options, replay_command, sequence_of
 from ..matrix.spec import Spec
 from ..records import CaseRecord, ChecksRecord, CodeBlock, ErrorRecord, Report, RunRecord, ShardBlock
 from ..reports.coverage import coverage_block, coverage_lines, model_block
@@ -160,6 +161,7 @@ class MatrixSession:
         self._runner: InProcessRunner | ChildRunner | None = None
         self._triage: Triage | None = None
         self._alone: ReplayAlone | None = None  # judges failures by their replay alone (execution/alone.py)
+        self._shrink: ShrinkSequence | None = None  # shortens a failing call sequence (execution/shrink.py)
         self._aoti_controls: dict = {}  # device -> the AOTInductor control's answer, once per session
         self._catalogue: Catalogue | None = None
         self._cache = FreshCache()
@@ -270,6 +272,7 @@ class MatrixSession:
                 slack=self.spec.slack,
                 max_autotune_configs=self.settings.max_autotune_configs,
                 host_lane=self._runs_host_lane(),
+                sequence=self.settings.sequence,
             )
         return self._context
 
@@ -350,6 +353,13 @@ class MatrixSession:
         result = self._alone.judge(case, result, earlier)
         if result.observations.replayed_alone is not None:
             result.timing["replay_alone_s"] = round(time.perf_counter() - began, 6)
+        if self._shrink is None:
+            self._shrink = ShrinkSequence(runner, self._aoti_controlled, named=self.settings.sequence is not None)
+        began = time.perf_counter()
+        result = self._shrink.judge(case, result)
+        shrunk = (result.observations.sequence or {}).get("shrunk")
+        if isinstance(shrunk, dict) and shrunk.get("replays"):
+            result.timing["shrink_s"] = round(time.perf_counter() - began, 6)
         if result.outcome in (oc.CRASH, oc.TIMEOUT) and result.observations.other_m is None:
             # The process died before its record named the call at another M: name it here.
             planned = planned_other_m(case, self.context())
@@ -564,6 +574,7 @@ class MatrixSession:
     def replay_command(self, case_id: str, record: Mapping | None = None) -> str:
         """The command that replays one case of this run from any directory (`record`: the
         case's, when it is not yet among the run's records)."""
+        record = record if record is not None else self._records.get(case_id)
         return replay_command(
             str(self.spec.path),
             case_id,
@@ -571,7 +582,8 @@ class MatrixSession:
             self.settings.seed,
             self.settings.device,
             self._environment,
-            after_of(record if record is not None else self._records.get(case_id)),
+            after_of(record),
+            sequence_of(record),
         )
 
     def counts(self) -> Counter:

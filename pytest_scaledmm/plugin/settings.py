@@ -57,6 +57,7 @@ class Settings:
     recorded_on: dict | None = None  # --scaledmm-recorded-on, parsed: {"torch": ..., "tox": ...}
     strict_coverage: bool = False  # a value a limit keeps from a checked case fails the run
     after: tuple[str, ...] = ()  # --scaledmm-after: case ids run before each case, in a fresh process
+    sequence: tuple[int, ...] | None = None  # --scaledmm-sequence: the calls after the first each case makes
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> Settings | None:
@@ -153,6 +154,7 @@ class Settings:
             strict_coverage=bool(get(opt.STRICT_COVERAGE.dest)),
             recorded_on=_recorded_on(get, sources),
             after=_after(get, sources),
+            sequence=_sequence(get, sources),
             **_ci_settings(get, sources),
         )
 
@@ -167,6 +169,21 @@ def _after(get: Callable[[str], Any], sources: Sources) -> tuple[str, ...]:
     if bad:
         raise pytest.UsageError(f"{sources.label(opt.AFTER)}: {bad[0]!r} is not a case id")
     return ids
+
+
+def _sequence(get: Callable[[str], Any], sources: Sources) -> tuple[int, ...] | None:
+    """--scaledmm-sequence's indices; a usage error naming the option for anything else."""
+    text = get(opt.SEQUENCE.dest)
+    if text is None or str(text).strip() == "":
+        return None
+    parts = [part.strip() for part in str(text).split(",")]
+    bad = [part for part in parts if not (part.isascii() and part.isdigit() and len(part) <= 3)]
+    if bad:
+        raise pytest.UsageError(
+            f"{sources.label(opt.SEQUENCE)}: {bad[0]!r} is not an index of a call (0, 1, 2 ...); give them"
+            " comma-separated, as a record's replay command does"
+        )
+    return tuple(sorted({int(part) for part in parts}))
 
 
 def is_worker(config: pytest.Config) -> bool:

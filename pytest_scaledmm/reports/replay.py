@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 
-from ..matrix.replay_command import after_of, replay_command
+from ..matrix.replay_command import after_of, replay_command, sequence_of
 
 
 def report_replay(
@@ -27,7 +27,7 @@ def report_replay(
     device = forced.get("device") if isinstance(forced.get("device"), str) else None
     profile = matrix.get("profile") if isinstance(matrix.get("profile"), str) else None
     path = matrix_path or matrix.get("path")
-    return replay_command(path, case_id, profile, seed, device, environment, after_of(record))
+    return replay_command(path, case_id, profile, seed, device, environment, after_of(record), sequence_of(record))
 
 
 def shown_cause(cause: str, outcomes) -> str:

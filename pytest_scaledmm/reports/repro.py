@@ -74,7 +74,7 @@ def reproducible(outcome: str | None) -> bool:
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
 EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
 # The verdict modules the template calls; the script embeds them and every sibling they import.
-VERDICT_MODULES = ("draw", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay", "contracts")
+VERDICT_MODULES = ("draw", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay", "contracts", "sequence")
 # Variables that change how torch compiles; recorded in the header and set again by the script.
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script
@@ -575,6 +575,7 @@ def render_script(
             f"RUNNER_MODULE = {literal(REGISTERED_BY.get(row.runner, ''))}  # the module of a registered runner",
             f"OTHER_M = {literal(other_m)}  # the other M a dynamic-M mode runs, each with its input seed",
             f"EAGER_OTHER_M = {literal(eager_other_m)}  # the eager side's call at another M, as the run made it",
+            f"SEQUENCE = {literal(sequence_steps(record))}  # the eager side's later calls, as the run made them",
             f"KERNEL_SUPPORT = {literal(_plain(support))}  # what the kernel declares: how alike refusals are judged",
             f"FAST_ACCUM_KEYWORD = {literal(bool(fast_accum_keyword))}  # whether the kernel is passed use_fast_accum",
             f"SLACK = {literal(float(slack))}",
@@ -606,6 +607,31 @@ def _other_m_calls(record: CaseRecord, params: dict, run_seed: int, row: Compile
     eager_m = _mapping(record.get("extra")).get("other_m")
     eager_other_m = [other_m_entry(record["id"], eager_m, run_seed)] if type(eager_m) is int and eager_m >= 1 else []
     return other_m, eager_other_m
+
+
+SEQUENCE_CHANGES = frozenset({"k", "n", "out_dtype", "dtype_a", "dtype_b"})
+
+
+def sequence_steps(record: CaseRecord) -> list:
+    """The steps of the record's call sequence (extra.sequence.steps, verdict/sequence.py), as data:
+    a step of any other form is left out, and so are those after it."""
+    found = _mapping(_mapping(record.get("extra")).get("sequence")).get("steps")
+    steps: list = []
+    for step in found if isinstance(found, list) else []:
+        step = _mapping(step)
+        changes = _mapping(step.get("changes"))
+        valid = (
+            isinstance(step.get("kind"), str)
+            and isinstance(step.get("label"), str)
+            and type(step.get("seed")) is int
+            and set(changes) <= SEQUENCE_CHANGES
+            and all(type(value) in (int, str) for value in changes.values())
+        )
+        if not valid:
+            break
+        label = _text(step["label"])
+        steps.append({"kind": step["kind"], "label": label, "changes": dict(changes), "seed": step["seed"]})
+    return steps
 
 
 def _fill_template(name: str, constants: str, kernel_text: str) -> str:

@@ -26,6 +26,7 @@ from ..verdict.signature_text import (
     NONFINITE_PATTERN,
     NONFINITE_POSITIONS,
     OTHER_M_CALL_RAISED,
+    SEQUENCE_CALL_RAISED,
     WRONG_SIGN_INFINITIES,
 )
 
@@ -84,7 +85,7 @@ def _of_check(check: Mapping | None) -> SideOutcome:
     if check["ok"]:
         return SideOutcome(PASSED)
     problem, pattern = (text if isinstance(text := check.get(key), str) else "" for key in ("problem", "pattern"))
-    for prefix in (LATER_CALLS_RAISED, IN_PLACE_CALL_RAISED, OTHER_M_CALL_RAISED):
+    for prefix in (LATER_CALLS_RAISED, IN_PLACE_CALL_RAISED, OTHER_M_CALL_RAISED, SEQUENCE_CALL_RAISED):
         if problem.startswith(prefix):
             raised = problem[len(prefix) :].strip()
             return SideOutcome(RAISED, raised.rsplit(".", 1)[-1] or "an error of no type", raised)

@@ -249,6 +249,7 @@ class Observations(FieldsOnly):
     call_contract: dict | None = None  # side -> {check: what broke it} (call_contract.py)
     died_after: str | None = None  # a CRASH or TIMEOUT: the evidence made before the process ended
     replayed_alone: dict | None = None  # a failure after other cases, run again alone (execution/alone.py)
+    sequence: dict | None = None  # the eager side's calls after the other M, and the one that failed (sequence.py)
 
     def to_json(self) -> dict[str, Any]:
         return {key: value for key, value in asdict(self).items() if value is not None}

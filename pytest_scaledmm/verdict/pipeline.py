@@ -63,6 +63,8 @@ from .signature_text import (
     OTHER_M_CALL_RAISED,
     RECOMPILED,
     SECOND_CALL,
+    SEQUENCE_CALL,
+    SEQUENCE_CALL_RAISED,
     SHARES_INPUT,
     SHARES_PREVIOUS_OUTPUT,
     UNDER_MARK,
@@ -77,6 +79,10 @@ class OtherShape:
     label: str  # e.g. "m=51"
     args: tuple
     check: SideChecker
+    # A call of the eager side's sequence (verdict/sequence.py): its own callable (another output
+    # dtype or weight is another call), and what it changes, in words, for the problem it makes.
+    fn: Callable | None = None
+    said: str = ""
 
 
 def second_call(given: Mapping[str, Any], seed: int, device: str, slack: float) -> OtherShape:
@@ -423,24 +429,48 @@ def _later_call(
 
 
 def _other_m_call(
-    call: Callable, other: OtherShape, names: list, plan: SidePlan, log: CallLog, side: str
+    call: Callable,
+    other: OtherShape,
+    names: list,
+    plan: SidePlan,
+    log: CallLog,
+    side: str,
+    what: str = "",
+    raised_text: str = OTHER_M_CALL_RAISED,
 ) -> dict | None:
-    """A call at another M after the first (SidePlan.other_m): its failed check, or None. A kernel
-    that keeps what it worked out for the first shape (a buffer, a tile, a dispatch choice)
-    answers the second with it."""
+    """A call at another M after the first (SidePlan.other_m), or a later call of the sequence:
+    its failed check (its problem led by `what`), or None. A kernel that keeps what it worked out
+    for the first shape (a buffer, a tile, a dispatch choice) answers the second with it."""
+    what = what or f"{OTHER_M_CALL} ({other.label})"
     source = PristineInputs(other.args, names)
     given = plan.fresh(source)
 
     def compare(copies: tuple, raised: bool) -> None:
         log.compare(copies, side, source, raised)
 
-    raw, raised = _later_call(call, given, plan.device, log.caught, side, compare, OTHER_M_CALL_RAISED)
+    raw, raised = _later_call(call, given, plan.device, log.caught, side, compare, raised_text)
     if raised:
         return raised
     found = guarded(other.check, True, _clone(raw), None, plan.device)[0]
     if found is None or found.get("ok"):
         return None
-    return {**found, "ok": False, "problem": f"{OTHER_M_CALL} ({other.label}): {problem_of(found)}"}
+    return {**found, "ok": False, "problem": f"{what}: {problem_of(found)}"}
+
+
+def _sequence_calls(fn: Callable, plan: SidePlan, names: list, log: CallLog, side: str, run: SideRun) -> dict | None:
+    """The sequence's calls (SidePlan.sequence) in order, each on its own inputs and checked
+    against its own reference, up to the first that fails: its failed check, or None. Each call
+    made is listed in run.sequence."""
+    said: list[str] = []
+    for step in plan.sequence:
+        said.append(step.said or step.label)
+        call = log.watched(step.fn, side) if step.fn is not None else fn
+        what = f"{SEQUENCE_CALL} ({', after '.join(reversed(said))})"
+        found = _other_m_call(call, step, names, plan, log, side, what, SEQUENCE_CALL_RAISED)
+        run.sequence.append({"label": step.label, "ok": found is None})
+        if found is not None:
+            return found
+    return None
 
 
 def _skipped(not_checked: list[str] | None, what: str) -> None:
@@ -618,6 +648,8 @@ class SidePlan:
     dims: list = field(default_factory=list)
     marked: str | None = None
     other_m: OtherShape | None = None
+    # The eager side's calls after other_m: another K, N or dtype, then the first shape again.
+    sequence: Sequence[OtherShape] = ()
     # The first call's copies compared again after the serving loop: a compiled call may write
     # into an earlier call's inputs.
     recheck_first: bool = False
@@ -640,6 +672,7 @@ class SideRun:
     timing: dict = field(default_factory=dict)  # run_s, other_m_s
     later: dict | None = None  # the serving loop's failed check, None when it passed or did not run
     shapes: list = field(default_factory=list)  # per other M: its check and seconds
+    sequence: list = field(default_factory=list)  # per sequence call made: its label and whether it passed
 
 
 @dataclass
@@ -671,6 +704,10 @@ def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: Call
             began = time.perf_counter()
             run.later = _other_m_call(fn, plan.other_m, pristine.names, plan, log, side)
             run.timing["other_m_s"] = time.perf_counter() - began
+        if plan.sequence and run.later is None:
+            began = time.perf_counter()
+            run.later = _sequence_calls(fn, plan, pristine.names, log, side, run)
+            run.timing["sequence_s"] = time.perf_counter() - began
         for other in plan.other_shapes:
             call.source = PristineInputs(other.args, pristine.names)
             call.given = plan.fresh(call.source)
@@ -786,6 +823,7 @@ def eager_compile_check(
     eager_other_m: OtherShape | None = None,
     on_side: SideSink | None = None,
     call_contract: CallContract | None = None,
+    eager_sequence: Sequence[OtherShape] = (),
 ) -> Sides:
     """Call `fn(*args)` eagerly, then compiled with `settings` (twice: the first call compiles,
     the second runs the cached code), check each side with the side-checker `check`
@@ -803,7 +841,8 @@ def eager_compile_check(
     code); the second output must match its own reference, the first must be unchanged after it,
     and no output may share storage with an input or with the previous output
     (serving_loop_problem). Without it the compiled side runs the same inputs twice.
-    `eager_other_m`: the eager side's last call, at another M (SidePlan.other_m).
+    `eager_other_m`: the eager side's call at another M (SidePlan.other_m); `eager_sequence`: its
+    calls after that one (SidePlan.sequence), listed in the outcome's observations.sequence.
 
     `on_side(side, evidence)` is handed each side's evidence as soon as it is made (side_evidence:
     the eager side's check and error before the compiled side starts), so that a process that dies
@@ -816,7 +855,7 @@ def eager_compile_check(
     pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
     second_inputs = PristineInputs(second_call.args, pristine.names) if second_call is not None else None
 
-    eager_plan = SidePlan(device, second_call, second_inputs, other_m=eager_other_m)
+    eager_plan = SidePlan(device, second_call, second_inputs, other_m=eager_other_m, sequence=eager_sequence)
     eager = run_side("eager", EagerCall(fn), pristine, log, eager_plan)
     timing: dict = {"eager_s": eager.first_s, **{f"eager_{key}": value for key, value in eager.timing.items()}}
     eager_evidence = side_evidence(check, "eager", eager, device)
@@ -833,11 +872,21 @@ def eager_compile_check(
         if "eager" not in log.exits and eager_evidence.check is not None:
             crashed.errors = {"eager": eager_evidence.check}
         crashed.observations.died_after = EAGER_CHECKED if "eager" not in log.exits else None
+        crashed.observations.sequence = _sequence_made(eager)
         return Sides(crashed, eager_out, compiled.run.outs, timing)
     if log.unreadable:
         raise log.unreadable[0]
     result = _judged(check, eager, compiled, log, device, timing, kernel, params)
+    result.observations.sequence = _sequence_made(eager)
     return Sides(result, eager_out, compiled.run.outs, timing)
+
+
+def _sequence_made(eager: SideRun) -> dict | None:
+    """observations.sequence: the sequence's calls the eager side made, and the one that failed."""
+    if not eager.sequence:
+        return None
+    failed = [call["label"] for call in eager.sequence if not call["ok"]]
+    return {"calls": [call["label"] for call in eager.sequence], "failed": failed[0] if failed else None}
 
 
 SideSink = Callable[[str, SideEvidence], None]

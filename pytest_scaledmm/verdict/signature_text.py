@@ -37,6 +37,11 @@ IN_PLACE_CALL_RAISED = f"{IN_PLACE_CALL} raised"
 # The eager side's last call: inputs of another M (a server's next batch size), its own reference.
 OTHER_M_CALL = "call at another M after the first"
 OTHER_M_CALL_RAISED = f"{OTHER_M_CALL} raised"
+# The eager side's calls after that one (verdict/sequence.py): another K, N or dtype, then the first
+# shape again, each against its own reference; the problem names the calls in words, as far as
+# the one that failed.
+SEQUENCE_CALL = "later call of a sequence"
+SEQUENCE_CALL_RAISED = f"{SEQUENCE_CALL} raised"
 
 # The call contract (call_contract.py): what a caller of torch._scaled_mm relies on, on every call.
 OUTPUT_LAYOUTS = ("row-major", "column-major")
@@ -60,6 +65,8 @@ CHECK_PROBLEMS = (
     f"{IN_PLACE_CALL}: ",
     OTHER_M_CALL_RAISED,
     f"{OTHER_M_CALL} (",
+    SEQUENCE_CALL_RAISED,
+    f"{SEQUENCE_CALL} (",
     *NOT_IN_LAYOUT,
     NONDETERMINISTIC,
 )

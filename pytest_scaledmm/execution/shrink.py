@@ -1,0 +1,84 @@
+"""A failing call sequence shrunk to the shortest one that still fails. The case's calls after the
+first (execution.run.planned_calls: the call at another M, then the sequence's steps) are cut
+to those up to the one that failed, then each earlier call is left out in turn, in a fresh child
+(the kernel's state from the longer run must not help): a call whose absence still fails the
+same step the same way is dropped. The case's record becomes the shortest run's, with the calls
+it kept (extra.sequence.shrunk) and the calls the full run made; its replay command names them
+(--scaledmm-sequence), so it replays exactly that sequence.
+
+One shrink per (kernel, class, failing step's kind): a later case alike names the one that was
+shrunk. A run whose calls the user named (--scaledmm-sequence) is not shrunk again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from ..matrix.case_params import Case
+from ..verdict import outcome as oc
+from ..verdict.outcome import Outcome
+
+
+class Shrinker(Protocol):
+    def run_after(self, earlier: Sequence[Case], case: Case, keep: Sequence[int] | None = None) -> Outcome: ...
+
+    def replayable(self, case: Case) -> bool: ...
+
+
+def _failed_step(result: Outcome) -> tuple[str, int, list[int], str] | None:
+    """(its label, its index, the indices of the calls up to it, its kind) of a failing sequence."""
+    found = result.observations.sequence
+    if not isinstance(found, dict) or found.get("failed_at") is None:
+        return None
+    index = found["failed_at"]
+    kinds = {step["label"]: step["kind"] for step in found.get("steps", [])}
+    before = [i for i in found.get("keep", []) if i <= index]
+    return found["failed"], index, before, kinds.get(found["failed"], "")
+
+
+class ShrinkSequence:
+    def __init__(self, runner: Shrinker, settle: Callable[[Case, Outcome], Outcome], named: bool):
+        self.runner = runner
+        self.settle = settle  # as ReplayAlone's: a replay compares as the run recorded it
+        self.named = named  # the user named the calls (--scaledmm-sequence): nothing to shrink
+        self._shrunk: dict[tuple, str] = {}
+
+    def judge(self, case: Case, result: Outcome) -> Outcome:
+        failed = _failed_step(result)
+        if failed is None or not result.failed or result.outcome in (oc.ORDER_DEPENDENT, oc.TIMEOUT):
+            return result
+        label, index, calls, kind = failed
+        sequence = result.observations.sequence
+        assert isinstance(sequence, dict)
+        if self.named or len(calls) == 1:
+            sequence["shrunk"] = {"keep": calls, "replays": 0, "why": "already the shortest"}
+            return result
+        if not self.runner.replayable(case):
+            sequence["shrunk"] = {"replays": 0, "why": "ran in the pytest process: no fresh process to shrink in"}
+            return result
+        key = (case["kernel"], result.outcome, kind)
+        if key in self._shrunk:
+            sequence["shrunk"] = {"replays": 0, "like": self._shrunk[key]}
+            return result
+        kept, best, replays = list(calls), result, 0
+        for call in calls[:-1]:
+            trial = [i for i in kept if i != call]
+            again = self.settle(case, self.runner.run_after((), case, trial))
+            replays += 1
+            if _alike(again, result.outcome, label):
+                kept, best = trial, again
+        # When no call could go, the run's own calls (it stopped at the failing one) are the shortest.
+        self._shrunk[key] = case.id
+        best.observations.replayed_alone = result.observations.replayed_alone
+        made = best.observations.sequence if isinstance(best.observations.sequence, dict) else {}
+        best.observations.sequence = {
+            **made,
+            "shrunk": {"keep": kept, "replays": replays, "from": sequence.get("calls", [])},
+        }
+        return best
+
+
+def _alike(again: Outcome, outcome: str, label: str) -> bool:
+    found = again.observations.sequence
+    return again.outcome == outcome and isinstance(found, dict) and found.get("failed") == label
