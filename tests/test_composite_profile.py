@@ -203,3 +203,14 @@ def test_the_shipped_frontier_profile_is_the_three_frontier_profiles(arch):
     assert [c.id for c in cases] == list(dict.fromkeys(ids))
     assert len(cases) == len({c.id for c in cases})
     assert list(notes["parts"]) == names
+
+
+def test_a_matrix_without_profiles_runs_a_default_of_forty_cases_per_kernel(tmp_path):
+    path = tmp_path / "matrix.yaml"
+    kernels = "".join(f'  - {{name: {name}, impl: "planted_kernels:correct"}}\n' for name in "ab")
+    path.write_text(f"version: 1\nkernels:\n{kernels}")
+    spec = load_spec(path)
+    assert list(spec.profiles) == ["default"] and spec.profile("default").cases == 80
+    cases, _ = generate_cases(spec, spec.profile("default"))
+    assert len(cases) >= 80
+    assert {case["kernel"] for case in cases} == {"a", "b"}

@@ -1,6 +1,7 @@
 """The coverage guarantee: per kernel, every value of every dimension in its space and every
 special scale value on each side gets a case that is checked (a valid case, or a special one),
-whatever the profile's `cases:`. The budget sizes the pairwise fill around it, never it: a value
+whatever the profile's `cases:`; so do a NaN and an Inf in each operand and M == N with each
+side's per-row or per-channel scale (INTERACTIONS). The budget sizes the pairwise fill around it, never it: a value
 the fill missed gets a case of its own here, on a valid case of the kernel with that one value
 changed. No torch import here.
 """
@@ -12,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..verdict.case_axes import axis_value
+from ..verdict.scale_forms import FORMS
 from .shapes import class_of
 
 CHECKED_PURPOSES = ("valid", "special")
@@ -70,4 +72,83 @@ def changed_case(
             case = {**base, **change}
             if not refuses(case):
                 return case
+    return None
+
+
+FP8 = ("e4m3fn", "e5m2")
+_FORMS = {form.id: form for form in FORMS}
+# Which operand each special operand value puts its element in.
+OPERAND_SPECIALS = {
+    "nan": ("nan", "nan_ab"),
+    "nan_b": ("nan_b", "nan_ab"),
+    "inf": ("inf", "inf_ab"),
+    "inf_b": ("inf_b", "inf_ab"),
+}
+
+
+def _operand_change(value: str) -> dict:
+    """The special operand `value`, its operand made e5m2 for an Inf (e4m3fn holds none)."""
+    if "inf" not in value:
+        return {"special_operand": value}
+    return {"special_operand": value, ("dtype_b" if value.endswith("_b") else "dtype_a"): "e5m2"}
+
+
+def _per_element(form: str) -> bool:
+    return not _FORMS[form].per_tensor
+
+
+# What a single dimension's value cannot show, each as (label, does a case have it, the change
+# that gives a base it): a NaN or an Inf in each operand (an Inf only e5m2 holds: that operand
+# made e5m2), whose loads a kernel may decode or sanitise one side only; M == N with a per-row
+# scale_a or a per-channel scale_b, where a scale applied along the wrong axis still fits.
+INTERACTIONS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], dict], ...] = (
+    *(
+        (
+            f"{value}-operand",
+            lambda p, value=value: axis_value(p, "special_operand") in OPERAND_SPECIALS[value],
+            _operand_change(value),
+        )
+        for value in OPERAND_SPECIALS
+    ),
+    ("m=n-row-a", lambda p: p["m"] == p["n"] and _per_element(p["scale_a"]), {"m": "n", "scale_a": "per-row"}),
+    ("m=n-channel-b", lambda p: p["m"] == p["n"] and _per_element(p["scale_b"]), {"m": "n", "scale_b": "per-channel"}),
+)
+
+
+def missing_interactions(taken: Sequence[Mapping[str, Any]], specials: bool) -> list[dict]:
+    """The changes of INTERACTIONS no taken case has (the operand specials only when the profile
+    asks for special values, on fp8 operands)."""
+    fp8 = any(p["dtype_a"] in FP8 for p in taken)
+    found = []
+    for label, has, change in INTERACTIONS:
+        if "operand" in label and not (specials and fp8):
+            continue
+        if not any(has(p) for p in taken):
+            found.append(change)
+    return found
+
+
+def interaction_case(
+    kernel_name: str, change: dict, bases: Sequence[dict], refuses: Callable[[dict], bool]
+) -> dict | None:
+    """A valid base given `change` that the model takes: M set to the base's N, a scale kept
+    where the base's is per element (else the base is passed over), an operand special on fp8
+    operands in the standard value regime; None where no base takes it."""
+    if not bases:
+        return None
+    offset = zlib.crc32(f"{kernel_name}::guarantee::{sorted(change.items())}".encode())
+    for step in range(len(bases)):
+        base = dict(bases[(offset + step) % len(bases)])
+        case = {**base, **{k: v for k, v in change.items() if k not in ("m", "scale_a", "scale_b")}}
+        if change.get("m") == "n":
+            case["m"] = base["n"]
+        side = "scale_a" if "scale_a" in change else "scale_b" if "scale_b" in change else None
+        if side is not None and not _per_element(base[side]):
+            continue
+        if "special_operand" in change and (
+            base["dtype_a"] not in FP8 or base["dtype_b"] not in FP8 or axis_value(base, "value_regime") != "standard"
+        ):
+            continue
+        if case["m"] and not refuses(case):
+            return case
     return None

@@ -525,10 +525,24 @@ def _check_known_failures(path: Path, entries) -> None:
                 ) from None
 
 
+# A matrix without `profiles:` runs one, `default`, of this many cases per kernel (the coverage
+# guarantee adds what they miss).
+DEFAULT_CASES_PER_KERNEL = 40
+
+
+def with_default_profile(data: Any) -> Any:
+    """A matrix's data with the `default` profile a matrix that names none gets."""
+    if not isinstance(data, dict) or "profiles" in data:
+        return data
+    kernels = data.get("kernels")
+    count = len(kernels) if isinstance(kernels, list) and kernels else 1
+    return {**data, "profiles": {"default": {"cases": DEFAULT_CASES_PER_KERNEL * count}}}
+
+
 def parse_spec(path: Path, text: str, included_cases=(), declared_kernels: Sequence[KernelSpec] = ()) -> Spec:
     """`declared_kernels` come from the pytest_scaledmm_kernels hook: the matrix may name them
     (and narrow them); those it does not name are appended after its own kernels."""
-    data = bounded_yaml.load(path, text)  # size, depth and alias expansion bounded
+    data = with_default_profile(bounded_yaml.load(path, text))  # size, depth and alias expansion bounded
     _validate(path, data)
 
     declared = {k.name: k for k in declared_kernels}
@@ -584,7 +598,7 @@ def read_matrix(path: Path | str) -> dict:
     """A matrix file's data, read within bounds and checked against the schema, its kernels not
     resolved: for a reader without the run's hook kernels (scaledmm init)."""
     path = Path(path)
-    data = bounded_yaml.load(path, read_matrix_text(path))
+    data = with_default_profile(bounded_yaml.load(path, read_matrix_text(path)))
     _validate(path, data)
     return data
 

@@ -48,7 +48,7 @@ from .outcome import (
     SideEvidence,
     describe_exception,
 )
-from .refusals import DeclaredKernel, Support
+from .refusals import DeclaredKernel, Support, matching_refusal
 from .runners import CompiledSide, runner_named
 from .signature_text import (
     AT_ANOTHER_M,
@@ -437,6 +437,7 @@ def _other_m_call(
     side: str,
     what: str = "",
     raised_text: str = OTHER_M_CALL_RAISED,
+    caught: Callable | None = None,
 ) -> dict | None:
     """A call at another M after the first (SidePlan.other_m), or a later call of the sequence:
     its failed check (its problem led by `what`), or None. A kernel that keeps what it worked out
@@ -448,7 +449,7 @@ def _other_m_call(
     def compare(copies: tuple, raised: bool) -> None:
         log.compare(copies, side, source, raised)
 
-    raw, raised = _later_call(call, given, plan.device, log.caught, side, compare, raised_text)
+    raw, raised = _later_call(call, given, plan.device, caught or log.caught, side, compare, raised_text)
     if raised:
         return raised
     found = guarded(other.check, True, _clone(raw), None, plan.device)[0]
@@ -462,11 +463,25 @@ def _sequence_calls(fn: Callable, plan: SidePlan, names: list, log: CallLog, sid
     against its own reference, up to the first that fails: its failed check, or None. Each call
     made is listed in run.sequence."""
     said: list[str] = []
+    errors: list[ErrorInfo] = []
+
+    def caught(exc: BaseException, on: str, layer: str) -> ErrorInfo:
+        errors.append(log.caught(exc, on, layer))
+        return errors[-1]
+
     for step in plan.sequence:
         said.append(step.said or step.label)
         call = log.watched(step.fn, side) if step.fn is not None else fn
         what = f"{SEQUENCE_CALL} ({', after '.join(reversed(said))})"
-        found = _other_m_call(call, step, names, plan, log, side, what, SEQUENCE_CALL_RAISED)
+        errors.clear()
+        found = _other_m_call(call, step, names, plan, log, side, what, SEQUENCE_CALL_RAISED, caught)
+        refused = matching_refusal(errors[0]) if found is not None and errors else None
+        if refused is not None:
+            # torch's op refuses that call (another dtype, another size) whatever came before: the
+            # cases that make it first judge the refusal; the rest of the sequence is not made.
+            log.not_checked.append(f"{SEQUENCE_CALL} ({step.label}): torch refuses it ({refused.key})")
+            run.sequence.append({"label": step.label, "ok": None})
+            return None
         run.sequence.append({"label": step.label, "ok": found is None})
         if found is not None:
             return found
@@ -885,7 +900,7 @@ def _sequence_made(eager: SideRun) -> dict | None:
     """observations.sequence: the sequence's calls the eager side made, and the one that failed."""
     if not eager.sequence:
         return None
-    failed = [call["label"] for call in eager.sequence if not call["ok"]]
+    failed = [call["label"] for call in eager.sequence if call["ok"] is False]
     return {"calls": [call["label"] for call in eager.sequence], "failed": failed[0] if failed else None}
 
 
