@@ -732,8 +732,7 @@ def _slices(rows: list[KernelRows], axes: Mapping[str, Any], families: dict, bud
     # A profile that pins the production axes to their neutral value is a synthetic slice (a
     # benchmark's, a smoke run's): no server sizes either. Else what the covering rows and the
     # other slices' floors leave, a few per kernel at least, a sixth of the budget at most.
-    synthetic = all(list(axes.get(axis, ())) == [_neutral_of(axis)] for axis in PRODUCTION_AXES)
-    server = [] if synthetic else _server_slice(rows, axes, families)
+    server = [] if synthetic_slice(axes) else _server_slice(rows, axes, families)
     spare = budget - len(boundary) - special_floor - covering - len(empties)
     server = server[: min(len(server), max(len(rows) * 4, spare), budget // 6)]
     # The valid share holds the covering rows and the empty and server slices where they fit.
@@ -896,7 +895,7 @@ def _take_extremes(
     """Per kernel, the shape classes at their extremes that the axes leave out (shape_extremes.py),
     past the budget; the classes only the matrix's `limits:` keep out are not proven."""
     extremes = wanted(axes)
-    if not extremes or all(list(axes.get(axis, ())) == [_neutral_of(axis)] for axis in PRODUCTION_AXES):
+    if not extremes or synthetic_slice(axes):
         return  # a synthetic slice (a benchmark's) stays as its axes say
     modes = [mode for family_modes in families.values() for mode in family_modes]
     for kernel_rows in rows:
@@ -941,6 +940,8 @@ def _take_guarantee(
                 if chosen.take({**params, "purpose": "special"}, "special"):
                     notes.guaranteed += 1
                     break
+        if synthetic_slice(axes):
+            continue  # a benchmark's or a smoke run's slice stays as its axes say
         taken = own["valid"] + own["special"]
         for change in missing_interactions(taken, specials_asked(axes)):
             case = interaction_case(kernel.name, change, bases, refuses)
@@ -1196,6 +1197,12 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
     return [
         cases[i] for i in range(max((len(c) for c in per_kernel), default=0)) for cases in per_kernel if i < len(cases)
     ]
+
+
+def synthetic_slice(axes: Mapping[str, Any]) -> bool:
+    """A profile that pins the production axes to their neutral value (a benchmark's, a smoke
+    run's): no server sizes, extremes or interactions are added to it."""
+    return all(list(axes.get(axis, ())) == [_neutral_of(axis)] for axis in PRODUCTION_AXES)
 
 
 def specials_asked(axes: Mapping[str, Any]) -> bool:
