@@ -42,11 +42,11 @@ NOT_A_VERDICT = {"SKIPPED", "UNSUPPORTED", "HARNESS_ERROR", "TIMEOUT"}
 # Timing fields summed per run; case_s is each case's whole time in its worker.
 PARTS = {
     "compile": ("compile_s", "export_s", "package_s", "load_s"),
-    "eager": ("eager_s", "eager_run_s", "eager_other_m_s"),
+    "eager": ("eager_s", "eager_run_s", "eager_other_m_s", "eager_sequence_s"),
     "run": ("run_s", "other_m_s"),
     "check": ("check_s",),
     "startup": ("startup_s",),
-    "triage": ("triage_s", "opcheck_s"),
+    "triage": ("triage_s", "opcheck_s", "replay_alone_s", "shrink_s"),
 }
 
 

@@ -72,7 +72,7 @@ class FakeRunner:
     def run_after(self, earlier, case, keep=None):
         self.replays.append(tuple(keep))
         if self.needed <= set(keep):
-            return _failing(list(keep), max(keep))
+            return _failing(list(keep), max(keep, default=0))
         return Outcome(oc.PASS)
 
 
@@ -87,23 +87,33 @@ def test_a_failing_sequence_shrinks_to_the_calls_it_needs_and_replays_them():
     assert found.outcome == oc.MISMATCH
     assert found.observations.sequence["shrunk"]["keep"] == [1, 3]
     assert found.observations.sequence["shrunk"]["from"] == ["0", "1", "2", "3", "4"]
-    assert runner.replays == [(1, 2, 3), (2, 3), (1, 3)]  # each earlier call left out in turn
+    # Each earlier call left out in turn, then the failing call made first, alone.
+    assert runner.replays == [(1, 2, 3), (2, 3), (1, 3), ()]
+    assert found.observations.sequence["as_first_call"] == oc.PASS
+    assert "the earlier calls' state fails it" in found.detail
     command = replay_command("m.yaml", "k.a", sequence=sequence_of({"extra": found.observations.to_json()}))
     assert command.endswith("--scaledmm-sequence 1,3")
     # The same failing kind of the same kernel again: named after the first, not shrunk twice.
     again = shrink.judge(_case("k.b"), _failing([0, 1, 2], 2))
     assert again.observations.sequence["shrunk"] == {"replays": 0, "like": "k.a"}
-    assert len(runner.replays) == 3
+    assert len(runner.replays) == 4
 
 
 def test_what_is_not_shrunk_says_why():
-    alone = ShrinkSequence(FakeRunner({0}), lambda c, r: r, named=False).judge(_case("k.a"), _failing([0], 0))
-    assert alone.observations.sequence["shrunk"]["why"] == "already the shortest"
+    # One call: nothing to leave out; made first it fails too (a plain failure at those parameters).
+    plain = FakeRunner(set())
+    alone = ShrinkSequence(plain, lambda c, r: r, named=False).judge(_case("k.a"), _failing([0], 0))
+    assert alone.observations.sequence["shrunk"]["keep"] == [0] and plain.replays == [()]
+    assert alone.observations.sequence["as_first_call"] == oc.MISMATCH
+    assert "a failure at those parameters" in alone.detail
     in_process = ShrinkSequence(FakeRunner({0}, replayable=False), lambda c, r: r, named=False)
     said = in_process.judge(_case("k.a"), _failing([0, 1], 1)).observations.sequence["shrunk"]
     assert said["replays"] == 0 and "pytest process" in said["why"]
     named = ShrinkSequence(FakeRunner({0}), lambda c, r: r, named=True).judge(_case("k.a"), _failing([0, 4], 4))
-    assert named.observations.sequence["shrunk"]["keep"] == [0, 4]
+    assert (
+        named.observations.sequence["shrunk"]["keep"] == [0, 4]
+        and "named" in named.observations.sequence["shrunk"]["why"]
+    )
     passed = ShrinkSequence(FakeRunner({0}), lambda c, r: r, named=False).judge(_case("k.a"), Outcome(oc.PASS))
     assert passed.observations.sequence is None
 

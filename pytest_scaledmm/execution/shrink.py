@@ -6,6 +6,10 @@ same step the same way is dropped. The case's record becomes the shortest run's,
 it kept (extra.sequence.shrunk) and the calls the full run made; its replay command names them
 (--scaledmm-sequence), so it replays exactly that sequence.
 
+Then the failing step's call is made first, alone, in a fresh child (extra.sequence.as_first_call):
+failing there too, the finding is a failure at those parameters that the sequence reached first;
+passing there, it is the state the earlier calls left, and the detail says which.
+
 One shrink per (kernel, class, failing step's kind): a later case alike names the one that was
 shrunk. A run whose calls the user named (--scaledmm-sequence) is not shrunk again.
 """
@@ -51,8 +55,8 @@ class ShrinkSequence:
         label, index, calls, kind = failed
         sequence = result.observations.sequence
         assert isinstance(sequence, dict)
-        if self.named or len(calls) == 1:
-            sequence["shrunk"] = {"keep": calls, "replays": 0, "why": "already the shortest"}
+        if self.named:
+            sequence["shrunk"] = {"keep": calls, "replays": 0, "why": "the calls were named (--scaledmm-sequence)"}
             return result
         if not self.runner.replayable(case):
             sequence["shrunk"] = {"replays": 0, "why": "ran in the pytest process: no fresh process to shrink in"}
@@ -72,11 +76,25 @@ class ShrinkSequence:
         self._shrunk[key] = case.id
         best.observations.replayed_alone = result.observations.replayed_alone
         made = best.observations.sequence if isinstance(best.observations.sequence, dict) else {}
+        first = self._as_first_call(case, made, label)
         best.observations.sequence = {
             **made,
-            "shrunk": {"keep": kept, "replays": replays, "from": sequence.get("calls", [])},
+            "shrunk": {"keep": kept, "replays": replays + 1, "from": sequence.get("calls", [])},
+            "as_first_call": first.outcome,
         }
+        if first.failed:
+            said = f"fails too as the first call of a fresh process ({first.outcome}): a failure at those parameters"
+        else:
+            said = f"gives {first.outcome} as the first call of a fresh process: the earlier calls' state fails it"
+        best.detail = f"the failing step ({label}) {said}\n{best.detail}"
         return best
+
+    def _as_first_call(self, case: Case, sequence: dict, label: str) -> Outcome:
+        """The failing step's call made first, in a fresh child, with no calls after it."""
+        steps = {step["label"]: step for step in sequence.get("steps", [])}
+        changes = dict(steps[label]["changes"]) if label in steps else {}
+        first = Case(case.id, case.params.with_values(**changes))
+        return self.settle(first, self.runner.run_after((), first, []))
 
 
 def _alike(again: Outcome, outcome: str, label: str) -> bool:
