@@ -46,15 +46,15 @@ _PACKED: dict = {}
 _WORKSPACES: dict = {}
 
 
-def _packed_weight(key, b, scale_b):
-    return _PACKED.setdefault(key, (b, scale_b))
+def _k_used(n, k):
+    return _PACKED.setdefault(n, k)
 
 
-def weight_packed_per_n(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    """A prepacked weight cached on N alone, as a layer's output width: a call at another K with
-    the same N gets the first call's weight (a shape error, or wrong values)."""
-    packed_b, packed_scale_b = _packed_weight(b.shape[-1], b, scale_b)
-    return _dequant_mm(a, packed_b, scale_a, packed_scale_b, bias, out_dtype)
+def k_split_keyed_on_n(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A split-K plan cached on N alone, as a layer's output width: a later call at the same N and
+    a larger K reduces only the first call's K (its tail dropped)."""
+    k = min(a.shape[-1], _k_used(b.shape[-1], a.shape[-1]))
+    return _dequant_mm(a[..., :k], b[:k], scale_a, scale_b, bias, out_dtype)
 
 
 def output_buffer_per_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
@@ -72,3 +72,9 @@ def scale_form_keyed_on_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, u
     no single case calls with two scale forms, so only the order of cases shows it."""
     per_tensor = _chosen_epilogue(("form", a.shape[-1], b.shape[-1]), scale_a.numel() == 1)
     return _dequant_mm(a, b, scale_a.reshape(-1)[:1] if per_tensor else scale_a, scale_b, bias, out_dtype)
+
+
+def forget():
+    """Empty every cache above (tests that run these kernels in their own process)."""
+    for cache in (_OUT_DTYPES, _EPILOGUES, _PACKED, _WORKSPACES):
+        cache.clear()

@@ -26,18 +26,23 @@ def _model(**declared):
 
 def test_the_plan_is_drawn_per_case_and_stays_within_the_declarations():
     params = case_record(kernel="k", m=16, k=64, n=48)
-    steps = planned_sequence("k.a", params, 7, _model())
+    drawn = {"out_dtype": ("bf16", "fp16", "fp32"), "dtypes": (("e4m3fn", "e4m3fn"), ("e5m2", "e4m3fn"))}
+    steps = planned_sequence("k.a", params, 7, _model(), drawn)
     assert [step["kind"] for step in steps][-1] == "back" and steps[-1]["changes"] == {}
     assert {step["kind"] for step in steps[:-1]} == {"k", "n", "out_dtype", "dtype"}
-    assert planned_sequence("k.a", params, 7, _model()) == steps  # the same case, the same calls
-    orders = {tuple(s["kind"] for s in planned_sequence(f"k.{i}", params, 7, _model())) for i in range(12)}
+    assert planned_sequence("k.a", params, 7, _model(), drawn) == steps  # the same case, the same calls
+    orders = {tuple(s["kind"] for s in planned_sequence(f"k.{i}", params, 7, _model(), drawn)) for i in range(12)}
     assert len(orders) > 1  # drawn per case
     # A kernel that takes K in multiples of 32 and one output dtype: the steps keep to that.
     narrow = _model(k_multiple=32, out_dtypes=("bf16",), dtypes=("e4m3fn",))
     for i in range(12):
-        kinds = {s["kind"]: s["changes"] for s in planned_sequence(f"k.{i}", params, 7, narrow)}
+        kinds = {s["kind"]: s["changes"] for s in planned_sequence(f"k.{i}", params, 7, narrow, drawn)}
         assert "out_dtype" not in kinds and "dtype" not in kinds
         assert kinds["k"]["k"] % 32 == 0 and kinds["k"]["k"] != 64
+    # Dtypes only among those the kernel's cases are drawn with: none given, none changed.
+    assert {s["kind"] for s in planned_sequence("k.a", params, 7, _model())} == {"k", "n", "back"}
+    only = {"out_dtype": ("bf16",), "dtypes": (("e4m3fn", "e4m3fn"),)}
+    assert {s["kind"] for s in planned_sequence("k.a", params, 7, _model(), only)} == {"k", "n", "back"}
 
 
 def test_a_grouped_case_makes_no_sequence():
@@ -131,7 +136,7 @@ def test_state_keyed_on_part_of_the_call_is_found_in_one_case_shrunk_and_replaye
     # Kernels wrong only on a later call that changes what their cache ignores (K, the output
     # dtype), and the twin keyed on everything; every axis left to the defaults but the mode.
     kernels = [
-        planted("weight_packed_per_n", module=STATE),
+        planted("k_split_keyed_on_n", module=STATE),
         planted("output_buffer_per_shape", module=STATE),
         planted("keyed_on_everything", module=STATE),
     ]
@@ -143,7 +148,7 @@ def test_state_keyed_on_part_of_the_call_is_found_in_one_case_shrunk_and_replaye
     for case in cases:
         by_kernel.setdefault(case["params"]["kernel"], []).append(case)
     assert {c["outcome"] for c in by_kernel["keyed_on_everything"]} == {oc.PASS}
-    for kernel in ("weight_packed_per_n", "output_buffer_per_shape"):
+    for kernel in ("k_split_keyed_on_n", "output_buffer_per_shape"):
         found = [c for c in by_kernel[kernel] if "later call of a sequence" in (c.get("signature") or "")]
         assert found, kernel
     shrunk = [c for c in cases if "keep" in ((c.get("extra") or {}).get("sequence") or {}).get("shrunk", {})]

@@ -108,7 +108,11 @@ def test_a_prepare_step_runs_once_per_case_and_the_serving_loop_keeps_its_weight
     entries = [kernel("counted", impl=f"{MODULE}:counted_apply", prepare=f"{MODULE}:counted_weight")]
     results = run_matrix(matrix_text(entries, {**ROWWISE, "m": [4]}, cases=1))
     assert [r.outcome for _, r in results] == [oc.PASS]
-    assert planted.PREPARED == [(64, 32)]
+    # Once for the case (its serving loop keeps that weight); each step of its call sequence but
+    # the last (the first shape again, on that weight) is another layer, with a weight of its own.
+    assert planted.PREPARED[0] == (64, 32)
+    steps = results[0][1].observations.sequence["steps"]
+    assert len(planted.PREPARED) == 1 + sum(step["kind"] != "back" for step in steps)
     # The weight is a tuple: nothing can be written into it in place, and the record says so.
     (said,) = [r.observations.not_checked for _, r in results]
     assert said == [

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from case_factory import case_params
+from case_factory import case_params, failing_call
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.matrix.cases import (
@@ -288,7 +288,7 @@ def test_model_agrees_with_this_torch_on_the_cpu(cpu_fp8_mm):
 
 def _first_catch(kernel_entry):
     """Generate the default profile's cases for one planted kernel with a budget of 30 and run
-    them on the CPU until one is a MISMATCH: (index, case, cases)."""
+    them on the CPU until one is a MISMATCH: (index, case, cases, its outcome)."""
     from pytest_scaledmm.execution.run import RunContext, run_case
     from pytest_scaledmm.matrix.kernels import resolve_kernels
 
@@ -312,13 +312,14 @@ def _first_catch(kernel_entry):
         kernels=resolve_kernels(spec.path, spec.kernels),
     )
     for index, case in enumerate(cases):
-        if run_case(case, ctx).outcome == oc.MISMATCH:
-            return index, case, cases
-    return None, None, cases
+        outcome = run_case(case, ctx)
+        if outcome.outcome == oc.MISMATCH:
+            return index, case, cases, outcome
+    return None, None, cases, None
 
 
 def test_default_profile_catches_a_kernel_wrong_only_for_rowwise_scales_with_m_above_1():
-    index, case, cases = _first_catch(planted("first_token_scale"))
+    index, case, cases, _ = _first_catch(planted("first_token_scale"))
     assert case is not None, "not caught in 30 cases"
     assert case["scale_a"] in ("rowwise", "blockwise") and case["m"] > 1
     assert sum(c["scale_a"] == "rowwise" and c["m"] > 1 and c["purpose"] == "valid" for c in cases) >= 2
@@ -326,9 +327,9 @@ def test_default_profile_catches_a_kernel_wrong_only_for_rowwise_scales_with_m_a
 
 def test_default_profile_catches_a_kernel_wrong_only_when_k_has_a_tail():
     # Declares K a multiple of 8: a tail of a 128 block (K = 24, 32, 64, 160) is inside its support.
-    index, case, cases = _first_catch(planted("drops_k_tail", k_multiple=8))
+    index, case, cases, outcome = _first_catch(planted("drops_k_tail", k_multiple=8))
     assert case is not None, "not caught in 30 cases"
-    assert case["k"] % 128 and case["purpose"] == "valid"
+    assert failing_call(case.params, outcome.observations.sequence)["k"] % 128 and case["purpose"] == "valid"
     assert {c["k"] for c in cases if c["purpose"] == "boundary"} == {20}  # outside k_multiple: 8
 
 

@@ -5,6 +5,7 @@ each, and the same cases of the `correct` kernel pass."""
 
 from pathlib import Path
 
+import planted_state_kernels
 import pytest
 import yaml
 
@@ -44,11 +45,17 @@ PLANTED = {
     "caches_weight_by_pointer": lambda p: p["mode"] == "eager" and p["k"] > 0 and p["n"] > 0,
     # The eager side's call at 3 x M outgrows the first M's tile.
     "tile_config_cached_without_m": lambda p: 6 <= p["m"] <= 341 and p["k"] > 0 and p["n"] > 0,
+    # Caches keyed on part of the call (tests/planted_state_kernels.py): a later call of the case's
+    # sequence at a larger K, or in another output dtype, meets what the first call left.
+    "planted_state_kernels:k_split_keyed_on_n": lambda p: p["k"] > 0 and p["n"] > 0,
+    "planted_state_kernels:output_buffer_per_shape": lambda p: p["k"] > 0 and p["n"] > 0 and p["m"] > 0,
 }
 # What the failing case's record must say, where the class of failure alone would not show it.
 SIGNATURES = {
     "caches_weight_by_pointer": "call with new values in the first call's tensors",
     "tile_config_cached_without_m": "call at another M after the first",
+    "planted_state_kernels:k_split_keyed_on_n": "later call of a sequence",
+    "planted_state_kernels:output_buffer_per_shape": "later call of a sequence",
 }
 
 
@@ -80,14 +87,17 @@ def _catching_case(document: dict, reaches) -> str:
 @pytest.mark.parametrize("matrix", list(MATRICES))
 @pytest.mark.parametrize("kernel", list(PLANTED))
 def test_each_planted_dimension_is_caught_and_the_correct_twin_is_clean(matrix_project, kernel, matrix):
-    planted = MATRICES[matrix]({"name": kernel, "impl": f"planted_kernels:{kernel}"})
+    module, _, function = kernel.rpartition(":")
+    planted = MATRICES[matrix]({"name": function, "impl": f"{module or 'planted_kernels'}:{function}"})
+    planted_state_kernels.forget()
     case_id = _catching_case(planted, PLANTED[kernel])
+    planted_state_kernels.forget()  # the run below is in this process too: it starts as a fresh one
     matrix_project.write_matrix(yaml.safe_dump(planted, sort_keys=False))
     result = matrix_project.run(f"matrix.yaml::{case_id}", "--scaledmm-matrix", *IN_PROCESS)
     result.assert_outcomes(failed=1)
     assert SIGNATURES.get(kernel, "") in result.stdout.str()
     # The same case (same name, so the same id) of a kernel without the bug passes.
-    twin = MATRICES[matrix]({"name": kernel, "impl": "planted_kernels:correct"})
+    twin = MATRICES[matrix]({"name": function, "impl": "planted_kernels:correct"})
     matrix_project.write_matrix(yaml.safe_dump(twin, sort_keys=False))
     result = matrix_project.run(f"matrix.yaml::{case_id}", "--scaledmm-matrix", *IN_PROCESS)
     result.assert_outcomes(passed=1)

@@ -379,7 +379,7 @@ def test_an_oracle_that_raises_is_a_failed_check(monkeypatch):
 def test_serve_answers_a_harness_failure_with_an_outcome(monkeypatch):
     from pytest_scaledmm.execution import isolate, run
 
-    def broken(case, ctx):
+    def broken(case, ctx, keep=None):
         raise ZeroDivisionError("harness bug")
 
     monkeypatch.setattr(run, "run_case", broken)

@@ -5,6 +5,7 @@ import ast
 from pathlib import Path
 
 import pytest
+from case_factory import failing_call
 from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text, planted
@@ -82,10 +83,14 @@ def test_planted_bug_is_caught_and_reference_passes(kernel, axes, expected, laye
     buggy, reference = run_bug(kernel, axes)
     assert buggy and len(reference) == len(buggy)
     for case, result in buggy:
-        must_catch = caught_when is None or caught_when(case.params)
+        # A case's own call, or the call of its sequence that failed (another K, say), shows it.
+        must_catch = caught_when is None or caught_when(failing_call(case.params, result.observations.sequence))
         assert result.outcome == (expected if must_catch else oc.PASS), (case.id, result.signature, result.detail)
         if must_catch:
-            assert result.signature and result.layer == layer, (case.id, result.signature, result.layer)
+            # A call of the sequence is the eager side's only.
+            by_step = (result.observations.sequence or {}).get("failed") is not None
+            expected_layer = "eager" if by_step else layer
+            assert result.signature and result.layer == expected_layer, (case.id, result.signature, result.layer)
     assert [r.outcome for _, r in reference] == [oc.PASS] * len(reference), [(c.id, r.signature) for c, r in reference]
 
 

@@ -49,6 +49,9 @@ class RunContext:
     side_sink: Callable | None = None
     # --scaledmm-sequence: the indices of planned_calls each case makes (a shrunk sequence replayed)
     sequence: tuple[int, ...] | None = None
+    # kernel -> the dtypes its cases were drawn with (sequence_plan.drawn_values): a sequence's
+    # dtype steps stay among them; none given, a sequence changes only K and N.
+    drawn: Mapping[str, Mapping[str, tuple]] = field(default_factory=dict)
 
 
 def _torch_release():
@@ -259,7 +262,7 @@ def planned_calls(case: Case, ctx: RunContext) -> list[dict]:
     eager_other_m, with "kind": "m") and then the sequence's steps (sequence_plan)."""
     other = [{**entry, "kind": "m"} for entry in planned_other_m(case, ctx)]
     model = _model(ctx.kernel_specs[case["kernel"]], ctx.device)
-    return other + planned_sequence(case.id, case.params, ctx.run_seed, model)
+    return other + planned_sequence(case.id, case.params, ctx.run_seed, model, ctx.drawn.get(case["kernel"], {}))
 
 
 def _left_out(keep: Sequence[int] | None, ctx: RunContext) -> bool:

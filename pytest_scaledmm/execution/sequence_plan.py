@@ -1,7 +1,8 @@
 """The steps of a case's call sequence (verdict/sequence.py), drawn per case from its id and the
 run's seed: one call at another K, one at another N, one with another output dtype and one with
-the other fp8 operand dtypes, in a drawn order, each only where the kernel's support model admits
-it; then the first shape again. Which value each step takes is drawn too (tails, halves,
+other operand dtypes, in a drawn order, each only where the kernel's support model admits it and
+a dtype only among those the profile draws the kernel's cases with (what its matrix says it
+serves); then the first shape again. Which value each step takes is drawn too (tails, halves,
 doubles, the sizes the kernel's rules test against), so across a kernel's cases the steps reach
 the classes nobody listed.
 """
@@ -9,22 +10,38 @@ the classes nobody listed.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ..matrix.case_params import input_seed
+from ..matrix.case_params import Case, input_seed
 from ..matrix.support import SupportModel
 from ..verdict.case_axes import CaseParams
 from ..verdict.sequence import BACK
 
 KINDS = ("k", "n", "out_dtype", "dtype")
-OTHER_FP8 = {"e4m3fn": "e5m2", "e5m2": "e4m3fn"}
 OUT_DTYPE_STEPS = ("bf16", "fp16", "fp32")
 # A step's float64 reference costs M*K*N multiply-adds: no step costs more than its case or this.
 STEP_MACS = 1 << 24
 
 
-def planned_sequence(case_id: str, params: CaseParams, run_seed: int, model: SupportModel) -> list[dict]:
-    """[{"kind", "label", "changes", "seed"}]: the steps after the call at another M, in order."""
+def drawn_values(cases: Iterable[Case]) -> dict[str, dict[str, tuple]]:
+    """kernel -> {"out_dtype": the output dtypes, "dtypes": the (dtype_a, dtype_b) pairs} of its
+    valid cases."""
+    found: dict[str, dict[str, set]] = {}
+    for case in cases:
+        if case.params.purpose != "valid":
+            continue
+        own = found.setdefault(case["kernel"], {"out_dtype": set(), "dtypes": set()})
+        own["out_dtype"].add(case.params.out_dtype)
+        own["dtypes"].add((case.params.dtype_a, case.params.dtype_b))
+    return {kernel: {axis: tuple(sorted(values)) for axis, values in own.items()} for kernel, own in found.items()}
+
+
+def planned_sequence(
+    case_id: str, params: CaseParams, run_seed: int, model: SupportModel, drawn: Mapping[str, tuple] | None = None
+) -> list[dict]:
+    """[{"kind", "label", "changes", "seed"}]: the steps after the call at another M, in order.
+    `drawn`: drawn_values of the case's kernel (no dtype steps without it)."""
     if params.grouped:
         return []
     draw = random.Random(input_seed(run_seed, f"{case_id}@sequence"))
@@ -32,7 +49,7 @@ def planned_sequence(case_id: str, params: CaseParams, run_seed: int, model: Sup
     draw.shuffle(kinds)
     steps = []
     for kind in kinds:
-        changes = _changes(kind, params, model, draw)
+        changes = _changes(kind, params, model, draw, drawn or {})
         if changes:
             label = ", ".join(f"{key}={value}" for key, value in changes.items())
             steps.append(_step(case_id, run_seed, kind, label, changes))
@@ -45,7 +62,9 @@ def _step(case_id: str, run_seed: int, kind: str, label: str, changes: dict) -> 
     return {"kind": kind, "label": label, "changes": changes, "seed": input_seed(run_seed, f"{case_id}@{kind}")}
 
 
-def _changes(kind: str, params: CaseParams, model: SupportModel, draw: random.Random) -> dict[str, Any] | None:
+def _changes(
+    kind: str, params: CaseParams, model: SupportModel, draw: random.Random, drawn: Mapping[str, tuple]
+) -> dict[str, Any] | None:
     if kind in ("k", "n"):
         return _other_size(kind, params, model, draw)
     if kind == "out_dtype":
@@ -53,14 +72,12 @@ def _changes(kind: str, params: CaseParams, model: SupportModel, draw: random.Ra
             return None  # the bias's own dtype stays; another output dtype beside it is another rule
         if params.out_dtype not in OUT_DTYPE_STEPS:
             return None
-        choices = [d for d in OUT_DTYPE_STEPS if d != params.out_dtype]
+        choices = [d for d in drawn.get("out_dtype", ()) if d in OUT_DTYPE_STEPS and d != params.out_dtype]
         draw.shuffle(choices)
         return _first_admitted([{"out_dtype": d} for d in choices], params, model)
-    if params.dtype_a in OTHER_FP8 and params.dtype_b in OTHER_FP8:
-        return _first_admitted(
-            [{"dtype_a": OTHER_FP8[params.dtype_a], "dtype_b": OTHER_FP8[params.dtype_b]}], params, model
-        )
-    return None
+    pairs = [pair for pair in drawn.get("dtypes", ()) if pair != (params.dtype_a, params.dtype_b)]
+    draw.shuffle(pairs)
+    return _first_admitted([{"dtype_a": a, "dtype_b": b} for a, b in pairs], params, model)
 
 
 def _other_size(dim: str, params: CaseParams, model: SupportModel, draw: random.Random) -> dict | None:

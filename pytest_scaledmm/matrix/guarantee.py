@@ -86,11 +86,12 @@ OPERAND_SPECIALS = {
 }
 
 
-def _operand_change(value: str) -> dict:
-    """The special operand `value`, its operand made e5m2 for an Inf (e4m3fn holds none)."""
+def _inf_side(change: dict) -> str | None:
+    """The operand dtype an Inf of `change` needs to be e5m2 (e4m3fn holds none), or None."""
+    value = str(change.get("special_operand", ""))
     if "inf" not in value:
-        return {"special_operand": value}
-    return {"special_operand": value, ("dtype_b" if value.endswith("_b") else "dtype_a"): "e5m2"}
+        return None
+    return "dtype_b" if value.endswith("_b") else "dtype_a"
 
 
 def _per_element(form: str) -> bool:
@@ -98,15 +99,15 @@ def _per_element(form: str) -> bool:
 
 
 # What a single dimension's value cannot show, each as (label, does a case have it, the change
-# that gives a base it): a NaN or an Inf in each operand (an Inf only e5m2 holds: that operand
-# made e5m2), whose loads a kernel may decode or sanitise one side only; M == N with a per-row
+# that gives a base it): a NaN or an Inf in each operand (an Inf where that operand is e5m2, the
+# fp8 dtype that holds one), whose loads a kernel may decode or sanitise one side only; M == N with a per-row
 # scale_a or a per-channel scale_b, where a scale applied along the wrong axis still fits.
 INTERACTIONS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], dict], ...] = (
     *(
         (
             f"{value}-operand",
             lambda p, value=value: axis_value(p, "special_operand") in OPERAND_SPECIALS[value],
-            _operand_change(value),
+            {"special_operand": value},
         )
         for value in OPERAND_SPECIALS
     ),
@@ -133,7 +134,8 @@ def interaction_case(
 ) -> dict | None:
     """A valid base given `change` that the model takes: M set to the base's N, a scale kept
     where the base's is per element (else the base is passed over), an operand special on fp8
-    operands in the standard value regime; None where no base takes it."""
+    operands in the standard value regime (an Inf on an e5m2 operand); None where no base takes
+    it, as where the profile draws no e5m2 on that side."""
     if not bases:
         return None
     offset = zlib.crc32(f"{kernel_name}::guarantee::{sorted(change.items())}".encode())
@@ -148,6 +150,9 @@ def interaction_case(
         if "special_operand" in change and (
             base["dtype_a"] not in FP8 or base["dtype_b"] not in FP8 or axis_value(base, "value_regime") != "standard"
         ):
+            continue
+        inf_side = _inf_side(change)
+        if inf_side is not None and base[inf_side] != "e5m2":
             continue
         if case["m"] and not refuses(case):
             return case

@@ -33,6 +33,7 @@ from ..execution.device import (
 from ..execution.forkserver import ForkServer
 from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner, start_fork_server
 from ..execution.run import RunContext, planned_other_m
+from ..execution.sequence_plan import drawn_values
 from ..execution.shrink import ShrinkSequence
 from ..execution.triage import SHARED_DIR_ENV, Triage
 from ..matrix.case_params import Case
@@ -162,6 +163,7 @@ class MatrixSession:
         self._triage: Triage | None = None
         self._alone: ReplayAlone | None = None  # judges failures by their replay alone (execution/alone.py)
         self._shrink: ShrinkSequence | None = None  # shortens a failing call sequence (execution/shrink.py)
+        self._drawn: dict = {}  # kernel -> the dtypes its cases are drawn with (sequence_plan.drawn_values)
         self._aoti_controls: dict = {}  # device -> the AOTInductor control's answer, once per session
         self._catalogue: Catalogue | None = None
         self._cache = FreshCache()
@@ -218,6 +220,7 @@ class MatrixSession:
                 if self.cases_dir and not self.settings.worker:
                     write_generated(self.cases_dir, key, generated)
             cases, notes = generated[0], dict(generated[1])
+            self._drawn = drawn_values(cases)  # the whole profile's, a shard's too
             self.timeline.generated(time.monotonic() - start)
             self._possible = notes.pop("possible", {})
             self._generation_notes = notes
@@ -229,6 +232,13 @@ class MatrixSession:
             else:
                 self._cases = cases
         return self._cases
+
+    def _drawn_values(self) -> dict:
+        try:
+            self.cases()
+        except Exception:
+            return {}  # the run reports why it has no cases; no sequence needs them
+        return self._drawn
 
     def pregenerate(self) -> None:
         """Generate now (the controller, while its workers boot): a matrix that cannot be
@@ -273,6 +283,7 @@ class MatrixSession:
                 max_autotune_configs=self.settings.max_autotune_configs,
                 host_lane=self._runs_host_lane(),
                 sequence=self.settings.sequence,
+                drawn=self._drawn_values(),
             )
         return self._context
 
