@@ -163,3 +163,16 @@ def test_an_after_case_the_run_does_not_generate_is_a_harness_error_and_a_bad_id
     assert result.ret == 1
     bad = matrix_project.run("--scaledmm-matrix", "--scaledmm-after=a,../b")
     assert bad.ret == 4 and "--scaledmm-after" in bad.stderr.str() and "is not a case id" in bad.stderr.str()
+
+
+def test_a_failure_of_the_same_class_alone_stands_though_its_signature_differs():
+    # A count in the signature (how many elements differ) may change between two runs of a
+    # nondeterministic kernel: failing alone in the same class, it did not need the earlier case.
+    runner = FakeRunner(lambda earlier, case_id: _failed("MISMATCH: 1 of 16 elements"))
+    found = ReplayAlone(runner).judge(_case("b"), _failed("MISMATCH: 4 of 16 elements"), [_case("a")])
+    assert found.outcome == oc.MISMATCH
+    assert found.observations.replayed_alone == {
+        "replayed": True,
+        "after_cases": 1,
+        "alone_signature": "MISMATCH: 1 of 16 elements",
+    }

@@ -1,6 +1,6 @@
 """A finding must replay alone. A case that failed in a child that had run other cases before it is
-run again in a fresh child. Failing alike there, the finding stands, and its record says it
-replayed alone. Otherwise it failed only because of what ran before it: the earlier cases are
+run again in a fresh child. Failing alike there (the same class), the finding stands, and its
+record says it replayed alone (with the signature alone where that differs). Otherwise it failed only because of what ran before it: the earlier cases are
 replayed before it in fresh children, the most recent of its own kernel first, to find the one it
 fails after; the case is then ORDER_DEPENDENT, a finding of the kernel's state that names both
 ids, and `--scaledmm-after <earlier id>` replays the pair.
@@ -33,7 +33,9 @@ class Replayer(Protocol):
 
 
 def _alike(first: Outcome, again: Outcome) -> bool:
-    return again.outcome == first.outcome and again.signature == first.signature
+    """The same class of failure: a signature may say a count that varies between runs (how many
+    elements differ), and the finding is the class."""
+    return again.outcome == first.outcome
 
 
 def _suspects(case: Case, earlier: Sequence[Case]) -> list[Case]:
@@ -73,6 +75,8 @@ class ReplayAlone:
         if _alike(result, alone):
             self._replayed[key] = case.id
             result.observations.replayed_alone = {"replayed": True, "after_cases": len(earlier)}
+            if alone.signature != result.signature:
+                result.observations.replayed_alone["alone_signature"] = alone.signature
             return result
         for suspect in _suspects(case, earlier):
             if _alike(result, self._replay((suspect,), case)):
