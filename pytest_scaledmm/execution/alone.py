@@ -1,9 +1,10 @@
 """A finding must replay alone. A case that failed in a child that had run other cases before it is
 run again in a fresh child. Failing alike there (the same class), the finding stands, and its
-record says it replayed alone (with the signature alone where that differs). Otherwise it failed only because of what ran before it: the earlier cases are
-replayed before it in fresh children, the most recent of its own kernel first, to find the one it
-fails after; the case is then ORDER_DEPENDENT, a finding of the kernel's state that names both
-ids, and `--scaledmm-after <earlier id>` replays the pair.
+record says it replayed alone (with the signature alone where that differs). Otherwise it failed
+only because of what ran before it: the earlier cases are replayed before it in fresh children,
+the most recent of its own kernel first, to find the one it fails after; the case is then
+ORDER_DEPENDENT, a finding of the kernel's state that names both ids, and `--scaledmm-after
+<earlier id>` replays the pair.
 
 A failure already replayed alone (same kernel, class and signature) is not replayed again: the
 record names the case that did. A TIMEOUT is not run twice (it would cost the limit again), and
