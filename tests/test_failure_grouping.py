@@ -281,3 +281,20 @@ def test_signature_strips_sizes_addresses_and_paths():
         "torch._dynamo.exc.TorchRuntimeError", "wrapped", "builtins.RuntimeError", "dynamo", "size s0 vs s1"
     )
     assert signature_of(error) == "TorchRuntimeError <- RuntimeError: size s? vs s?"
+
+
+def test_a_sequence_step_that_fails_as_a_first_call_too_is_grouped_with_that_failure():
+    from pytest_scaledmm.reports.causes import mismatch_cause
+
+    plain = {"outcome": "MISMATCH", "params": {"kernel": "k"}, "errors": {"eager": {"ok": False, "ratio": 3.0}}}
+    step = "later call of a sequence (another output dtype): values off the reference"
+
+    def stepped(first_call):
+        check = {"ok": False, "ratio": 3.0, "problem": step}
+        extra = {"sequence": {"failed": "out_dtype=fp16", "as_first_call": first_call}}
+        return {"outcome": "MISMATCH", "params": {"kernel": "k"}, "errors": {"eager": check}, "extra": extra}
+
+    # Failing as a first call too: the failure at those parameters, the line of the plain case.
+    assert mismatch_cause(stepped("MISMATCH")) == mismatch_cause(plain)
+    # Passing as a first call: the state the earlier calls left, a line of its own.
+    assert mismatch_cause(stepped("PASS")) == f"kernel k: {step}"

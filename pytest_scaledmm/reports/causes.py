@@ -17,6 +17,7 @@ from typing import Any
 
 from ..matrix.shapes import CLASSES, classes_of
 from ..verdict import outcome as oc
+from ..verdict.signature_text import OFF_THE_REFERENCE, SEQUENCE_CALL
 
 EXAMPLE_LIMIT = 200  # characters of an example message shown beside its root cause
 
@@ -164,10 +165,24 @@ def mismatch_cause(record: Mapping) -> str | None:
     MISMATCH by its kernel and by what its first wrong side has off; None for other classes."""
     if original_outcome(record) != oc.MISMATCH:
         return None
-    checks = _off_checks(record)
+    checks = [_as_first_call(record, check) for check in _off_checks(record)]
     kernel = (record.get("params") or {}).get("kernel")
     what = what_is_off(checks[0]) if checks else str(record.get("signature") or "MISMATCH").partition(": ")[2]
     return f"kernel {kernel}: {what}" if isinstance(kernel, str) and kernel else what
+
+
+def _as_first_call(record: Mapping, check: Mapping) -> Mapping:
+    """A check failed by a step of the call sequence whose call fails as a first call too
+    (extra.sequence.as_first_call): a failure at those parameters, grouped with the same failure
+    of cases that make that call first, not by the sequence that reached it."""
+    extra = record.get("extra")
+    sequence = extra.get("sequence") if isinstance(extra, Mapping) else None
+    first = sequence.get("as_first_call") if isinstance(sequence, Mapping) else None
+    problem = check.get("problem")
+    if first in (None, oc.PASS) or not isinstance(problem, str) or not problem.startswith(f"{SEQUENCE_CALL} ("):
+        return check
+    rest = problem.partition("): ")[2]
+    return {**check, "problem": None if rest == OFF_THE_REFERENCE else rest or None}
 
 
 # -- shape classes a group's failures alone have -------------------------------------------------------
