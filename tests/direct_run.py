@@ -11,6 +11,7 @@ from pathlib import Path
 def run_matrix(text: str, profile: str = "default", declared_kernels=()) -> list:
     """[(case, outcome)] for every case of the profile, run in this process on the CPU."""
     from pytest_scaledmm.execution.run import RunContext, run_case
+    from pytest_scaledmm.execution.sequence_plan import drawn_values
     from pytest_scaledmm.matrix.cases import generate_cases
     from pytest_scaledmm.matrix.kernels import resolve_kernels
     from pytest_scaledmm.matrix.spec import parse_spec
@@ -22,5 +23,6 @@ def run_matrix(text: str, profile: str = "default", declared_kernels=()) -> list
         run_seed=spec.seed,
         kernel_specs={k.name: k for k in spec.kernels},
         kernels=resolve_kernels(spec.path, spec.kernels),
+        drawn=drawn_values(cases),  # as a run's session gives it: the sequence's dtype steps
     )
     return [(case, run_case(case, ctx)) for case in cases]

@@ -74,7 +74,40 @@ def scale_form_keyed_on_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, u
     return _dequant_mm(a, b, scale_a.reshape(-1)[:1] if per_tensor else scale_a, scale_b, bias, out_dtype)
 
 
+def stale_epilogue_per_weight_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A fused epilogue chosen on the first call at a (K, N), its bias captured: a later case
+    there without a bias gets the first's added, one with a bias after a case without has it
+    dropped. No single case changes whether it has a bias, so only the order of cases shows it."""
+    chosen = _EPILOGUES.setdefault(("stale", a.shape[-1], b.shape[-1]), bias)
+    used = None if chosen is None else bias if bias is not None else chosen
+    return _dequant_mm(a, b, scale_a, scale_b, used, out_dtype)
+
+
+_SEEN: dict = {}
+
+
+def refuses_after_another_n(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A scale workspace sized on the first call's N: a later call at another N is refused with
+    torch's own words, though as a first call that N is fine."""
+    first = _SEEN.setdefault(("n", a.shape[-1]), b.shape[-1])
+    if b.shape[-1] != first:
+        raise ValueError("Invalid scaling configuration: the workspace holds another N")
+    return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+def exits_on_the_first_shape_again(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """Ends its process when the first shape comes back after another (a freed workspace)."""
+    import os
+
+    shapes = _SEEN.setdefault("shapes", [])
+    shape = (a.shape[-1], b.shape[-1])
+    if shapes and shape == shapes[0] and shapes[-1] != shape:
+        os._exit(3)
+    shapes.append(shape)
+    return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
 def forget():
     """Empty every cache above (tests that run these kernels in their own process)."""
-    for cache in (_OUT_DTYPES, _EPILOGUES, _PACKED, _WORKSPACES):
+    for cache in (_OUT_DTYPES, _EPILOGUES, _PACKED, _WORKSPACES, _SEEN):
         cache.clear()

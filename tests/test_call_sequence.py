@@ -4,6 +4,8 @@ first shape again, each against its own reference; a failing sequence shrunk in 
 the shortest that fails the same call (execution/shrink.py) and replayed exactly by
 --scaledmm-sequence."""
 
+from pathlib import Path
+
 import pytest
 from case_factory import case_params, case_record
 
@@ -91,7 +93,7 @@ def test_a_failing_sequence_shrinks_to_the_calls_it_needs_and_replays_them():
     found = shrink.judge(_case("k.a"), _failing([0, 1, 2, 3, 4], 3))
     assert found.outcome == oc.MISMATCH
     assert found.observations.sequence["shrunk"]["keep"] == [1, 3]
-    assert found.observations.sequence["shrunk"]["from"] == ["0", "1", "2", "3", "4"]
+    assert found.observations.sequence["shrunk"]["from"] == [0, 1, 2, 3]
     # Each earlier call left out in turn, then the failing call made first, alone.
     assert runner.replays == [(1, 2, 3), (2, 3), (1, 3), ()]
     assert found.observations.sequence["as_first_call"] == oc.PASS
@@ -104,11 +106,22 @@ def test_a_failing_sequence_shrinks_to_the_calls_it_needs_and_replays_them():
     assert len(runner.replays) == 4
 
 
+def test_a_sequence_that_does_not_fail_alike_in_a_fresh_child_is_not_called_shrunk():
+    # It failed only in the run's own child (what an earlier case left there): no call can go,
+    # and the calls up to the failing one pass in a fresh child.
+    runner = FakeRunner(needed={99})
+    found = ShrinkSequence(runner, lambda c, r: r, named=False).judge(_case("k.a"), _failing([0, 1], 1))
+    assert found.outcome == oc.MISMATCH and "keep" not in found.observations.sequence["shrunk"]
+    assert "PASS in a fresh process" in found.observations.sequence["shrunk"]["why"]
+    assert sequence_of({"extra": found.observations.to_json()}) is None
+
+
 def test_what_is_not_shrunk_says_why():
-    # One call: nothing to leave out; made first it fails too (a plain failure at those parameters).
+    # One call: nothing to leave out, made again in a fresh child; made first it fails too (a
+    # plain failure at those parameters).
     plain = FakeRunner(set())
     alone = ShrinkSequence(plain, lambda c, r: r, named=False).judge(_case("k.a"), _failing([0], 0))
-    assert alone.observations.sequence["shrunk"]["keep"] == [0] and plain.replays == [()]
+    assert alone.observations.sequence["shrunk"]["keep"] == [0] and plain.replays == [(0,), ()]
     assert alone.observations.sequence["as_first_call"] == oc.MISMATCH
     assert "a failure at those parameters" in alone.detail
     in_process = ShrinkSequence(FakeRunner({0}, replayable=False), lambda c, r: r, named=False)
@@ -155,10 +168,10 @@ def test_state_keyed_on_part_of_the_call_is_found_in_one_case_shrunk_and_replaye
     assert shrunk
     case = shrunk[0]
     keep = case["extra"]["sequence"]["shrunk"]["keep"]
-    assert len(keep) <= len(case["extra"]["sequence"]["shrunk"]["from"])
+    assert set(keep) <= set(case["extra"]["sequence"]["shrunk"]["from"])
     # Its replay, in a new process: exactly those calls, the same finding.
     again = pytester.runpytest_subprocess(
-        f"{matrix_project.path}::{case['id']}",
+        f"{matrix_project.path / 'matrix.yaml'}::{case['id']}",
         "--scaledmm-matrix",
         "--scaledmm-sequence",
         ",".join(map(str, keep)),
@@ -170,3 +183,45 @@ def test_state_keyed_on_part_of_the_call_is_found_in_one_case_shrunk_and_replaye
     (replayed,) = matrix_project.report("again.json")["cases"]
     assert again.ret == 1
     assert (replayed["outcome"], replayed["signature"]) == (case["outcome"], case["signature"])
+
+
+def test_a_user_kernel_that_raises_torchs_words_on_a_later_call_fails_its_case():
+    # Its raise names a refusal torch documents, but a user kernel's raise is its own finding.
+    import planted_state_kernels
+    from direct_run import run_matrix
+
+    planted_state_kernels.forget()
+    kernel = planted("refuses_after_another_n", module=STATE)
+    results = run_matrix(matrix_text([kernel], {"mode": ["eager"], "m": [16], "k": [32], "n": [16]}))
+    planted_state_kernels.forget()
+    (case, result), *_ = results
+    assert result.outcome == oc.MISMATCH
+    assert "later call of a sequence" in result.signature and "raised" in result.signature
+    assert result.observations.sequence["failed"].startswith("n=")
+
+
+def test_calls_the_sequence_option_names_beyond_the_plan_are_said_not_made():
+    from pytest_scaledmm.execution.run import RunContext, run_case
+    from pytest_scaledmm.matrix.cases import generate_cases
+    from pytest_scaledmm.matrix.kernels import resolve_kernels
+    from pytest_scaledmm.matrix.spec import parse_spec
+
+    spec = parse_spec(Path("matrix.yaml"), matrix_text([planted("correct")], {"mode": ["eager"]}))
+    (case,), _ = generate_cases(spec, spec.profile("default"))
+    kernels = resolve_kernels(spec.path, spec.kernels)
+    ctx = RunContext("cpu", spec.seed, {k.name: k for k in spec.kernels}, kernels, sequence=(0, 99))
+    result = run_case(case, ctx)
+    assert result.outcome == oc.PASS
+    assert any("[99]" in said and "not made" in said for said in result.observations.not_checked)
+
+
+@pytest.mark.slow
+def test_a_kernel_that_ends_its_process_in_a_later_call_keeps_the_first_calls_evidence(matrix_project):
+    kernel = planted("exits_on_the_first_shape_again", module=STATE)
+    matrix_project.write_matrix(matrix_text([kernel], {"mode": ["eager"], "m": [16], "k": [32], "n": [16]}))
+    matrix_project.run("--scaledmm-matrix", "-p", "no:xdist", "--no-scaledmm-triage", "--scaledmm-report", "r.json")
+    (case,) = matrix_project.report("r.json")["cases"]
+    assert case["outcome"] == oc.CRASH
+    assert case["extra"]["died_after"]  # the eager side's check was made before the process ended
+    assert case["errors"]["eager"]["ok"] is True
+    assert [step["kind"] for step in case["extra"]["sequence"]["steps"]][-1] == "back"

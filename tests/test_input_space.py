@@ -67,6 +67,7 @@ def _cases(document: dict):
 def _catching_case(document: dict, reaches) -> str:
     """The id of the first case that can show the bug and does (run here, on the CPU)."""
     from pytest_scaledmm.execution.run import RunContext, run_case  # noqa: PLC0415  torch
+    from pytest_scaledmm.execution.sequence_plan import drawn_values  # noqa: PLC0415  torch
     from pytest_scaledmm.matrix.kernels import resolve_kernels  # noqa: PLC0415  torch
 
     spec, (cases, _) = _cases(document)
@@ -77,6 +78,7 @@ def _catching_case(document: dict, reaches) -> str:
         run_seed=spec.seed,
         kernel_specs={k.name: k for k in spec.kernels},
         kernels=resolve_kernels(spec.path, spec.kernels),
+        drawn=drawn_values(cases),  # as a run's session gives it: the sequence's dtype steps
     )
     for case in candidates[:6]:
         if run_case(case, ctx).outcome not in (oc.PASS, oc.UNSUPPORTED):

@@ -17,6 +17,9 @@ from pytest_scaledmm.verdict.outcome import Outcome
 STATE = "planted_state_kernels"
 # Two cases at one weight shape, one per output dtype, in one child (no xdist).
 TWO_DTYPES = {"out_dtype": ["bf16", "fp32"], "mode": ["aot_eager"]}
+# Two cases at one weight shape, one with a bias and one without: no case's call sequence
+# changes whether it has a bias, so a cache that ignores it shows only in the order of cases.
+WITH_AND_WITHOUT_BIAS = {"bias": [False, True], "mode": ["aot_eager"]}
 ONE_CHILD = ("-p", "no:xdist", "--no-scaledmm-triage")
 
 
@@ -106,17 +109,16 @@ def _cases_by_outcome(report):
 
 
 @pytest.mark.slow
-def test_a_cache_keyed_on_the_shape_without_the_dtype_is_found_and_replays_as_a_pair(matrix_project, pytester):
-    matrix_project.write_matrix(
-        matrix_text([planted("dtype_cache", "out_dtype_keyed_on_shape", module=STATE)], TWO_DTYPES, cases=2)
-    )
+def test_an_epilogue_cached_without_the_bias_is_found_and_replays_as_a_pair(matrix_project, pytester):
+    kernel = planted("epilogue_cache", "stale_epilogue_per_weight_shape", module=STATE)
+    matrix_project.write_matrix(matrix_text([kernel], WITH_AND_WITHOUT_BIAS, cases=2))
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *ONE_CHILD)
     report = matrix_project.report()
     by_outcome = _cases_by_outcome(report)
     (found,) = by_outcome[oc.ORDER_DEPENDENT]
     (first,) = [c for c in report["cases"] if c["id"] != found["id"] and c["outcome"] == oc.PASS]
     assert found["extra"]["replayed_alone"]["after"] == [first["id"]]
-    assert found["params"]["out_dtype"] != first["params"]["out_dtype"]
+    assert found["params"]["bias"] != first["params"]["bias"]
     out = result.stdout.str()
     assert f"--scaledmm-after {first['id']}" in out
     matrix = matrix_project.path / "matrix.yaml"

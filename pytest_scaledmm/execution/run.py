@@ -205,6 +205,9 @@ def run_case(case: Case, ctx: RunContext, keep: Sequence[int] | None = None) -> 
     elif result.outcome != oc.CRASH and not _left_out(keep, ctx):
         said = f"{OTHER_M_CALL}: no other M near this one that the kernel's declarations admit"
         result.observations.not_checked = [*(result.observations.not_checked or []), said]
+    unplanned = _unplanned(case, ctx, keep)
+    if unplanned:
+        result.observations.not_checked = [*(result.observations.not_checked or []), unplanned]
     if spec.slack:
         result.observations.kernel_slack = {"slack": spec.slack, "reason": spec.slack_reason}
     if result.outcome != oc.CRASH and result.eager_error is None:
@@ -263,6 +266,23 @@ def planned_calls(case: Case, ctx: RunContext) -> list[dict]:
     other = [{**entry, "kind": "m"} for entry in planned_other_m(case, ctx)]
     model = _model(ctx.kernel_specs[case["kernel"]], ctx.device)
     return other + planned_sequence(case.id, case.params, ctx.run_seed, model, ctx.drawn.get(case["kernel"], {}))
+
+
+def planned_sequence_record(case: Case, ctx: RunContext) -> dict | None:
+    """observations.sequence of a case whose process died before its record was made: the steps
+    it planned (those --scaledmm-sequence names, where it names any), none of them known made."""
+    _, steps, kept = _kept_calls(case, ctx, None)
+    return {"steps": steps, "keep": kept, "calls": None, "failed": None} if steps else None
+
+
+def _unplanned(case: Case, ctx: RunContext, keep: Sequence[int] | None) -> str | None:
+    """What --scaledmm-sequence names that this case does not plan, in words, or None."""
+    chosen = keep if keep is not None else ctx.sequence
+    count = len(planned_calls(case, ctx)) if chosen else 0
+    beyond = [index for index in chosen or () if index >= count]
+    if not beyond:
+        return None
+    return f"calls after the first {beyond}: this case plans {count} (indices 0 to {count - 1}), not made"
 
 
 def _left_out(keep: Sequence[int] | None, ctx: RunContext) -> bool:

@@ -2,9 +2,11 @@
 first (execution.run.planned_calls: the call at another M, then the sequence's steps) are cut
 to those up to the one that failed, then each earlier call is left out in turn, in a fresh child
 (the kernel's state from the longer run must not help): a call whose absence still fails the
-same step the same way is dropped. The case's record becomes the shortest run's, with the calls
-it kept (extra.sequence.shrunk) and the calls the full run made; its replay command names them
-(--scaledmm-sequence), so it replays exactly that sequence.
+same step the same way is dropped; where none can go, the calls up to the failing one are made
+once more in a fresh child. The case's record becomes that fresh run's, with the calls it kept
+(extra.sequence.shrunk.keep, indices of planned_calls) and those the full run made up to the
+failing one (`from`); its replay command names them (--scaledmm-sequence), so it replays exactly
+that sequence. A sequence that does not fail alike in a fresh child is not called shrunk.
 
 Then the failing step's call is made first, alone, in a fresh child (extra.sequence.as_first_call):
 failing there too, the finding is a failure at those parameters that the sequence reached first;
@@ -65,21 +67,31 @@ class ShrinkSequence:
         if key in self._shrunk:
             sequence["shrunk"] = {"replays": 0, "like": self._shrunk[key]}
             return result
-        kept, best, replays = list(calls), result, 0
+        kept, best, replays = list(calls), None, 0
         for call in calls[:-1]:
             trial = [i for i in kept if i != call]
             again = self.settle(case, self.runner.run_after((), case, trial))
             replays += 1
             if _alike(again, result.outcome, label):
                 kept, best = trial, again
-        # When no call could go, the run's own calls (it stopped at the failing one) are the shortest.
+        if best is None:
+            # No call could go: the calls up to the failing one, in a fresh child, are the record
+            # (the run's own child may hold what earlier cases left).
+            best = self.settle(case, self.runner.run_after((), case, kept))
+            replays += 1
+            if not _alike(best, result.outcome, label):
+                sequence["shrunk"] = {
+                    "replays": replays,
+                    "why": f"its calls up to the failing one gave {best.outcome} in a fresh process",
+                }
+                return result
         self._shrunk[key] = case.id
         best.observations.replayed_alone = result.observations.replayed_alone
         made = best.observations.sequence if isinstance(best.observations.sequence, dict) else {}
         first = self._as_first_call(case, made, label)
         best.observations.sequence = {
             **made,
-            "shrunk": {"keep": kept, "replays": replays + 1, "from": sequence.get("calls", [])},
+            "shrunk": {"keep": kept, "replays": replays + 1, "from": calls},
             "as_first_call": first.outcome,
         }
         if first.failed:

@@ -32,7 +32,7 @@ from ..execution.device import (
 )
 from ..execution.forkserver import ForkServer
 from ..execution.isolate import ChildRunner, InProcessRunner, SpareChild, kernel_refs, make_runner, start_fork_server
-from ..execution.run import RunContext, planned_other_m
+from ..execution.run import RunContext, planned_other_m, planned_sequence_record
 from ..execution.sequence_plan import drawn_values
 from ..execution.shrink import ShrinkSequence
 from ..execution.triage import SHARED_DIR_ENV, Triage
@@ -375,6 +375,9 @@ class MatrixSession:
             # The process died before its record named the call at another M: name it here.
             planned = planned_other_m(case, self.context())
             result.observations.other_m = planned[0]["m"] if planned else None
+        if result.outcome in (oc.CRASH, oc.TIMEOUT) and result.observations.sequence is None:
+            # ... and the steps of its call sequence (made or not: the repro script makes them).
+            result.observations.sequence = planned_sequence_record(case, self.context())
         startup = runner.take_startup_seconds()
         if startup:
             result.timing["startup_s"] = round(startup, 6)

@@ -55,6 +55,7 @@ from ..verdict.draw import make_inputs
 from ..verdict.facts import input_facts
 from ..verdict.refusals import Support
 from ..verdict.runners import REGISTERED_BY, runner_named
+from ..verdict.support_fields import OPERAND_DTYPES, OUT_DTYPES
 from .files import SCRIPT_MODE, write_text_atomic
 from .report import iso_time, load_report, root_cause_of, write_atomic
 from .report_dir import project_dir
@@ -610,6 +611,14 @@ def _other_m_calls(record: CaseRecord, params: dict, run_seed: int, row: Compile
 
 
 SEQUENCE_CHANGES = frozenset({"k", "n", "out_dtype", "dtype_a", "dtype_b"})
+MAX_STEP_SIZE = 1 << 20  # a K or N past this is no step a run plans (its reference alone is 2^24 MACs)
+
+
+def _step_value(key: str, value: Any) -> bool:
+    """A value a step may give `key`: a size within the largest a matrix admits, a known dtype."""
+    if key in ("k", "n"):
+        return type(value) is int and 0 <= value <= MAX_STEP_SIZE
+    return value in (OUT_DTYPES if key == "out_dtype" else OPERAND_DTYPES)
 
 
 def sequence_steps(record: CaseRecord) -> list:
@@ -624,8 +633,9 @@ def sequence_steps(record: CaseRecord) -> list:
             isinstance(step.get("kind"), str)
             and isinstance(step.get("label"), str)
             and type(step.get("seed")) is int
+            and 0 <= step["seed"] < 2**32
             and set(changes) <= SEQUENCE_CHANGES
-            and all(type(value) in (int, str) for value in changes.values())
+            and all(_step_value(key, value) for key, value in changes.items())
         )
         if not valid:
             break

@@ -458,6 +458,17 @@ def _other_m_call(
     return {**found, "ok": False, "problem": f"{what}: {problem_of(found)}"}
 
 
+def run_sequence(fn: Callable, plan: SidePlan, names: list, log: CallLog, run: SideRun) -> None:
+    """The eager side's sequence (SidePlan.sequence) after its other calls: its failed check in
+    run.later, what it raised outside a call in run.error, its seconds in run.timing."""
+    began = time.perf_counter()
+    try:
+        run.later = _sequence_calls(fn, plan, names, log, "eager", run)
+    except BaseException as exc:
+        run.error = log.caught(exc, "eager", "runtime")
+    run.timing["sequence_s"] = time.perf_counter() - began
+
+
 def _sequence_calls(fn: Callable, plan: SidePlan, names: list, log: CallLog, side: str, run: SideRun) -> dict | None:
     """The sequence's calls (SidePlan.sequence) in order, each on its own inputs and checked
     against its own reference, up to the first that fails: its failed check, or None. Each call
@@ -475,10 +486,11 @@ def _sequence_calls(fn: Callable, plan: SidePlan, names: list, log: CallLog, sid
         what = f"{SEQUENCE_CALL} ({', after '.join(reversed(said))})"
         errors.clear()
         found = _other_m_call(call, step, names, plan, log, side, what, SEQUENCE_CALL_RAISED, caught)
-        refused = matching_refusal(errors[0]) if found is not None and errors else None
+        refused = matching_refusal(errors[0], plan.builtin) if found is not None and errors and plan.builtin else None
         if refused is not None:
-            # torch's op refuses that call (another dtype, another size) whatever came before: the
-            # cases that make it first judge the refusal; the rest of the sequence is not made.
+            # A built-in's op refuses that call (another dtype, another size) whatever came before:
+            # the cases that make it first judge the refusal; the rest of the sequence is not made.
+            # A user kernel's raise is its finding (shrink.py tells a plain failure from state).
             log.not_checked.append(f"{SEQUENCE_CALL} ({step.label}): torch refuses it ({refused.key})")
             run.sequence.append({"label": step.label, "ok": None})
             return None
@@ -665,6 +677,7 @@ class SidePlan:
     other_m: OtherShape | None = None
     # The eager side's calls after other_m: another K, N or dtype, then the first shape again.
     sequence: Sequence[OtherShape] = ()
+    builtin: str | None = None  # a built-in kernel's name: its op's documented refusals end a sequence
     # The first call's copies compared again after the serving loop: a compiled call may write
     # into an earlier call's inputs.
     recheck_first: bool = False
@@ -719,10 +732,6 @@ def run_side(side: str, built: CompiledSide, pristine: PristineInputs, log: Call
             began = time.perf_counter()
             run.later = _other_m_call(fn, plan.other_m, pristine.names, plan, log, side)
             run.timing["other_m_s"] = time.perf_counter() - began
-        if plan.sequence and run.later is None:
-            began = time.perf_counter()
-            run.later = _sequence_calls(fn, plan, pristine.names, log, side, run)
-            run.timing["sequence_s"] = time.perf_counter() - began
         for other in plan.other_shapes:
             call.source = PristineInputs(other.args, pristine.names)
             call.given = plan.fresh(call.source)
@@ -870,12 +879,24 @@ def eager_compile_check(
     pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
     second_inputs = PristineInputs(second_call.args, pristine.names) if second_call is not None else None
 
-    eager_plan = SidePlan(device, second_call, second_inputs, other_m=eager_other_m, sequence=eager_sequence)
+    builtin = getattr(kernel, "name", None) if getattr(kernel, "builtin", False) else None
+    eager_plan = SidePlan(
+        device, second_call, second_inputs, other_m=eager_other_m, sequence=eager_sequence, builtin=builtin
+    )
     eager = run_side("eager", EagerCall(fn), pristine, log, eager_plan)
     timing: dict = {"eager_s": eager.first_s, **{f"eager_{key}": value for key, value in eager.timing.items()}}
     eager_evidence = side_evidence(check, "eager", eager, device)
     if on_side is not None:
         on_side("eager", eager_evidence)
+    if eager_sequence and eager.error is None and eager.later is None and eager.outs is not None:
+        # After the eager side's evidence is sent: a call of the sequence that ends the process
+        # leaves the first call's check behind.
+        run_sequence(log.watched(fn, "eager"), eager_plan, pristine.names, log, eager)
+        timing["eager_sequence_s"] = eager.timing["sequence_s"]
+        if eager.later is not None or eager.error is not None:
+            eager_evidence = side_evidence(check, "eager", eager, device)
+            if on_side is not None:
+                on_side("eager", eager_evidence)
     compiled = _compiled_stage(fn, settings, runner, pristine, log, device, second_call, second_inputs, other_shapes)
     timing.update(compiled.timing)
     if on_side is not None:  # what comes after (opcheck, the verdict) may still end the process
