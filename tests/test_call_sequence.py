@@ -147,13 +147,14 @@ def test_a_bad_sequence_option_is_one_usage_error(matrix_project, bad):
 @pytest.mark.slow
 def test_state_keyed_on_part_of_the_call_is_found_in_one_case_shrunk_and_replayed(matrix_project, pytester):
     # Kernels wrong only on a later call that changes what their cache ignores (K, the output
-    # dtype), and the twin keyed on everything; every axis left to the defaults but the mode.
+    # dtype), and the twin keyed on everything; two output dtypes, so that a step can change it.
     kernels = [
         planted("k_split_keyed_on_n", module=STATE),
         planted("output_buffer_per_shape", module=STATE),
         planted("keyed_on_everything", module=STATE),
     ]
-    text = matrix_text(kernels, {"mode": ["aot_eager"], "m": [16]}, base={}, cases=24)
+    axes = {"mode": ["aot_eager"], "m": [16], "k": [64], "n": [16], "out_dtype": ["bf16", "fp32"]}
+    text = matrix_text(kernels, axes, cases=12)
     matrix_project.write_matrix(text)
     matrix_project.run("--scaledmm-matrix", "-p", "no:xdist", "--no-scaledmm-triage", "--scaledmm-report", "r.json")
     cases = matrix_project.report("r.json")["cases"]
