@@ -31,3 +31,12 @@ def wrong_beyond_m(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_acc
     if a.shape[0] > 20 and _compiling():
         out = out * 1.5
     return out
+
+
+def fused_epilogue_wrong_for_1d_pair_bias_fp16(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """A 4-way epilogue bug: only compiled, with a 1-D scale on both sides, a bias and an fp16
+    output, the bias is added twice (each alone, and every pair and triple of them, is right)."""
+    out = _product(a, b, scale_a, scale_b, bias, out_dtype)
+    if _compiling() and scale_a.dim() == scale_b.dim() == 1 and bias is not None and out_dtype == torch.float16:
+        out = out + bias
+    return out

@@ -21,6 +21,7 @@ from pytest_scaledmm.matrix.cases import (
     VALID_SHARE_PERCENT,
     generate_cases,
 )
+from pytest_scaledmm.matrix import epilogue
 from pytest_scaledmm.matrix.shapes import class_of
 from pytest_scaledmm.matrix.spec import load_spec, parse_spec
 from pytest_scaledmm.matrix.support import FAMILIES, mode_family, support_model
@@ -486,14 +487,22 @@ def test_generation_is_independent_of_the_hash_seed(tmp_path):
 
 def test_default_profile_covers_every_valid_scale_pairing_in_every_mode_on_the_cpu():
     """On the CPU the default profile has room for every scale pairing the model accepts under
-    every mode that runs there; sizes eager refuses still come as boundary cases."""
+    every mode that runs there, and for every epilogue combination (3-way, and whole under a
+    compiled mode); sizes eager refuses still come as boundary cases."""
     spec = load_spec(REPO / "matrix.yaml")
     cases, notes = generate_cases(spec, spec.profile("default"), "cpu")
     # The budget, then the extreme shapes and guaranteed values past it.
     past_budget = notes["extreme"] + notes["guaranteed"]
     assert len({c.id for c in cases}) == len(cases) == spec.profile("default").cases + past_budget
-    assert notes["truncated"] == 0 and notes["left_out_modes"] == ["triton-gemm"]
+    assert notes["left_out_modes"] == ["triton-gemm"]
+    assert not [w for w in notes["warnings"] if "epilogue" in w]
     valid = [c for c in cases if c["purpose"] == "valid"]
+    for kernel in ("aten_scaled_mm", "int8_w8a8"):
+        wanted = epilogue.from_lists(notes["possible"][kernel]["epilogue"])
+        axes = epilogue.varying_axes(notes["possible"][kernel]["axis_values"])
+        assert {"scale_a", "scale_b", "mode", "bias", "out_dtype"} <= set(axes)
+        got = set().union(*(epilogue.targets(c.params, axes) for c in valid if c["kernel"] == kernel))
+        assert len(wanted) > 500 and not wanted - got
     fp8 = {(c["scale_a"], c["scale_b"], c["mode"]) for c in valid if c["kernel"] == "aten_scaled_mm"}
     possible = {tuple(t) for t in notes["possible"]["aten_scaled_mm"]["scale_pair_mode"]}
     assert possible and not possible - fp8

@@ -255,3 +255,36 @@ def test_the_other_m_keeps_to_what_the_kernel_declares():
     # A dynamic-M mode's first other M (48) is outside max_m: the eager call takes one inside.
     assert _other_m({"max_m": 16}, 16, "mark-dynamic") == [5]
     assert _other_m({"min_m": 16, "max_m": 16}, 16) == []
+
+
+def _four_way_reach(params) -> bool:
+    return (
+        params["mode"] != "eager"
+        and params["scale_a"] == params["scale_b"] == "tensor_1d"
+        and bool(params.get("bias"))
+        and params["out_dtype"] == "fp16"
+    )
+
+
+def test_a_four_way_epilogue_bug_is_caught_where_the_budget_holds_the_epilogue(matrix_project):
+    """Wrong only compiled AND with 1-D scales on both sides AND a bias AND an fp16 output: every
+    whole epilogue under a compiled mode gets a case (matrix/epilogue.py). The README's matrix
+    holds them; a budget that cannot says how many it leaves out, and one that can catches it."""
+    impl = "planted_compile_kernels:fused_epilogue_wrong_for_1d_pair_bias_fp16"
+    readme = readme_matrix({"name": "mine", "impl": impl})
+    case_id = _catching_case(readme, _four_way_reach)
+    matrix_project.write_matrix(yaml.safe_dump(readme, sort_keys=False))
+    result = matrix_project.run(f"matrix.yaml::{case_id}", "--scaledmm-matrix", *IN_PROCESS)
+    result.assert_outcomes(failed=1)
+    twin = readme_matrix({"name": "mine", "impl": "planted_kernels:correct"})
+    matrix_project.write_matrix(yaml.safe_dump(twin, sort_keys=False))
+    matrix_project.run(f"matrix.yaml::{case_id}", "--scaledmm-matrix", *IN_PROCESS).assert_outcomes(passed=1)
+
+    small = kernels_only({"name": "mine", "impl": impl})
+    _, (_, notes) = _cases(small)
+    cut = [w for w in notes["warnings"] if "epilogue" in w]
+    assert len(cut) == 1 and "whole epilogues under a compiled mode of kernel mine" in cut[0]
+    small["profiles"]["default"]["cases"] = 280
+    _, (_, notes) = _cases(small)
+    assert not [w for w in notes["warnings"] if "epilogue" in w]
+    _catching_case(small, _four_way_reach)

@@ -31,6 +31,7 @@ from ..verdict.layouts import TOKEN_STRIDE0
 from ..verdict.scale_forms import FORMS, own_pairings
 from .case_params import Case, case_id, make_case, matches
 from .compile_modes import compile_mode
+from . import epilogue
 from .guarantee import changed_case, interaction_case, missing_interactions, missing_specials, missing_values
 from .kernels import kernel_accepts_fast_accum
 from .schema import (
@@ -451,9 +452,11 @@ def _top_up(space: KernelSpace, rows: list[dict], values: dict) -> list[dict]:
     return added
 
 
-def _targets(row: Mapping) -> set:
-    """What a row covers of the pairs the summary reports: scale pair x mode, scale form x class."""
+def _targets(row: Mapping, epilogue_axes: Sequence[str]) -> set:
+    """What a row covers of what the summary reports: scale pair x mode, scale form x class, the
+    epilogue's combinations (epilogue.py)."""
     found: set[tuple] = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
+    found |= epilogue.targets(row, epilogue_axes)
     # An expanded scale is one value broadcast: its form's blocks are not exercised.
     if row.get("scale_layout") != "expanded":
         found |= {("form", side, row[f"scale_{side}"], row[f"{dim}_class"]) for side in "ab" for dim in DIMS}
@@ -469,12 +472,13 @@ def _targets(row: Mapping) -> set:
     return found
 
 
-def _prioritised(rows: list[dict]) -> list[dict]:
-    """The rows with those that make every scale pair meet every mode and every scale form every
-    shape class first (greedily), so that a budget cut keeps them."""
-    wanted = set().union(*(_targets(row) for row in rows)) if rows else set()
+def _prioritised(rows: list[dict], epilogue_axes: Sequence[str]) -> list[dict]:
+    """The rows with those that make every scale pair meet every mode, every scale form every
+    shape class and every epilogue combination first (greedily), so that a budget cut keeps
+    them."""
+    covers = [_targets(row, epilogue_axes) for row in rows]
+    wanted = set().union(*covers) if rows else set()
     first, rest = [], list(rows)
-    covers = [_targets(row) for row in rest]
     taken: dict = {}  # rows taken per scale pair: ties go to the pair with fewest, so a cut spreads
     while wanted and rest:
         best = max(
@@ -678,6 +682,7 @@ class KernelRows(NamedTuple):
     values: dict
     specials: list
     valid: list[dict]
+    epilogue: frozenset  # the epilogue combinations its valid cases, uncut, cover (epilogue.py)
 
 
 def _kernel_rows(
@@ -695,10 +700,15 @@ def _kernel_rows(
     excluded = functools.partial(is_excluded, spec)
     space = KernelSpace(spec, kernel, values, dim_pools(axes), support_model(kernel, arch), excluded)
     rows = _covering_rows(space, values, profile.strength)
-    rows = _prioritised(rows + _top_up(space, rows, values))
+    rows += _top_up(space, rows, values)
+    rows += epilogue.added_rows(values, rows, space.allowed, lambda want, index: _complete(space, want, values, index))
+    rows = _prioritised(rows, epilogue.varying_axes(values))
     draws = _draw_integers(_stream_seed(spec, kernel.name, "shapes"), len(rows), 3)
     valid = [space.sizes(row, draw) for row, draw in zip(rows, draws)]
-    return KernelRows(kernel, space, values, specials, [_purposed(p) for p in valid if p is not None])
+    valid = [_purposed(p) for p in valid if p is not None]
+    axes = epilogue.varying_axes(values)
+    covered = frozenset().union(*(epilogue.targets(p, axes) for p in valid)) if valid else frozenset()
+    return KernelRows(kernel, space, values, specials, valid, covered)
 
 
 @dataclass
@@ -855,18 +865,20 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     cases = chosen.cases()
     notes.warnings = _narrowing_warnings(profile, axes, rows, chosen.by_kernel, len(cases))
     notes.warnings += _synthetic_warning(profile, cases)
+    _note_epilogue_cut(rows, chosen, budget, notes)
     if with_included:
         notes.included += _add_included(spec, cases, chosen.seen)
     notes.possible = {
         kernel.name: {
             "scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],
             "form_class": [list(t) for t in space.possible_form_classes()],
+            "epilogue": epilogue.as_lists(epilogue_possible),
             "axis_values": _axis_values(space, values, specials, axes),
             **({"m_added": notes.m_added[kernel.name]} if kernel.name in notes.m_added else {}),
             **({"shapes_added": notes.shapes_added[kernel.name]} if kernel.name in notes.shapes_added else {}),
             **({"not_proven": notes.not_proven[kernel.name]} if kernel.name in notes.not_proven else {}),
         }
-        for kernel, space, values, specials, _ in rows
+        for kernel, space, values, specials, _, epilogue_possible in rows
     }
     notes.boundary_reasons = {
         kernel.name: sorted({p["expected_refusal"] for p in chosen.by_kernel[kernel.name]["boundary"]})
@@ -909,6 +921,25 @@ def _take_extremes(
                 notes.shapes_added.setdefault(name, []).append(label)
         for label, why in found.capped.items():
             notes.not_proven.setdefault(name, []).append(f"{label} ({BY_LABEL[label].doc}): {why}")
+
+
+def _note_epilogue_cut(rows: list[KernelRows], chosen: _Chosen, budget: int, notes: GenerationNotes) -> None:
+    """Per kernel, a warning where the budget's cut of the covering rows left out epilogue
+    combinations its valid cases can have (the coverage line counts them after the run)."""
+    for kernel_rows in rows:
+        axes = epilogue.varying_axes(kernel_rows.values)
+        taken = chosen.by_kernel[kernel_rows.kernel.name]["valid"]
+        missing = kernel_rows.epilogue - set().union(*(epilogue.targets(p, axes) for p in taken))
+        counts = [
+            f"{sum(1 for t in missing if t[0] == kind)} of {sum(1 for t in kernel_rows.epilogue if t[0] == kind)} {words}"
+            for kind, words in (("3-way", "3-way combinations"), ("compiled", "whole epilogues under a compiled mode"))
+            if any(t[0] == kind for t in missing)
+        ]
+        if counts:
+            notes.warnings.append(
+                f"budget: `cases: {budget}` leaves out {' and '.join(counts)} of kernel "
+                f"{kernel_rows.kernel.name}'s epilogue (scale forms, mode, bias, output dtype): raise `cases:`"
+            )
 
 
 def _take_guarantee(
@@ -1062,7 +1093,7 @@ def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
     budget the valid cases cannot fill."""
     per_key: list[list[dict]] = []
     extra: list[dict] = []
-    for kernel, space, covered, _, valid in spaces:
+    for kernel, space, covered, _, valid, _ in spaces:
         candidates: dict[str, list[dict]] = {}
         step = max(1, len(valid) // 40)
         pairings = own_pairings(covered["scale_a"], covered["dtype_a"], covered["dtype_b"])
@@ -1135,7 +1166,7 @@ def _special(spaces: list, families: dict, sides: list) -> list[dict]:
     multi-element forms first: one zero output channel), then every form, then every family;
     the kernels' lists are interleaved, so that a budget cut gives every kernel its share."""
     per_kernel: list[list[dict]] = []
-    for kernel, _, covered, specials, valid in spaces:
+    for kernel, _, covered, specials, valid, _ in spaces:
         ranked: list[tuple] = []
         combos = [(v, s) for v, s in SPECIAL_ORDER if v in specials and s in sides]
         for combo_index, (value, side) in enumerate(combos):
@@ -1171,7 +1202,7 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
     compile-mode family, kernels interleaved: purpose valid where the kernel's model takes it,
     else boundary with the refusal."""
     per_kernel = []
-    for kernel, space, _, _, valid in spaces:
+    for kernel, space, _, _, valid, _ in spaces:
         found = []
         for index, modes in enumerate(families.values()):
             for dim in dims:
@@ -1226,7 +1257,7 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
     Only cases the kernel's model takes; kernels interleaved."""
     listed = _listed_sizes(axes["m"])
     per_kernel = []
-    for kernel, space, _, _, valid in spaces:
+    for kernel, space, _, _, valid, _ in spaces:
         found: list[dict] = []
         bases = [{k: v for k, v in p.items() if k != "special_side"} for p in valid if p["purpose"] == "valid"]
         if not bases:

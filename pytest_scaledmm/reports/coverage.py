@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..matrix import epilogue
 from ..matrix.shapes import classes_of
 from ..matrix.spec import is_user_kernel
 from ..matrix.support import explained_by_torch_range
@@ -133,10 +134,38 @@ def coverage_block(records: Iterable[Mapping], possible: Mapping | None, arch: s
             "possible": len(wanted),
             "missing": [list(item) for item in missing[:SHOWN_MISSING]],
         }
+    pairwise.update(_epilogue_coverage(checked, possible or {}))
     block["pairwise"] = pairwise
     block["production"] = production_counts(ran, checked)
     block["dimensions"] = dimension_coverage(records, ran, checked, possible or {})
     return block
+
+
+def _epilogue_coverage(checked: list, possible: Mapping) -> dict:
+    """The epilogue's 3-way combinations and its whole combinations under a compiled mode that
+    checked valid cases cover, of those generation said valid cases can have (epilogue.py)."""
+    wanted: set[tuple] = set()
+    covered: set[tuple] = set()
+    for kernel, sets in possible.items():
+        targets = epilogue.from_lists(sets.get("epilogue") or [])
+        wanted |= {(kernel, *target) for target in targets}
+        named = {pair[0] for target in targets for pair in target[1:]}
+        axes = [axis for axis in epilogue.EPILOGUE_AXES if axis in named]
+        for record in checked:
+            if record["params"].get("kernel") == kernel:
+                covered |= {(kernel, *target) for target in epilogue.targets(record["params"], axes) & targets}
+    if not wanted:
+        return {}
+    found = {}
+    for measure, kind in (("epilogue 3-way", "3-way"), ("epilogue x compiled", "compiled")):
+        own = {item for item in wanted if item[1] == kind}
+        missing = sorted(own - covered, key=repr)
+        found[measure] = {
+            "covered": len(own & covered),
+            "possible": len(own),
+            "missing": [[item[0], *(list(pair) for pair in item[2:])] for item in missing[:SHOWN_MISSING]],
+        }
+    return found
 
 
 def _dimension_value(params: Mapping, axis: str):
