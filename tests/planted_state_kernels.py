@@ -77,7 +77,7 @@ def scale_form_keyed_on_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, u
 def stale_epilogue_per_weight_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """A fused epilogue chosen on the first call at a (K, N), its bias captured: a later case
     there without a bias gets the first's added, one with a bias after a case without has it
-    dropped. No single case changes whether it has a bias, so only the order of cases shows it."""
+    dropped: the sequence's step that adds or drops the bias shows it within one case."""
     chosen = _EPILOGUES.setdefault(("stale", a.shape[-1], b.shape[-1]), bias)
     used = None if chosen is None else bias if bias is not None else chosen
     return _dequant_mm(a, b, scale_a, scale_b, used, out_dtype)
@@ -105,6 +105,14 @@ def exits_on_the_first_shape_again(a, b, scale_a, scale_b, *, bias=None, out_dty
         os._exit(3)
     shapes.append(shape)
     return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
+
+
+def scale_buffer_per_weight_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
+    """An epilogue buffer made per (K, N) in the first call's scale_a shape: a later case at that
+    weight shape with another scale form does not fit it. No case's call sequence changes the
+    scale form, so only the order of cases shows it (either order)."""
+    shape = _EPILOGUES.setdefault(("scale", a.shape[-1], b.shape[-1]), tuple(scale_a.shape))
+    return _dequant_mm(a, b, scale_a.reshape(shape), scale_b, bias, out_dtype)
 
 
 def forget():

@@ -31,7 +31,15 @@ def test_the_plan_is_drawn_per_case_and_stays_within_the_declarations():
     drawn = {"out_dtype": ("bf16", "fp16", "fp32"), "dtypes": (("e4m3fn", "e4m3fn"), ("e5m2", "e4m3fn"))}
     steps = planned_sequence("k.a", params, 7, _model(), drawn)
     assert [step["kind"] for step in steps][-1] == "back" and steps[-1]["changes"] == {}
-    assert {step["kind"] for step in steps[:-1]} == {"k", "n", "out_dtype", "dtype"}
+    assert {step["kind"] for step in steps[:-1]} == {"k", "n", "out_dtype", "dtype", "bias", "weight"}
+    by_kind = {step["kind"]: step for step in steps}
+    # The next layer: the same shape, its own weight (its seed); the bias added where there is none.
+    assert by_kind["weight"]["changes"] == {} and by_kind["weight"]["seed"] != by_kind["back"]["seed"]
+    assert by_kind["bias"]["changes"]["bias"] is True
+    with_bias = planned_sequence("k.a", params.with_values(bias=True), 7, _model(), drawn)
+    assert next(s for s in with_bias if s["kind"] == "bias")["changes"] == {"bias": False}
+    # A kernel that declares no bias keeps the case's.
+    assert "bias" not in {s["kind"] for s in planned_sequence("k.a", params, 7, _model(bias_out_dtypes=()), drawn)}
     assert planned_sequence("k.a", params, 7, _model(), drawn) == steps  # the same case, the same calls
     orders = {tuple(s["kind"] for s in planned_sequence(f"k.{i}", params, 7, _model(), drawn)) for i in range(12)}
     assert len(orders) > 1  # drawn per case
@@ -42,9 +50,10 @@ def test_the_plan_is_drawn_per_case_and_stays_within_the_declarations():
         assert "out_dtype" not in kinds and "dtype" not in kinds
         assert kinds["k"]["k"] % 32 == 0 and kinds["k"]["k"] != 64
     # Dtypes only among those the kernel's cases are drawn with: none given, none changed.
-    assert {s["kind"] for s in planned_sequence("k.a", params, 7, _model())} == {"k", "n", "back"}
+    same_dtypes = {"k", "n", "bias", "weight", "back"}
+    assert {s["kind"] for s in planned_sequence("k.a", params, 7, _model())} == same_dtypes
     only = {"out_dtype": ("bf16",), "dtypes": (("e4m3fn", "e4m3fn"),)}
-    assert {s["kind"] for s in planned_sequence("k.a", params, 7, _model(), only)} == {"k", "n", "back"}
+    assert {s["kind"] for s in planned_sequence("k.a", params, 7, _model(), only)} == same_dtypes
 
 
 def test_a_grouped_case_makes_no_sequence():

@@ -49,6 +49,8 @@ PLANTED = {
     # sequence at a larger K, or in another output dtype, meets what the first call left.
     "planted_state_kernels:k_split_keyed_on_n": lambda p: p["k"] > 0 and p["n"] > 0,
     "planted_state_kernels:output_buffer_per_shape": lambda p: p["k"] > 0 and p["n"] > 0 and p["m"] > 0,
+    # The sequence's step that adds or drops the bias at the first call's weight shape.
+    "planted_state_kernels:stale_epilogue_per_weight_shape": lambda p: p["k"] > 0 and p["n"] > 0 and p["m"] > 0,
 }
 # What the failing case's record must say, where the class of failure alone would not show it.
 SIGNATURES = {
@@ -56,6 +58,7 @@ SIGNATURES = {
     "tile_config_cached_without_m": "call at another M after the first",
     "planted_state_kernels:k_split_keyed_on_n": "later call of a sequence",
     "planted_state_kernels:output_buffer_per_shape": "later call of a sequence",
+    "planted_state_kernels:stale_epilogue_per_weight_shape": "later call of a sequence (the bias added or dropped",
 }
 
 

@@ -17,9 +17,9 @@ from pytest_scaledmm.verdict.outcome import Outcome
 STATE = "planted_state_kernels"
 # Two cases at one weight shape, one per output dtype, in one child (no xdist).
 TWO_DTYPES = {"out_dtype": ["bf16", "fp32"], "mode": ["aot_eager"]}
-# Two cases at one weight shape, one with a bias and one without: no case's call sequence
-# changes whether it has a bias, so a cache that ignores it shows only in the order of cases.
-WITH_AND_WITHOUT_BIAS = {"bias": [False, True], "mode": ["aot_eager"]}
+# Two cases at one weight shape, one per scale form of scale_a: no case's call sequence changes
+# the scale form, so a cache that ignores it shows only in the order of cases.
+TWO_SCALE_FORMS = {"scale_a": ["tensor_1d", "rowwise"], "mode": ["aot_eager"]}
 ONE_CHILD = ("-p", "no:xdist", "--no-scaledmm-triage")
 
 
@@ -109,16 +109,16 @@ def _cases_by_outcome(report):
 
 
 @pytest.mark.slow
-def test_an_epilogue_cached_without_the_bias_is_found_and_replays_as_a_pair(matrix_project, pytester):
-    kernel = planted("epilogue_cache", "stale_epilogue_per_weight_shape", module=STATE)
-    matrix_project.write_matrix(matrix_text([kernel], WITH_AND_WITHOUT_BIAS, cases=2))
+def test_a_buffer_cached_without_the_scale_form_is_found_and_replays_as_a_pair(matrix_project, pytester):
+    kernel = planted("epilogue_cache", "scale_buffer_per_weight_shape", module=STATE)
+    matrix_project.write_matrix(matrix_text([kernel], TWO_SCALE_FORMS, cases=2))
     result = matrix_project.run("--scaledmm-matrix", "--scaledmm-report", "report.json", *ONE_CHILD)
     report = matrix_project.report()
     by_outcome = _cases_by_outcome(report)
     (found,) = by_outcome[oc.ORDER_DEPENDENT]
     (first,) = [c for c in report["cases"] if c["id"] != found["id"] and c["outcome"] == oc.PASS]
     assert found["extra"]["replayed_alone"]["after"] == [first["id"]]
-    assert found["params"]["bias"] != first["params"]["bias"]
+    assert found["params"]["scale_a"] != first["params"]["scale_a"]
     out = result.stdout.str()
     assert f"--scaledmm-after {first['id']}" in out
     matrix = matrix_project.path / "matrix.yaml"

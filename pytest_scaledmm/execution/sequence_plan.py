@@ -1,7 +1,8 @@
 """The steps of a case's call sequence (verdict/sequence.py), drawn per case from its id and the
-run's seed: one call at another K, one at another N, one with another output dtype and one with
-other operand dtypes, in a drawn order, each only where the kernel's support model admits it and
-a dtype only among those the profile draws the kernel's cases with (what its matrix says it
+run's seed: one call at another K, one at another N, one with another output dtype, one with
+other operand dtypes, one with the bias added or dropped and one with another weight of the same
+shape (the next layer), in a drawn order, each only where the kernel's support model admits it
+and a dtype only among those the profile draws the kernel's cases with (what its matrix says it
 serves); then the first shape again. Which value each step takes is drawn too (tails, halves,
 doubles, the sizes the kernel's rules test against), so across a kernel's cases the steps reach
 the classes nobody listed.
@@ -18,7 +19,7 @@ from ..matrix.support import SupportModel
 from ..verdict.case_axes import CaseParams
 from ..verdict.sequence import BACK
 
-KINDS = ("k", "n", "out_dtype", "dtype")
+KINDS = ("k", "n", "out_dtype", "dtype", "bias", "weight")
 OUT_DTYPE_STEPS = ("bf16", "fp16", "fp32")
 # A step's float64 reference costs M*K*N multiply-adds: no step costs more than its case or this.
 STEP_MACS = 1 << 24
@@ -50,8 +51,8 @@ def planned_sequence(
     steps = []
     for kind in kinds:
         changes = _changes(kind, params, model, draw, drawn or {})
-        if changes:
-            label = ", ".join(f"{key}={value}" for key, value in changes.items())
+        if changes is not None:
+            label = ", ".join(f"{key}={value}" for key, value in changes.items()) or "a new weight"
             steps.append(_step(case_id, run_seed, kind, label, changes))
     if steps:
         steps.append(_step(case_id, run_seed, BACK, "the first shape", {}))
@@ -67,6 +68,11 @@ def _changes(
 ) -> dict[str, Any] | None:
     if kind in ("k", "n"):
         return _other_size(kind, params, model, draw)
+    if kind == "weight":
+        return {}  # the same call with a new weight: only its values (the step's seed) change
+    if kind == "bias":
+        options = [{"bias": False}] if params.bias else [{"bias": True}, {"bias": True, "bias_dtype": "out"}]
+        return _first_admitted(options, params, model)
     if kind == "out_dtype":
         if params.bias and params.bias_dtype != "out":
             return None  # the bias's own dtype stays; another output dtype beside it is another rule

@@ -741,10 +741,13 @@ def _slices(rows: list[KernelRows], axes: Mapping[str, Any], families: dict, bud
     covering = sum(len(r.valid) for r in rows)
     # A profile that pins the production axes to their neutral value is a synthetic slice (a
     # benchmark's, a smoke run's): no server sizes either. Else what the covering rows and the
-    # other slices' floors leave, a few per kernel at least, a sixth of the budget at most.
+    # other slices' floors leave, a few per kernel at least, a sixth of the budget at most; a
+    # sixth too where the covering rows overflow the budget (the token counts a server meets
+    # come before the covering rows' tail).
     server = [] if synthetic_slice(axes) else _server_slice(rows, axes, families)
     spare = budget - len(boundary) - special_floor - covering - len(empties)
-    server = server[: min(len(server), max(len(rows) * 4, spare), budget // 6)]
+    floor = len(rows) * 4 if spare >= 0 else budget // 6
+    server = server[: min(len(server), max(floor, spare), budget // 6)]
     # The valid share holds the covering rows and the empty and server slices where they fit.
     valid_need = max(_valid_floor(budget), covering + len(empties) + len(server))
     special = specials[: max(special_floor, budget - len(boundary) - valid_need)]
@@ -858,10 +861,12 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     slices = _slices(rows, axes, families, budget)
     chosen = _Chosen(spec, kernels)
     valid_budget = budget - len(slices.boundary) - len(slices.special) - len(slices.empties) - len(slices.server)
+    uncut = rows
     rows = _take_valid(spec, rows, valid_budget, chosen, notes)
     _take_slices(slices, budget, chosen, notes)
     _take_extremes(spec, rows, axes, families, chosen, notes)
-    _take_guarantee(rows, slices, axes, chosen, notes)
+    # Any valid row is a base for a guaranteed value, those the budget cut too.
+    _take_guarantee(uncut, slices, axes, chosen, notes)
     cases = chosen.cases()
     notes.warnings = _narrowing_warnings(profile, axes, rows, chosen.by_kernel, len(cases))
     notes.warnings += _synthetic_warning(profile, cases)

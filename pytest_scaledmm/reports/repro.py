@@ -610,7 +610,7 @@ def _other_m_calls(record: CaseRecord, params: dict, run_seed: int, row: Compile
     return other_m, eager_other_m
 
 
-SEQUENCE_CHANGES = frozenset({"k", "n", "out_dtype", "dtype_a", "dtype_b"})
+SEQUENCE_CHANGES = frozenset({"k", "n", "out_dtype", "dtype_a", "dtype_b", "bias", "bias_dtype"})
 MAX_STEP_SIZE = 1 << 20  # a K or N past this is no step a run plans (its reference alone is 2^24 MACs)
 
 
@@ -618,6 +618,10 @@ def _step_value(key: str, value: Any) -> bool:
     """A value a step may give `key`: a size within the largest a matrix admits, a known dtype."""
     if key in ("k", "n"):
         return type(value) is int and 0 <= value <= MAX_STEP_SIZE
+    if key == "bias":
+        return type(value) is bool
+    if key == "bias_dtype":
+        return value == "out"  # the only bias dtype a step gives
     return value in (OUT_DTYPES if key == "out_dtype" else OPERAND_DTYPES)
 
 

@@ -1,6 +1,7 @@
 """The eager side's calls after the first and the call at another M: what a serving process does
-to one kernel between two of its calls. Another layer calls it at another K or N, the next batch
-in another output or operand dtype, and then the first shape comes back. Each call is a step
+to one kernel between two of its calls. Another layer calls it at another K or N, or at the same
+shape with its own weight and with or without a bias, the next batch in another output or operand
+dtype, and then the first shape comes back. Each call is a step
 planned per case (execution/sequence_plan.py: what it changes in the case and its input seed);
 here each step becomes a call with inputs and a float64 reference of its own. A kernel that
 keys what it keeps (a packed weight, a tuned config, a workspace) on part of the call answers a
@@ -27,6 +28,8 @@ STEP_WORDS = {
     "n": "another N",
     "out_dtype": "another output dtype",
     "dtype": "another operand dtype",
+    "bias": "the bias added or dropped",
+    "weight": "another weight of the same shape",
     "back": "the first shape again",
 }
 # The step that comes last: the first call's shape and weights, new activation values.
