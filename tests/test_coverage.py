@@ -15,13 +15,13 @@ import yaml
 from case_factory import case_params, failing_call
 
 from matrices import IN_PROCESS, matrix_text, planted
+from pytest_scaledmm.matrix import epilogue
 from pytest_scaledmm.matrix.cases import (
     BOUNDARY_MAX_PERCENT,
     SPECIAL_SHARE_PERCENT,
     VALID_SHARE_PERCENT,
     generate_cases,
 )
-from pytest_scaledmm.matrix import epilogue
 from pytest_scaledmm.matrix.shapes import class_of
 from pytest_scaledmm.matrix.spec import load_spec, parse_spec
 from pytest_scaledmm.matrix.support import FAMILIES, mode_family, support_model

@@ -29,9 +29,9 @@ from allpairspy import AllPairs
 from ..verdict.case_axes import axis_value
 from ..verdict.layouts import TOKEN_STRIDE0
 from ..verdict.scale_forms import FORMS, own_pairings
+from . import epilogue
 from .case_params import Case, case_id, make_case, matches
 from .compile_modes import compile_mode
-from . import epilogue
 from .guarantee import changed_case, interaction_case, missing_interactions, missing_specials, missing_values
 from .kernels import kernel_accepts_fast_accum
 from .schema import (
