@@ -935,16 +935,21 @@ def _note_epilogue_cut(rows: list[KernelRows], chosen: _Chosen, budget: int, not
         axes = epilogue.varying_axes(kernel_rows.values)
         taken = chosen.by_kernel[kernel_rows.kernel.name]["valid"]
         missing = kernel_rows.epilogue - set().union(*(epilogue.targets(p, axes) for p in taken))
+        kinds = (("3-way", "3-way combinations"), ("compiled", "whole epilogues under a compiled mode"))
         counts = [
-            f"{sum(1 for t in missing if t[0] == kind)} of {sum(1 for t in kernel_rows.epilogue if t[0] == kind)} {words}"
-            for kind, words in (("3-way", "3-way combinations"), ("compiled", "whole epilogues under a compiled mode"))
-            if any(t[0] == kind for t in missing)
+            f"{_count(missing, kind)} of {_count(kernel_rows.epilogue, kind)} {words}"
+            for kind, words in kinds
+            if _count(missing, kind)
         ]
         if counts:
             notes.warnings.append(
                 f"budget: `cases: {budget}` leaves out {' and '.join(counts)} of kernel "
                 f"{kernel_rows.kernel.name}'s epilogue (scale forms, mode, bias, output dtype): raise `cases:`"
             )
+
+
+def _count(targets, kind: str) -> int:
+    return sum(1 for target in targets if target[0] == kind)
 
 
 def _take_guarantee(
