@@ -66,7 +66,7 @@ def test_strict_coverage_fails_the_run_on_what_is_not_proven(matrix_project):
     matrix_project.write_matrix(guarantee_matrix(cases=5, **CAPPED))
     result = matrix_project.run("--scaledmm-matrix", *IN_PROCESS, "-k", "n36", "--scaledmm-strict-coverage")
     assert result.ret == 1
-    result.stdout.fnmatch_lines(["FAILED --scaledmm-strict-coverage: 3 item(s) not proven*"])
+    result.stdout.fnmatch_lines(["FAILED --scaledmm-strict-coverage: 3 shape class(es) not proven*"])
     assert "Traceback" not in result.stdout.str()
 
 

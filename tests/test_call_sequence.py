@@ -28,7 +28,11 @@ def _model(**declared):
 
 def test_the_plan_is_drawn_per_case_and_stays_within_the_declarations():
     params = case_record(kernel="k", m=16, k=64, n=48)
-    drawn = {"out_dtype": ("bf16", "fp16", "fp32"), "dtypes": (("e4m3fn", "e4m3fn"), ("e5m2", "e4m3fn"))}
+    drawn = {
+        "out_dtype": ("bf16", "fp16", "fp32"),
+        "dtypes": (("e4m3fn", "e4m3fn"), ("e5m2", "e4m3fn")),
+        "bias": (False, True),
+    }
     steps = planned_sequence("k.a", params, 7, _model(), drawn)
     assert [step["kind"] for step in steps][-1] == "back" and steps[-1]["changes"] == {}
     assert {step["kind"] for step in steps[:-1]} == {"k", "n", "out_dtype", "dtype", "bias", "weight"}
@@ -38,8 +42,10 @@ def test_the_plan_is_drawn_per_case_and_stays_within_the_declarations():
     assert by_kind["bias"]["changes"]["bias"] is True
     with_bias = planned_sequence("k.a", params.with_values(bias=True), 7, _model(), drawn)
     assert next(s for s in with_bias if s["kind"] == "bias")["changes"] == {"bias": False}
-    # A kernel that declares no bias keeps the case's.
+    # A kernel that declares no bias keeps the case's, and so does a matrix that pins it.
     assert "bias" not in {s["kind"] for s in planned_sequence("k.a", params, 7, _model(bias_out_dtypes=()), drawn)}
+    pinned = {**drawn, "bias": (False,)}
+    assert "bias" not in {s["kind"] for s in planned_sequence("k.a", params, 7, _model(), pinned)}
     assert planned_sequence("k.a", params, 7, _model(), drawn) == steps  # the same case, the same calls
     orders = {tuple(s["kind"] for s in planned_sequence(f"k.{i}", params, 7, _model(), drawn)) for i in range(12)}
     assert len(orders) > 1  # drawn per case
@@ -50,7 +56,7 @@ def test_the_plan_is_drawn_per_case_and_stays_within_the_declarations():
         assert "out_dtype" not in kinds and "dtype" not in kinds
         assert kinds["k"]["k"] % 32 == 0 and kinds["k"]["k"] != 64
     # Dtypes only among those the kernel's cases are drawn with: none given, none changed.
-    same_dtypes = {"k", "n", "bias", "weight", "back"}
+    same_dtypes = {"k", "n", "weight", "back"}
     assert {s["kind"] for s in planned_sequence("k.a", params, 7, _model())} == same_dtypes
     only = {"out_dtype": ("bf16",), "dtypes": (("e4m3fn", "e4m3fn"),)}
     assert {s["kind"] for s in planned_sequence("k.a", params, 7, _model(), only)} == same_dtypes

@@ -26,15 +26,16 @@ STEP_MACS = 1 << 24
 
 
 def drawn_values(cases: Iterable[Case]) -> dict[str, dict[str, tuple]]:
-    """kernel -> {"out_dtype": the output dtypes, "dtypes": the (dtype_a, dtype_b) pairs} of its
-    valid cases."""
+    """kernel -> {"out_dtype": the output dtypes, "dtypes": the (dtype_a, dtype_b) pairs, "bias":
+    with and/or without} of its valid cases."""
     found: dict[str, dict[str, set]] = {}
     for case in cases:
         if case.params.purpose != "valid":
             continue
-        own = found.setdefault(case["kernel"], {"out_dtype": set(), "dtypes": set()})
+        own = found.setdefault(case["kernel"], {"out_dtype": set(), "dtypes": set(), "bias": set()})
         own["out_dtype"].add(case.params.out_dtype)
         own["dtypes"].add((case.params.dtype_a, case.params.dtype_b))
+        own["bias"].add(bool(case.params.bias))
     return {kernel: {axis: tuple(sorted(values)) for axis, values in own.items()} for kernel, own in found.items()}
 
 
@@ -71,6 +72,8 @@ def _changes(
     if kind == "weight":
         return {}  # the same call with a new weight: only its values (the step's seed) change
     if kind == "bias":
+        if (not params.bias) not in drawn.get("bias", ()):
+            return None  # a matrix that pins the bias keeps it pinned
         options = [{"bias": False}] if params.bias else [{"bias": True}, {"bias": True, "bias_dtype": "out"}]
         return _first_admitted(options, params, model)
     if kind == "out_dtype":

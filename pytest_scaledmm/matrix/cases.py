@@ -877,7 +877,7 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
         kernel.name: {
             "scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],
             "form_class": [list(t) for t in space.possible_form_classes()],
-            "epilogue": epilogue.as_lists(epilogue_possible),
+            "epilogue": sorted(epilogue_possible),
             "axis_values": _axis_values(space, values, specials, axes),
             **({"m_added": notes.m_added[kernel.name]} if kernel.name in notes.m_added else {}),
             **({"shapes_added": notes.shapes_added[kernel.name]} if kernel.name in notes.shapes_added else {}),
@@ -949,7 +949,7 @@ def _note_epilogue_cut(rows: list[KernelRows], chosen: _Chosen, budget: int, not
 
 
 def _count(targets, kind: str) -> int:
-    return sum(1 for target in targets if target[0] == kind)
+    return sum(1 for target in targets if epilogue.kind_of(target) == kind)
 
 
 def _take_guarantee(

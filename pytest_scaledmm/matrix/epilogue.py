@@ -3,6 +3,10 @@ scale forms, compile mode, bias, bias dtype, output dtype): every 3-way combinat
 cases can have, and every whole epilogue (both scale forms, bias, bias dtype and output dtype
 together) under some compiled mode, since an Inductor epilogue can be wrong only when all of them
 meet. The rest of the space stays pairwise. No torch import here.
+
+A target is a string (the report stores them so): its kind, then `axis=value` per axis, joined
+by `|`; `covered` reads the axes back from each, so targets of different widths (the parts of a
+composite profile) are each judged on their own.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 EPILOGUE_AXES = ("scale_a", "scale_b", "mode", "bias", "bias_dtype", "out_dtype")
 STRENGTH = 3
+KINDS = ("3-way", "compiled")
 EAGER_MODE = "eager"  # the one compile mode that compiles nothing
 
 
@@ -21,22 +26,27 @@ def varying_axes(values: Mapping[str, Sequence]) -> list[str]:
     return [axis for axis in EPILOGUE_AXES if len(values.get(axis, ())) > 1]
 
 
-def targets(row: Mapping[str, Any], axes: Sequence[str]) -> set[tuple]:
-    """What one case covers: its 3-way combinations over `axes`, and its whole epilogue where
-    its mode compiles."""
-    found = {
-        ("3-way", *((axis, row.get(axis)) for axis in combo))
-        for combo in itertools.combinations(axes, min(STRENGTH, len(axes)))
-    }
-    if row.get("mode") != EAGER_MODE:
-        found.add(("compiled", *((axis, row.get(axis)) for axis in axes if axis != "mode")))
+def _key(kind: str, row: Mapping[str, Any], axes: Iterable[str]) -> str:
+    return "|".join([kind, *(f"{axis}={row.get(axis)}" for axis in axes)])
+
+
+def targets(row: Mapping[str, Any], axes: Sequence[str]) -> set[str]:
+    """What one case covers: its 3-way combinations over `axes` (all of them where fewer vary),
+    and its whole epilogue where its mode compiles. Nothing where fewer than two axes vary."""
+    if len(axes) < 2:
+        return set()
+    found = {_key("3-way", row, combo) for combo in itertools.combinations(axes, min(STRENGTH, len(axes)))}
+    if row.get("mode") not in (EAGER_MODE, None):
+        found.add(_key("compiled", row, [axis for axis in axes if axis != "mode"]))
     return found
 
 
 def possible_targets(values: Mapping[str, Sequence], allowed: Callable[[dict], bool]) -> tuple[list[dict], set]:
-    """The epilogue combinations some valid case can have, and what they cover."""
+    """The epilogue combinations some valid case can have (with the axes that do not vary at
+    their one value: a mode of eager alone compiles nothing), and what they cover."""
     axes = varying_axes(values)
-    combos = [dict(zip(axes, combo)) for combo in itertools.product(*(values[axis] for axis in axes))]
+    fixed = {axis: values[axis][0] for axis in EPILOGUE_AXES if axis in values and len(values[axis]) == 1}
+    combos = [{**fixed, **dict(zip(axes, combo))} for combo in itertools.product(*(values[axis] for axis in axes))]
     combos = [combo for combo in combos if allowed(combo)]
     return combos, set().union(*(targets(combo, axes) for combo in combos)) if combos else set()
 
@@ -69,10 +79,30 @@ def added_rows(
     return added
 
 
-def as_lists(found: Iterable[tuple]) -> list[list]:
-    """Targets as the report stores them (JSON lists, sorted)."""
-    return sorted(([kind, *(list(pair) for pair in pairs)] for kind, *pairs in found), key=repr)
+def kind_of(target: str) -> str:
+    return target.partition("|")[0]
 
 
-def from_lists(stored: Iterable[Sequence]) -> set[tuple]:
-    return {(kind, *(tuple(pair) for pair in pairs)) for kind, *pairs in stored}
+def is_target(stored: Any) -> bool:
+    """Whether a stored item reads as a target (a report is input: anything else is passed over)."""
+    if not isinstance(stored, str) or kind_of(stored) not in KINDS:
+        return False
+    return all("=" in pair for pair in stored.split("|")[1:])
+
+
+def covered(wanted: Iterable[Any], cases: Iterable[Mapping[str, Any]]) -> set[str]:
+    """The targets of `wanted` that some case covers, each judged on the axes it names."""
+    groups: dict[tuple, set[str]] = {}
+    for target in filter(is_target, wanted):
+        kind, *pairs = target.split("|")
+        groups.setdefault((kind, tuple(pair.partition("=")[0] for pair in pairs)), set()).add(target)
+    found: set[str] = set()
+    for case in cases:
+        compiled = case.get("mode") not in (EAGER_MODE, None)
+        for (kind, axes), keys in groups.items():
+            if kind == "compiled" and not compiled:
+                continue
+            key = _key(kind, case, axes)
+            if key in keys:
+                found.add(key)
+    return found

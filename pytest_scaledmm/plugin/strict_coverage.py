@@ -22,6 +22,6 @@ def strict_coverage_failure(generation: Mapping[str, Any]) -> str | None:
     if not count:
         return None
     return (
-        f"--scaledmm-strict-coverage: {count} item(s) not proven (the 'not proven' lines):"
-        " raise what each names (the matrix's `limits:`, a profile's `cases:`) or run without the option"
+        f"--scaledmm-strict-coverage: {count} shape class(es) not proven (the 'not proven' lines):"
+        " raise the matrix's `limits:` or run without the option"
     )

@@ -144,28 +144,28 @@ def coverage_block(records: Iterable[Mapping], possible: Mapping | None, arch: s
 def _epilogue_coverage(checked: list, possible: Mapping) -> dict:
     """The epilogue's 3-way combinations and its whole combinations under a compiled mode that
     checked valid cases cover, of those generation said valid cases can have (epilogue.py)."""
-    wanted: set[tuple] = set()
-    covered: set[tuple] = set()
+    wanted: dict[str, set] = {kind: set() for kind in epilogue.KINDS}
+    covered: dict[str, set] = {kind: set() for kind in epilogue.KINDS}
     for kernel, sets in possible.items():
-        targets = epilogue.from_lists(sets.get("epilogue") or [])
-        wanted |= {(kernel, *target) for target in targets}
-        named = {pair[0] for target in targets for pair in target[1:]}
-        axes = [axis for axis in epilogue.EPILOGUE_AXES if axis in named]
-        for record in checked:
-            if record["params"].get("kernel") == kernel:
-                covered |= {(kernel, *target) for target in epilogue.targets(record["params"], axes) & targets}
-    if not wanted:
+        stored = sets.get("epilogue") if isinstance(sets, Mapping) else None
+        if not isinstance(stored, list):
+            continue
+        own = [r["params"] for r in checked if r["params"].get("kernel") == kernel]
+        found = epilogue.covered(stored, own)
+        for target in filter(epilogue.is_target, stored):
+            wanted[epilogue.kind_of(target)].add((kernel, target))
+        for target in found:
+            covered[epilogue.kind_of(target)].add((kernel, target))
+    if not any(wanted.values()):
         return {}
-    found = {}
-    for measure, kind in (("epilogue 3-way", "3-way"), ("epilogue x compiled", "compiled")):
-        own = {item for item in wanted if item[1] == kind}
-        missing = sorted(own - covered, key=repr)
-        found[measure] = {
-            "covered": len(own & covered),
-            "possible": len(own),
-            "missing": [[item[0], *(list(pair) for pair in item[2:])] for item in missing[:SHOWN_MISSING]],
+    return {
+        measure: {
+            "covered": len(covered[kind]),
+            "possible": len(wanted[kind]),
+            "missing": [list(item) for item in sorted(wanted[kind] - covered[kind])[:SHOWN_MISSING]],
         }
-    return found
+        for measure, kind in (("epilogue 3-way", "3-way"), ("epilogue x compiled", "compiled"))
+    }
 
 
 def _dimension_value(params: Mapping, axis: str):

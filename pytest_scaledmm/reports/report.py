@@ -921,6 +921,10 @@ REPORT_SCHEMA = {
                                 },
                             },
                             "m_added": {"type": "array", "items": {"type": "integer"}},
+                            # Strings: epilogue targets (matrix/epilogue.py), shape labels.
+                            "epilogue": {"type": "array", "items": {"type": "string"}},
+                            "shapes_added": {"type": "array", "items": {"type": "string"}},
+                            "not_proven": {"type": "array", "items": {"type": "string"}},
                         },
                         "additionalProperties": {
                             "type": "array",
