@@ -11,6 +11,7 @@ import pytest
 import torch
 from case_factory import case_params
 from direct_run import run_matrix
+from torch_facts import eager_takes_half_tensorwise_scales
 
 from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix.errors import MatrixError
@@ -388,6 +389,11 @@ def test_the_torchao_pack_takes_fp32_scales_as_its_callers_pass_them():
         params = case.params
         by_dtype.setdefault(params.scale_dtype, set()).add((params.purpose or "valid", result.outcome))
     assert by_dtype["fp32"] == {("valid", oc.PASS)}, by_dtype
+    # Where this torch's eager op takes them, its compiled side alone refuses: torch's own
+    # discrepancy, still no failure of the kernel's values.
+    allowed = {oc.UNSUPPORTED, oc.BOUNDARY_PARITY}
+    if eager_takes_half_tensorwise_scales():
+        allowed.add(oc.COMPILE_ONLY_ERROR)
     for dtype in ("bf16", "fp16"):
         assert {purpose for purpose, _ in by_dtype[dtype]} == {"boundary"}, by_dtype
-        assert not {outcome for _, outcome in by_dtype[dtype]} - {oc.UNSUPPORTED, oc.BOUNDARY_PARITY}, by_dtype
+        assert not {outcome for _, outcome in by_dtype[dtype]} - allowed, by_dtype

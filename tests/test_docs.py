@@ -212,7 +212,8 @@ def test_the_readmes_own_kernel_runs_with_the_checkouts_venv_and_writes_only_wha
     (project / "matrix.yaml").write_text(_readme_block("beside it, `matrix.yaml`"))
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "--scaledmm-matrix", "-k", "aot_eager and fp16", "-W", "ignore"],
+        # Not the empty K (k0): torch._scaled_mm's CPU path may leave its output unwritten there.
+        [sys.executable, "-m", "pytest", "--scaledmm-matrix", "-k", "aot_eager and fp16 and not k0", "-W", "ignore"],
         cwd=project,
         env=env,
         capture_output=True,

@@ -35,6 +35,7 @@ from ..matrix.schema import SCALE_RANK
 from ..matrix.spec import is_user_kernel
 from ..verdict import outcome as oc
 from ..verdict.scale_forms import per_tensor_of_rank, scale_form
+from ..verdict.signature_text import SEQUENCE_CALL
 
 BACKEND_LADDER = [("eager", "dynamo"), ("aot_eager", "aot_autograd"), ("inductor", "inductor")]
 VIEW_BY_RANK = {0: ".reshape(())", 1: ".view(1)", 2: ".view(1, 1)"}
@@ -138,7 +139,7 @@ def _fresh_cache():
 def execute_rung(case: Case, rung: dict, ctx) -> dict:
     import torch  # noqa: PLC0415  lazy: imports torch
 
-    from .run import run_case  # noqa: PLC0415  lazy: imports torch
+    from .run import planned_calls, run_case  # noqa: PLC0415  lazy: imports torch
 
     start = time.perf_counter()
     if rung["kind"] == "bf16":
@@ -152,7 +153,12 @@ def execute_rung(case: Case, rung: dict, ctx) -> dict:
                 stack.enter_context(torch._inductor.config.patch(rung["inductor"]))
             if rung.get("fresh_cache"):
                 stack.enter_context(_fresh_cache())
-            result = run_case(variant, ctx)
+            # One change at a time to the first call: the sequence's later calls (each a change
+            # of its own) only where the failure is one of theirs.
+            keep = None
+            if not rung.get("sequence"):
+                keep = [index for index, call in enumerate(planned_calls(variant, ctx)) if call["kind"] == "m"]
+            result = run_case(variant, ctx, keep)
     return {
         "outcome": result.outcome,
         "signature": result.signature,
@@ -264,10 +270,11 @@ class Triage:
         # the eager call itself is wrong: higher layers would only repeat the failure.
         eager_wrong = str(result.layer or "").startswith("eager")
         climb = not eager_wrong
+        sequence_failure = SEQUENCE_CALL in str(result.signature or "")
         for rung in rungs_for(case, self.device):
             if (rung["purpose"] == "layer" and not climb) or (rung["purpose"] == "knob" and eager_wrong):
                 continue
-            answer = self.runner.rung(case, rung)
+            answer = self.runner.rung(case, {**rung, "sequence": sequence_failure})
             steps.append({"name": rung["name"], "purpose": rung["purpose"], "knob": rung["knob"], **answer})
             if rung["purpose"] == "layer" and _fails(answer["outcome"]):
                 climb = False

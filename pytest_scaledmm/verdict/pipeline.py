@@ -83,6 +83,9 @@ class OtherShape:
     # dtype or weight is another call), and what it changes, in words, for the problem it makes.
     fn: Callable | None = None
     said: str = ""
+    # A step that changes only what a kernel's declarations govern (dtypes, the bias): a refusal
+    # in torch's words there is judged by the cases made with those values, not by the step.
+    governed: bool = False
 
 
 def second_call(given: Mapping[str, Any], seed: int, device: str, slack: float) -> OtherShape:
@@ -486,11 +489,16 @@ def _sequence_calls(fn: Callable, plan: SidePlan, names: list, log: CallLog, sid
         what = f"{SEQUENCE_CALL} ({', after '.join(reversed(said))})"
         errors.clear()
         found = _other_m_call(call, step, names, plan, log, side, what, SEQUENCE_CALL_RAISED, caught)
-        refused = matching_refusal(errors[0], plan.builtin) if found is not None and errors and plan.builtin else None
+        judged_elsewhere = plan.builtin or step.governed
+        refused = (
+            matching_refusal(errors[0], plan.builtin) if found is not None and errors and judged_elsewhere else None
+        )
         if refused is not None:
-            # A built-in's op refuses that call (another dtype, another size) whatever came before:
-            # the cases that make it first judge the refusal; the rest of the sequence is not made.
-            # A user kernel's raise is its finding (shrink.py tells a plain failure from state).
+            # A built-in's op refuses that call (another dtype, another size) whatever came before,
+            # or a user kernel refuses a dtype or bias in torch's words: the cases that make it
+            # first judge the refusal (their declaration hints); the rest of the sequence is not
+            # made. Any other raise of a user kernel is its finding (shrink.py tells a plain
+            # failure from state).
             log.not_checked.append(f"{SEQUENCE_CALL} ({step.label}): torch refuses it ({refused.key})")
             run.sequence.append({"label": step.label, "ok": None})
             return None

@@ -34,6 +34,8 @@ STEP_WORDS = {
 }
 # The step that comes last: the first call's shape and weights, new activation values.
 BACK = "back"
+# Steps that change only what a kernel's declarations govern (pipeline.OtherShape.governed).
+GOVERNED = frozenset({"out_dtype", "dtype", "bias"})
 
 
 def step_params(case: CaseParams, step: Mapping[str, Any]) -> CaseParams:
@@ -65,6 +67,13 @@ def sequence_shapes(
         call = make_call(inputs, built)
         words = STEP_WORDS.get(str(step["kind"]), str(step["kind"]))
         shapes.append(
-            OtherShape(str(step["label"]), call.args, case_checker(params, inputs, slack), fn=call.fn, said=words)
+            OtherShape(
+                str(step["label"]),
+                call.args,
+                case_checker(params, inputs, slack),
+                fn=call.fn,
+                said=words,
+                governed=step["kind"] in GOVERNED,
+            )
         )
     return shapes
