@@ -108,11 +108,16 @@ def exits_on_the_first_shape_again(a, b, scale_a, scale_b, *, bias=None, out_dty
 
 
 def scale_buffer_per_weight_shape(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
-    """An epilogue buffer made per (K, N) in the first call's scale_a shape: a later case at that
-    weight shape with another scale form does not fit it. No case's call sequence changes the
-    scale form, so only the order of cases shows it (either order)."""
-    shape = _EPILOGUES.setdefault(("scale", a.shape[-1], b.shape[-1]), tuple(scale_a.shape))
-    return _dequant_mm(a, b, scale_a.reshape(shape), scale_b, bias, out_dtype)
+    """An epilogue made per (K, N) for the first call's form of scale_a (one value, or one per
+    row): a later case at that weight shape with the other form gets the first row's scale only,
+    or is refused. No case's call sequence changes the scale form, so only the order of cases
+    shows it (either order)."""
+    per_tensor = _EPILOGUES.setdefault(("scale", a.shape[-1], b.shape[-1]), scale_a.numel() == 1)
+    if per_tensor and scale_a.numel() != 1:
+        scale_a = scale_a.reshape(-1)[:1]
+    elif not per_tensor and scale_a.numel() == 1:
+        raise ValueError("the epilogue holds one scale per row")
+    return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)
 
 
 def forget():

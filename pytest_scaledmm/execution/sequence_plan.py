@@ -74,7 +74,9 @@ def _changes(
     if kind == "bias":
         if (not params.bias) not in drawn.get("bias", ()):
             return None  # a matrix that pins the bias keeps it pinned
-        options = [{"bias": False}] if params.bias else [{"bias": True}, {"bias": True, "bias_dtype": "out"}]
+        options: list[dict] = (
+            [{"bias": False}] if params.bias else [{"bias": True}, {"bias": True, "bias_dtype": "out"}]
+        )
         return _first_admitted(options, params, model)
     if kind == "out_dtype":
         if params.bias and params.bias_dtype != "out":

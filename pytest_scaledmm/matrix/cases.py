@@ -455,7 +455,7 @@ def _top_up(space: KernelSpace, rows: list[dict], values: dict) -> list[dict]:
 def _targets(row: Mapping, epilogue_axes: Sequence[str]) -> set:
     """What a row covers of what the summary reports: scale pair x mode, scale form x class, the
     epilogue's combinations (epilogue.py)."""
-    found: set[tuple] = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
+    found: set[tuple | str] = {("pair", row["scale_a"], row["scale_b"], row["mode"])}
     found |= epilogue.targets(row, epilogue_axes)
     # An expanded scale is one value broadcast: its form's blocks are not exercised.
     if row.get("scale_layout") != "expanded":
@@ -704,10 +704,10 @@ def _kernel_rows(
     rows += epilogue.added_rows(values, rows, space.allowed, lambda want, index: _complete(space, want, values, index))
     rows = _prioritised(rows, epilogue.varying_axes(values))
     draws = _draw_integers(_stream_seed(spec, kernel.name, "shapes"), len(rows), 3)
-    valid = [space.sizes(row, draw) for row, draw in zip(rows, draws)]
-    valid = [_purposed(p) for p in valid if p is not None]
-    axes = epilogue.varying_axes(values)
-    covered = frozenset().union(*(epilogue.targets(p, axes) for p in valid)) if valid else frozenset()
+    sized = [space.sizes(row, draw) for row, draw in zip(rows, draws)]
+    valid = [_purposed(p) for p in sized if p is not None]
+    epilogue_axes = epilogue.varying_axes(values)
+    covered = frozenset().union(*(epilogue.targets(p, epilogue_axes) for p in valid)) if valid else frozenset()
     return KernelRows(kernel, space, values, specials, valid, covered)
 
 
