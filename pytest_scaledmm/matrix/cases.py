@@ -699,14 +699,14 @@ def _kernel_rows(
         specials = []
     excluded = functools.partial(is_excluded, spec)
     space = KernelSpace(spec, kernel, values, dim_pools(axes), support_model(kernel, arch), excluded)
+    epilogue_axes = epilogue.varying_axes(values)
     rows = _covering_rows(space, values, profile.strength)
     rows += _top_up(space, rows, values)
     rows += epilogue.added_rows(values, rows, space.allowed, lambda want, index: _complete(space, want, values, index))
-    rows = _prioritised(rows, epilogue.varying_axes(values))
+    rows = _prioritised(rows, epilogue_axes)
     draws = _draw_integers(_stream_seed(spec, kernel.name, "shapes"), len(rows), 3)
     sized = [space.sizes(row, draw) for row, draw in zip(rows, draws)]
     valid = [_purposed(p) for p in sized if p is not None]
-    epilogue_axes = epilogue.varying_axes(values)
     covered = frozenset().union(*(epilogue.targets(p, epilogue_axes) for p in valid)) if valid else frozenset()
     return KernelRows(kernel, space, values, specials, valid, covered)
 
