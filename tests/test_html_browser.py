@@ -23,8 +23,8 @@ import pytest
 from reports_factory import DATA, case, report, write
 
 from pytest_scaledmm.cli import main
+from pytest_scaledmm.reports.cause_text import report_replay
 from pytest_scaledmm.reports.compare import DEFAULT_GROUP_BY, compare_reports, groups, load_reports
-from pytest_scaledmm.reports.replay import report_replay
 
 REPO = DATA.parent.parent
 CHROMIUM = os.environ.get("SCALEDMM_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

@@ -3,11 +3,10 @@ collection, handed out one at a time; every case's seconds accounted in its reco
 
 import json
 
-import pytest
-
 from matrices import IN_PROCESS, matrix_text, planted
-from pytest_scaledmm.plugin import schedule
+from pytest_scaledmm.plugin import longest_first, schedule
 from pytest_scaledmm.plugin.cost import case_cost
+from pytest_scaledmm.verdict.case_axes import CaseParams
 
 MODES_MATRIX = matrix_text(
     [planted("correct")],
@@ -89,9 +88,8 @@ class _Config:
 
 def _scheduled(collection: list[str]):
     """The longest-first scheduler over three workers gw0-gw2 that collected `collection`, after
-    its first hand-out."""
-    pytest.importorskip("xdist")
-    sched = schedule.longest_first_scheduling(_Config(), log=None)
+    its first hand-out; the case HOST is in the host lane."""
+    sched = longest_first.LongestFirstScheduling(_Config(), log=None, host_lane=[HOST.rpartition("::")[2]])
     nodes = [_Node("gw0"), _Node("gw1"), _Node("gw2")]
     for node in nodes:
         sched.add_node(node)
@@ -103,7 +101,7 @@ def _scheduled(collection: list[str]):
 def test_the_scheduler_hands_the_next_case_in_order_to_the_worker_that_is_free():
     sched, nodes = _scheduled([f"case{i}" for i in range(12)])
     # The three costliest start at once, one on each worker, each with two queued behind it.
-    assert schedule.QUEUED_PER_WORKER == 3
+    assert longest_first.QUEUED_PER_WORKER == 3
     assert [node.sent for node in nodes] == [[0, 3, 6], [1, 4, 7], [2, 5, 8]]
     # gw1 finishes its first: it gets the next case in order, and only one.
     sched.mark_test_complete(nodes[1], 1, duration=5.0)
@@ -130,14 +128,14 @@ def test_a_worker_always_holds_the_case_after_its_next_while_cases_remain():
 
 
 HOST = "matrix.yaml::i8-row_x_row-m16k128n128-bf16-max-autotune-hostscale-1a2b3c"
-HOST_EAGER = "matrix.yaml::i8-row_x_row-m16k128n128-bf16-eager-hostscale-1a2b3c"
 
 
 def test_only_inductor_cases_with_a_host_scale_are_in_the_host_lane():
-    assert schedule.builds_host_kernel(HOST.rpartition("::")[2])
-    assert schedule.builds_host_kernel("fp8e4m3-s0d_x_s0d-m1k128n128-bf16-max-autotune-no-cudagraphs-hostscale-cd2176")
-    assert not schedule.builds_host_kernel(HOST_EAGER.rpartition("::")[2])
-    assert not schedule.builds_host_kernel("fp8e4m3-s0d_x_s0d-m1k128n128-bf16-max-autotune-apad-cd2176")
+    host = CaseParams(kernel="int8_w8a8", m=16, k=128, n=128, mode="max-autotune", operand_layout="scale_on_host")
+    assert schedule.builds_host_kernel(host)
+    assert schedule.builds_host_kernel(host.with_values(mode="max-autotune-no-cudagraphs"))
+    assert not schedule.builds_host_kernel(host.with_values(mode="eager"))
+    assert not schedule.builds_host_kernel(host.with_values(operand_layout="a_padded"))
 
 
 def test_the_host_lane_goes_to_its_worker_and_to_any_once_that_worker_is_gone():
@@ -198,3 +196,16 @@ def test_once_the_host_lane_runs_its_last_case_every_worker_stops_after_its_queu
     assert nodes[0].sent == [0, 1] and not any(node.shutting_down for node in nodes)
     sched.mark_test_complete(nodes[0], 0)  # gw0 now runs its last case, with none behind it
     assert all(node.shutting_down for node in nodes)
+
+
+def test_the_controller_finds_the_host_lane_in_its_typed_cases():
+    from types import SimpleNamespace
+
+    from pytest_scaledmm.matrix.case_params import make_case
+
+    base = {"kernel": "int8_w8a8", "m": 16, "k": 128, "n": 128, "operand_layout": "scale_on_host"}
+    host = make_case({**base, "mode": "inductor"})
+    eager = make_case({**base, "mode": "eager"})
+    state = SimpleNamespace(cases=lambda: [eager, host])
+    sched = longest_first.LongestFirst(state).pytest_xdist_make_scheduler(_Config(), log=None)
+    assert sched.host_lane == {host.id}

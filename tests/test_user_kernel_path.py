@@ -215,7 +215,7 @@ def test_a_replay_command_names_the_run_s_profile_seed_and_device_over_the_proje
 
 def test_a_replay_command_always_names_the_profile():
     from pytest_scaledmm.matrix.replay_command import replay_command
-    from pytest_scaledmm.reports.replay import report_replay
+    from pytest_scaledmm.reports.cause_text import report_replay
 
     assert replay_command("/p/m.yaml", "c1") == "pytest /p/m.yaml::c1 --scaledmm-matrix --scaledmm-profile default"
     assert replay_command("/p/m.yaml", "c1", "smoke", device="auto").endswith(" --scaledmm-profile smoke")

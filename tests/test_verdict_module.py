@@ -10,7 +10,7 @@ import pytest
 import pytest_scaledmm.verdict as verdict
 from pytest_scaledmm.reports import repro
 from pytest_scaledmm.verdict.outcome import ErrorInfo, Outcome
-from pytest_scaledmm.verdict.replay import FAILS_DIFFERENTLY, NOT_REPRODUCED, REPRODUCED, replay_verdict, reproduces
+from pytest_scaledmm.verdict.reproduced import FAILS_DIFFERENTLY, NOT_REPRODUCED, REPRODUCED, replay_verdict, reproduces
 
 VERDICT = Path(verdict.__file__).parent
 MODULES = sorted(p.stem for p in VERDICT.glob("*.py") if p.stem != "__init__")

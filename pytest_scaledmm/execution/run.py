@@ -382,7 +382,7 @@ def _other_shapes(case: Case, ctx: RunContext, spec: KernelSpec, kernel, first, 
 def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) -> Outcome:
     """For a custom-op kernel, torch.library.opcheck once per case family; its failure outranks
     the case's own outcome (a wrong fake impl is the cause of what compile then does)."""
-    from .opcheck import check_custom_op  # noqa: PLC0415  lazy: imports torch
+    from .opcheck_cache import check_custom_op  # noqa: PLC0415  lazy: imports torch
 
     op = custom_op(kernel)
     if op is None:

@@ -195,12 +195,14 @@ def _configure_matrix_run(config: pytest.Config, settings: Settings) -> None:
 
         check_case_ids(state, named, "node id")
     _register_plugins(config, state, baseline)
-    from .speed import schedule_longest_first, share_cpu_threads
+    from .speed import share_cpu_threads
 
     if settings.worker:
         share_cpu_threads()
     else:
-        longest_first = schedule_longest_first(config)
+        from .longest_first import schedule_longest_first
+
+        longest_first = schedule_longest_first(config, state)
         if longest_first is not None:
             config.pluginmanager.register(longest_first, "scaledmm-longest-first")
         from .handover import hand_over_to_workers

@@ -291,7 +291,7 @@ class MatrixSession:
         """Whether this process is the host lane's worker (schedule.py) and has its cases."""
         if os.environ.get("PYTEST_XDIST_WORKER", HOST_LANE_WORKER) != HOST_LANE_WORKER:
             return False
-        return any(builds_host_kernel(case.id) for case in self.cases())
+        return any(builds_host_kernel(case.params) for case in self.cases())
 
     def environment_to_send(self) -> dict | None:
         """This process's environment the first time it is asked, else None: the first item a
@@ -576,7 +576,7 @@ class MatrixSession:
             "arch": self.target_arch,
             "generation": self._generation_notes,
             "code": self.code(),
-            # The seed and device the run was given, for replay commands (reports/replay.py).
+            # The seed and device the run was given, for replay commands (reports/cause_text.py).
             "forced": forced_options(self.settings.seed, self.settings.device),
             "tolerance": {
                 "slack": self.spec.slack,

@@ -1,13 +1,11 @@
 """Getting to the first failure fast: likely-failing cases first, each new signature noted with
-the time it appeared; CPU threads shared out between xdist workers, and cases balanced between them."""
+the time it appeared; CPU threads shared out between xdist workers."""
 
 from __future__ import annotations
 
 import os
-import shlex
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pytest
 
@@ -19,10 +17,6 @@ from ..reports.printable import printable
 from ..verdict import outcome as oc
 from .items import user_property
 from .schedule import newest_finished_report
-
-if TYPE_CHECKING:
-    from xdist.remote import Producer
-    from xdist.scheduler import LoadScheduling
 
 
 def likelihood(params: dict) -> int:
@@ -90,37 +84,6 @@ class SignatureTicker:
             terminalreporter.section("scaled-mm signatures, as they appeared")
             for line in self.lines:
                 terminalreporter.write_line(line)
-
-
-def _dist_given(config: pytest.Config) -> bool:
-    """Whether the user chose an xdist distribution mode (command line, PYTEST_ADDOPTS, addopts)."""
-    args = list(config.invocation_params.args) + shlex.split(os.environ.get("PYTEST_ADDOPTS", ""))
-    args += list(config.getini("addopts"))
-    return any(arg in ("--dist", "-d") or arg.startswith("--dist=") for arg in map(str, args))
-
-
-class LongestFirst:
-    """Registered on the xdist controller of a matrix run when no --dist was given."""
-
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Producer) -> LoadScheduling:
-        from .schedule import longest_first_scheduling  # noqa: PLC0415  lazy: only under xdist
-
-        return longest_first_scheduling(config, log)
-
-
-def schedule_longest_first(config: pytest.Config) -> LongestFirst | None:
-    """xdist's default `load` mode hands out chunks of consecutive cases and never takes them
-    back, and `worksteal` takes back the cheap end of a queue: with cases of very different cost
-    (eager 0.05 s, autotuning 5 s) a worker drawing the last autotuning cases holds the wall while
-    the others sit idle. schedule.py hands the costliest case first, one at a time. A --dist the
-    user gave wins. The plugin to register, or None."""
-    if getattr(config.option, "dist", "no") != "load" or _dist_given(config):
-        return None
-    try:
-        from xdist.scheduler import LoadScheduling  # noqa: F401, PLC0415
-    except ImportError:
-        return None
-    return LongestFirst()
 
 
 def share_cpu_threads() -> None:

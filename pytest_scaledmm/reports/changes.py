@@ -11,9 +11,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .cause_text import shown_cause
 from .causes import example_line
 from .compare import OK, Transition, category
-from .replay import shown_cause
 from .sides import changed_sides, worse_sides
 
 

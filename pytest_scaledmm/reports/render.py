@@ -25,6 +25,7 @@ import jinja2
 
 from ..records import CaseRecord
 from ..verdict import outcome as oc
+from .cause_text import report_replay, shown_cause
 from .causes import all_text
 from .changes import change_of
 from .changes import example_of as change_example
@@ -41,7 +42,6 @@ from .compare import (
     worst,
 )
 from .printable import printable
-from .replay import report_replay, shown_cause
 from .report import root_cause_of, signature_groups
 from .summary import MET_SHOWN, sorted_out, tier_heading
 
@@ -156,7 +156,7 @@ def _environment(kind: str) -> jinja2.Environment:
 
 def _replayer(comparison: Comparison, matrix_path: str | None):
     """case id (and the label of the report it is read from; default the newest) -> its replay
-    command, with that report's profile, seed and device (reports/replay.py)."""
+    command, with that report's profile, seed and device (reports/cause_text.py)."""
     blocks = {c.label: c for c in comparison.columns}
     newest = comparison.columns[-1] if comparison.columns else None
 

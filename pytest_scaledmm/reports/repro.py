@@ -75,7 +75,7 @@ def reproducible(outcome: str | None) -> bool:
 # The script's exit status per verdict; 1 stays Python's own for a script that failed.
 EXIT_NOT_REPRODUCED, EXIT_REPRODUCED, EXIT_DIFFERENT, EXIT_CANNOT_RUN = 0, 10, 11, 12
 # The verdict modules the template calls; the script embeds them and every sibling they import.
-VERDICT_MODULES = ("draw", "facts", "opcheck", "refusals", "oracle", "pipeline", "replay", "contracts", "sequence")
+VERDICT_MODULES = ("draw", "facts", "opcheck", "refusals", "oracle", "pipeline", "reproduced", "contracts", "sequence")
 # Variables that change how torch compiles; recorded in the header and set again by the script.
 COMPILE_ENV = re.compile(r"^(TORCHINDUCTOR_|TORCHDYNAMO_|TORCH_COMPILE|TORCH_LOGS$|TRITON_|INDUCTOR_|PYTORCH_)")
 CACHE_ENV = {*RUN_CACHE_ENV, OWNED_CACHE_ENV}  # this run's own cache: not for the script

@@ -9,9 +9,9 @@ from collections.abc import Sequence
 
 from ..records import SignatureGroup
 from ..verdict import outcome as oc
+from .cause_text import shown_cause
 from .causes import all_text
 from .declaration_hints import hint_lines
-from .replay import shown_cause
 
 MET_SHOWN = 5  # the other side's behaviours listed under one root cause; the rest are counted
 

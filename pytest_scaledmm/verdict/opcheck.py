@@ -3,7 +3,7 @@
 A custom op's schema, fake (meta) implementation and behaviour under dynamic shapes are what
 torch.compile relies on; opcheck tests them against the real kernel. A wrong fake shows up in
 the matrix as a compiled failure far from its cause, so it gets its own outcome, OPCHECK_FAILED.
-The run checks once per case family (execution/opcheck.py); a repro script checks its case.
+The run checks once per case family (execution/opcheck_cache.py); a repro script checks its case.
 """
 
 from __future__ import annotations
