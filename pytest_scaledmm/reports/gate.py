@@ -885,7 +885,9 @@ class _Verdict:
                 self.waived += 1
                 self.notes.append(f"{finding.verb} ({self.flags[finding.opt_in]}): {finding.text}")
             else:
-                self.reasons.append(finding.text)
+                # What would accept it, as the 'not proven' lines say: the reader's next step.
+                accepts = f" ({self.flags[finding.opt_in]} accepts it)" if finding.opt_in is not None else ""
+                self.reasons.append(finding.text + accepts)
                 if finding.failure:
                     self.failure_reasons += 1
                     self.failures += finding.cases
