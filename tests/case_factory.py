@@ -45,12 +45,13 @@ def test_case(**changes: Any) -> Case:
 test_case.__test__ = False  # type: ignore[attr-defined]  # a factory, not a test
 
 
-def failing_call(params: Any, sequence: dict | None) -> dict[str, Any]:
-    """The parameters of the call that failed a case: the case's own, or those of the step of its
-    call sequence that failed (extra.sequence), which changes its K, N or a dtype."""
-    found = dict(params)
+def failing_call(params: CaseParams | dict, sequence: dict | None) -> CaseParams:
+    """The parameters of the call that failed a case (a record, or a report's JSON of one): the
+    case's own, or those of the step of its call sequence that failed (extra.sequence), which
+    changes its K, N or a dtype."""
+    found = params if isinstance(params, CaseParams) else CaseParams.from_json(params)
     steps = {step["label"]: step for step in (sequence or {}).get("steps", [])}
     failed = (sequence or {}).get("failed")
     if failed in steps:
-        found.update(steps[failed]["changes"])
+        found = found.with_values(**steps[failed]["changes"])
     return found

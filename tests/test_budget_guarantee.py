@@ -80,20 +80,19 @@ def test_strict_coverage_passes_when_everything_is_proven(matrix_project):
 def test_a_nan_and_an_inf_in_each_operand_and_m_equal_to_n_with_each_sides_scale_are_guaranteed(tmp_path):
     from pytest_scaledmm.matrix.cases import FORM_BY_ID, generate_cases
     from pytest_scaledmm.matrix.spec import load_spec
-    from pytest_scaledmm.verdict.case_axes import axis_value
 
     path = tmp_path / "matrix.yaml"
     # The production axes (no axes given), a budget far below what they hold.
     path.write_text('version: 1\nkernels: [{name: k, impl: "planted_kernels:correct"}]\nprofiles: {p: {cases: 12}}\n')
     spec = load_spec(path)
     cases, _ = generate_cases(spec, spec.profile("p"))
-    operands = {(axis_value(c.params, "special_operand"), c["dtype_a"], c["dtype_b"]) for c in cases}
+    operands = {(c.params.special_operand, c.params.dtype_a, c.params.dtype_b) for c in cases}
     in_a = {value for value, a, _ in operands if value in ("nan", "nan_ab", "inf", "inf_ab")}
     in_b = {value for value, _, b in operands if value in ("nan_b", "nan_ab", "inf_b", "inf_ab")}
     assert in_a & {"nan", "nan_ab"} and in_a & {"inf", "inf_ab"}
     assert in_b & {"nan_b", "nan_ab"} and in_b & {"inf_b", "inf_ab"}
     assert all(a == "e5m2" for value, a, _ in operands if value in ("inf", "inf_ab"))
     assert all(b == "e5m2" for value, _, b in operands if value in ("inf_b", "inf_ab"))
-    square = [c for c in cases if c["m"] == c["n"]]
-    assert any(not FORM_BY_ID[c["scale_a"]].per_tensor for c in square)
-    assert any(not FORM_BY_ID[c["scale_b"]].per_tensor for c in square)
+    square = [c for c in cases if c.params.m == c.params.n]
+    assert any(not FORM_BY_ID[c.params.scale_a].per_tensor for c in square)
+    assert any(not FORM_BY_ID[c.params.scale_b].per_tensor for c in square)

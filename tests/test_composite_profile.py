@@ -213,4 +213,4 @@ def test_a_matrix_without_profiles_runs_a_default_of_forty_cases_per_kernel(tmp_
     assert list(spec.profiles) == ["default"] and spec.profile("default").cases == 80
     cases, _ = generate_cases(spec, spec.profile("default"))
     assert len(cases) >= 80
-    assert {case["kernel"] for case in cases} == {"a", "b"}
+    assert {case.params.kernel for case in cases} == {"a", "b"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from case_factory import case_params
+from case_factory import case_record
 from direct_run import run_matrix
 from torch_facts import eager_takes_half_tensorwise_scales
 
@@ -38,7 +38,7 @@ ROWWISE = {
 def outcomes(results) -> dict:
     found: dict = {}
     for case, result in results:
-        found.setdefault(case["kernel"], []).append(result)
+        found.setdefault(case.params.kernel, []).append(result)
     return found
 
 
@@ -89,7 +89,7 @@ def test_a_dynamic_activation_kernel_is_held_to_a_sound_bound_and_its_whole_tens
 
 
 def test_the_activation_of_a_dynamic_case_is_exact_and_the_reference_is_of_it():
-    params = case_params(kernel="k", scale_a="rowwise", scale_b="rowwise", m=8, k=64, activation="dynamic")
+    params = case_record(kernel="k", scale_a="rowwise", scale_b="rowwise", m=8, k=64, activation="dynamic")
     inputs = make_inputs(params, 3, "cpu")
     exact = inputs.a.double() * inputs.scale_a.double()
     assert torch.equal(inputs.activation.double(), exact)
@@ -100,7 +100,7 @@ def test_the_activation_of_a_dynamic_case_is_exact_and_the_reference_is_of_it():
     ref = reference(params, inputs)
     assert ref.bound["activation"] == "exact"
     # An inexact quantiser (torchao's int8 divides by 127.5) is bounded by its rounding instead.
-    int8 = {**params, "dtype_a": "int8", "dtype_b": "int8", "activation_divisor": 127.5}
+    int8 = params.with_values(dtype_a="int8", dtype_b="int8", activation_divisor=127.5)
     assert reference(int8, make_inputs(int8, 3, "cpu")).bound["activation"] == "requantised"
 
 
@@ -268,14 +268,16 @@ def test_pair_rules_and_scale_layouts_declare_what_a_wrapper_takes():
 
     spec = parse_spec(Path("matrix.yaml"), matrix_text(entries))
     (declared,) = spec.kernels
-    base = case_params(scale_a="rowwise", scale_b="rowwise", m=4)
+    base = case_record(scale_a="rowwise", scale_b="rowwise", m=4)
     assert declared_breaks(declared, base) == []
-    assert [key for key, _ in declared_breaks(declared, {**base, "out_dtype": "fp32", "bias": True})] == [
+    assert [key for key, _ in declared_breaks(declared, base.with_values(out_dtype="fp32", bias=True))] == [
         "pair_rules",
         "pair_rules",
     ]
-    assert [key for key, _ in declared_breaks(declared, {**base, "scale_layout": "noncontiguous"})] == ["scale_layouts"]
-    assert declared_breaks(declared, {**base, "scale_a": "tensor_0d", "out_dtype": "fp32"}) == []
+    assert [key for key, _ in declared_breaks(declared, base.with_values(scale_layout="noncontiguous"))] == [
+        "scale_layouts"
+    ]
+    assert declared_breaks(declared, base.with_values(scale_a="tensor_0d", out_dtype="fp32")) == []
 
 
 def test_hook_kernels_declare_the_contracts_with_callables(matrix_project):

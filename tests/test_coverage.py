@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from case_factory import case_params, failing_call
+from case_factory import case_record, failing_call
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.matrix import epilogue
@@ -93,7 +93,7 @@ def check_shares(cases, notes, budget, reasons, modes):
     """Valid >= 80 % (65 % beside a special slice of at least 15 %), boundary <= 20 %, every
     (kernel, reason) under every mode family, each boundary case breaking exactly its reason and
     each valid case none."""
-    purposes = Counter(c["purpose"] for c in cases)
+    purposes = Counter(c.params.purpose for c in cases)
     # The budget, then the extreme shapes and guaranteed values past it.
     assert len(cases) == budget + notes["extreme"] + notes["guaranteed"]
     if purposes["special"]:
@@ -103,7 +103,11 @@ def check_shares(cases, notes, budget, reasons, modes):
         assert purposes["valid"] * 100 >= VALID_SHARE_PERCENT * budget, purposes
     assert purposes["boundary"] * 100 <= BOUNDARY_MAX_PERCENT * budget, purposes
     families = {mode_family(m) for m in modes}
-    seen = {(c["kernel"], c["expected_refusal"], mode_family(c["mode"])) for c in cases if c["purpose"] == "boundary"}
+    seen = {
+        (c.params.kernel, c.params.expected_refusal, mode_family(c.params.mode))
+        for c in cases
+        if c.params.purpose == "boundary"
+    }
     wanted = {(kernel, key, family) for kernel, keys in reasons.items() for key in keys for family in families}
     assert wanted and seen == wanted, (wanted - seen, seen - wanted)
     return purposes
@@ -118,10 +122,13 @@ def test_small_matrix_gives_valid_cases_first_and_each_refusal_under_each_family
     assert set(notes["families"]) == set(FAMILIES)
     models = {k.name: support_model(k, arch) for k in spec.kernels}
     for case in cases:
-        broken = models[case["kernel"]].breaks(case.params)
-        assert broken == ([case["expected_refusal"]] if case["purpose"] == "boundary" else []), (case.id, broken)
+        broken = models[case.params.kernel].breaks(case.params)
+        assert broken == ([case.params.expected_refusal] if case.params.purpose == "boundary" else []), (
+            case.id,
+            broken,
+        )
     # The CPU runs no GPU-only mode; the GPU runs them all.
-    assert ("triton-gemm" in {c["mode"] for c in cases}) == (arch != "cpu")
+    assert ("triton-gemm" in {c.params.mode for c in cases}) == (arch != "cpu")
 
 
 @pytest.mark.parametrize(
@@ -144,7 +151,7 @@ def test_shipped_default_profile_shares_and_boundary(arch, reasons):
     modes = [m for m in spec.axes_for(profile)["mode"] if arch != "cpu" or m != "triton-gemm"]
     check_shares(cases, notes, profile.cases, reasons, modes)
     # Special values on both sides, for each kernel.
-    sides = {(c["kernel"], c.params.get("special_side", "a")) for c in cases if c["purpose"] == "special"}
+    sides = {(c.params.kernel, c.params.special_side) for c in cases if c.params.purpose == "special"}
     assert sides == {(kernel, side) for kernel in reasons for side in "ab"}, sides
     assert notes["boundary_reasons"] == {kernel: sorted(keys) for kernel, keys in reasons.items()}
 
@@ -152,13 +159,13 @@ def test_shipped_default_profile_shares_and_boundary(arch, reasons):
 def test_every_scale_form_meets_every_shape_class_in_the_default_profile_on_sm90():
     spec = load_spec(REPO / "matrix.yaml")
     cases, notes = generate_cases(spec, spec.profile("default"), "sm90")
-    valid = [c for c in cases if c["purpose"] == "valid"]
+    valid = [c for c in cases if c.params.purpose == "valid"]
     met = {
-        (c["kernel"], side, c[f"scale_{side}"], class_of(dim, c[dim]))
+        (c.params.kernel, side, c.params.value_of(f"scale_{side}"), class_of(dim, c.params.value_of(dim)))
         for c in valid
         for side in "ab"
         for dim in "mkn"
-        if c[dim]
+        if c.params.value_of(dim)
     }
     for kernel, possible in notes["possible"].items():
         wanted = {(kernel, *item) for item in map(tuple, possible["form_class"])}
@@ -174,33 +181,41 @@ def test_every_scale_form_meets_every_shape_class_in_the_default_profile_on_sm90
         (s, f, c) for s in "ab" for f in forms for c in classes
     }
     # int8 on a GPU refuses M <= 16: its scales meet those classes only in the boundary slice.
-    assert not any(c["kernel"] == "int8_w8a8" and c["m"] <= 16 for c in valid)
+    assert not any(c.params.kernel == "int8_w8a8" and c.params.m <= 16 for c in valid)
 
 
 def test_full_profile_meets_every_accepted_scale_pair_in_every_mode_with_special_slice():
     spec = load_spec(REPO / "matrix.yaml")
     profile = spec.profile("full")
     cases, notes = generate_cases(spec, profile, "sm90")
-    purposes = Counter(c["purpose"] for c in cases)
+    purposes = Counter(c.params.purpose for c in cases)
     floor = 100 - BOUNDARY_MAX_PERCENT - SPECIAL_SHARE_PERCENT
     past_budget = notes["extreme"] + notes["guaranteed"]
     assert len(cases) == profile.cases + past_budget and purposes["valid"] * 100 >= floor * profile.cases
-    valid = {(c["kernel"], c["scale_a"], c["scale_b"], c["mode"]) for c in cases if c["purpose"] == "valid"}
+    valid = {
+        (c.params.kernel, c.params.scale_a, c.params.scale_b, c.params.mode)
+        for c in cases
+        if c.params.purpose == "valid"
+    }
     for kernel, possible in notes["possible"].items():
         assert {(kernel, *item) for item in map(tuple, possible["scale_pair_mode"])} <= valid
     # Special values on both sides: each value x side x scale form of that side at least once,
     # and every compile-mode family, per kernel, on configurations the model accepts.
     families = {mode_family(m) for m in spec.axes["mode"]}
     for kernel in ("aten_scaled_mm", "int8_w8a8"):
-        special = [c for c in cases if c["kernel"] == kernel and c["purpose"] == "special"]
+        special = [c for c in cases if c.params.kernel == kernel and c.params.purpose == "special"]
         met = {
-            (c["special_scale"], c.params.get("special_side", "a"), c[f"scale_{c.params.get('special_side', 'a')}"])
+            (c.params.special_scale, c.params.special_side, c.params.value_of(f"scale_{c.params.special_side}"))
             for c in special
         }
         for side in "ab":
-            forms = {c[f"scale_{side}"] for c in cases if c["kernel"] == kernel and c["purpose"] == "valid"}
+            forms = {
+                c.params.value_of(f"scale_{side}")
+                for c in cases
+                if c.params.kernel == kernel and c.params.purpose == "valid"
+            }
             assert {(v, side, f) for v in ("zero", "negative", "inf", "nan") for f in forms} <= met, (kernel, side)
-        assert {mode_family(c["mode"]) for c in special} == families
+        assert {mode_family(c.params.mode) for c in special} == families
 
 
 def _ids(arch):
@@ -244,7 +259,7 @@ def test_model_agrees_with_this_torch_on_the_cpu(cpu_fp8_mm):
     disagree = []
     for _ in range(300):
         name = rng.choice(["aten_scaled_mm", "scaled_mm_v2"])
-        params = case_params(  # keyword arguments are evaluated in order: the same draws as ever
+        params = case_record(  # keyword arguments are evaluated in order: the same draws as ever
             kernel=name,
             scale_a=rng.choice(["tensor_0d", "tensor_1d", "tensor_1x1", "rowwise", "blockwise"]),
             scale_b=rng.choice(["tensor_0d", "tensor_1x1", "rowwise", "blockwise"]),
@@ -322,16 +337,16 @@ def _first_catch(kernel_entry):
 def test_default_profile_catches_a_kernel_wrong_only_for_rowwise_scales_with_m_above_1():
     index, case, cases, _ = _first_catch(planted("first_token_scale"))
     assert case is not None, "not caught in 30 cases"
-    assert case["scale_a"] in ("rowwise", "blockwise") and case["m"] > 1
-    assert sum(c["scale_a"] == "rowwise" and c["m"] > 1 and c["purpose"] == "valid" for c in cases) >= 2
+    assert case.params.scale_a in ("rowwise", "blockwise") and case.params.m > 1
+    assert sum(c.params.scale_a == "rowwise" and c.params.m > 1 and c.params.purpose == "valid" for c in cases) >= 2
 
 
 def test_default_profile_catches_a_kernel_wrong_only_when_k_has_a_tail():
     # Declares K a multiple of 8: a tail of a 128 block (K = 24, 32, 64, 160) is inside its support.
     index, case, cases, outcome = _first_catch(planted("drops_k_tail", k_multiple=8))
     assert case is not None, "not caught in 30 cases"
-    assert failing_call(case.params, outcome.observations.sequence)["k"] % 128 and case["purpose"] == "valid"
-    assert {c["k"] for c in cases if c["purpose"] == "boundary"} == {20}  # outside k_multiple: 8
+    assert failing_call(case.params, outcome.observations.sequence).k % 128 and case.params.purpose == "valid"
+    assert {c.params.k for c in cases if c.params.purpose == "boundary"} == {20}  # outside k_multiple: 8
 
 
 # -- a run: the model block, mismatches and the coverage block ----------------------------------
@@ -401,7 +416,7 @@ def test_declared_pairs_and_dtype_rules_make_refusals_unsupported():
     spec = parse_spec(Path("matrix.yaml"), matrix_text([kernel]))
     declared = spec.kernels[0]
     assert declared.scale_pairs == (("tensor_0d", "tensor_0d"),) and declared.bias_out_dtypes == ()
-    params = case_params(scale_b="tensor_1d", out_dtype="fp16", bias=True, m=4)
+    params = case_record(scale_b="tensor_1d", out_dtype="fp16", bias=True, m=4)
     assert [key for key, _ in declared_breaks(declared, params)] == [
         "scale_pairs",
         "dtype_pairs",
@@ -496,20 +511,20 @@ def test_default_profile_covers_every_valid_scale_pairing_in_every_mode_on_the_c
     assert len({c.id for c in cases}) == len(cases) == spec.profile("default").cases + past_budget
     assert notes["left_out_modes"] == ["triton-gemm"]
     assert not [w for w in notes["warnings"] if "epilogue" in w]
-    valid = [c for c in cases if c["purpose"] == "valid"]
+    valid = [c for c in cases if c.params.purpose == "valid"]
     for kernel in ("aten_scaled_mm", "int8_w8a8"):
         wanted = set(notes["possible"][kernel]["epilogue"])
         assert {"scale_a", "scale_b", "mode", "bias", "out_dtype"} <= set(
             epilogue.varying_axes(spec.axes_for(spec.profile("default")))
         )
-        got = epilogue.covered(wanted, [c.params for c in valid if c["kernel"] == kernel])
+        got = epilogue.covered(wanted, [c.params.to_json() for c in valid if c.params.kernel == kernel])
         assert len(wanted) > 500 and not wanted - got
-    fp8 = {(c["scale_a"], c["scale_b"], c["mode"]) for c in valid if c["kernel"] == "aten_scaled_mm"}
+    fp8 = {(c.params.scale_a, c.params.scale_b, c.params.mode) for c in valid if c.params.kernel == "aten_scaled_mm"}
     possible = {tuple(t) for t in notes["possible"]["aten_scaled_mm"]["scale_pair_mode"]}
     assert possible and not possible - fp8
     # Pairings without a recipe are possible only where a scale degenerates to one element.
     assert ("tensor_0d", "rowwise", "inductor") not in possible and ("rowwise", "rowwise", "inductor") in possible
-    assert any(c["m"] == 1 for c in valid) and any(c["k"] % 16 for c in valid)
+    assert any(c.params.m == 1 for c in valid) and any(c.params.k % 16 for c in valid)
 
 
 def test_case_ids_do_not_depend_on_loaded_modules(tmp_path):

@@ -35,9 +35,9 @@ def test_left_out_scale_axes_take_the_declared_forms(tmp_path):
     alone; every declared pairing now meets every mode."""
     spec = spec_of(tmp_path, {"mode": ["aot_eager", "inductor"], "m": [1, 17, 64], "k": [32, 64], "n": [16]})
     cases, notes = cases_and_notes(spec)
-    pairs = {(c["scale_a"], c["scale_b"]) for c in cases}
+    pairs = {(c.params.scale_a, c.params.scale_b) for c in cases}
     assert pairs == {(a, b) for a in FORMS for b in FORMS}
-    assert {(c["scale_a"], c["scale_b"], c["mode"]) for c in cases} >= {
+    assert {(c.params.scale_a, c.params.scale_b, c.params.mode) for c in cases} >= {
         (a, b, m) for a in FORMS for b in FORMS for m in ("aot_eager", "inductor")
     }
     assert len(cases) == 60 and [w for w in notes["warnings"] if "production data" not in w] == []
@@ -47,7 +47,7 @@ def test_left_out_dtype_axes_take_the_declared_dtypes_also_without_fast_accum(tm
     kernel = {"name": "mine", "impl": "planted_kernels:no_fast_accum", "dtypes": ["e4m3fn", "e5m2"]}
     spec = spec_of(tmp_path, {"mode": ["aot_eager"], "m": [4, 8], "k": [32], "n": [16]}, cases=12, kernel=kernel)
     cases, _ = cases_and_notes(spec)
-    assert {c["dtype_a"] for c in cases} == {"e4m3fn", "e5m2"}
+    assert {c.params.dtype_a for c in cases} == {"e4m3fn", "e5m2"}
 
 
 def test_a_declared_form_the_axes_leave_out_is_warned_about(tmp_path):
@@ -129,11 +129,11 @@ def test_built_in_kernels_take_the_whole_range_their_model_accepts(tmp_path):
     axes = {"mode": ["aot_eager"], "m": [4], "k": [32], "n": [16]}
     spec = spec_of(tmp_path, axes, cases=40, kernel="fp8_linear")
     cases, notes = cases_and_notes(spec)
-    valid = {(c["scale_a"], c["scale_b"]) for c in cases if c["purpose"] == "valid"}
+    valid = {(c.params.scale_a, c.params.scale_b) for c in cases if c.params.purpose == "valid"}
     forms = ("tensor_0d", "tensor_1d", "tensor_1x1")
     assert valid == {(a, b) for a in forms for b in forms}
     assert not any("declares" in w for w in notes["warnings"])
     listed = spec_of(
         tmp_path, {**axes, "scale_a": ["tensor_0d"], "scale_b": ["tensor_0d"]}, cases=4, kernel="fp8_linear"
     )
-    assert {(c["scale_a"], c["scale_b"]) for c in cases_and_notes(listed)[0]} == {("tensor_0d", "tensor_0d")}
+    assert {(c.params.scale_a, c.params.scale_b) for c in cases_and_notes(listed)[0]} == {("tensor_0d", "tensor_0d")}

@@ -2,7 +2,7 @@
 the same whatever the thread count (repro scripts check the very tensors)."""
 
 import pytest
-from case_factory import case_params
+from case_factory import case_record
 
 from pytest_scaledmm.verdict.draw import DRAW_STEPS, make_inputs
 from pytest_scaledmm.verdict.facts import input_facts
@@ -20,7 +20,7 @@ def test_an_element_picked_twice_takes_its_last_draw():
 def test_a_full_range_draw_is_the_same_on_one_thread_and_on_several():
     """M x K = 2048 x 256: about 8000 subnormal picks, some of them twice with other signs; a
     parallel write of those kept either sign, so the tensors depended on the thread count."""
-    params = case_params(m=2048, k=256, n=128, value_regime="full_range", out_dtype="fp16")
+    params = case_record(m=2048, k=256, n=128, value_regime="full_range", out_dtype="fp16")
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)

@@ -15,6 +15,7 @@ from reports_factory import BASE, CAND, case, gate, report
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.cli import main
 from pytest_scaledmm.execution import isolate
+from pytest_scaledmm.execution.child_messages import Ready, SideMade
 from pytest_scaledmm.matrix.case_params import Case
 from pytest_scaledmm.verdict.outcome import BOTH_CHECKED, EAGER_CHECKED
 from pytest_scaledmm.verdict.reference import Reference, compare
@@ -76,8 +77,8 @@ def test_a_hang_after_the_eager_side_keeps_its_check():
 
     parent, child = multiprocessing.Pipe()
     eager = {"check": {"ok": False, "ratio": 4.0, "max_abs": 2.5, "off_elements": 7}, "error": None}
-    child.send(("ready", 1))
-    child.send(("side", {"side": "eager", "evidence": eager}))  # then nothing: the hang
+    child.send(Ready(1))
+    child.send(SideMade("eager", eager))  # then nothing: the hang
     spare = isolate.SpareChild.__new__(isolate.SpareChild)
     spare.dir = isolate.tempfile.mkdtemp(prefix="scaledmm-child-")
     spare.log = os.path.join(spare.dir, "child.log")

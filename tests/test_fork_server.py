@@ -77,7 +77,7 @@ def _runner(tmp_path):
         kernel_specs={k.name: k for k in spec.kernels},
         kernels=resolve_kernels(spec.path, spec.kernels),
     )
-    return isolate.ChildRunner(ctx, timeout=120, uses_inductor=False), {case["kernel"]: case for case in cases}
+    return isolate.ChildRunner(ctx, timeout=120, uses_inductor=False), {case.params.kernel: case for case in cases}
 
 
 def _gone(pid: int, within: float = 30.0) -> bool:

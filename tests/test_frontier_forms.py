@@ -7,7 +7,7 @@ import math
 
 import pytest
 import torch
-from case_factory import case_params
+from case_factory import case_params, case_record
 
 from matrices import IN_PROCESS, matrix_text
 from pytest_scaledmm.matrix import kernels as K
@@ -15,6 +15,7 @@ from pytest_scaledmm.matrix.spec import BUILTIN_KERNELS, KernelSpec
 from pytest_scaledmm.matrix.support import support_model
 from pytest_scaledmm.verdict import draw
 from pytest_scaledmm.verdict import reference as reference_module
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.microscaling import E2M1_VALUES, operand_values, pack_fp4, scale_values
 from pytest_scaledmm.verdict.outcome import ErrorInfo
 from pytest_scaledmm.verdict.refusals import matching_refusal
@@ -30,7 +31,7 @@ BASE = case_params(kernel="scaled_mm_v2", m=128, k=256, n=128)
 
 
 def _params(**overrides):
-    return {**BASE, **overrides}
+    return CaseParams.from_json({**BASE, **overrides})
 
 
 def _dequantised(params, a, b, scale_a, scale_b):
@@ -305,7 +306,7 @@ def _model(name, arch):
 def test_old_scaled_mm_refuses_the_new_pairings_on_sm90(form_a, form_b):
     case = _params(kernel="aten_scaled_mm", scale_a=form_a, scale_b=form_b, m=256, k=256, n=256)
     assert _model("aten_scaled_mm", "sm90").breaks(case) == ["scale_pair"]
-    assert _model("aten_scaled_mm", "sm90").breaks({**case, "scale_a": "block1x128", "scale_b": "block128x128"}) == []
+    assert _model("aten_scaled_mm", "sm90").breaks(case.with_values(scale_a="block1x128", scale_b="block128x128")) == []
 
 
 @pytest.mark.parametrize("kernel", ["scaled_mm_v2", "scaled_mm_v2_functional"])
@@ -319,7 +320,7 @@ def test_v2_models_take_every_blockwise_pairing_on_sm90_and_none_on_the_cpu(kern
         case = _params(kernel=kernel, scale_a=form_a, scale_b=form_b, m=256, k=256, n=256)
         assert _model(kernel, "sm90").breaks(case) == []
         # Any layout: the kernel copies block scales into the op's.
-        assert _model(kernel, "sm90").breaks({**case, "scale_layout": "noncontiguous"}) == []
+        assert _model(kernel, "sm90").breaks(case.with_values(scale_layout="noncontiguous")) == []
         assert _model(kernel, "cpu").breaks(case) == ["scale_pair"]
     # Whole blocks only: K a multiple of 128, M of a 128x128 scale_a too.
     assert _model(kernel, "sm90").breaks(_params(kernel=kernel, scale_a="block1x128", scale_b="block1x128", k=192)) == [
@@ -335,14 +336,14 @@ def test_microscaling_needs_sm100(arch, want):
     mx = _params(scale_a="mx", scale_b="mx")
     nvfp4 = _params(scale_a="nvfp4", scale_b="nvfp4", dtype_a="fp4e2m1", dtype_b="fp4e2m1")
     for kernel in ("scaled_mm_v2", "scaled_mm_v2_functional"):
-        assert _model(kernel, arch).breaks({**mx, "kernel": kernel}) == want
-        assert _model(kernel, arch).breaks({**nvfp4, "kernel": kernel}) == want
+        assert _model(kernel, arch).breaks(mx.with_values(kernel=kernel)) == want
+        assert _model(kernel, arch).breaks(nvfp4.with_values(kernel=kernel)) == want
         # Mixed forms, or a form with other operands, have no recipe anywhere.
-        assert _model(kernel, arch).breaks({**mx, "kernel": kernel, "scale_b": "nvfp4"}) == ["scale_pair"]
-        assert _model(kernel, arch).breaks({**nvfp4, "kernel": kernel, "dtype_a": "e4m3fn", "dtype_b": "e4m3fn"}) == [
+        assert _model(kernel, arch).breaks(mx.with_values(kernel=kernel, scale_b="nvfp4")) == ["scale_pair"]
+        assert _model(kernel, arch).breaks(nvfp4.with_values(kernel=kernel, dtype_a="e4m3fn", dtype_b="e4m3fn")) == [
             "scale_pair"
         ]
-        assert _model(kernel, arch).breaks({**mx, "kernel": kernel, "scale_b": "rowwise"}) == ["scale_pair"]
+        assert _model(kernel, arch).breaks(mx.with_values(kernel=kernel, scale_b="rowwise")) == ["scale_pair"]
 
 
 @pytest.mark.parametrize(
@@ -430,7 +431,7 @@ def test_input_facts_of_packed_fp4_operands_for_repro_scripts():
     from pytest_scaledmm.verdict.draw import make_inputs
     from pytest_scaledmm.verdict.facts import input_facts
 
-    params = case_params(
+    params = case_record(
         kernel="scaled_mm_v2",
         scale_a="nvfp4",
         scale_b="nvfp4",

@@ -128,7 +128,7 @@ def test_reference_2d2d_sums_each_group_over_its_own_k_and_an_empty_k_gives_zero
     b = exact([[2], [5]])
     group_sizes_here = [2, 0]
     inputs = grouped_inputs(a, b, [1.0, 9.0], [0.5, 9.0], offs=offsets(group_sizes_here))
-    p = {**p, "k": 1}
+    p = p.with_values(k=1)
     # Sizes come from the case: override to the hand-made split.
     import pytest_scaledmm.verdict.grouped as grouped
 

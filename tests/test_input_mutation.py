@@ -10,7 +10,7 @@ import subprocess
 import sys
 
 import pytest
-from case_factory import case_params
+from case_factory import case_record
 
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm import cli
@@ -226,7 +226,7 @@ def test_each_call_gets_copies_laid_out_as_the_inputs(layout):
     is a change too, named as such."""
     import torch
 
-    params = case_params(
+    params = case_record(
         scale_a="rowwise", scale_b="rowwise", scale_layout=layout, activation_rank=3, bias=True, m=6, k=32, n=16
     )
     inputs = make_inputs(params, 7, "cpu")

@@ -33,24 +33,24 @@ MATRICES = {"readme": readme_matrix, "kernels-only": kernels_only}
 
 # Planted kernel -> the cases that can show its bug (the generator must draw some).
 PLANTED = {
-    "k_tail_of_32_dropped": lambda p: p["k"] > 32 and p["k"] % 32 != 0,
-    "stale_second_m_tile": lambda p: p["m"] > 128,
-    "shifted_last_n_tile": lambda p: p["n"] > 64 and p["n"] % 64 != 0,
-    "square_fast_path": lambda p: p["m"] == p["n"] > 1,
-    "half_scale_bits": lambda p: p.get("scale_dtype", "fp32") != "fp32",
-    "bias_promotes_output": lambda p: p.get("bias") and p.get("bias_dtype") == "fp32" and p["out_dtype"] != "fp32",
-    "sanitizes_operands": lambda p: p.get("special_operand", "none") != "none",
-    "sanitizes_weight": lambda p: "b" in p.get("special_operand", "none").partition("_")[2],
+    "k_tail_of_32_dropped": lambda p: p.k > 32 and p.k % 32 != 0,
+    "stale_second_m_tile": lambda p: p.m > 128,
+    "shifted_last_n_tile": lambda p: p.n > 64 and p.n % 64 != 0,
+    "square_fast_path": lambda p: p.m == p.n > 1,
+    "half_scale_bits": lambda p: p.scale_dtype != "fp32",
+    "bias_promotes_output": lambda p: p.bias and p.bias_dtype == "fp32" and p.out_dtype != "fp32",
+    "sanitizes_operands": lambda p: p.special_operand != "none",
+    "sanitizes_weight": lambda p: "b" in p.special_operand.partition("_")[2],
     # Data pointers are not traceable (a compiled side fails on them): the eager cases show it.
-    "caches_weight_by_pointer": lambda p: p["mode"] == "eager" and p["k"] > 0 and p["n"] > 0,
+    "caches_weight_by_pointer": lambda p: p.mode == "eager" and p.k > 0 and p.n > 0,
     # The eager side's call at 3 x M outgrows the first M's tile.
-    "tile_config_cached_without_m": lambda p: 6 <= p["m"] <= 341 and p["k"] > 0 and p["n"] > 0,
+    "tile_config_cached_without_m": lambda p: 6 <= p.m <= 341 and p.k > 0 and p.n > 0,
     # Caches keyed on part of the call (tests/planted_state_kernels.py): a later call of the case's
     # sequence at a larger K, or in another output dtype, meets what the first call left.
-    "planted_state_kernels:k_split_keyed_on_n": lambda p: p["k"] > 0 and p["n"] > 0,
-    "planted_state_kernels:output_buffer_per_shape": lambda p: p["k"] > 0 and p["n"] > 0 and p["m"] > 0,
+    "planted_state_kernels:k_split_keyed_on_n": lambda p: p.k > 0 and p.n > 0,
+    "planted_state_kernels:output_buffer_per_shape": lambda p: p.k > 0 and p.n > 0 and p.m > 0,
     # The sequence's step that adds or drops the bias at the first call's weight shape.
-    "planted_state_kernels:stale_epilogue_per_weight_shape": lambda p: p["k"] > 0 and p["n"] > 0 and p["m"] > 0,
+    "planted_state_kernels:stale_epilogue_per_weight_shape": lambda p: p.k > 0 and p.n > 0 and p.m > 0,
 }
 # What the failing case's record must say, where the class of failure alone would not show it.
 SIGNATURES = {
@@ -74,7 +74,7 @@ def _catching_case(document: dict, reaches) -> str:
     from pytest_scaledmm.matrix.kernels import resolve_kernels  # noqa: PLC0415  torch
 
     spec, (cases, _) = _cases(document)
-    candidates = [c for c in cases if reaches(c.params) and c["purpose"] in ("valid", "special")]
+    candidates = [c for c in cases if reaches(c.params) and c.params.purpose in ("valid", "special")]
     assert candidates, "the generator drew no case of this dimension"
     ctx = RunContext(
         device="cpu",
@@ -110,12 +110,14 @@ def test_each_planted_dimension_is_caught_and_the_correct_twin_is_clean(matrix_p
 
 def test_a_matrix_that_lists_only_kernels_draws_the_production_space():
     _, (cases, notes) = _cases(kernels_only({"name": "mine", "impl": "planted_kernels:correct"}))
-    drawn = {axis: {c.params.get(axis) for c in cases} for axis in ("value_regime", "operand_layout", "scale_dtype")}
+    drawn = {
+        axis: {c.params.value_of(axis) for c in cases} for axis in ("value_regime", "operand_layout", "scale_dtype")
+    }
     assert drawn["value_regime"] >= {"standard", "full_range", "real_scales", "near_limit", "cancelling"}
     assert drawn["operand_layout"] >= {"dense", "a_padded", "a_offset", "b_row_major", "b_padded"}
     assert drawn["scale_dtype"] >= {"fp32", "bf16", "fp16"}
-    assert {c["special_scale"] for c in cases if c["purpose"] == "special"} >= {"zero", "negative"}
-    assert {c.params.get("special_side") for c in cases if c["purpose"] == "special"} == {None, "b"}
+    assert {c.params.special_scale for c in cases if c.params.purpose == "special"} >= {"zero", "negative"}
+    assert {c.params.special_side for c in cases if c.params.purpose == "special"} == {"a", "b"}
     assert not any("production data" in w for w in notes["warnings"])
 
 
@@ -123,12 +125,12 @@ def test_listed_m_gets_the_server_sizes_and_a_listed_axis_narrows(tmp_path):
     document = readme_matrix({"name": "mine", "impl": "planted_kernels:correct"})
     document["axes"]["value_regime"] = ["standard"]
     _, (cases, notes) = _cases(document)
-    assert {c.params.get("value_regime", "standard") for c in cases} == {"standard"}
-    assert {1, 16} < {c["m"] for c in cases}
+    assert {c.params.value_regime for c in cases} == {"standard"}
+    assert {1, 16} < {c.params.m for c in cases}
     assert set(notes["m_added"]["mine"]) >= {17, 127, 128, 129, 2048}
-    assert any(c["m"] == c["n"] for c in cases)
+    assert any(c.params.m == c.params.n for c in cases)
     # The k axis left out: tails of a 32-block above one block.
-    assert {c["k"] for c in cases} & {48, 80, 96, 192}
+    assert {c.params.k for c in cases} & {48, 80, 96, 192}
 
 
 def test_a_profile_without_production_data_says_so(matrix_project):
@@ -196,10 +198,10 @@ def test_the_default_profile_has_an_fp8_output_with_scale_result_and_k_tails():
 
     spec = load_spec(Path(__file__).resolve().parents[1] / "matrix.yaml")
     cases, notes = generate_cases(spec, spec.profile("default"), "cpu")
-    fp8_out = [c for c in cases if c["out_dtype"] == "e4m3fn"]
-    assert fp8_out and {c["kernel"] for c in fp8_out} == {"aten_scaled_mm"}
-    assert {c.params.get("scale_result") for c in fp8_out} == {"two"}
-    assert {c["kernel"] for c in cases if c["k"] in (48, 80) and c["purpose"] == "valid"} == {
+    fp8_out = [c for c in cases if c.params.out_dtype == "e4m3fn"]
+    assert fp8_out and {c.params.kernel for c in fp8_out} == {"aten_scaled_mm"}
+    assert {c.params.scale_result for c in fp8_out} == {"two"}
+    assert {c.params.kernel for c in cases if c.params.k in (48, 80) and c.params.purpose == "valid"} == {
         "aten_scaled_mm",
         "int8_w8a8",
     }
@@ -246,7 +248,7 @@ def _other_m(declared: dict, m: int, mode: str = "eager") -> list:
     )
     ctx = RunContext(device="cpu", run_seed=0, kernel_specs={k.name: k for k in spec.kernels}, kernels={})
     case = cases[0]
-    return [entry["m"] for entry in planned_other_m(Case(case.id, {**case.params, "m": m}), ctx)]
+    return [entry["m"] for entry in planned_other_m(Case(case.id, case.params.with_values(m=m)), ctx)]
 
 
 def test_the_other_m_keeps_to_what_the_kernel_declares():
@@ -262,10 +264,10 @@ def test_the_other_m_keeps_to_what_the_kernel_declares():
 
 def _four_way_reach(params) -> bool:
     return (
-        params["mode"] != "eager"
-        and params["scale_a"] == params["scale_b"] == "tensor_1d"
-        and bool(params.get("bias"))
-        and params["out_dtype"] == "fp16"
+        params.mode != "eager"
+        and params.scale_a == params.scale_b == "tensor_1d"
+        and bool(params.bias)
+        and params.out_dtype == "fp16"
     )
 
 

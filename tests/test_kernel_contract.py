@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from case_factory import case_params
+from case_factory import case_params, case_record
 from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text, planted
@@ -22,7 +22,7 @@ PARAMS = case_params(kernel="correct", scale_b="tensor_1d", mode="aot_eager", m=
 def by_kernel(results) -> dict:
     found: dict = {}
     for case, result in results:
-        found.setdefault(case["kernel"], []).append((case, result))
+        found.setdefault(case.params.kernel, []).append((case, result))
     return found
 
 
@@ -50,26 +50,26 @@ def test_kernel_refusing_every_call_is_refused_and_fails_the_run(matrix_project)
 def test_refusing_m1_fails_unless_declared():
     text = matrix_text([planted("refuses_m1"), planted("refuses_m1_declared", "refuses_m1", min_m=2)], {"m": [1, 4]})
     found = by_kernel(run_matrix(text))
-    outcomes = {(k, c["m"]): r.outcome for k, results in found.items() for c, r in results}
+    outcomes = {(k, c.params.m): r.outcome for k, results in found.items() for c, r in results}
     assert outcomes == {
         ("refuses_m1", 1): oc.REFUSED,
         ("refuses_m1", 4): oc.PASS,
         ("refuses_m1_declared", 1): oc.UNSUPPORTED,
         ("refuses_m1_declared", 4): oc.PASS,
     }
-    (unsupported,) = [r for c, r in found["refuses_m1_declared"] if c["m"] == 1]
+    (unsupported,) = [r for c, r in found["refuses_m1_declared"] if c.params.m == 1]
     assert "min_m: 2" in unsupported.detail and "M = 1" in unsupported.detail
-    (refused,) = [r for c, r in found["refuses_m1"] if c["m"] == 1]
+    (refused,) = [r for c, r in found["refuses_m1"] if c.params.m == 1]
     assert "declared support" in refused.detail and "min_m" in refused.detail
 
 
 @pytest.mark.parametrize(
     "declared,axes,outside",
     [
-        ({"max_m": 4}, {"m": [4, 8]}, lambda p: p["m"] > 4),
-        ({"m_multiple": 4}, {"m": [4, 6]}, lambda p: p["m"] % 4),
-        ({"k_multiple": 64}, {"k": [32, 64]}, lambda p: p["k"] % 64),
-        ({"n_multiple": 32}, {"n": [16, 32]}, lambda p: p["n"] % 32),
+        ({"max_m": 4}, {"m": [4, 8]}, lambda p: p.m > 4),
+        ({"m_multiple": 4}, {"m": [4, 6]}, lambda p: p.m % 4),
+        ({"k_multiple": 64}, {"k": [32, 64]}, lambda p: p.k % 64),
+        ({"n_multiple": 32}, {"n": [16, 32]}, lambda p: p.n % 32),
         ({"scale_forms": ["tensor_0d", "tensor_1d"]}, {}, lambda p: False),
     ],
     ids=["max_m", "m_multiple", "k_multiple", "n_multiple", "scale_forms"],
@@ -90,10 +90,10 @@ def test_case_outside_declared_scale_forms_is_unsupported():
     from pytest_scaledmm.verdict.refusals import outside_declared_support
 
     kernel = KernelSpec("k", "fp8", scale_forms=("tensor_0d",), min_m=2, k_multiple=16)
-    params = case_params(scale_a="rowwise", m=4)
+    params = case_record(scale_a="rowwise", m=4)
     assert "scale_a rowwise" in outside_declared_support(kernel, params)
-    assert outside_declared_support(kernel, {**params, "scale_a": "tensor_0d"}) is None
-    assert "k_multiple: 16" in outside_declared_support(kernel, {**params, "scale_a": "tensor_0d", "k": 24})
+    assert outside_declared_support(kernel, params.with_values(scale_a="tensor_0d")) is None
+    assert "k_multiple: 16" in outside_declared_support(kernel, params.with_values(scale_a="tensor_0d", k=24))
 
 
 def test_internal_assert_alike_on_both_sides_is_internal_error():
@@ -113,7 +113,7 @@ def test_hook_kernel_declares_limits_like_a_matrix_entry():
     kernel = kernel_from_declaration("pytest_scaledmm_kernels in conftest.py", 0, entry, declared.fn)
     assert kernel.min_m == 2
     text = matrix_text(["hooked"], {"m": [1, 4]})
-    outcomes = {c["m"]: r.outcome for c, r in run_matrix(text, declared_kernels=[kernel])}
+    outcomes = {c.params.m: r.outcome for c, r in run_matrix(text, declared_kernels=[kernel])}
     assert outcomes == {1: oc.UNSUPPORTED, 4: oc.PASS}
 
 
@@ -256,7 +256,7 @@ def test_builtin_refusal_is_unsupported_and_a_user_wrapper_of_it_is_refused():
     (builtin, builtin_result), (wrapper, wrapper_result) = run_matrix(text)
     if builtin_result.outcome == oc.PASS:
         pytest.skip("this torch accepts the pair")
-    assert builtin["kernel"] == "aten_scaled_mm" and builtin_result.outcome == oc.UNSUPPORTED, builtin_result.detail
+    assert builtin.params.kernel == "aten_scaled_mm" and builtin_result.outcome == oc.UNSUPPORTED, builtin_result.detail
     assert "documented" in builtin_result.detail and "Invalid scaling configuration" in builtin_result.signature
     assert wrapper_result.outcome == oc.REFUSED, wrapper_result.detail
     assert "scale_forms" in wrapper_result.detail
@@ -282,8 +282,8 @@ def test_kernel_without_use_fast_accum_gets_no_fast_cases_and_passes():
         [planted("no_fast_accum"), planted("correct")], {"use_fast_accum": [False, True], "m": [4, 5]}, cases=8
     )
     found = by_kernel(run_matrix(text))
-    assert {c["use_fast_accum"] for c, _ in found["no_fast_accum"]} == {False}
-    assert {c["use_fast_accum"] for c, _ in found["correct"]} == {False, True}
+    assert {c.params.use_fast_accum for c, _ in found["no_fast_accum"]} == {False}
+    assert {c.params.use_fast_accum for c, _ in found["correct"]} == {False, True}
     assert [r.outcome for _, r in found["no_fast_accum"]] == [oc.PASS] * len(found["no_fast_accum"])
 
 
@@ -352,7 +352,7 @@ def test_signature_problems_name_the_parameter(source, parameter):
 
 def test_what_a_kernel_returns_or_raises_in_process_is_an_outcome():
     kernels = [planted(k) for k in ("exits", "returns_none", "returns_tuple", "returns_meta")]
-    outcomes = {c["kernel"]: (r.outcome, r.signature) for c, r in run_matrix(matrix_text(kernels))}
+    outcomes = {c.params.kernel: (r.outcome, r.signature) for c, r in run_matrix(matrix_text(kernels))}
     assert outcomes["exits"][0] == oc.CRASH and "SystemExit" in outcomes["exits"][1]
     assert outcomes["returns_none"] == (oc.MISMATCH, "MISMATCH: eager+compiled returned NoneType, not a Tensor")
     assert outcomes["returns_tuple"] == (oc.MISMATCH, "MISMATCH: eager+compiled returned tuple, not a Tensor")
@@ -378,12 +378,13 @@ def test_an_oracle_that_raises_is_a_failed_check(monkeypatch):
 
 def test_serve_answers_a_harness_failure_with_an_outcome(monkeypatch):
     from pytest_scaledmm.execution import isolate, run
+    from pytest_scaledmm.execution.child_messages import RunCase
 
     def broken(case, ctx, keep=None):
         raise ZeroDivisionError("harness bug")
 
     monkeypatch.setattr(run, "run_case", broken)
-    answer = isolate._serve(("case", "some-case", case_params(kernel="k"), None), None)
+    answer = isolate._serve(RunCase("some-case", case_params(kernel="k")), None)
     assert answer["outcome"] == oc.HARNESS_ERROR
     assert "ZeroDivisionError: harness bug" in answer["signature"] and "Traceback" in answer["detail"]
     result = isolate.InProcessRunner(None).run(make_case(PARAMS))

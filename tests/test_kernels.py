@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 import torch
-from case_factory import case_params
+from case_factory import case_params, case_record
 from direct_run import run_matrix
 
 from matrices import IN_PROCESS, matrix_text, synthetic
 from pytest_scaledmm.matrix import kernels as K
 from pytest_scaledmm.matrix.spec import KernelSpec
 from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.draw import expected_shape, lay_out, make_inputs
 from pytest_scaledmm.verdict.reference import parity
 
@@ -57,16 +58,16 @@ def test_zero_dim_scale_layouts():
 
 @pytest.mark.parametrize("m,shape", [(4, (2, 2, 16)), (5, (1, 5, 16)), (1, (1, 1, 16))])
 def test_three_d_activation_rule(m, shape):
-    params = case_params(m=m, k=32, n=16, activation_rank=3)
+    params = case_record(m=m, k=32, n=16, activation_rank=3)
     assert expected_shape(params) == shape
-    assert expected_shape({**params, "activation_rank": 2}) == (m, 16)
+    assert expected_shape(params.with_values(activation_rank=2)) == (m, 16)
 
 
 BASE = case_params(kernel="correct", scale_a="rowwise", scale_b="tensor_1d", mode="aot_eager", m=4)
 
 
 def _params(**overrides):
-    return {**BASE, **overrides}
+    return CaseParams.from_json({**BASE, **overrides})
 
 
 @pytest.mark.parametrize(
@@ -119,7 +120,7 @@ def test_correct_kernel_passes_every_layout_rank_and_special_value():
     results = run_matrix(matrix([{"name": "correct", "impl": "planted_kernels:correct"}], axes, cases=40))
     assert len(results) >= 40  # the budget, and the guaranteed values past it
     assert failures(results) == []
-    seen = {(c["scale_layout"], c["activation_rank"], c["special_scale"]) for c, _ in results}
+    seen = {(c.params.scale_layout, c.params.activation_rank, c.params.special_scale) for c, _ in results}
     assert {s for _, _, s in seen} == set(axes["special_scale"]) and {layout for layout, _, _ in seen} == set(
         axes["scale_layout"]
     )
@@ -149,10 +150,17 @@ def test_fp8_builtins_pass_on_this_cpu(cpu_fp8_mm):
         ],
     )
     results = run_matrix(text)
-    assert {c["kernel"] for c, _ in results} == {"aten_scaled_mm", "scaled_mm_v2", "fp8_linear", "fp8_linear_no_lift"}
+    assert {c.params.kernel for c, _ in results} == {
+        "aten_scaled_mm",
+        "scaled_mm_v2",
+        "fp8_linear",
+        "fp8_linear_no_lift",
+    }
     allowed_skip = {"scaled_mm_v2"} if K.unavailable_reason(KernelSpec("scaled_mm_v2", "fp8")) else set()
     bad = [
-        (c.id, r.outcome, r.signature) for c, r in results if r.outcome != oc.PASS and c["kernel"] not in allowed_skip
+        (c.id, r.outcome, r.signature)
+        for c, r in results
+        if r.outcome != oc.PASS and c.params.kernel not in allowed_skip
     ]
     assert bad == []
 
@@ -164,7 +172,7 @@ def test_fp8_linear_wrapper_on_three_d_tokens(cpu_fp8_mm):
         {"activation_rank": [3], "m": [1, 6], "scale_a": ["tensor_0d"], "scale_b": ["tensor_1d"]},
     )
     results = run_matrix(text)
-    assert sorted((c["kernel"], c["m"]) for c, _ in results) == [
+    assert sorted((c.params.kernel, c.params.m) for c, _ in results) == [
         (k, m) for k in ("fp8_linear", "fp8_linear_no_lift") for m in (1, 6)
     ]
     assert failures(results) == []  # a refusal of the 3-D tokens is a failure here, not a skip
@@ -204,10 +212,10 @@ def test_scaled_mm_v2_recipes_follow_scale_shapes():
 def test_builtin_kernel_needing_newer_torch_is_skipped_at_run_time_only(monkeypatch):
     text = matrix([{"name": "scaled_mm_v2", "min_torch": "99.0"}, "aten_scaled_mm"], {}, cases=2)
     results = run_matrix(text)
-    assert {c["kernel"] for c, _ in results} == {"scaled_mm_v2", "aten_scaled_mm"}  # both collected
-    too_new = [outcome for case, outcome in results if case["kernel"] == "scaled_mm_v2"]
+    assert {c.params.kernel for c, _ in results} == {"scaled_mm_v2", "aten_scaled_mm"}  # both collected
+    too_new = [outcome for case, outcome in results if case.params.kernel == "scaled_mm_v2"]
     assert too_new and all(o.outcome == oc.SKIPPED and "needs torch>=99.0" in o.detail for o in too_new)
-    assert all(o.outcome != oc.SKIPPED for case, o in results if case["kernel"] == "aten_scaled_mm")
+    assert all(o.outcome != oc.SKIPPED for case, o in results if case.params.kernel == "aten_scaled_mm")
     monkeypatch.setattr(K, "_scaling_type", lambda: None)
     assert "has no torch.nn.functional.scaled_mm" in K.unavailable_reason(KernelSpec("scaled_mm_v2_functional", "fp8"))
 
@@ -230,6 +238,7 @@ sys.path.insert(0, TESTS_DIR)  # xdist workers do not inherit pytester's sys.pat
 
 import planted_kernels
 from pytest_scaledmm.matrix.kernels import Kernel
+from pytest_scaledmm.verdict.case_axes import CaseParams
 
 
 def pytest_scaledmm_kernels(config):

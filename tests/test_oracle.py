@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from case_factory import case_params, case_record
+from case_factory import case_record
 from direct_run import run_matrix
 
 from matrices import BASE_AXES as SYNTHETIC_BASE
@@ -44,8 +44,8 @@ def oracle_matrix(kernel, axes) -> str:
 @pytest.mark.parametrize("kernel,axes", ORACLE_BUGS, ids=[b[0] for b in ORACLE_BUGS])
 def test_numeric_bug_is_caught_at_every_k_and_correct_passes(kernel, axes):
     results = run_matrix(oracle_matrix(kernel, axes))
-    buggy = [(c, r) for c, r in results if c["kernel"] == kernel]
-    correct = [(c, r) for c, r in results if c["kernel"] == "correct"]
+    buggy = [(c, r) for c, r in results if c.params.kernel == kernel]
+    correct = [(c, r) for c, r in results if c.params.kernel == "correct"]
     assert buggy and len(buggy) == len(correct) == math.prod(len(v) for v in {**BASE_AXES, **axes}.values())
     for case, result in buggy:
         assert result.outcome == oc.MISMATCH, (case.id, result.outcome, result.signature, result.errors)
@@ -66,7 +66,7 @@ def test_records_carry_relative_error_and_bound():
         assert bound["accumulator"] == "fp32" and bound["c_acc"] == reference_module.ACCUMULATORS["fp32"]["c_acc"]
         assert 0 < bound["min_tol_rel"] <= bound["max_tol_rel"]
         json.loads(json.dumps(check))  # JSON-plain
-        if case["kernel"] == "uniform_error_2pct":
+        if case.params.kernel == "uniform_error_2pct":
             assert check["max_rel"] == pytest.approx(0.02, rel=1e-3) and check["ratio"] > 100
         else:
             assert check["max_rel"] < 1e-5
@@ -102,7 +102,7 @@ def test_bound_by_hand():
 def test_bound_grows_like_sqrt_k_not_k():
     """The old term K * u * (|A|@|B|) grew past the result; the new one, relative to |value|,
     grows like sqrt(K) * u * (energy / |value|): for K = 16384 fp32 sums it stays below 1e-4."""
-    params = case_params(out_dtype="fp32", use_fast_accum=True, m=8, k=16384)
+    params = case_record(out_dtype="fp32", use_fast_accum=True, m=8, k=16384)
     ref = reference_module.reference(params, draw.make_inputs(params, 1, "cpu"))
     assert ref.bound["min_tol_rel"] < 1e-4 and ref.bound["accumulator"] == "fp32"
     assert (ref.tolerance < 0.01 * ref.value.abs().max()).all()
@@ -121,7 +121,7 @@ def test_bound_grows_like_sqrt_k_not_k():
 def test_uniform_one_percent_is_outside_the_bound(family, out, worst, k):
     """For fp32 sums and for fp8 tensor cores without fast accumulation (the H200 constants), a
     kernel returning 1.01 x the answer, rounded to the out dtype, is caught at every K."""
-    params = case_params(out_dtype=out, m=4, k=k)
+    params = case_record(out_dtype=out, m=4, k=k)
     inputs = draw.make_inputs(params, k, "cpu")
     terms = reference_module.bound_terms(*reference_module.dequantised(params, inputs))
     dtype = draw.torch_dtype(out)
@@ -177,7 +177,7 @@ def test_saturation_by_hand():
 
 
 def _special_params(special, scale_a="rowwise", bias=True):
-    return case_params(
+    return case_record(
         kernel="correct",
         scale_a=scale_a,
         scale_b="tensor_1d",

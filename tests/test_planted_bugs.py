@@ -36,7 +36,7 @@ BUGS = [
         None,
     ),
     # Refuses M = 1 while declaring nothing, so M = 1 is inside its support (min_m: 2 would earn UNSUPPORTED).
-    ("refuses_m1", {"m": [1, 4]}, oc.REFUSED, "eager", lambda p: p["m"] == 1),
+    ("refuses_m1", {"m": [1, 4]}, oc.REFUSED, "eager", lambda p: p.m == 1),
     ("flattens_without_reshape", {"activation_rank": [3], "m": [4, 5]}, oc.MISMATCH, "eager+compiled", None),
     (
         "reads_scale_from_storage_start",
@@ -57,9 +57,9 @@ BUGS = [
         {"scale_a": ["rowwise", "tensor_1x1"], "m": [2, 5]},  # M = 1 fails at its other M (3), eager only
         oc.MISMATCH,
         "eager+compiled",
-        lambda p: p["scale_a"] == "rowwise" and p["m"] > 1,
+        lambda p: p.scale_a == "rowwise" and p.m > 1,
     ),
-    ("drops_k_tail", {"k": [128, 256, 160, 32]}, oc.MISMATCH, "eager+compiled", lambda p: p["k"] % 128 != 0),
+    ("drops_k_tail", {"k": [128, 256, 160, 32]}, oc.MISMATCH, "eager+compiled", lambda p: p.k % 128 != 0),
     ("refuses_everything_runtime_error", {}, oc.REFUSED, "eager", None),
     ("internal_assert", {}, oc.INTERNAL_ERROR, "eager", None),
     ("exits", {}, oc.CRASH, "eager", None),
@@ -75,7 +75,7 @@ def run_bug(kernel, axes):
     """(buggy kernel's results, reference kernel's results) over the same cases."""
     reference = REFERENCE.get(kernel, "correct")
     results = run_matrix(matrix_text([planted(kernel), planted(reference)], axes))
-    return [r for r in results if r[0]["kernel"] == kernel], [r for r in results if r[0]["kernel"] == reference]
+    return [r for r in results if r[0].params.kernel == kernel], [r for r in results if r[0].params.kernel == reference]
 
 
 @pytest.mark.parametrize("kernel,axes,expected,layer,caught_when", BUGS, ids=[b[0] for b in BUGS])

@@ -156,15 +156,15 @@ def test_each_bug_is_caught_where_production_data_shows_it(planted_run):
         return [r for r in records if r["params"]["kernel"] == kernel and where(r["params"], r)]
 
     # The value regimes, the special side, the layouts, the second call and N of several blocks.
-    assert caught("clamps_at_fnuz_max", lambda p, r: p.get("value_regime") == "full_range")
-    assert caught("exponent_15_is_nan", lambda p, r: p.get("value_regime") == "full_range")
-    assert caught("clamps_output_to_fp16_range", lambda p, r: p.get("value_regime") == "near_limit")
-    assert caught("flushes_tiny_scales", lambda p, r: p.get("value_regime") == "real_scales")
-    assert caught("ignores_scale_b_sign", lambda p, r: p.get("special_side") == "b")
-    assert caught("nan_for_pruned_channel", lambda p, r: p.get("special_side") == "b" and p["special_scale"] == "zero")
+    assert caught("clamps_at_fnuz_max", lambda p, r: p.value_regime == "full_range")
+    assert caught("exponent_15_is_nan", lambda p, r: p.value_regime == "full_range")
+    assert caught("clamps_output_to_fp16_range", lambda p, r: p.value_regime == "near_limit")
+    assert caught("flushes_tiny_scales", lambda p, r: p.value_regime == "real_scales")
+    assert caught("ignores_scale_b_sign", lambda p, r: p.special_side == "b")
+    assert caught("nan_for_pruned_channel", lambda p, r: p.special_side == "b" and p.special_scale == "zero")
     assert caught("one_output_buffer", lambda p, r: "previous call's output" in (r.get("signature") or ""))
-    assert caught("reads_a_with_pitch_k", lambda p, r: p.get("operand_layout") in ("a_padded", "a_offset"))
-    assert caught("first_column_block_of_scale_b", lambda p, r: p["scale_b"] == "blockwise" and p["n"] > 128)
+    assert caught("reads_a_with_pitch_k", lambda p, r: p.operand_layout in ("a_padded", "a_offset"))
+    assert caught("first_column_block_of_scale_b", lambda p, r: p.scale_b == "blockwise" and p.n > 128)
 
 
 @pytest.mark.slow
@@ -190,16 +190,16 @@ def test_full_range_operands_reach_the_dtype_maximum_with_exact_references():
     seen = set()
     for case in _default_cases():
         params = case.params
-        if params.get("value_regime") != "full_range" or params["purpose"] != "valid" or not params["m"] * params["k"]:
+        if params.value_regime != "full_range" or params.purpose != "valid" or not params.m * params.k:
             continue
         inputs = make_inputs(params, 7, "cpu")
         values = inputs.a.float()
-        if params["dtype_a"] == "int8":
+        if params.dtype_a == "int8":
             # Symmetric at 127 on the amax's side, -128 reached as clipped schemes do.
             assert values.min().item() == -128 and bool((values.abs() == 127).any()), case.id
         else:
-            assert values.abs().max().item() == QMAX[params["dtype_a"]], case.id
-        seen.add(params["dtype_a"])
+            assert values.abs().max().item() == QMAX[params.dtype_a], case.id
+        seen.add(params.dtype_a)
         ref = reference(params, inputs)
         assert torch.isfinite(ref.value).all() and (ref.tolerance > 0).all()
     assert {"int8", "e4m3fn"} <= seen
@@ -211,10 +211,10 @@ def test_near_limit_outputs_stay_representable_and_close_to_the_limit():
     for case in _default_cases():
         params = case.params
         if (
-            params.get("value_regime") != "near_limit"
-            or params["out_dtype"] != "fp16"
-            or params["purpose"] != "valid"
-            or not params["m"] * params["n"]
+            params.value_regime != "near_limit"
+            or params.out_dtype != "fp16"
+            or params.purpose != "valid"
+            or not params.m * params.n
         ):
             continue
         ref = reference(params, make_inputs(params, 3, "cpu"))
@@ -226,16 +226,12 @@ def test_near_limit_outputs_stay_representable_and_close_to_the_limit():
 def test_real_scales_are_tiny_and_large_and_span_decades():
     for case in _default_cases():
         params = case.params
-        if (
-            params.get("value_regime") != "real_scales"
-            or params["purpose"] != "valid"
-            or not params["m"] * params["k"] * params["n"]
-        ):
+        if params.value_regime != "real_scales" or params.purpose != "valid" or not params.m * params.k * params.n:
             continue
         inputs = make_inputs(params, 5, "cpu")
         assert inputs.scale_b.abs().max().item() < 2**-14, case.id
         assert inputs.scale_a.abs().min().item() > 2**10, case.id
-        if inputs.scale_b.numel() > 1 and params.get("scale_layout") != "expanded":  # expanded: one value
+        if inputs.scale_b.numel() > 1 and params.scale_layout != "expanded":  # expanded: one value
             spread = inputs.scale_b.abs().max().item() / inputs.scale_b.abs().min().item()
             assert spread > 100, (case.id, spread)
 
@@ -244,11 +240,11 @@ def test_cancelling_sums_are_near_zero_against_their_terms():
     for case in _default_cases():
         params = case.params
         if (
-            params.get("value_regime") != "cancelling"
-            or params.get("bias")
-            or params["k"] < 64
-            or params["purpose"] != "valid"
-            or not params["m"] * params["n"]
+            params.value_regime != "cancelling"
+            or params.bias
+            or params.k < 64
+            or params.purpose != "valid"
+            or not params.m * params.n
         ):
             continue
         from pytest_scaledmm.verdict.reference import bound_terms, dequantised
@@ -263,24 +259,24 @@ def test_operand_layouts_are_the_same_values_in_other_memory():
 
     for case in _default_cases():
         params = case.params
-        layout = params.get("operand_layout", "dense")
-        if layout == "dense" or params["purpose"] == "boundary" or not params["m"] * params["k"] * params["n"]:
+        layout = params.operand_layout
+        if layout == "dense" or params.purpose == "boundary" or not params.m * params.k * params.n:
             continue
-        dense = make_inputs({**params, "operand_layout": "dense"}, 1, "cpu")
+        dense = make_inputs(params.with_values(operand_layout="dense"), 1, "cpu")
         laid = make_inputs(params, 1, "cpu")
         # equal_nan: a case with NaN in an operand has it in both layouts.
         for laid_t, dense_t in ((laid.a, dense.a), (laid.b, dense.b)):
             torch.testing.assert_close(laid_t.float(), dense_t.float(), rtol=0, atol=0, equal_nan=True, msg=case.id)
         if layout == "a_padded":
-            assert laid.a.stride(-2) > params["k"] and laid.a.storage_offset() == 0
+            assert laid.a.stride(-2) > params.k and laid.a.storage_offset() == 0
         elif layout == "a_offset":
-            assert laid.a.storage_offset() == params["k"]
+            assert laid.a.storage_offset() == params.k
         elif layout == "b_row_major":
             assert laid.b.is_contiguous()
         elif layout == "b_padded":
-            assert laid.b.stride() == (1, params["k"] + 16)
+            assert laid.b.stride() == (1, params.k + 16)
         elif layout == "a_token_stride0":
-            assert params["m"] == 1 and set(laid.a.stride()[:-1]) == {0}
+            assert params.m == 1 and set(laid.a.stride()[:-1]) == {0}
 
 
 def test_every_kernel_gets_special_cases_on_both_sides_within_its_budget():
@@ -288,8 +284,8 @@ def test_every_kernel_gets_special_cases_on_both_sides_within_its_budget():
     spec = parse_spec(Path("matrix.yaml"), text)
     cases = generate_cases(spec, spec.profile("default"))[0]
     for kernel in ["aten_scaled_mm", *PLANTED]:
-        special = [c.params for c in cases if c.params["kernel"] == kernel and c.params["purpose"] == "special"]
-        sides = {(p["special_scale"], p.get("special_side", "a")) for p in special}
+        special = [c.params for c in cases if c.params.kernel == kernel and c.params.purpose == "special"]
+        sides = {(p.special_scale, p.special_side) for p in special}
         assert {("zero", "b"), ("negative", "a"), ("negative", "b")} <= sides, (kernel, sides)
 
 
@@ -297,8 +293,8 @@ def test_blockwise_scales_meet_n_of_several_blocks_and_empty_dims_appear():
     text = shipped_default_matrix(["aten_scaled_mm", *planted_entries()], CASES_PER_KERNEL)
     spec = parse_spec(Path("matrix.yaml"), text)
     cases = generate_cases(spec, spec.profile("default"))[0]
-    planted = [c.params for c in cases if c.params["kernel"] == "first_column_block_of_scale_b"]
-    assert any(p["scale_b"] == "blockwise" and p["n"] > 128 and p["n"] % 128 == 0 for p in planted)
+    planted = [c.params for c in cases if c.params.kernel == "first_column_block_of_scale_b"]
+    assert any(p.scale_b == "blockwise" and p.n > 128 and p.n % 128 == 0 for p in planted)
     shipped = _default_cases()
-    assert {dim for p in (c.params for c in shipped) for dim in "mkn" if p[dim] == 0} == {"m", "k", "n"}
-    assert any(c.params["n"] > 128 and c.params["n"] % 128 == 0 for c in shipped)
+    assert {dim for p in (c.params for c in shipped) for dim in "mkn" if p.value_of(dim) == 0} == {"m", "k", "n"}
+    assert any(c.params.n > 128 and c.params.n % 128 == 0 for c in shipped)

@@ -12,6 +12,7 @@ import torch
 from case_factory import case_params
 
 from pytest_scaledmm.verdict import reference as reference_module
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.draw import expected_shape, make_inputs
 from pytest_scaledmm.verdict.reference import compare, reference
 
@@ -91,9 +92,9 @@ def _worst_ratio(kernel, params, monkeypatch=None, family=None, seeds=range(3)):
 def test_cancelling_catches_a_bf16_accumulator_under_the_tensor_core_bound(monkeypatch):
     """Cancelling partners sit half a block apart, so a chunked bf16 running sum holds the large
     terms before they cancel: caught under the tensor-core bound (an H200's), as by standard."""
-    params = {**BASE, "k": 1024}
+    params = CaseParams.from_json({**BASE, "k": 1024})
     standard = _worst_ratio(_low_precision_accumulation, params, monkeypatch, "fp8-tensor-core")
-    cancelling = _worst_ratio(_low_precision_accumulation, {**params, "value_regime": "cancelling"})
+    cancelling = _worst_ratio(_low_precision_accumulation, params.with_values(value_regime="cancelling"))
     assert standard > 1.0
     assert cancelling > 1.0, f"cancelling passes a bf16 accumulator (ratio {cancelling:.3g}); standard {standard:.3g}"
 
@@ -109,13 +110,16 @@ def _flushes_subnormal_operands(a, b, scale_a, scale_b, *, bias=None, out_dtype,
 @pytest.mark.parametrize("out_dtype", ["fp32", "bf16"])
 def test_full_range_subnormals_show_a_kernel_that_flushes_them(out_dtype):
     """full_range gives one token of subnormals only: flushing them zeroes its output row."""
-    params = {**BASE, "dtype_a": "e5m2", "dtype_b": "e5m2", "out_dtype": out_dtype, "value_regime": "full_range"}
+    params = CaseParams.from_json(
+        {**BASE, "dtype_a": "e5m2", "dtype_b": "e5m2", "out_dtype": out_dtype, "value_regime": "full_range"}
+    )
     assert _worst_ratio(_flushes_subnormal_operands, params) > 1.0
 
 
 RING = '''
 import torch
 from planted_production_kernels import _kernel
+from pytest_scaledmm.verdict.case_axes import CaseParams
 _RING = {}
 def ring2(a, b, scale_a, scale_b, *, bias=None, out_dtype, use_fast_accum=False):
     """Double-buffered output: one of two preallocated buffers per shape, in turn."""

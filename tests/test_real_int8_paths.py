@@ -90,13 +90,11 @@ def _int8_bmm_cases():
 
 def test_the_token_stride0_layout_is_a_single_token_with_stride_0_in_its_size_1_dims():
     # The default profile's kernels take 2-D operands only; int8_bmm gives the 3-D [1, 1, K] token.
-    cases = [
-        c for c in [*_shipped_default_cases(), *_int8_bmm_cases()] if c.params.get("operand_layout") == TOKEN_STRIDE0
-    ]
+    cases = [c for c in [*_shipped_default_cases(), *_int8_bmm_cases()] if c.params.operand_layout == TOKEN_STRIDE0]
     assert cases
     ranks = set()
     for case in cases:
-        assert case.params["m"] == 1, case.id
+        assert case.params.m == 1, case.id
         assert "-tok0-" in case.id
         inputs = make_inputs(case.params, 1, "cpu")
         size_one = [stride for size, stride in zip(inputs.a.shape, inputs.a.stride()) if size == 1]

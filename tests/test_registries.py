@@ -24,15 +24,16 @@ from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.reports import render
 from pytest_scaledmm.verdict import draw
 from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.scale_forms import FORMS, WHOLE, ScaleForm, per_tensor_of_rank, scale_form
 
 AXES_SCHEMA = MATRIX_SCHEMA["properties"]["axes"]["properties"]
 KERNEL_SCHEMA = MATRIX_SCHEMA["properties"]["kernels"]["items"]["oneOf"][1]["properties"]
 
 
-def params(**overrides) -> dict:
+def params(**overrides) -> CaseParams:
     full = {axis: values[0] for axis, values in AXIS_DEFAULTS.items()}
-    return {"kernel": "aten_scaled_mm", **full, **overrides}
+    return CaseParams.from_json({"kernel": "aten_scaled_mm", **full, **overrides})
 
 
 # -- compile modes ---------------------------------------------------------------------------------
@@ -208,7 +209,7 @@ def test_repro_scripts_regenerate_every_form(form):
     case = make_case(params(kernel="scaled_mm_v2", scale_a=form.id, scale_b=form.id, m=64, k=256, n=384))
     record = {
         "id": case.id,
-        "params": dict(case.params),
+        "params": case.params.to_json(),
         "outcome": "COMPILE_ONLY_ERROR",
         "signature": "RuntimeError: x",
         "layer": "inductor",

@@ -254,7 +254,7 @@ def test_harness_error_still_records_the_case(matrix_project, monkeypatch):
     real_run = MatrixSession.run
 
     def failing_run(self, case, triage=True):
-        if case.params["scale_b"] == "tensor_0d":
+        if case.params.scale_b == "tensor_0d":
             raise isolate.HarnessError("the harness failed in the isolated child:\nboom")
         return real_run(self, case, triage)
 
@@ -273,7 +273,7 @@ def test_setup_error_and_setup_skip_still_record_the_case(matrix_project, pytest
         """
         import pytest
         def pytest_runtest_setup(item):
-            if "tensor_0d" in str(item.case.params.get("scale_b")):
+            if "tensor_0d" in item.case.params.scale_b:
                 raise RuntimeError("fixture broke")
             pytest.skip("not on this runner")
         """

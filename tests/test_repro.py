@@ -175,7 +175,7 @@ def test_repro_header_has_no_docstring_breakers(tmp_path):
     case = make_case(case_params())
     record = {
         "id": case.id,
-        "params": case.params,
+        "params": case.params.to_json(),
         "outcome": "MISMATCH",
         "signature": 'a """ b \\ c',
         "layer": "compiled",
@@ -276,7 +276,13 @@ def test_a_script_embeds_the_verdict_modules_verbatim_and_no_verdict_of_its_own(
     from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
 
     case = make_case(case_params())
-    record = {"id": case.id, "params": case.params, "outcome": "MISMATCH", "signature": "x", "layer": "compiled"}
+    record = {
+        "id": case.id,
+        "params": case.params.to_json(),
+        "outcome": "MISMATCH",
+        "signature": "x",
+        "layer": "compiled",
+    }
     code = repro.kernel_code("aten_scaled_mm", BUILTIN_IMPLS["aten_scaled_mm"], None)
     text = repro.write_script(tmp_path, record, {}, 1, code, 10.0).read_text()
     bodies = _verdict_bodies()

@@ -11,6 +11,7 @@ from pytest_scaledmm.matrix.case_params import case_id
 from pytest_scaledmm.matrix.spec import load_spec
 from pytest_scaledmm.matrix.support import support_model
 from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.draw import CaseInputs, expected_shape, make_inputs
 from pytest_scaledmm.verdict.reference import compare, reference
 
@@ -21,7 +22,7 @@ BASE = case_params(out_dtype="e4m3fn", mode="aot_eager")
 
 
 def params(**changes):
-    return {**BASE, **changes}
+    return CaseParams.from_json({**BASE, **changes})
 
 
 # -- scale_result ---------------------------------------------------------------------------------
@@ -69,7 +70,7 @@ def test_scale_result_and_bias_dtype_are_in_the_id_only_where_given():
     assert "-srtwo-" in case_id(params(scale_result="two"))
     assert "-biasfp32-" in case_id(params(bias=True, bias_dtype="fp32"))
     # A case without the axes keeps the id it always had (no key, no part, same digest).
-    assert case_id(params()) == case_id({k: v for k, v in params().items()})
+    assert case_id(params()) == case_id(CaseParams.from_json(params().to_json()))
     assert "-sr" not in case_id(params()) and "bias" not in case_id(params())
 
 

@@ -3,6 +3,8 @@ collection, handed out one at a time; every case's seconds accounted in its reco
 
 import json
 
+from case_factory import case_record
+
 from matrices import IN_PROCESS, matrix_text, planted
 from pytest_scaledmm.plugin import longest_first, schedule
 from pytest_scaledmm.plugin.cost import case_cost
@@ -54,11 +56,11 @@ def test_measured_seconds_prefer_the_cases_own_clock_and_refuse_garbage():
 
 
 def test_a_refused_case_is_cheaper_than_a_valid_one_of_its_mode():
-    valid = case_cost({"mode": "max-autotune", "purpose": "valid"})
-    refused = case_cost({"mode": "max-autotune", "purpose": "boundary"})
-    host = case_cost({"mode": "max-autotune", "operand_layout": "scale_on_host"})
+    valid = case_cost(case_record(mode="max-autotune", purpose="valid"))
+    refused = case_cost(case_record(mode="max-autotune", purpose="boundary"))
+    host = case_cost(case_record(mode="max-autotune", operand_layout="scale_on_host"))
     assert refused < valid < host
-    assert case_cost({"mode": "eager"}) < case_cost({"mode": "inductor"})
+    assert case_cost(case_record(mode="eager")) < case_cost(case_record(mode="inductor"))
 
 
 class _Node:

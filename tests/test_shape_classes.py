@@ -17,9 +17,9 @@ SHAPE_KERNELS = ("rows_past_grid_limit", "drops_k_tail_past_4096", "zero_n_vecto
 WRONG_AT = {"rows_past_grid_limit": "m65536", "drops_k_tail_past_4096": "k11008", "zero_n_vector_tail": "n36"}
 EXTREME_IDS = ("m65536k", "k14336n", "k11008n", "n36-")
 WRONG_WHEN = {
-    "rows_past_grid_limit": lambda p: p["m"] > 65535,
-    "drops_k_tail_past_4096": lambda p: p["k"] > 4096 and p["k"] % 512,
-    "zero_n_vector_tail": lambda p: p["n"] % 8,
+    "rows_past_grid_limit": lambda p: p.m > 65535,
+    "drops_k_tail_past_4096": lambda p: p.k > 4096 and p.k % 512,
+    "zero_n_vector_tail": lambda p: p.n % 8,
 }
 
 

@@ -10,6 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from case_factory import case_record
 from reports_factory import case, report, write
 
 from matrices import IN_PROCESS, matrix_text, planted
@@ -19,7 +20,7 @@ from pytest_scaledmm.plugin.cost import case_cost
 from pytest_scaledmm.plugin.shard import assign, parse_shard
 
 # Each compile mode's expected seconds: the cost model sharding deals cases out by.
-MODE_COST = {mode.name: case_cost({"mode": mode.name}) for mode in MODES}
+MODE_COST = {mode.name: case_cost(case_record(mode=mode.name)) for mode in MODES}
 
 # 2 kernels x 2 modes x 2 output dtypes x 2 M: 16 cases, one kernel failing (MISMATCH).
 MATRIX = matrix_text(

@@ -69,7 +69,7 @@ def test_each_declared_rule_names_what_breaks_it():
     from pytest_scaledmm.verdict.refusals import Support, declared_breaks  # noqa: PLC0415
 
     kernel = Support("mine", False, scale_forms=("rowwise",), min_m=17, k_multiple=16)
-    params = case_params(scale_a="tensor_0d", scale_b="rowwise", m=4, k=20, n=16)
+    params = case_record(scale_a="tensor_0d", scale_b="rowwise", m=4, k=20, n=16)
     assert declared_breaks(kernel, params) == [
         ("scale_forms", "scale_a tensor_0d is not in its scale_forms ['rowwise']"),
         ("min_m", "M = 4 is outside its min_m: 17"),

@@ -16,6 +16,7 @@ from pytest_scaledmm.reports import compare as cmp
 from pytest_scaledmm.reports import gate, render, repro
 from pytest_scaledmm.reports.report import signature_groups
 from pytest_scaledmm.verdict import outcome as oc
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.classify import classify
 from pytest_scaledmm.verdict.outcome import ErrorInfo
 
@@ -116,7 +117,7 @@ PARAMS = case_params(scale_b="rowwise", m=4, k=24)
     ],
 )
 def test_error_parity_is_tolerable_only_on_a_boundary_case(purpose, expected):
-    params = {**PARAMS, **({"purpose": purpose} if purpose else {})}  # no purpose: valid (fail closed)
+    params = CaseParams.from_json({**PARAMS, **({"purpose": purpose} if purpose else {})})  # no purpose: valid
     got = classify(EAGER[0], LOWERING, 1, None, None, None, params)
     assert got.outcome == expected
     assert got.layer == "inductor" and got.root_cause.startswith("InductorError <- AssertionError: Expect scale_a")
@@ -136,7 +137,7 @@ def test_error_parity_is_tolerable_only_on_a_boundary_case(purpose, expected):
     ],
 )
 def test_compiled_accepting_what_eager_refuses_is_checked_against_the_reference(purpose, check, expected):
-    params = {**PARAMS, **({"purpose": purpose} if purpose else {})}
+    params = CaseParams.from_json({**PARAMS, **({"purpose": purpose} if purpose else {})})
     got = classify(EAGER[1], None, 1, None, check, None, params)
     assert got.outcome == expected
     assert got.signature == "compiled accepts what eager refuses: ValueError: Invalid scaling configuration."
@@ -146,17 +147,17 @@ def test_compiled_accepting_what_eager_refuses_is_checked_against_the_reference(
 
 
 def test_one_compiled_cause_is_one_root_cause_whatever_eager_refused():
-    params = {**PARAMS, "purpose": "boundary", "expected_refusal": "K must be a multiple of 16"}
+    params = CaseParams.from_json({**PARAMS, "purpose": "boundary", "expected_refusal": "K must be a multiple of 16"})
     outcomes = [classify(eager, LOWERING, 1, None, None, None, params) for eager in EAGER]
     assert len({o.signature for o in outcomes}) == 3
     assert len({o.root_cause for o in outcomes}) == 1
     assert "the boundary case expects: K must be a multiple of 16" in outcomes[0].detail
     # The same cause on a valid case, where eager passes, groups with them too.
-    compile_only = classify(None, LOWERING, 0, RIGHT, None, None, {**PARAMS, "purpose": "valid"})
+    compile_only = classify(None, LOWERING, 0, RIGHT, None, None, params.with_values(purpose="valid"))
     records = [
         {
             "id": f"c{i}",
-            "params": params,
+            "params": params.to_json(),
             "outcome": o.outcome,
             "signature": o.signature,
             "layer": o.layer,

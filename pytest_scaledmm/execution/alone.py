@@ -42,7 +42,7 @@ def _alike(first: Outcome, again: Outcome) -> bool:
 def _suspects(case: Case, earlier: Sequence[Case]) -> list[Case]:
     """The single earlier cases to try before it, most likely first."""
     found: list[Case] = []
-    own = [c for c in earlier if c["kernel"] == case["kernel"]]
+    own = [c for c in earlier if c.params.kernel == case.params.kernel]
     for candidate in (own[-1] if own else None, earlier[-1] if earlier else None):
         if candidate is not None and candidate.id not in {c.id for c in found}:
             found.append(candidate)
@@ -68,7 +68,7 @@ class ReplayAlone:
         if result.outcome in NOT_REPLAYED:
             result.observations.replayed_alone = {"replayed": False, "why": f"a {result.outcome} is not run twice"}
             return result
-        key = (case["kernel"], result.outcome, result.signature)
+        key = (case.params.kernel, result.outcome, result.signature)
         if key in self._replayed:
             result.observations.replayed_alone = {"replayed": False, "like": self._replayed[key]}
             return result

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, replace
 
+from ..matrix.case_params import Case
 from ..matrix.compile_modes import compile_mode
 from ..verdict import outcome as oc
 from ..verdict.outcome import Outcome, describe_exception, signature_of
@@ -71,10 +72,10 @@ def run_control(device: str) -> dict:
     return found
 
 
-def failed_stage(case, result: Outcome) -> str | None:
+def failed_stage(case: Case, result: Outcome) -> str | None:
     """The stage of STAGES at which an aoti-mode case failed (crashed or raised on the compiled
     side), or None: no control for it."""
-    if not compile_mode(case["mode"]).how.builds_package or not result.failed:
+    if not compile_mode(case.params.mode).how.builds_package or not result.failed:
         return None
     if result.outcome == oc.CRASH:
         stage = result.layer

@@ -32,6 +32,7 @@ from ..matrix.case_params import Case
 from ..verdict import outcome as oc
 from ..verdict.outcome import BOTH_CHECKED, EAGER_CHECKED, Outcome, SideEvidence
 from ..verdict.signature_text import TIMEOUT_SIGNATURE
+from .child_messages import Answer, CaseRequest, Failed, Ready, RunCase, RunControl, RunRung, Setup, SideMade
 
 STARTUP_TIMEOUT_S = 120.0
 # What the fork server imports before it forks a child: what _child_main and _warm_up import (the
@@ -129,7 +130,7 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
             _warm_up(requested_device, uses_inductor)
     except BaseException:
         print(traceback.format_exc(), flush=True)  # the log keeps it should the parent be gone
-        conn.send(("error", traceback.format_exc()))
+        conn.send(Failed.now())
         return
     finally:
         sys.path[:0] = hidden  # the kernels import from them, as in the parent
@@ -137,11 +138,11 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
         setup = conn.recv()
     except EOFError:
         return
-    if setup[0] != "setup":
+    if not isinstance(setup, Setup):
         return
-    _, ctx_blob, refs, hooked, extensions = setup
+    ctx_blob, refs, hooked = setup.ctx, setup.refs, setup.hooked
     try:
-        for module in extensions:  # runners and modes a plugin registered in the parent
+        for module in setup.extensions:  # runners and modes a plugin registered in the parent
             if module not in sys.modules:
                 __import__(module)
         kernels = {name: _load_kernel(ref) for name, ref in refs.items()}
@@ -157,25 +158,25 @@ def _child_main(conn, log_path: str, requested_device: str, uses_inductor: bool,
 
             probe_cpu_vector_isa_in_background()
     except BaseException:
-        conn.send(("error", traceback.format_exc()))
+        conn.send(Failed.now())
         return
-    conn.send(("ready", os.getpid()))
+    conn.send(Ready(os.getpid()))
     while True:
         try:
             request = conn.recv()
         except EOFError:
             return
         try:
-            conn.send(("ok", _serve(request, ctx)))
+            conn.send(Answer(_serve(request, ctx)))
         except BaseException:
-            conn.send(("error", traceback.format_exc()))
+            conn.send(Failed.now())
 
 
 def _side_sender(conn) -> Callable:
     """The child's pipeline.SideSink: each side's evidence goes to the parent when it is made."""
 
     def send(side: str, evidence) -> None:
-        conn.send(("side", {"side": side, "evidence": evidence.to_json()}))
+        conn.send(SideMade(side, evidence.to_json()))
 
     return send
 
@@ -222,21 +223,20 @@ def _warm_up(requested_device: str, uses_inductor: bool) -> None:
         probe_cpu_vector_isa_in_background()
 
 
-def _serve(request, ctx):
+def _serve(request: CaseRequest, ctx):
     """One request's answer. Whatever run_case raises (a harness bug) is answered as the case's
     HARNESS_ERROR outcome, so the parent always gets a record for it."""
-    op, case_id, params, extra = request
-    case = Case(case_id, params)
+    case = request.case()
+    case_id = case.id
     start = time.perf_counter()
-    if op == "case":
+    if isinstance(request, RunCase):
         from . import run  # noqa: PLC0415  lazy: the child imports it
 
-        keep = (extra or {}).get("keep")
         try:
-            return run.run_case(case, ctx, keep).to_json()
+            return run.run_case(case, ctx, request.keep).to_json()
         except BaseException as exc:
             return oc.harness_error(exc, f" running case {case_id} in the isolated child").to_json()
-    if op == "aoti_control":
+    if isinstance(request, RunControl):
         from .aoti_control import run_control  # noqa: PLC0415  lazy: the child imports it
 
         try:
@@ -249,14 +249,14 @@ def _serve(request, ctx):
                 "error": oc.harness_error(exc).signature,
                 "seconds": round(time.perf_counter() - start, 3),
             }
-    if op == "rung":
+    if isinstance(request, RunRung):
         from . import triage  # noqa: PLC0415  lazy: the child imports it
 
         try:
-            return triage.execute_rung(case, extra, ctx)
+            return triage.execute_rung(case, request.rung, ctx)
         except BaseException as exc:
             return _rung_answer(oc.harness_error(exc, f" running a triage rung of {case_id}"), start)
-    raise ValueError(f"unknown request {op!r}")
+    raise ValueError(f"unknown request {request!r}")
 
 
 def _rung_answer(result: Outcome, start: float) -> dict:
@@ -484,12 +484,11 @@ class ChildRunner:
     # requests
     def run(self, case: Case, keep: Sequence[int] | None = None) -> Outcome:
         """The case's outcome from the child; `keep`: run.run_case's (a shrunk sequence)."""
-        if self.refs.get(case["kernel"]) is None:
+        if self.refs.get(case.params.kernel) is None:
             result = self.in_process.run(case, keep)
             result.observations.isolation = "in-process: kernel cannot be imported by name"
             return result
-        extra = None if keep is None else {"keep": list(keep)}
-        answer = self._request(("case", case.id, dict(case.params), extra), case)
+        answer = self._request(RunCase.of(case, keep=None if keep is None else tuple(keep)), case)
         if isinstance(answer, Death):
             return answer.outcome()
         result = Outcome.from_json(answer)
@@ -502,7 +501,7 @@ class ChildRunner:
 
     def replayable(self, case: Case) -> bool:
         """Whether `case` runs in the child (a fresh child replays it), not in this process."""
-        return self.refs.get(case["kernel"]) is not None
+        return self.refs.get(case.params.kernel) is not None
 
     def run_after(self, earlier, case: Case, keep: Sequence[int] | None = None) -> Outcome:
         """`case` in a fresh child, after `earlier` (their outcomes are not kept): a replay alone,
@@ -514,9 +513,9 @@ class ChildRunner:
         return self.run(case, keep)
 
     def rung(self, case: Case, rung: dict) -> dict:
-        if self.refs.get(case["kernel"]) is None:
+        if self.refs.get(case.params.kernel) is None:
             return self.in_process.rung(case, rung)
-        answer = self._request(("rung", case.id, dict(case.params), rung), case)
+        answer = self._request(RunRung.of(case, rung=rung), case)
         if isinstance(answer, Death):
             return {
                 "outcome": answer.kind,
@@ -529,7 +528,7 @@ class ChildRunner:
     def aoti_control(self, case: Case) -> dict:
         """aoti_control.run_control in the child (whatever the case's kernel): a control that
         kills its process is a crash at the stage its stack names, and the run goes on."""
-        answer = self._request(("aoti_control", case.id, dict(case.params), None), case)
+        answer = self._request(RunControl.of(case), case)
         if isinstance(answer, Death):
             return {
                 "ok": False,
@@ -560,7 +559,7 @@ class ChildRunner:
         try:
             from ..matrix.compile_modes import extension_modules  # noqa: PLC0415  lazy: see _child_main
 
-            self._conn.send(("setup", blob, refs, hooked, extension_modules()))
+            self._conn.send(Setup(blob, refs, frozenset(hooked), tuple(extension_modules())))
         except OSError:
             pass  # it is gone already: what it left in the pipe, or its exit status, says why
 
@@ -584,14 +583,14 @@ class ChildRunner:
             self._stop(kill=True)
             return death
         try:
-            kind, payload = self._conn.recv()
+            message = self._conn.recv()
         except (EOFError, OSError):
             if self._spawn_instead(None):
                 return self._await_ready(start)
             return self._died(start, self._log_start, "while starting")
-        if kind != "ready":
+        if not isinstance(message, Ready):
             self._stop(kill=True)
-            raise HarnessError(f"the isolated child could not start:\n{payload}")
+            raise HarnessError(f"the isolated child could not start:\n{getattr(message, 'traceback', message)}")
         self._ready = True
         return None
 
@@ -610,7 +609,7 @@ class ChildRunner:
         self._setup_sent = False
         return True
 
-    def _request(self, request, case: Case):
+    def _request(self, request: CaseRequest, case: Case):
         if self._proc is None or (self._ready and not self._proc.is_alive()):
             self._stop(kill=True)
             self._proc, self._conn = _start_child(self._log, self.ctx.device, self.uses_inductor)
@@ -631,15 +630,15 @@ class ChildRunner:
                 self._stop(kill=True)
                 return dataclasses.replace(death, evidence=evidence)
             try:
-                kind, payload = self._conn.recv()
+                message = self._conn.recv()
             except (EOFError, ConnectionError):
                 return dataclasses.replace(self._died(start, offset, f"case {case.id}"), evidence=evidence)
-            if kind == "side":  # a side's evidence, sent as it was made; the answer follows
-                evidence[payload["side"]] = payload["evidence"]
+            if isinstance(message, SideMade):  # a side's evidence, sent as it was made; the answer follows
+                evidence[message.side] = message.evidence
                 continue
-            if kind == "error":
-                raise HarnessError(f"the harness failed in the isolated child:\n{payload}")
-            return payload
+            if isinstance(message, Failed):
+                raise HarnessError(f"the harness failed in the isolated child:\n{message.traceback}")
+            return message.payload
 
     def _died(self, start: float, offset: int, what: str) -> Death:
         self._proc.join(5)

@@ -6,9 +6,9 @@ per family for the process.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping
-from typing import Any
+from collections.abc import MutableMapping
 
+from ..verdict.case_axes import CaseParams
 from ..verdict.opcheck import OpcheckResult, run_opcheck
 
 # Cases that differ only in shapes, compile mode or special scale values share one opcheck:
@@ -27,12 +27,13 @@ FAMILY_AXES = (
 )
 
 
-def family_key(params: Mapping[str, Any]) -> str:
-    return "/".join(f"{axis}={params.get(axis)}" for axis in FAMILY_AXES)
+def family_key(params: CaseParams) -> str:
+    # An axis the case was not given reads None, as recorded families always have.
+    return "/".join(f"{axis}={params.value_of(axis) if params.has(axis) else None}" for axis in FAMILY_AXES)
 
 
 def check_custom_op(
-    cache: MutableMapping[str, OpcheckResult], params: Mapping[str, Any], op, inputs
+    cache: MutableMapping[str, OpcheckResult], params: CaseParams, op, inputs
 ) -> tuple[OpcheckResult, bool]:
     """The family's opcheck result, run now if this is the family's first case; also whether it
     came from the cache."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 from packaging.version import Version
 
@@ -22,7 +22,7 @@ from ..matrix.kernels import accepts_keyword, custom_op, kernel_accepts_fast_acc
 from ..matrix.spec import KernelSpec
 from ..matrix.support import SupportModel, support_model
 from ..verdict import outcome as oc
-from ..verdict.case_axes import axis_value
+from ..verdict.case_axes import CaseParams
 from ..verdict.classify import classify
 from ..verdict.outcome import Outcome, describe_exception
 from ..verdict.signature_text import OTHER_M_CALL
@@ -67,7 +67,7 @@ def not_applicable(case: Case, ctx: RunContext) -> str | None:
     from ..verdict.draw import torch_dtype  # noqa: PLC0415  lazy: imports torch
 
     arch = device_info(ctx.device).arch
-    kernel = ctx.kernel_specs[case["kernel"]]
+    kernel = ctx.kernel_specs[case.params.kernel]
     if ctx.archs and arch not in ctx.archs:
         return f"arch {arch} is not in the matrix's archs {list(ctx.archs)}"
     if kernel.archs and arch not in kernel.archs:
@@ -75,25 +75,25 @@ def not_applicable(case: Case, ctx: RunContext) -> str | None:
     if kernel.min_torch and _torch_release() < Version(kernel.min_torch):
         return f"kernel {kernel.name} needs torch>={kernel.min_torch}, this is {torch.__version__}"
     for side in ("dtype_a", "dtype_b"):
-        if torch_dtype(case[side]) is None:
-            return f"torch {torch.__version__} has no {case[side]} dtype"
+        if torch_dtype(case.params.value_of(side)) is None:
+            return f"torch {torch.__version__} has no {case.params.value_of(side)} dtype"
     missing = unavailable_reason(kernel)
     if missing:
         return missing
-    row = compile_mode(case["mode"])
+    row = compile_mode(case.params.mode)
     if row.gpu_only and ctx.device == "cpu":
-        return f"mode {case['mode']} needs a GPU ({row.gpu_only})"
+        return f"mode {case.params.mode} needs a GPU ({row.gpu_only})"
     missing = row.unavailable() if row.unavailable else None
     if missing:
-        return f"mode {case['mode']}: {missing}"
+        return f"mode {case.params.mode}: {missing}"
     if row.isolated_only and not ctx.in_child:
-        return f"mode {case['mode']} runs only in the isolated child: {row.isolated_only}"
-    if row.marks_m and case["m"] < 2:
-        return f"mode {case['mode']} needs M >= 2: Dynamo specialises sizes 0 and 1 whatever is marked"
-    fn = ctx.kernels.get(case["kernel"])
+        return f"mode {case.params.mode} runs only in the isolated child: {row.isolated_only}"
+    if row.marks_m and case.params.m < 2:
+        return f"mode {case.params.mode} needs M >= 2: Dynamo specialises sizes 0 and 1 whatever is marked"
+    fn = ctx.kernels.get(case.params.kernel)
     if kernel.contract != "call":
         fn = prepare_callable(kernel) if kernel.contract == "prepare" else fn
-    if case.params.get("use_fast_accum") and fn is not None and not accepts_keyword(fn, "use_fast_accum"):
+    if case.params.use_fast_accum and fn is not None and not accepts_keyword(fn, "use_fast_accum"):
         return f"kernel {kernel.name} has no use_fast_accum parameter: it cannot be asked for fast accumulation"
     return None
 
@@ -155,10 +155,10 @@ def run_case(case: Case, ctx: RunContext, keep: Sequence[int] | None = None) -> 
 
     params = case.params
     seed = input_seed(ctx.run_seed, case.id)
-    spec = ctx.kernel_specs[case["kernel"]]
-    kernel = ctx.kernels[case["kernel"]]
+    spec = ctx.kernel_specs[case.params.kernel]
+    kernel = ctx.kernels[case.params.kernel]
     slack = ctx.slack * (spec.slack or 1.0)
-    row = compile_mode(params["mode"])
+    row = compile_mode(params.mode)
     saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()
     try:
         inputs = make_inputs(params, seed, ctx.device)
@@ -167,7 +167,7 @@ def run_case(case: Case, ctx: RunContext, keep: Sequence[int] | None = None) -> 
         except Exception as exc:
             # The prepare step or module factory raised: neither side can run, alike.
             return _build_failed(exc, spec, params)
-        marked_sizes = other_m_sizes(case.id, case["m"], ctx.run_seed) if row.marks_m else []
+        marked_sizes = other_m_sizes(case.id, case.params.m, ctx.run_seed) if row.marks_m else []
         other_shapes = _other_shapes(case, ctx, spec, kernel, inputs, call, slack, marked_sizes)
         eager_size, steps, kept = _kept_calls(case, ctx, keep)
         same = bool(eager_size and marked_sizes) and eager_size[0]["m"] == marked_sizes[0]["m"]
@@ -179,7 +179,7 @@ def run_case(case: Case, ctx: RunContext, keep: Sequence[int] | None = None) -> 
         sides = eager_compile_check(
             call.fn,
             call.args,
-            compile_settings(params["mode"], ctx.max_autotune_configs),
+            compile_settings(params.mode, ctx.max_autotune_configs),
             ctx.device,
             case_checker(params, inputs, slack),
             spec,
@@ -234,20 +234,20 @@ EAGER_OTHER_M_LARGEST = 1024
 
 
 def eager_other_m(
-    case_id: str, params: Mapping[str, Any], run_seed: int, model: SupportModel, preferred: Sequence[dict] = ()
+    case_id: str, params: CaseParams, run_seed: int, model: SupportModel, preferred: Sequence[dict] = ()
 ) -> list:
     """[{"label", "m", "seed"}] or []: the M of the eager side's call after the first (pipeline
     SidePlan.other_m), the first that the kernel's support `model` accepts of: `preferred` (a
     dynamic-M mode's first other M), OTHER_M_FACTORS times M, M divided by them, M + 1 and M - 1,
     twice and half M, and M plus or minus each multiple the kernel's rules test sizes against."""
-    m = params["m"]
+    m = params.m
     candidates = [entry["m"] for entry in preferred]
     candidates += [m * f for f in OTHER_M_FACTORS if m * f <= EAGER_OTHER_M_LARGEST]
     candidates += [m // f for f in OTHER_M_FACTORS] + [m + 1, m - 1]
     candidates += [m * 2] if m * 2 <= EAGER_OTHER_M_LARGEST else []
     candidates += [m // 2, *(m + step for step in model.divisors), *(m - step for step in model.divisors)]
     for other in dict.fromkeys(candidates):
-        if other >= 1 and other != m and not model.breaks({**params, "m": other}):
+        if other >= 1 and other != m and not model.breaks(params.with_values(m=other)):
             return [other_m_entry(case_id, other, run_seed)]
     return []
 
@@ -255,8 +255,8 @@ def eager_other_m(
 def planned_other_m(case: Case, ctx: RunContext) -> list:
     """eager_other_m for a case run in `ctx`: what run_case calls at, and what the record of a
     case whose process died names (its repro script makes the call)."""
-    marked = other_m_sizes(case.id, case["m"], ctx.run_seed) if compile_mode(case["mode"]).marks_m else []
-    model = _model(ctx.kernel_specs[case["kernel"]], ctx.device)
+    marked = other_m_sizes(case.id, case.params.m, ctx.run_seed) if compile_mode(case.params.mode).marks_m else []
+    model = _model(ctx.kernel_specs[case.params.kernel], ctx.device)
     return eager_other_m(case.id, case.params, ctx.run_seed, model, marked[:1])
 
 
@@ -264,8 +264,8 @@ def planned_calls(case: Case, ctx: RunContext) -> list[dict]:
     """The eager side's calls after the first, in order: the call at another M (its entry of
     eager_other_m, with "kind": "m") and then the sequence's steps (sequence_plan)."""
     other = [{**entry, "kind": "m"} for entry in planned_other_m(case, ctx)]
-    model = _model(ctx.kernel_specs[case["kernel"]], ctx.device)
-    return other + planned_sequence(case.id, case.params, ctx.run_seed, model, ctx.drawn.get(case["kernel"], {}))
+    model = _model(ctx.kernel_specs[case.params.kernel], ctx.device)
+    return other + planned_sequence(case.id, case.params, ctx.run_seed, model, ctx.drawn.get(case.params.kernel, {}))
 
 
 def planned_sequence_record(case: Case, ctx: RunContext) -> dict | None:
@@ -323,7 +323,7 @@ def _model(spec: KernelSpec, device: str) -> SupportModel:
     return support_model(spec, device_info(device).arch)
 
 
-def _case_call(spec: KernelSpec, kernel, inputs, params, built=None):
+def _case_call(spec: KernelSpec, kernel, inputs, params: CaseParams, built=None):
     from ..verdict.contracts import case_call  # noqa: PLC0415  lazy: imports torch
 
     return case_call(
@@ -331,8 +331,8 @@ def _case_call(spec: KernelSpec, kernel, inputs, params, built=None):
         inputs,
         contract=spec.contract,
         prepare=prepare_callable(spec),
-        dynamic=params.get("activation") == "dynamic",
-        forms=(params["scale_a"], params["scale_b"]),
+        dynamic=params.dynamic_activation,
+        forms=(params.scale_a, params.scale_b),
         use_fast_accum_keyword=kernel_accepts_fast_accum(spec),
         built=built,
     )
@@ -392,7 +392,7 @@ def _with_opcheck(result: Outcome, case: Case, ctx: RunContext, kernel, inputs) 
     from ..verdict.draw import make_inputs  # noqa: PLC0415  lazy: imports torch
     from ..verdict.opcheck import opcheck_params  # noqa: PLC0415  lazy: imports torch
 
-    if axis_value(case.params, "special_scale") != "none" or axis_value(case.params, "special_operand") != "none":
+    if case.params.special:
         inputs = make_inputs(opcheck_params(case.params), input_seed(ctx.run_seed, case.id), ctx.device)
 
     saved_config, saved_stance = torch._dynamo.config.get_config_copy(), _save_stance()

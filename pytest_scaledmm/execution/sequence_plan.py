@@ -32,7 +32,7 @@ def drawn_values(cases: Iterable[Case]) -> dict[str, dict[str, tuple]]:
     for case in cases:
         if case.params.purpose != "valid":
             continue
-        own = found.setdefault(case["kernel"], {"out_dtype": set(), "dtypes": set(), "bias": set()})
+        own = found.setdefault(case.params.kernel, {"out_dtype": set(), "dtypes": set(), "bias": set()})
         own["out_dtype"].add(case.params.out_dtype)
         own["dtypes"].add((case.params.dtype_a, case.params.dtype_b))
         own["bias"].add(bool(case.params.bias))

@@ -63,7 +63,7 @@ class ShrinkSequence:
         if not self.runner.replayable(case):
             sequence["shrunk"] = {"replays": 0, "why": "ran in the pytest process: no fresh process to shrink in"}
             return result
-        key = (case["kernel"], result.outcome, kind)
+        key = (case.params.kernel, result.outcome, kind)
         if key in self._shrunk:
             sequence["shrunk"] = {"replays": 0, "like": self._shrunk[key]}
             return result

@@ -34,6 +34,7 @@ from ..matrix.compile_modes import compile_mode, compile_settings
 from ..matrix.schema import SCALE_RANK
 from ..matrix.spec import is_user_kernel
 from ..verdict import outcome as oc
+from ..verdict.case_axes import CaseParams
 from ..verdict.scale_forms import per_tensor_of_rank, scale_form
 from ..verdict.signature_text import SEQUENCE_CALL
 
@@ -41,9 +42,9 @@ BACKEND_LADDER = [("eager", "dynamo"), ("aot_eager", "aot_autograd"), ("inductor
 VIEW_BY_RANK = {0: ".reshape(())", 1: ".view(1)", 2: ".view(1, 1)"}
 
 
-def _one_rank(params) -> tuple[dict, str] | None:
+def _one_rank(params: CaseParams) -> tuple[dict, str] | None:
     """Scale forms with equal ranks, or None when the ranks already agree."""
-    forms = {side: params[side] for side in ("scale_a", "scale_b")}
+    forms = {side: params.value_of(side) for side in ("scale_a", "scale_b")}
     ranks = {side: SCALE_RANK[form] for side, form in forms.items()}
     if len(set(ranks.values())) == 1:
         return None
@@ -62,7 +63,7 @@ def _one_rank(params) -> tuple[dict, str] | None:
 def rungs_for(case: Case, device: str) -> list[dict]:
     """The ladder for one case; each rung is plain data so it can cross to the child."""
     params = case.params
-    mode = params["mode"]
+    mode = params.mode
     rungs: list[dict[str, Any]] = [
         {
             "name": f"backend={name}",
@@ -111,7 +112,7 @@ def rungs_for(case: Case, device: str) -> list[dict]:
     if normalised:
         changed, knob = normalised
         rungs.append({"name": "scales one rank", "kind": "case", "params": changed, "purpose": "input", "knob": knob})
-    if params.get("bias"):
+    if params.bias:
         rungs.append(
             {
                 "name": "bias=False",
@@ -177,11 +178,11 @@ def _bf16_matmul(case: Case, ctx):
     from ..verdict.pipeline import eager_compile_check  # noqa: PLC0415  lazy: imports torch
     from ..verdict.reference import Reference  # noqa: PLC0415  lazy: imports torch
 
-    m, k, n = case["m"], case["k"], case["n"]
+    m, k, n = case.params.m, case.params.k, case.params.n
     generator = torch.Generator().manual_seed(input_seed(ctx.run_seed, case.id))
     a = torch.randn(m, k, generator=generator).to(torch.bfloat16)
     b = torch.randn(n, k, generator=generator).to(torch.bfloat16).t()
-    bias = torch.randn(n, generator=generator).to(torch.bfloat16) if case.params.get("bias") else None
+    bias = torch.randn(n, generator=generator).to(torch.bfloat16) if case.params.bias else None
 
     def move(t):
         if t is None or ctx.device == "cpu":
@@ -201,7 +202,7 @@ def _bf16_matmul(case: Case, ctx):
     tolerance = (2 + math.sqrt(k)) * 2.0**-8 * magnitude + torch.finfo(torch.bfloat16).tiny
     check = reference_checker(Reference(value, tolerance), (m, n), torch.bfloat16)
     sides = eager_compile_check(
-        matmul, args, compile_settings(case["mode"]), ctx.device, check, interrupts=not ctx.in_child
+        matmul, args, compile_settings(case.params.mode), ctx.device, check, interrupts=not ctx.in_child
     )
     return sides.outcome
 
@@ -290,7 +291,7 @@ def _fails(outcome: str) -> bool:
 def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
     """Failing layer, whether the quantized path is at fault, and the knobs that make it pass."""
     by_name = {step["name"]: step for step in steps}
-    mode = case["mode"]
+    mode = case.params.mode
     if result.layer and str(result.layer).startswith("eager"):
         layer = "eager (the kernel itself, before any compiler)"
     else:
@@ -322,9 +323,9 @@ def conclude(case: Case, result, steps: list[dict], seconds: float) -> dict:
         "rungs": [{k: v for k, v in step.items() if k not in ("purpose", "knob")} for step in steps],
         "seconds": seconds,
     }
-    if is_user_kernel(case.params.get("kernel")):
+    if is_user_kernel(case.params.kernel):
         # The kernel is the user's code: a failing line in it is where to look, not torch.
-        found["user_kernel"] = case.params.get("kernel")
+        found["user_kernel"] = case.params.kernel
         source = _source(result)
         if source:
             found["source"] = source

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..verdict.case_axes import CaseParams, case_record
+from ..verdict.case_axes import CaseParams
 from ..verdict.regimes import special_operand_of
 from ..verdict.scale_forms import FORMS
 from .schema import CATEGORICAL_AXES, SHAPE_AXES
@@ -47,9 +47,9 @@ def _dtype_part(params: CaseParams) -> str:
     return short[a] if a == b else f"{short[a]}x{short[b]}"
 
 
-def case_id(given: Mapping[str, Any]) -> str:
+def case_id(given: CaseParams | Mapping[str, Any]) -> str:
     """Readable id plus a short hash of every parameter, e.g. fp8e4m3-s0d_x_s1d-m17k64n32-bf16-inductor-1a2b3c."""
-    params = case_record(given)
+    params = given if isinstance(given, CaseParams) else CaseParams.from_json(given)
     kernel = params.kernel
     dtype = _dtype_part(params)
     head = KERNEL_SHORT.get(kernel)
@@ -110,10 +110,8 @@ class Case:
     params: CaseParams
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "params", case_record(self.params))
-
-    def __getitem__(self, key):
-        return self.params[key]
+        if not isinstance(self.params, CaseParams):  # a case read back (a corpus, a report)
+            object.__setattr__(self, "params", CaseParams.from_json(self.params))
 
     def to_json(self) -> dict:
         return self.params.to_json()
@@ -128,9 +126,11 @@ def ordered_params(params: Mapping[str, Any]) -> dict:
     return dict(sorted(params.items(), key=lambda item: (rank.get(item[0], len(rank)), item[0])))
 
 
-def make_case(params: Mapping[str, Any]) -> Case:
-    params = ordered_params(params)
-    return Case(case_id(params), case_record(params))
+def make_case(params: Mapping[str, Any] | CaseParams) -> Case:
+    """The case of a generated row or a record (its keys put in PARAM_ORDER)."""
+    given = params.to_json() if isinstance(params, CaseParams) else params
+    record = CaseParams.from_json(ordered_params(given))
+    return Case(case_id(record), record)
 
 
 def input_seed(run_seed: int, cid: str) -> int:

@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 from allpairspy import AllPairs
 
-from ..verdict.case_axes import axis_value
+from ..verdict.case_axes import CaseParams, axis_value
 from ..verdict.layouts import TOKEN_STRIDE0
 from ..verdict.scale_forms import FORMS, own_pairings
 from . import epilogue
@@ -50,6 +50,11 @@ from .spec import KernelSpec, Profile, Spec
 from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, support_model
 
 FORM_BY_ID = {form.id: form for form in FORMS}
+
+
+def _row_breaks(model: SupportModel, row: Mapping[str, Any]) -> list:
+    """A generated row's refusal keys (rows stay mappings until they are made cases)."""
+    return model.breaks(CaseParams.from_json(row))
 
 
 def given_axes(spec: Spec, profile: Profile) -> set:
@@ -254,7 +259,7 @@ class KernelSpace:
             row = {**self._neutral(), **dict(zip(TABLE_AXES, key[:4])), "kernel": self.kernel.name}
             found = None
             for m, k, n in itertools.product(*(self.reps[dim][name] for dim, name in zip(DIMS, key[4:]))):
-                if not any(b in TABLE_KEYS for b in self.model.breaks({**row, "m": m, "k": k, "n": n})):
+                if not any(b in TABLE_KEYS for b in _row_breaks(self.model, {**row, "m": m, "k": k, "n": n})):
                     found = (m, k, n)
                     break
             self._table[key] = found
@@ -282,7 +287,9 @@ class KernelSpace:
                 for axis, value in zip(self.free_axes, known)
             ]
             self._free[known] = any(
-                not any(b not in TABLE_KEYS for b in self.model.breaks({**base, **dict(zip(self.free_axes, combo))}))
+                not any(
+                    b not in TABLE_KEYS for b in _row_breaks(self.model, {**base, **dict(zip(self.free_axes, combo))})
+                )
                 for combo in itertools.product(*choices)
             )
         return self._free[known]
@@ -303,7 +310,7 @@ class KernelSpace:
                 "k": 128,
                 "n": 128,
             }
-            self._host[key] = "scale_device" not in self.model.breaks(probe)
+            self._host[key] = "scale_device" not in _row_breaks(self.model, probe)
         return self._host[key]
 
     def allowed(self, row: Mapping) -> bool:
@@ -325,13 +332,13 @@ class KernelSpace:
         for offset in itertools.islice(offsets, MAX_SIZE_TRIES):
             sizes = [pool[(start + d) % len(pool)] for pool, start, d in zip(pools, starts, offset)]
             candidate = {**params, **dict(zip(DIMS, sizes))}
-            if not self.model.breaks(candidate) and not self._excluded(candidate):
+            if not _row_breaks(self.model, candidate) and not self._excluded(candidate):
                 return candidate
         # Past that, the sizes that showed the classes can be valid.
         known = self.table_sizes(tuple(row.get(a) for a in TABLE_AXES + CLASS_AXES))
         if known is not None:
             candidate = {**params, **dict(zip(DIMS, known))}
-            if not self.model.breaks(candidate) and not self._excluded(candidate):
+            if not _row_breaks(self.model, candidate) and not self._excluded(candidate):
                 return candidate
         return None
 
@@ -653,8 +660,8 @@ def _add_included(spec: Spec, cases: list[Case], seen: set) -> int:
     for entry in spec.included_cases:
         kernel = kernels.get(entry["kernel"])
         params = {**entry, **kernel_case_params(kernel)} if kernel is not None else dict(entry)
-        if not is_excluded(spec, params) and case_id(params) not in seen:
-            seen.add(case_id(params))
+        if not is_excluded(spec, params) and case_id(CaseParams.from_json(params)) not in seen:
+            seen.add(case_id(CaseParams.from_json(params)))
             cases.append(make_case(params))
             added += 1
     return added
@@ -771,7 +778,7 @@ class _Chosen:
         params = {**params, **self._declared[params["kernel"]]}
         if is_excluded(self._spec, params):
             return False
-        cid = case_id(params)
+        cid = case_id(CaseParams.from_json(params))
         if cid in self.seen:
             return False
         self.seen.add(cid)
@@ -897,7 +904,7 @@ def _refuses(space: KernelSpace) -> Any:
     """Whether the kernel's model, the matrix's exclude rules or the production axes refuse a case."""
     return lambda case: (
         not production_data_fits({**case, **{f"{dim}_class": class_of(dim, case[dim]) for dim in DIMS}})
-        or bool(space.model.breaks(case))
+        or bool(_row_breaks(space.model, case))
         or space._excluded(case)
     )
 
@@ -1017,7 +1024,7 @@ def _synthetic_warning(profile: Profile, cases: Sequence[Case]) -> list[str]:
     operand_layout and special_scale their neutral value only (synthetic data, which is known
     to hide bugs)."""
     neutral = {axis: _neutral_of(axis) for axis in PRODUCTION_AXES}
-    if not cases or any(case.params.get(axis, value) != value for case in cases for axis, value in neutral.items()):
+    if not cases or any(case.params.value_of(axis) != value for case in cases for axis, value in neutral.items()):
         return []
     listed = ", ".join(f"{axis}: [{value}]" for axis, value in neutral.items())
     return [
@@ -1091,7 +1098,7 @@ def _consider(space: KernelSpace, candidates: dict[str, list[dict]], changed: di
     """Keep a changed case under its refusal key when exactly one rule of the model breaks."""
     if not production_data_fits(changed):
         return
-    broken = space.model.breaks(changed)
+    broken = _row_breaks(space.model, changed)
     if len(broken) == 1 and not space._excluded(changed):
         candidates.setdefault(broken[0], []).append(changed)
 
@@ -1230,7 +1237,7 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
                     case.pop("special_scale")
                 if dim == "m" and case.get("operand_layout") == TOKEN_STRIDE0:
                     case["operand_layout"] = "dense"  # no token left to lay out
-                broken = space.model.breaks(case)
+                broken = _row_breaks(space.model, case)
                 case.update(purpose="boundary", expected_refusal=broken[0]) if broken else case.update(purpose="valid")
                 if len(broken) <= 1:
                     found.append(case)
@@ -1304,7 +1311,7 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
             for step in range(len(pool)):
                 base = pool[(offset + step) % len(pool)]
                 case = {**base, **change, "mode": modes[(offset + index) % len(modes)]}
-                if case["m"] and not space.model.breaks(case) and not space._excluded(case):
+                if case["m"] and not _row_breaks(space.model, case) and not space._excluded(case):
                     found.append(case)
                     break
         per_kernel.append(found)

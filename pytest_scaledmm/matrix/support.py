@@ -20,7 +20,7 @@ operand one scale element covers, and a scale fits it when it has one element pe
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
@@ -28,7 +28,7 @@ from typing import Any
 from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from ..verdict.case_axes import CaseParams, case_record
+from ..verdict.case_axes import CaseParams
 from ..verdict.refusals import V2_BUILTINS, Support, declared_breaks
 from ..verdict.scale_forms import FORMS, WHOLE, scale_form
 from .compile_modes import compile_mode
@@ -197,9 +197,9 @@ def _chosen(model: OpModel, case: CaseParams) -> tuple | None:
     return next(((a, b) for a, b in model.recipe_pairs if side_a.get(a) and side_b.get(b)), None)
 
 
-def chosen_recipes(model: OpModel, params: Mapping[str, Any]) -> tuple | None:
+def chosen_recipes(model: OpModel, params: CaseParams) -> tuple | None:
     """The (recipe_a, recipe_b) pair the op takes for this case's scales, or None."""
-    return _chosen(model, case_record(params))
+    return _chosen(model, params)
 
 
 def _microscaling_break(model: OpModel, case: CaseParams, arch: str) -> str | None:
@@ -374,7 +374,7 @@ RECIPE_RULES: tuple[OpRule, ...] = (
 def _op_breaks(model: OpModel, params: CaseParams, arch: str = "cpu") -> list:
     """The refusal keys a built-in's measured op model gives a case: a fold over FIRST_RULES, the
     microscaling check, then RECIPE_RULES (fp32 scales only), each key once, in that order."""
-    case = case_record(params)
+    case = params
     found = [key for rule in FIRST_RULES for key in rule.check(model, case, None)]
     micro = _microscaling_break(model, case, arch)
     if micro is not None:
@@ -504,12 +504,11 @@ class SupportModel:
     def source(self) -> str:
         return self.op.source if self.op is not None else "the kernel's declaration"
 
-    def breaks(self, params: Mapping[str, Any]) -> list:
+    def breaks(self, params: CaseParams) -> list:
         """The refusal keys of this case, each once, in the order they are checked; [] = valid."""
-        record = case_record(params)
-        found = [key for key, _ in declared_breaks(self.declared, record)]
+        found = [key for key, _ in declared_breaks(self.declared, params)]
         if self.op is not None:
-            found += _op_breaks(self.op, record, self.arch)
+            found += _op_breaks(self.op, params, self.arch)
         return list(dict.fromkeys(found))
 
     def size_features(self, dim: str, value: int) -> tuple:

@@ -5,10 +5,8 @@ report measured the case (schedule.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from ..matrix.compile_modes import INDUCTOR_SECONDS, compile_mode
+from ..verdict.case_axes import CaseParams
 
 # A case expected to be refused is answered before any compilation finishes.
 REFUSED_FACTOR = 0.5
@@ -16,14 +14,14 @@ REFUSED_FACTOR = 0.5
 HOST_FACTOR = 1.5
 
 
-def case_cost(params: Mapping[str, Any]) -> float:
+def case_cost(params: CaseParams) -> float:
     """Expected seconds of one case."""
     try:
-        seconds = compile_mode(str(params.get("mode"))).expected_seconds
+        seconds = compile_mode(params.mode).expected_seconds
     except KeyError:  # a mode this process does not know (a plugin's, not registered here)
         seconds = INDUCTOR_SECONDS
-    if params.get("purpose", "valid") != "valid":
+    if params.purpose not in (None, "valid"):
         seconds *= REFUSED_FACTOR
-    if params.get("operand_layout") == "scale_on_host":
+    if params.operand_layout == "scale_on_host":
         seconds *= HOST_FACTOR
     return seconds

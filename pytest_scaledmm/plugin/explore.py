@@ -25,6 +25,7 @@ from ..matrix.case_params import case_id, make_case, matches
 from ..matrix.cases import given_axes, kernel_axes, kernel_case_params
 from ..matrix.corpus import complete_params, read_entries, write_corpus
 from ..matrix.schema import SHAPE_AXES
+from ..verdict.case_axes import CaseParams
 
 if TYPE_CHECKING:
     from _pytest._code.code import TerminalRepr, TracebackStyle
@@ -216,4 +217,4 @@ def _corpus_row(entry: Mapping[str, Any]) -> dict:
 
     params = complete_params(entry["params"])
     meta = {k: entry[k] for k in ("outcome", "signature", "found") if k in entry}
-    return {"id": case_id(params), **meta, "params": params}
+    return {"id": case_id(CaseParams.from_json(params)), **meta, "params": params}

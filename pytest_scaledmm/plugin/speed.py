@@ -15,14 +15,15 @@ from ..matrix.compile_modes import inductor_modes
 from ..matrix.schema import SCALE_RANK
 from ..reports.printable import printable
 from ..verdict import outcome as oc
+from ..verdict.case_axes import CaseParams
 from .items import user_property
 from .schedule import newest_finished_report
 
 
-def likelihood(params: dict) -> int:
+def likelihood(params: CaseParams) -> int:
     """A prior on failing: mixed scale ranks under Inductor first, then any Inductor mode."""
-    inductor = params.get("mode") in inductor_modes()
-    mixed = SCALE_RANK.get(str(params.get("scale_a"))) != SCALE_RANK.get(str(params.get("scale_b")))
+    inductor = params.mode in inductor_modes()
+    mixed = SCALE_RANK.get(params.scale_a) != SCALE_RANK.get(params.scale_b)
     return 2 * (inductor and mixed) + inductor
 
 

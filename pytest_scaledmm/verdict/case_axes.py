@@ -1,16 +1,16 @@
 """The case as a typed record: every parameter a case can hold is a field, and each axis's neutral
 value (what a case that leaves the axis out means) is its field's default, declared here once.
 
-The record is also a read-only mapping of exactly the keys the case was given, in their order:
-`to_json` gives them back unchanged, so every case id (a hash of those keys) and every recorded
-report stays as it is, and code that reads a case as a mapping (user hooks, matching rules) keeps
-working. Readers in the package use the fields. Only the standard library.
+The record remembers exactly the keys the case was given, in their order: `to_json` gives them
+back unchanged, so every case id (a hash of those keys) and every recorded report stays as it is.
+It is not a mapping: readers use the fields, `from_json` / `to_json` are the boundaries (reports,
+the corpus, the child's protocol, ids). Only the standard library.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -25,9 +25,9 @@ class CaseKeyError(ValueError):
         self.problem = problem
 
 
-@dataclass(frozen=True, eq=False)
-class CaseParams(Mapping[str, Any]):
-    """One case's parameters. Equal to any mapping of the same keys and values (Mapping's __eq__)."""
+@dataclass(frozen=True)
+class CaseParams:
+    """One case's parameters."""
 
     kernel: str
     m: int
@@ -102,6 +102,13 @@ class CaseParams(Mapping[str, Any]):
         added = tuple(key for key in changes if key not in self.given)
         return dataclasses.replace(self, **changes, given=self.given + added)
 
+    def value_of(self, axis: str) -> Any:
+        """The value of the field `axis` names (its neutral value where the case leaves it out):
+        for readers that take the axis as data (coverage, hints, a rule's key)."""
+        if axis not in PARAM_FIELDS:
+            raise CaseKeyError(axis, "not a case parameter")
+        return getattr(self, axis)
+
     def has(self, key: str) -> bool:
         """Whether the case was given `key` (an axis only some kernels take, say)."""
         return key in self.given
@@ -119,21 +126,6 @@ class CaseParams(Mapping[str, Any]):
     def special(self) -> bool:
         """A special value (zero, inf, nan ...) in a scale or an operand."""
         return self.special_scale != "none" or self.special_operand != "none"
-
-    # -- the mapping view: the given keys only ----------------------------------------------------
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.given:
-            raise KeyError(key)
-        return getattr(self, key)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.given)
-
-    def __len__(self) -> int:
-        return len(self.given)
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.given
 
 
 PARAM_FIELDS = frozenset(f.name for f in dataclasses.fields(CaseParams) if f.name != "given")

@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
 
-from .case_axes import CaseParams, case_record
+from .case_axes import CaseParams
 from .outcome import (
     BOUNDARY_PARITY,
     COMPILE_ONLY_ERROR,
@@ -89,10 +88,9 @@ def cause_of(error: ErrorInfo) -> str:
     return _SYMBOLIC.sub("N", signature_of(error))[:200].rstrip()
 
 
-def invalid_input(kernel: Support | DeclaredKernel | None, given: Mapping[str, Any] | None) -> bool:
+def invalid_input(kernel: Support | DeclaredKernel | None, params: CaseParams | None) -> bool:
     """Whether the case's input is invalid by design: params purpose "boundary", or no purpose
     and a case outside the kernel's declared support (a KernelSpec or refusals.Support)."""
-    params = None if given is None else case_record(given)
     if not params:
         return False
     purpose = params.purpose
@@ -156,14 +154,13 @@ def classify(
     eager_check: dict | None,
     compiled_check: dict | None,
     kernel: Support | DeclaredKernel | None = None,
-    given: Mapping[str, Any] | None = None,
+    params: CaseParams | None = None,
 ) -> Outcome:
     """The case's outcome from what each side raised or returned. `kernel` (a KernelSpec or a
     refusals.Support) and `params` say whether a refusal alike on both sides is earned
     (refusals.judge) and whether the input is invalid (invalid_input); without them (a plain
     matmul rung of triage) an alike refusal stays UNSUPPORTED unless it is an internal error, and
     the input counts as valid."""
-    params = None if given is None else case_record(given)
     if eager_error and compiled_error:
         return _both_raised(eager_error, compiled_error, kernel, params)
     if eager_error:

@@ -28,7 +28,7 @@ from typing import Any, Callable
 
 import torch
 
-from .case_axes import CaseParams, case_record
+from .case_axes import CaseParams
 from .draw import CaseInputs, make_inputs, second_call_seed
 from .microscaling import is_fp4
 from .pipeline import PristineInputs
@@ -217,10 +217,9 @@ def other_activation(inputs: CaseInputs, params: CaseParams) -> CaseInputs:
     )
 
 
-def serving_inputs(contract: str, given: Mapping[str, Any], inputs: CaseInputs, seed: int, device: str) -> CaseInputs:
+def serving_inputs(contract: str, params: CaseParams, inputs: CaseInputs, seed: int, device: str) -> CaseInputs:
     """The serving loop's next inputs: new values of the same shape (second_call_seed) for a
     one-function kernel; another activation against the same built weights otherwise."""
-    params = case_record(given)
     if contract == "call":
         return make_inputs(params, second_call_seed(seed), device)
     return other_activation(inputs, params)

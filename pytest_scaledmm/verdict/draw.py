@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional, TypeVar
 
@@ -24,7 +24,7 @@ from .activation import (
     make_activation,
     prepare_draw,
 )
-from .case_axes import CaseParams, case_record
+from .case_axes import CaseParams
 from .grouped import draw_grouped, grouped_shape
 from .layouts import place_a, place_b, place_scale_a, place_token
 from .microscaling import (
@@ -77,10 +77,9 @@ def activation_batches(params: CaseParams) -> int:
     return 2 if params.m % 2 == 0 else 1
 
 
-def expected_shape(given: Mapping[str, Any]) -> tuple[int, ...]:
+def expected_shape(params: CaseParams) -> tuple[int, ...]:
     """(M, N) for 2-D activations, (B, M/B, N) for 3-D ones: the leading dims of `a` are kept.
     A grouped case's: grouped.grouped_shape."""
-    params = case_record(given)
     if params.grouped:
         return grouped_shape(params)
     m, n = params.m, params.n
@@ -454,10 +453,9 @@ DRAW_STEPS: tuple[DrawStep, ...] = (
 )
 
 
-def make_inputs(given: Mapping[str, Any], seed: int, device: str) -> CaseInputs:
+def make_inputs(params: CaseParams, seed: int, device: str) -> CaseInputs:
     """The case's inputs from its seed: operands and scales drawn (value regimes), each
     production dimension's part (DRAW_STEPS), then placed on the device in the case's layouts."""
-    params = case_record(given)
     generator = torch.Generator().manual_seed(seed)
     if params.grouped:
         return _grouped_inputs(params, generator, device)

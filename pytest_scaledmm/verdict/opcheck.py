@@ -9,14 +9,14 @@ The run checks once per case family (execution/opcheck_cache.py); a repro script
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from typing import Any
 
 import torch
 
-from .case_axes import CaseParams, case_record
+from .case_axes import CaseParams
 from .draw import CaseInputs
 from .outcome import ErrorInfo, describe_exception, signature_of
 
@@ -47,10 +47,9 @@ class OpcheckResult:
         return data
 
 
-def opcheck_params(given: Mapping[str, Any]) -> CaseParams:
+def opcheck_params(params: CaseParams) -> CaseParams:
     """The case's parameters for its opcheck inputs: opcheck compares outputs exactly, so NaN
     from a special scale value would fail it on its own."""
-    params = case_record(given)
     return params.with_values(special_scale="none", special_operand="none")
 
 

@@ -8,12 +8,12 @@ on the wrong device, or one the checker cannot read, is a failed check that name
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, Callable, Optional
 
 import torch
 
-from .case_axes import case_record
+from .case_axes import CaseParams
 from .draw import CaseInputs, expected_shape
 from .reference import Reference, check_metadata, compare, parity, reference
 from .signature_text import UNCHECKABLE
@@ -31,7 +31,7 @@ def worst(checks: list) -> dict:
 
 
 def check_sides(
-    given: Mapping[str, Any],
+    params: CaseParams,
     inputs: CaseInputs,
     eager_ran: bool,
     eager_out: Any,
@@ -43,8 +43,6 @@ def check_sides(
     negative scales, IEEE non-finite positions for inf and nan ones, the tolerance built from the
     finite scales). With a special scale value the compiled outputs must also match eager's
     (parity: the same NaN and inf positions, finite values within twice the tolerance)."""
-    params = case_record(given)
-
     shape, dtype = expected_shape(params), inputs.out_dtype
     ref = reference(params, inputs, slack) if ref is None else ref
     eager_check = compiled_check = None
@@ -60,10 +58,8 @@ def check_sides(
     return eager_check, compiled_check
 
 
-def case_checker(given: Mapping[str, Any], inputs: CaseInputs, slack: float) -> SideChecker:
+def case_checker(params: CaseParams, inputs: CaseInputs, slack: float) -> SideChecker:
     """The side-checker of a case: check_sides with its parameters, inputs and slack."""
-    params = case_record(given)
-
     made: list[Reference] = []  # the reference, built at the first check: the serving loop checks twice
 
     def check(eager_ran: bool, eager_out: Any, compiled_outs: Sequence[Any] | None) -> SideChecks:

@@ -33,7 +33,7 @@ from .call_contract import (
     layout_problem,
     repeat_problem,
 )
-from .case_axes import CaseParams, case_record
+from .case_axes import CaseParams
 from .classify import classify, crash_outcome, problem_of
 from .draw import make_inputs, second_call_seed
 from .kernel_choice import kernel_choice, output_code
@@ -88,10 +88,9 @@ class OtherShape:
     governed: bool = False
 
 
-def second_call(given: Mapping[str, Any], seed: int, device: str, slack: float) -> OtherShape:
+def second_call(params: CaseParams, seed: int, device: str, slack: float) -> OtherShape:
     """The case's serving-loop call (pipeline.eager_compile_check's `second_call`): inputs of the
     same shape from second_call_seed, with their own checker."""
-    params = case_record(given)
     inputs = make_inputs(params, second_call_seed(seed), device)
     return OtherShape(SECOND_CALL, inputs.args(), case_checker(params, inputs, slack))
 
@@ -846,7 +845,7 @@ def eager_compile_check(
     device: str,
     check: SideChecker,
     kernel: Support | DeclaredKernel | None = None,
-    given: Mapping[str, Any] | None = None,
+    params: CaseParams | None = None,
     interrupts: bool = True,
     runner: str = "compile",
     other_shapes: Sequence[OtherShape] = (),
@@ -882,7 +881,6 @@ def eager_compile_check(
 
     Every call is held to the call contract (call_contract.py): `call_contract`, else what
     `kernel` declares; a broken one makes a case whose values pass a MISMATCH (contract_outcome)."""
-    params = None if given is None else case_record(given)
     log = CallLog(interrupts, call_contract or CallContract.of(kernel))
     pristine = PristineInputs(args, list(names) if names is not None else argument_names(fn, len(args)))
     second_inputs = PristineInputs(second_call.args, pristine.names) if second_call is not None else None

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from .activation import divisor, dynamic_activation, quantisation_term, requantised_growth
-from .case_axes import CaseParams, case_record
+from .case_axes import CaseParams
 from .draw import FP8_TORCH_NAMES, CaseInputs, expand_scale, expected_shape, scale_result_of
 from .grouped import group_products, group_sizes
 from .microscaling import operand_values
@@ -89,12 +89,10 @@ def calibrated_device(device: torch.device) -> bool:
 
 
 def dequantised(
-    given: Mapping[str, Any], inputs: CaseInputs, scale_a: Any = None, scale_b: Any = None
+    params: CaseParams, inputs: CaseInputs, scale_a: Any = None, scale_b: Any = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """(A, B, bias) in float64 on the CPU: A = a * scale_a (M x K, 3-D activations flattened to
     M tokens), B = b * scale_b (K x N), bias (N) or None. `scale_a` / `scale_b` replace the case's."""
-    params = case_record(given)
-
     m, k, n = params.m, params.k, params.n
     x = dynamic_activation(params, inputs) if scale_a is None else None
     scale_a = inputs.scale_a if scale_a is None else scale_a
@@ -153,14 +151,12 @@ class Reference:
     bound: dict | None = None  # the model and constants the tolerance was built with
 
 
-def reference(given: Mapping[str, Any], inputs: CaseInputs, slack: float = 1.0, scale_a: Any = None) -> Reference:
+def reference(params: CaseParams, inputs: CaseInputs, slack: float = 1.0, scale_a: Any = None) -> Reference:
     """Dequantise in float64: value = (a * scale_a) @ (b * scale_b) + bias, with the case's scales
     (special values included, so zero and negative scales have exact references and inf / nan
     ones their IEEE result). The tolerance is built from the finite scales (inputs.finite_scale_a)
     and, for its output-rounding term, the larger of the finite and the actual |value|. A 3-D
     activation is flattened to M tokens. `scale_a` replaces the case's scale for the value."""
-    params = case_record(given)
-
     if params.grouped:
         return _grouped_reference(params, inputs, slack)
     k = params.k

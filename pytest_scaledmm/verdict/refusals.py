@@ -29,11 +29,11 @@ as the run did.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, fields
 from typing import Any, Protocol
 
-from .case_axes import CaseParams, case_record
+from .case_axes import CaseParams
 from .outcome import INTERNAL_ERROR, REFUSED, UNSUPPORTED, ErrorInfo, Outcome, signature_of
 
 V2_BUILTINS = ("scaled_mm_v2", "scaled_mm_v2_functional")  # aten._scaled_mm_v2, by its two call forms
@@ -494,24 +494,23 @@ DECLARED_RULES: tuple[DeclaredRule, ...] = (
 )
 
 
-def declared_breaks(kernel: Support | DeclaredKernel | None, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+def declared_breaks(kernel: Support | DeclaredKernel | None, params: CaseParams) -> list[tuple[str, str]]:
     """Every declaration of `kernel` (a KernelSpec or Support) that the case lies outside, as
     (the declaration's key, what breaks it), in DECLARED_RULES' order."""
     kernel = Support.of(kernel)
     if kernel is None:
         return []
-    record = case_record(params)
-    return [found for rule in DECLARED_RULES for found in rule.check(kernel, record)]
+    return [found for rule in DECLARED_RULES for found in rule.check(kernel, params)]
 
 
-def outside_declared_support(kernel: Support | DeclaredKernel | None, params: Mapping[str, Any]) -> str | None:
+def outside_declared_support(kernel: Support | DeclaredKernel | None, params: CaseParams) -> str | None:
     """The first declaration of `kernel` (a KernelSpec or Support) that the case lies outside, or None."""
     found = declared_breaks(kernel, params)
     return found[0][1] if found else None
 
 
 def judge(
-    kernel: Support | DeclaredKernel | None, params: Mapping[str, Any] | None, eager: ErrorInfo, compiled: ErrorInfo
+    kernel: Support | DeclaredKernel | None, params: CaseParams | None, eager: ErrorInfo, compiled: ErrorInfo
 ) -> Outcome:
     """The outcome of a case that eager and compiled refuse alike; see the module docstring.
     `kernel` is the case's KernelSpec or Support; None for a harness rung (a plain matmul), whose
