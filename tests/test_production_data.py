@@ -14,6 +14,7 @@ from torch_facts import cpu_scaled_mm_leaves_empty_k_unwritten
 
 from pytest_scaledmm.matrix.cases import generate_cases
 from pytest_scaledmm.matrix.spec import parse_spec
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.reference import reference
 from pytest_scaledmm.verdict.regimes import QMAX
@@ -153,7 +154,7 @@ def test_each_bug_is_caught_where_production_data_shows_it(planted_run):
     records = [r for r in report["cases"] if r["outcome"] == "MISMATCH"]
 
     def caught(kernel, where):
-        return [r for r in records if r["params"]["kernel"] == kernel and where(r["params"], r)]
+        return [r for r in records if r["params"]["kernel"] == kernel and where(CaseParams.from_json(r["params"]), r)]
 
     # The value regimes, the special side, the layouts, the second call and N of several blocks.
     assert caught("clamps_at_fnuz_max", lambda p, r: p.value_regime == "full_range")

@@ -144,7 +144,7 @@ def test_builtin_kernels_are_embedded_and_inputs_regenerate_exactly(tmp_path, pa
     case = make_case(full)
     record = {
         "id": case.id,
-        "params": case.params,
+        "params": case.params.to_json(),
         "outcome": "COMPILE_ONLY_ERROR",
         "signature": "RuntimeError: planted",
         "layer": "inductor",
