@@ -53,7 +53,7 @@ def runner_and_cases(work: Path, uses_inductor: bool):
         kernel_specs={k.name: k for k in spec.kernels},
         kernels=resolve_kernels(spec.path, spec.kernels),
     )
-    return ChildRunner(ctx, timeout=300, uses_inductor=uses_inductor), {c["kernel"]: c for c in cases}
+    return ChildRunner(ctx, timeout=300, uses_inductor=uses_inductor), {c.params.kernel: c for c in cases}
 
 
 def first_child_and_restart(work: Path, uses_inductor: bool, crash: bool = True) -> dict:

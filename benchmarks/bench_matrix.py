@@ -96,10 +96,10 @@ for case in cases:
         x = make_inputs(p, input_seed(spec.seed, case.id), device)
     except Exception:
         continue
-    k = kernels[p["kernel"]]
+    k = kernels[p.kernel]
     def fn(a, b, sa, sb, bias, k=k, od=x.out_dtype, fa=x.use_fast_accum):
         return k(a, b, sa, sb, bias=bias, out_dtype=od, use_fast_accum=fa)
-    eager_compile_check(fn, x.args(), compile_settings(p["mode"], {configs}), device, case_checker(p, x, spec.slack))
+    eager_compile_check(fn, x.args(), compile_settings(p.mode, {configs}), device, case_checker(p, x, spec.slack))
 print(json.dumps({{"wall": time.perf_counter() - start, "cases": len(cases)}}))
 """
     env = dict(os.environ, TORCHINDUCTOR_CACHE_DIR=tempfile.mkdtemp(prefix="bench-bare-"))

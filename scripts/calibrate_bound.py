@@ -41,6 +41,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pytest_scaledmm.verdict import draw  # noqa: E402
 from pytest_scaledmm.verdict import reference as reference_module  # noqa: E402
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.scale_forms import scale_form  # noqa: E402
 
 KS = [16, 32, 48, 64, 80, 96, 112, 128, 256, 1024, 4096, 16384]
@@ -161,7 +162,7 @@ class Cases:
         if key not in self.cache:
             params = params_of(config, m, k, n)
             seed = zlib.crc32(repr(key).encode())
-            inputs = draw.make_inputs(params, seed, self.device)
+            inputs = draw.make_inputs(CaseParams.from_json(params), seed, self.device)
             dev = self.device
             sa = draw.expand_scale(inputs.scale_a, params["scale_a"], "a", m, k).to(dev)
             sb = draw.expand_scale(inputs.scale_b, params["scale_b"], "b", k, n).to(dev)

@@ -15,6 +15,7 @@ import sys
 import torch
 
 from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.reference import reference
 from pytest_scaledmm.verdict.scale_forms import WHOLE, scale_form
@@ -71,8 +72,9 @@ def main() -> int:
             "scale_layout": "contiguous",
             "activation_rank": 2,
         }
-        inputs = make_inputs(params, seed=m * 1000003 + k * 1009 + n, device=device)
-        ref = reference(params, inputs)
+        record = CaseParams.from_json(params)
+        inputs = make_inputs(record, seed=m * 1000003 + k * 1009 + n, device=device)
+        ref = reference(record, inputs)
         hand = by_hand(params, inputs)
         ref_gap = float((ref.value - hand).abs().max())
         fn = BUILTIN_IMPLS[kernel]

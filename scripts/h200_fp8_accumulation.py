@@ -4,6 +4,7 @@ and for an fp32 matmul of the same dequantised data. Run on a GPU: python script
 
 import torch
 
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.reference import reference
 
@@ -25,8 +26,9 @@ params = {
     "k": 32,
     "n": 128,
 }
-x = make_inputs(params, 905165312, "cuda:0")
-ref = reference(params, x)
+record = CaseParams.from_json(params)
+x = make_inputs(record, 905165312, "cuda:0")
+ref = reference(record, x)
 sb = x.scale_b
 print(
     "scale_a", x.scale_a.item(), "scale_b", sb.item(), tuple(sb.shape), sb.stride(), "b", tuple(x.b.shape), x.b.stride()

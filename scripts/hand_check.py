@@ -18,6 +18,7 @@ import torch
 
 from pytest_scaledmm.matrix.case_params import input_seed
 from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.scale_forms import WHOLE, scale_form
 
@@ -40,7 +41,7 @@ def by_hand(params, inputs):
 
 def check(record: dict, run_seed: int, device: str) -> dict:
     params = record["params"]
-    inputs = make_inputs(params, input_seed(run_seed, record["id"]), device)
+    inputs = make_inputs(CaseParams.from_json(params), input_seed(run_seed, record["id"]), device)
     kernel = BUILTIN_IMPLS[params["kernel"]]
     keywords = {
         "bias": inputs.bias,

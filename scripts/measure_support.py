@@ -18,6 +18,7 @@ import sys
 import time
 
 from pytest_scaledmm.matrix.kernels import BUILTIN_IMPLS
+from pytest_scaledmm.verdict.case_axes import CaseParams
 from pytest_scaledmm.verdict.draw import make_inputs
 from pytest_scaledmm.verdict.outcome import describe_exception
 from pytest_scaledmm.verdict.refusals import matching_refusal
@@ -134,7 +135,7 @@ def configurations():
 def outcome(params, device):
     kernel = BUILTIN_IMPLS[params["kernel"]]
     try:
-        inputs = make_inputs(params, 1, device)
+        inputs = make_inputs(CaseParams.from_json(params), 1, device)
         kernel(
             inputs.a,
             inputs.b,

@@ -638,6 +638,10 @@ class ChildRunner:
                 continue
             if isinstance(message, Failed):
                 raise HarnessError(f"the harness failed in the isolated child:\n{message.traceback}")
+            if not isinstance(message, Answer):
+                raise HarnessError(
+                    f"the isolated child answered with {type(message).__name__}, not a message of its protocol"
+                )
             return message.payload
 
     def _died(self, start: float, offset: int, what: str) -> Death:
