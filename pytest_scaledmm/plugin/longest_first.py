@@ -16,11 +16,12 @@ from __future__ import annotations
 import os
 import shlex
 from collections.abc import Collection, Sequence
+from typing import Protocol
 
 import pytest
 from xdist.remote import Producer
 from xdist.report import report_collection_diff
-from xdist.workermanage import WorkerController, parse_tx_spec_config
+from xdist.workermanage import parse_tx_spec_config
 
 from .schedule import HOST_LANE_WORKER, builds_host_kernel
 from .session import MatrixSession
@@ -30,6 +31,21 @@ from .session import MatrixSession
 # controller's answer to the one before (a round trip, longer while the controller writes a
 # partial report: 0.5-0.6 s per worker of a 60 s run on 2 cores).
 QUEUED_PER_WORKER = 3
+
+
+class Gateway(Protocol):
+    id: str
+
+
+class Worker(Protocol):
+    """What the scheduler uses of xdist's WorkerController (xdist publishes no types)."""
+
+    gateway: Gateway
+    shutting_down: bool
+
+    def send_runtest_some(self, indices: Sequence[int]) -> None: ...
+
+    def shutdown(self) -> None: ...
 
 
 def _case_id(node_id: str) -> str:
@@ -44,8 +60,8 @@ class LongestFirstScheduling:
 
     def __init__(self, config: pytest.Config, log: Producer | None = None, host_lane: Collection[str] = ()):
         self.numnodes = len(parse_tx_spec_config(config))
-        self.node2collection: dict[WorkerController, list[str]] = {}
-        self.node2pending: dict[WorkerController, list[int]] = {}
+        self.node2collection: dict[Worker, list[str]] = {}
+        self.node2pending: dict[Worker, list[int]] = {}
         self.pending: list[int] = []
         self.collection: list[str] | None = None
         self.log = Producer("longestfirst") if log is None else log.longestfirst
@@ -54,7 +70,7 @@ class LongestFirstScheduling:
 
     # -- the protocol's state ------------------------------------------------------------------
     @property
-    def nodes(self) -> list[WorkerController]:
+    def nodes(self) -> list[Worker]:
         return list(self.node2pending)
 
     @property
@@ -73,11 +89,11 @@ class LongestFirstScheduling:
         return bool(self.pending) or any(self.node2pending.values())
 
     # -- the protocol's events -----------------------------------------------------------------
-    def add_node(self, node: WorkerController) -> None:
+    def add_node(self, node: Worker) -> None:
         assert node not in self.node2pending
         self.node2pending[node] = []
 
-    def add_node_collection(self, node: WorkerController, collection: Sequence[str]) -> None:
+    def add_node_collection(self, node: Worker, collection: Sequence[str]) -> None:
         assert node in self.node2pending
         if self.collection_is_completed and self.collection is not None and list(collection) != self.collection:
             first = next(iter(self.node2collection))
@@ -85,7 +101,7 @@ class LongestFirstScheduling:
             return
         self.node2collection[node] = list(collection)
 
-    def mark_test_complete(self, node: WorkerController, item_index: int, duration: float = 0) -> None:
+    def mark_test_complete(self, node: Worker, item_index: int, duration: float = 0) -> None:
         self.node2pending[node].remove(item_index)
         self._top_up(node)
 
@@ -95,10 +111,10 @@ class LongestFirstScheduling:
         for node in self.nodes:
             self._top_up(node)
 
-    def remove_pending_tests_from_node(self, node: WorkerController, indices: Sequence[int]) -> None:
+    def remove_pending_tests_from_node(self, node: Worker, indices: Sequence[int]) -> None:
         raise NotImplementedError("cases are not taken back from a live worker here")
 
-    def remove_node(self, node: WorkerController) -> str | None:
+    def remove_node(self, node: Worker) -> str | None:
         """A worker that finished or died: the case it was running (None when it held none); its
         queued cases go back to their place in the order."""
         queued = self.node2pending.pop(node)
@@ -136,13 +152,13 @@ class LongestFirstScheduling:
         assert self.collection is not None
         return _case_id(self.collection[index]) in self.host_lane
 
-    def _lane_node(self) -> WorkerController | None:
+    def _lane_node(self) -> Worker | None:
         for node in self.node2pending:
             if node.gateway.id == HOST_LANE_WORKER and not node.shutting_down:
                 return node
         return None
 
-    def _top_up(self, node: WorkerController) -> None:
+    def _top_up(self, node: Worker) -> None:
         if node.shutting_down:
             return
         queued = len(self.node2pending[node])
@@ -150,7 +166,7 @@ class LongestFirstScheduling:
             self._send(node, QUEUED_PER_WORKER - queued)
         self._shut_down_when_all_sent()
 
-    def _send(self, node: WorkerController, count: int) -> None:
+    def _send(self, node: Worker, count: int) -> None:
         """The next `count` pending cases this node may take: the host lane's go to its worker
         (to any worker once it is gone), the others to every worker."""
         lane = self._lane_node()
