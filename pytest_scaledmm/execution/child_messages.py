@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import traceback
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from ..matrix.case_params import Case
 from ..verdict.case_axes import CaseParams
@@ -28,13 +28,16 @@ class Setup:
     extensions: tuple[str, ...]
 
 
+Request = TypeVar("Request", bound="CaseRequest")
+
+
 @dataclass(frozen=True)
 class CaseRequest:
     case_id: str
     params: dict[str, Any]
 
     @classmethod
-    def of(cls, case: Case, **rest: Any) -> Any:
+    def of(cls: type[Request], case: Case, **rest: Any) -> Request:
         return cls(case.id, case.params.to_json(), **rest)
 
     def case(self) -> Case:
