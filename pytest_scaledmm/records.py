@@ -8,13 +8,13 @@ type error. Only the standard library: every layer may import this module.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict, Union
+from typing import TYPE_CHECKING, Any, TypedDict
 
 if TYPE_CHECKING:  # typing has it from Python 3.10 on
-    from typing_extensions import TypeGuard
+    from typing import TypeGuard
 
 # A number as a report writes it: a JSON number, or "inf", "-inf", "nan" (report.NON_FINITE).
-Number = Union[int, float, str]
+Number = int | float | str
 
 
 class ErrorRecord(TypedDict, total=False):

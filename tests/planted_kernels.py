@@ -7,7 +7,6 @@ deliberate bug of a kind found in real scaled-mm kernels and wrappers.
 """
 
 import weakref
-from typing import Optional
 
 import torch
 
@@ -206,8 +205,8 @@ def _custom_op(name: str, fake):
             b: torch.Tensor,
             scale_a: torch.Tensor,
             scale_b: torch.Tensor,
-            bias: Optional[torch.Tensor] = None,
-            out_dtype: Optional[torch.dtype] = None,
+            bias: torch.Tensor | None = None,
+            out_dtype: torch.dtype | None = None,
             use_fast_accum: bool = False,
         ) -> torch.Tensor:
             return _dequant_mm(a, b, scale_a, scale_b, bias, out_dtype)

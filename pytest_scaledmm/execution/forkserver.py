@@ -35,7 +35,8 @@ import signal
 import socket
 import struct
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 ADDRESS_ENV = "PYTEST_SCALEDMM_FORK_SERVER"
 # Variables a worker's environment may hold with another value than the server's: xdist's own,

@@ -25,8 +25,8 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ..matrix.case_params import Case
 from ..verdict import outcome as oc

@@ -10,9 +10,8 @@ exception that escapes is a KeyboardInterrupt in the pytest process itself
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable
 
 from packaging.version import Version
 

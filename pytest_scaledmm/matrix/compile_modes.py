@@ -17,10 +17,10 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any, Callable
+from typing import Any
 
 from ..verdict.runners import RUNNERS, Runner, registering_modules, runner_named
 

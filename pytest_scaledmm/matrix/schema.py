@@ -5,7 +5,7 @@ compile modes come from their tables (verdict/scale_forms.py, compile_modes.py).
 """
 
 from collections.abc import Mapping
-from typing import Any, Optional, Union
+from typing import Any
 
 from ..verdict.case_axes import NEUTRAL
 from ..verdict.layouts import OPERAND_LAYOUTS
@@ -60,7 +60,7 @@ def takes_axis(kernel_name: str, takers, builtin: bool) -> bool:
 
 
 # name -> (values, neutral value, the kernels that take it or ALL_KERNELS).
-KERNEL_AXES: dict[str, tuple[list[Any], Any, Union[tuple[str, ...], str]]] = {
+KERNEL_AXES: dict[str, tuple[list[Any], Any, tuple[str, ...] | str]] = {
     # torch._scaled_grouped_mm: a [total_M, K] x b [G, K, N] with offsets over M; a [G, M, K] x
     # b [G, K, N]; a [M, total_K] x b [total_K, N] with offsets over K (verdict/grouped.py).
     "group_layout": (["2d3d", "3d3d", "2d2d"], NEUTRAL["group_layout"], GROUPED_KERNELS),
@@ -197,7 +197,7 @@ def case_elements(m: int, k: int, n: int) -> dict[str, int]:
     return {"a (M x K)": m * k, "b (K x N)": k * n, "output (M x N)": m * n}
 
 
-def size_problem(m: int, k: int, n: int, limits: Mapping[str, int]) -> Optional[tuple[str, str]]:
+def size_problem(m: int, k: int, n: int, limits: Mapping[str, int]) -> tuple[str, str] | None:
     """(the limit exceeded, a message) when a case of these dims would allocate more elements
     than `limits` allow, else None."""
     sizes = case_elements(m, k, n)

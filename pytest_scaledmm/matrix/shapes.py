@@ -16,9 +16,9 @@ class its part of the range. A class with no size is left out. No torch import h
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from .support import BLOCK
 

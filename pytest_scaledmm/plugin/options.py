@@ -315,7 +315,7 @@ def _ini_type(option: Option) -> Any:  # pytest's ini type: a name, or (9.2) a u
     # pytest 9.2 takes a union, so that native TOML numbers and booleans ([tool.pytest]) pass.
     convert = option.kwargs.get("type")
     if getattr(pytest, "version_tuple", (0,)) >= (9, 2) and (option.kind == "flag" or convert in (int, float)):
-        return Union[bool, str] if option.kind == "flag" else Union[convert, str]
+        return Union[bool, str] if option.kind == "flag" else Union[convert, str]  # noqa: UP007  pytest compares the Union it is given
     return "string"
 
 

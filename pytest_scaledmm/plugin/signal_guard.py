@@ -13,7 +13,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Optional, Union
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 
     from .session import MatrixSession
 
-    PythonHandler = Callable[[int, Optional[FrameType]], object]
+    PythonHandler = Callable[[int, FrameType | None], object]
     # What signal.signal returns: a Python handler, SIG_DFL or SIG_IGN, or None (set outside Python).
-    Handler = Union[PythonHandler, int, signal.Handlers, None]
+    Handler = PythonHandler | int | signal.Handlers | None
 
 TERMINATED = "terminated (SIGTERM)"
 

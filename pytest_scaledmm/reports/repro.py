@@ -26,10 +26,10 @@ import re
 import sys
 import textwrap
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 from .. import __version__, verdict
 from ..errors import ScaledmmError

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 

@@ -14,7 +14,7 @@ import math
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Optional, TypeVar
+from typing import Any, TypeVar
 
 import torch
 
@@ -204,7 +204,7 @@ def lay_out(t: torch.Tensor, layout: str) -> torch.Tensor:
 
 
 # _move keeps a tensor a tensor, and an optional one (a bias) optional.
-_Moved = TypeVar("_Moved", torch.Tensor, Optional[torch.Tensor])
+_Moved = TypeVar("_Moved", torch.Tensor, torch.Tensor | None)
 
 
 def _move(t: _Moved, device: str) -> _Moved:

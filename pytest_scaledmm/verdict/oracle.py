@@ -8,8 +8,8 @@ on the wrong device, or one the checker cannot read, is a failed check that name
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any, Callable, Optional
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -19,9 +19,9 @@ from .reference import Reference, check_metadata, compare, parity, reference
 from .signature_text import UNCHECKABLE
 
 # One side's check (ok, ratio, problem ...), None where the side did not run; a side-checker's answer.
-SideChecks = tuple[Optional[dict], Optional[dict]]
+SideChecks = tuple[dict | None, dict | None]
 # check(eager_ran, eager_out, compiled_outs): eager_out is whatever the kernel returned.
-SideChecker = Callable[[bool, Any, Optional[Sequence[Any]]], SideChecks]
+SideChecker = Callable[[bool, Any, Sequence[Any] | None], SideChecks]
 
 
 def worst(checks: list) -> dict:
