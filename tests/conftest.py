@@ -19,6 +19,7 @@ try:
 except ImportError:  # Python 3.12 venvs come without it; torch then brings it or needs none
     pass
 
+import pytest_scaledmm.execution.isolate  # noqa: F401  its messages' classes must stay the ones tests import
 import pytest_scaledmm.plugin.baseline_gate  # noqa: F401
 import pytest_scaledmm.plugin.reporter  # noqa: F401
 

@@ -23,7 +23,7 @@ STATE = "planted_state_kernels"
 
 
 def _model(**declared):
-    return support_model(KernelSpec("k", "fp8", **declared), "cpu")
+    return support_model(KernelSpec("k", family="fp8", **declared), "cpu")
 
 
 def test_the_plan_is_drawn_per_case_and_stays_within_the_declarations():

@@ -277,7 +277,7 @@ def test_model_agrees_with_this_torch_on_the_cpu(cpu_fp8_mm):
             and not hasattr(__import__("torch").nn.functional, "scaled_mm")
         ):
             continue
-        spec = KernelSpec(name, BUILTIN_KERNELS[name]["family"])
+        spec = KernelSpec(name, family=BUILTIN_KERNELS[name]["family"])
         predicted = support_model(spec, "cpu").breaks(params)
         inputs = make_inputs(params, 1, "cpu")
         try:

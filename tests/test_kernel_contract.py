@@ -89,7 +89,7 @@ def test_case_outside_declared_scale_forms_is_unsupported():
     from pytest_scaledmm.matrix.spec import KernelSpec
     from pytest_scaledmm.verdict.refusals import outside_declared_support
 
-    kernel = KernelSpec("k", "fp8", scale_forms=("tensor_0d",), min_m=2, k_multiple=16)
+    kernel = KernelSpec("k", family="fp8", scale_forms=("tensor_0d",), min_m=2, k_multiple=16)
     params = case_record(scale_a="rowwise", m=4)
     assert "scale_a rowwise" in outside_declared_support(kernel, params)
     assert outside_declared_support(kernel, params.with_values(scale_a="tensor_0d")) is None

@@ -156,7 +156,7 @@ def test_fp8_builtins_pass_on_this_cpu(cpu_fp8_mm):
         "fp8_linear",
         "fp8_linear_no_lift",
     }
-    allowed_skip = {"scaled_mm_v2"} if K.unavailable_reason(KernelSpec("scaled_mm_v2", "fp8")) else set()
+    allowed_skip = {"scaled_mm_v2"} if K.unavailable_reason(KernelSpec("scaled_mm_v2", family="fp8")) else set()
     bad = [
         (c.id, r.outcome, r.signature)
         for c, r in results
@@ -217,7 +217,9 @@ def test_builtin_kernel_needing_newer_torch_is_skipped_at_run_time_only(monkeypa
     assert too_new and all(o.outcome == oc.SKIPPED and "needs torch>=99.0" in o.detail for o in too_new)
     assert all(o.outcome != oc.SKIPPED for case, o in results if case.params.kernel == "aten_scaled_mm")
     monkeypatch.setattr(K, "_scaling_type", lambda: None)
-    assert "has no torch.nn.functional.scaled_mm" in K.unavailable_reason(KernelSpec("scaled_mm_v2_functional", "fp8"))
+    assert "has no torch.nn.functional.scaled_mm" in K.unavailable_reason(
+        KernelSpec("scaled_mm_v2_functional", family="fp8")
+    )
 
 
 def test_custom_op_detection():

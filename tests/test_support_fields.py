@@ -1,7 +1,8 @@
-"""Each support field of a kernel declaration is declared once (verdict/support_fields.py); the
-places that cannot derive from the table name the same fields, so that a field added to one of
-them and forgotten in another fails here."""
+"""Each support field of a kernel declaration is declared once (verdict/support_fields.py
+`Declared`): Kernel, KernelSpec and Support extend it, and the schema takes its rows' fragments, so
+that a field added there is in every place, and a place that names fields of its own fails here."""
 
+import inspect
 from dataclasses import fields
 
 import pytest
@@ -10,9 +11,9 @@ from pytest_scaledmm.matrix.kernels import Kernel
 from pytest_scaledmm.matrix.schema import KERNEL_DECLARATION_SCHEMA, MATRIX_SCHEMA
 from pytest_scaledmm.matrix.spec import KernelSpec, kernel_from_declaration
 from pytest_scaledmm.verdict.refusals import Support
-from pytest_scaledmm.verdict.support_fields import JUDGED_FIELDS, SUPPORT_FIELD_NAMES, SUPPORT_FIELDS
+from pytest_scaledmm.verdict.support_fields import JUDGED_FIELDS, SUPPORT_FIELD_NAMES, SUPPORT_FIELDS, Declared
 
-# What each place holds besides the support fields: the kernel's identity and its callables.
+# What each place holds besides the declaration: the kernel's identity and its callables.
 KERNEL_OWN = {"name", "fn", "prepare", "module"}
 KERNEL_SPEC_OWN = {"name", "impl", "fn", "prepare", "module"}
 MATRIX_ENTRY_OWN = KERNEL_SPEC_OWN | {"requires"}  # requires: what `scaledmm init` installs
@@ -23,23 +24,27 @@ def _names(cls) -> set:
     return {f.name for f in fields(cls)}
 
 
-def test_the_table_names_each_field_once():
-    assert len(set(SUPPORT_FIELD_NAMES)) == len(SUPPORT_FIELD_NAMES)
+def test_the_rows_are_the_declaration_s_fields_in_order():
+    assert SUPPORT_FIELD_NAMES == tuple(f.name for f in fields(Declared))
+    assert [row.default for row in SUPPORT_FIELDS] == [f.default for f in fields(Declared)]
 
 
-def test_kernel_declares_the_table_s_fields():
-    assert _names(Kernel) - KERNEL_OWN == set(SUPPORT_FIELD_NAMES)
+@pytest.mark.parametrize(("cls", "own"), [(Kernel, KERNEL_OWN), (KernelSpec, KERNEL_SPEC_OWN), (Support, SUPPORT_OWN)])
+def test_each_place_extends_the_declaration_with_only_its_own_fields(cls, own):
+    assert issubclass(cls, Declared)
+    assert _names(cls) - own == set(SUPPORT_FIELD_NAMES)
 
 
-def test_kernel_spec_declares_the_table_s_fields():
-    assert _names(KernelSpec) - KERNEL_SPEC_OWN == set(SUPPORT_FIELD_NAMES)
+@pytest.mark.parametrize("cls", [Kernel, KernelSpec, Support])
+def test_declarations_are_keywords_and_the_identity_positional(cls):
+    kinds = {name: p.kind for name, p in inspect.signature(cls).parameters.items()}
+    assert {kinds[name] for name in SUPPORT_FIELD_NAMES} == {inspect.Parameter.KEYWORD_ONLY}
+    assert kinds["name"] is inspect.Parameter.POSITIONAL_OR_KEYWORD
+    kernel = Kernel("mine", print, min_m=2)
+    assert (kernel.name, kernel.fn, kernel.min_m) == ("mine", print, 2)
 
 
-def test_support_holds_the_judged_fields():
-    assert _names(Support) - SUPPORT_OWN == set(JUDGED_FIELDS)
-
-
-def test_the_schema_takes_the_table_s_fields():
+def test_the_schema_takes_the_rows_fragments():
     entry = MATRIX_SCHEMA["properties"]["kernels"]["items"]["oneOf"][1]["properties"]
     assert set(entry) - MATRIX_ENTRY_OWN == set(SUPPORT_FIELD_NAMES)
     assert set(KERNEL_DECLARATION_SCHEMA["properties"]) - KERNEL_OWN == set(SUPPORT_FIELD_NAMES)
@@ -47,12 +52,10 @@ def test_the_schema_takes_the_table_s_fields():
         assert entry[row.name] is row.schema
 
 
-def test_defaults_agree():
-    for row in SUPPORT_FIELDS:
-        kernel_default = next(f.default for f in fields(Kernel) if f.name == row.name)
-        assert kernel_default == row.default, row.name
-        if row.judged:
-            assert next(f.default for f in fields(Support) if f.name == row.name) is None, row.name
+def test_support_carries_the_judged_fields_to_a_repro():
+    support = Support("mine", False, min_m=2, slack=2.0)
+    assert set(support.to_json()) == SUPPORT_OWN | set(JUDGED_FIELDS)
+    assert Support(**support.to_json()).min_m == 2
 
 
 # One value of each field a declaration may give, and how a KernelSpec keeps it.

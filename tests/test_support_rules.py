@@ -50,18 +50,20 @@ def test_every_rule_fires_for_some_builtin_model():
 
 
 def test_the_fold_keeps_the_rows_order_and_each_key_once():
-    model = support.OpModel("test", e5m2_pair=True, k_multiple=(16, "k_alignment"), n_multiple=(16, "k_alignment"))
+    model = support.OpModel(
+        "test", e5m2_pair=True, size_limits=(("k_multiple", 16, "k_alignment"), ("n_multiple", 16, "k_alignment"))
+    )
     params = case_record(scale_a="tensor_0d", scale_b="tensor_0d", m=4, k=20, n=40, dtype_a="e5m2", dtype_b="e5m2")
     assert support._op_breaks(model, params) == ["e5m2_pair", "k_alignment"]
     assert support._op_breaks(dataclasses.replace(model, no_backend=True), params)[0] == "backend"
 
 
 def test_every_declaration_has_a_rule_and_every_rule_a_declaration():
-    from pytest_scaledmm.verdict.refusals import DECLARED_RULES, Support  # noqa: PLC0415
+    from pytest_scaledmm.verdict.refusals import DECLARED_RULES  # noqa: PLC0415
+    from pytest_scaledmm.verdict.support_fields import JUDGED_FIELDS  # noqa: PLC0415
 
-    declarations = {f.name for f in dataclasses.fields(Support)} - {"name", "builtin"}
     rows = [rule.field for rule in DECLARED_RULES]
-    assert sorted(rows) == sorted(declarations), "a Support field without its row, or a row without a field"
+    assert sorted(rows) == sorted(JUDGED_FIELDS), "a judged declaration without its rule, or a rule without one"
     assert all(callable(rule.check) for rule in DECLARED_RULES)
 
 

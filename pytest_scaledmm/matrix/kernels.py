@@ -20,12 +20,13 @@ import importlib
 import inspect
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..verdict.scale_forms import RECIPE_CODES, SWIZZLE_CODES, recipe_pairs, recipes_of_shape
+from ..verdict.support_fields import Declared
 from .packs import pack_unavailable
 from .spec import BUILTIN_KERNELS, KernelSpec, MatrixError
 
@@ -37,7 +38,7 @@ TOKEN_PADDING = 17
 
 
 @dataclass(frozen=True)
-class Kernel:
+class Kernel(Declared):
     """A kernel declared from a conftest or plugin through ``pytest_scaledmm_kernels``.
 
     Only ``name`` and ``fn`` are required; the rest narrows what the matrix gives the kernel
@@ -52,42 +53,18 @@ class Kernel:
     dtypes it takes a bias with; [] for none). Most cases are generated inside the declaration
     and a boundary slice outside it; one the kernel refuses (eager and compiled alike) outside it
     is UNSUPPORTED, while a refusal inside it is REFUSED, a failure.
+
+    Every declaration but ``name`` and the callables is a keyword (verdict/support_fields.py
+    `Declared` lists them, with what each means).
     """
 
     name: str
     fn: KernelFn | None = None
-    family: str = "fp8"
-    scale_forms: Sequence[str] | None = None
-    dtypes: Sequence[str] | None = None
-    archs: Sequence[str] | None = None
-    min_torch: str | None = None
-    min_m: int | None = None
-    max_m: int | None = None
-    m_multiple: int | None = None
-    k_multiple: int | None = None
-    n_multiple: int | None = None
-    scale_pairs: Sequence[Sequence[str]] | None = None
-    dtype_pairs: Sequence[Sequence[str]] | None = None
-    out_dtypes: Sequence[str] | None = None
-    bias_out_dtypes: Sequence[str] | None = None
-    accumulation: str | None = None  # fp32, tensor-core or fast: the bound it is held to on a GPU
     # Weights built once (verdict/contracts.py): `prepare(b, scale_b, bias=..., out_dtype=...)`
     # returns the weight object `fn(a, scale_a, weight)` applies; or `module(b, scale_b, ...)`
     # returns an nn.Module called as `module(a, scale_a)` and compiled as a module.
     prepare: KernelFn | None = None
     module: KernelFn | None = None
-    # "dynamic": the kernel takes the high-precision activation and quantises it itself.
-    activation: str | None = None
-    activation_divisor: float | None = None  # what its quantiser divides the amax by
-    slack: float | None = None  # its own tolerance slack (>= 1), with slack_reason
-    slack_reason: str | None = None
-    # [{"scale_pair": (form_a, form_b), "out_dtypes": [...], "bias": bool}]: per-pair constraints.
-    pair_rules: Sequence[Mapping] | None = None
-    scale_layouts: Sequence[str] | None = None  # the scale layouts it takes (contiguous, ...)
-    operand_layouts: Sequence[str] | None = None  # the operand layouts it takes (dense, ...)
-    scale_dtypes: Sequence[str] | None = None  # the dtypes its scales may come in (fp32, bf16, fp16)
-    output_layout: str | None = None  # column-major or any: its output's layout, not _scaled_mm's row-major
-    deterministic: bool | None = None  # False: the same call twice may give other bits
 
 
 def _first(out):

@@ -5,16 +5,24 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..verdict.scale_forms import FORMS
-from ..verdict.support_fields import NAMES, PAIR_RULES, PAIRS, SUPPORT_FIELD_NAMES, SUPPORT_FIELDS, SupportField
+from ..verdict.support_fields import (
+    NAMES,
+    PAIR_RULES,
+    PAIRS,
+    SUPPORT_FIELD_NAMES,
+    SUPPORT_FIELDS,
+    Declared,
+    SupportField,
+)
 from . import bounded_yaml
 from .corpus import check_kernel_axes, check_kernels, check_sizes, included_cases
 from .errors import MatrixError
@@ -66,44 +74,17 @@ BUILTIN_KERNELS: dict[str, dict] = {
 
 
 @dataclass(frozen=True)
-class KernelSpec:
+class KernelSpec(Declared):
+    """A kernel as the matrix runs it: its declarations (`Declared`) as kept, lists as tuples,
+    and how it is given: a built-in (neither), `impl` (a `module:function`), or from a hook, the
+    callable `fn`. `prepare` builds the weight object `impl`/`fn` applies; `module` builds a
+    module (verdict/contracts.py): a `module:qualname`, or from a hook, the callable."""
+
     name: str
-    family: str
     impl: str | None = None
-    scale_forms: tuple[str, ...] | None = None
-    dtypes: tuple[str, ...] | None = None
-    archs: tuple[str, ...] | None = None
-    min_torch: str | None = None
-    # The callable of a kernel declared through the pytest_scaledmm_kernels hook.
     fn: Callable | None = field(default=None, compare=False, repr=False)
-    # Declared shape support (schema.SHAPE_LIMITS); None: no limit.
-    min_m: int | None = None
-    max_m: int | None = None
-    m_multiple: int | None = None
-    k_multiple: int | None = None
-    n_multiple: int | None = None
-    # Declared pairs and dtype rules (schema.SUPPORT_RULES); None: no limit. Pairs are tuples.
-    scale_pairs: tuple | None = None
-    dtype_pairs: tuple | None = None
-    out_dtypes: tuple | None = None
-    bias_out_dtypes: tuple | None = None
-    accumulation: str | None = None  # support_fields.ACCUMULATION; None: by the case (use_fast_accum)
-    # The weights-once contracts (verdict/contracts.py): a `module:qualname` or, from a hook, the
-    # callable. `prepare` builds the weight object `impl`/`fn` applies; `module` builds a module.
     prepare: Any = field(default=None, compare=False)
     module: Any = field(default=None, compare=False)
-    activation: str | None = None  # support_fields.ACTIVATIONS; None: quantized
-    activation_divisor: float | None = None
-    slack: float | None = None  # the kernel's own tolerance slack, times the matrix's
-    slack_reason: str | None = None
-    # ((form_a, form_b), out_dtypes or None, bias or None) per constrained scale pair.
-    pair_rules: tuple | None = None
-    scale_layouts: tuple | None = None
-    operand_layouts: tuple | None = None
-    scale_dtypes: tuple | None = None
-    # The call contract where it differs from torch._scaled_mm's (verdict/call_contract.py).
-    output_layout: str | None = None
-    deterministic: bool | None = None
 
     @property
     def contract(self) -> str:

@@ -29,7 +29,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..verdict.case_axes import CaseParams
-from ..verdict.refusals import V2_BUILTINS, Support, declared_breaks
+from ..verdict.refusals import SIZE_LIMIT_OF, V2_BUILTINS, Support, declared_breaks
 from ..verdict.scale_forms import FORMS, WHOLE, scale_form
 from .compile_modes import compile_mode
 from .schema import KERNEL_AXES, SHAPE_LIMITS
@@ -131,9 +131,9 @@ class OpModel:
     rowwise_unit_stride: bool = False  # RowWise needs stride(1) == 1 on both scales (rowwise_layout)
     blockwise_m_multiple: int = 0  # BlockWise1x128 x BlockWise128x128 needs M a multiple of this
     scale_offset_multiple: int = 0  # a scale's storage offset a multiple of this many elements
-    k_multiple: tuple = ()  # (multiple, key)
-    n_multiple: tuple = ()
-    min_m: tuple = ()  # (smallest M, key)
+    # (declaration name, limit, key) of each size limit (refusals.SIZE_LIMITS judges it), e.g.
+    # ("k_multiple", 16, "k_alignment").
+    size_limits: tuple[tuple[str, int, str], ...] = ()
     e5m2_pair: bool = False  # e5m2 x e5m2 refused
     bias_out_dtypes: tuple | None = None  # the output dtypes a bias is taken with
     blockwise_fast_accum: bool = False  # fast accumulation refused with a blockwise recipe
@@ -292,17 +292,17 @@ def _scale_offset_rule(model: OpModel, case: CaseParams, recipe: tuple | None) -
     return []
 
 
-def _size_rule(field_name: str, size: str, smaller: bool = False) -> OpRule:
-    """A (limit, key) rule on one size: a multiple of the limit, or (smaller) at least it."""
+def _size_limits_rule(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
+    return [
+        key
+        for name, limit, key in model.size_limits
+        if SIZE_LIMIT_OF[name].outside(getattr(case, SIZE_LIMIT_OF[name].dim), limit)
+    ]
 
-    def check(model: OpModel, case: CaseParams, recipe: tuple | None) -> list[str]:
-        rule = getattr(model, field_name)
-        value = getattr(case, size)
-        if not rule:
-            return []
-        return [rule[1]] if (value < rule[0] if smaller else value % rule[0]) else []
 
-    return OpRule((field_name,), check)
+def op_limit(model: OpModel, name: str) -> int | None:
+    """The op's limit of this declaration name (min_m, k_multiple, ...), or None."""
+    return next((limit for field_name, limit, _ in model.size_limits if field_name == name), None)
 
 
 # Read before the scales' recipes, whatever the scales are.
@@ -321,9 +321,7 @@ RECIPE_RULES: tuple[OpRule, ...] = (
         ("e5m2_pair",),
         lambda model, case, recipe: ["e5m2_pair"] if model.e5m2_pair and case.dtype_a == case.dtype_b == "e5m2" else [],
     ),
-    _size_rule("k_multiple", "k"),
-    _size_rule("n_multiple", "n"),
-    _size_rule("min_m", "m", smaller=True),
+    OpRule(("size_limits",), _size_limits_rule),
     OpRule(("recipe_pairs", "refused_pairs", "strided_key", "rowwise_unit_stride"), _recipe_rule),
     OpRule(
         ("col_major_b",),
@@ -398,8 +396,7 @@ _GPU_SCALED_MM = OpModel(
     single_block_pairs=(("BlockWise128x128", "BlockWise1x128"),),
     blockwise_m_multiple=4,
     scale_offset_multiple=4,
-    k_multiple=(16, "k_alignment"),
-    n_multiple=(16, "n_alignment"),
+    size_limits=(("k_multiple", 16, "k_alignment"), ("n_multiple", 16, "n_alignment")),
     e5m2_pair=True,
     bias_out_dtypes=("bf16", "fp16", "e4m3fn"),
     blockwise_fast_accum=True,
@@ -430,9 +427,7 @@ _V2_GPU = replace(
 # op at M = all tokens, is not measured on a GPU itself).
 _INT_MM_GPU = OpModel(
     _GPU,
-    min_m=(17, "int8_min_m"),
-    k_multiple=(8, "int8_alignment"),
-    n_multiple=(8, "int8_alignment"),
+    size_limits=(("k_multiple", 8, "int8_alignment"), ("n_multiple", 8, "int8_alignment"), ("min_m", 17, "int8_min_m")),
     same_device_scales=True,
     host_scalar_ok=True,
 )
@@ -515,8 +510,8 @@ class SupportModel:
         """What of a size the rules read: sizes with the same features behave alike for the model
         (generation tries one of each when it asks whether a shape class can be valid)."""
         limits = [getattr(self.declared, key) for key in ("min_m", "max_m")] if dim == "m" else []
-        if dim == "m" and self.op is not None and self.op.min_m:
-            limits.append(self.op.min_m[0])
+        if dim == "m" and self.op is not None:
+            limits.append(op_limit(self.op, "min_m"))
         return (
             value == 1,
             value <= BLOCK,
@@ -537,7 +532,7 @@ def support_model(kernel, arch: str) -> SupportModel:
     op = BUILTIN_MODELS.get((kernel.name, device_kind(arch))) if declared.builtin else None
     divisors = {getattr(declared, key) for key in ("m_multiple", "k_multiple", "n_multiple")}
     if op is not None:
-        divisors |= {rule[0] for rule in (op.k_multiple, op.n_multiple) if rule}
+        divisors |= {limit for name, limit, _ in op.size_limits if SIZE_LIMIT_OF[name].bound == "multiple"}
         divisors |= {op.blockwise_m_multiple, op.scale_offset_multiple}
     return SupportModel(kernel.name, arch, declared, op, tuple(sorted(d for d in divisors if d and d > 1)))
 

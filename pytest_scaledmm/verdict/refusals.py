@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .case_axes import CaseParams
 from .outcome import INTERNAL_ERROR, REFUSED, UNSUPPORTED, ErrorInfo, Outcome, signature_of
+from .support_fields import JUDGED_FIELDS, Declared, declared_values
 
 V2_BUILTINS = ("scaled_mm_v2", "scaled_mm_v2_functional")  # aten._scaled_mm_v2, by its two call forms
 FP8_BUILTINS = ("aten_scaled_mm", *V2_BUILTINS, "fp8_linear", "fp8_linear_no_lift", "fp8_linear_rowwise")
@@ -340,32 +341,12 @@ class DeclaredKernel(Protocol):
 
 
 @dataclass(frozen=True)
-class Support:
-    """What a kernel declares it supports, and whether it is a built-in: all that judge reads of
-    a kernel. `Support.of` takes a KernelSpec (or a Support); None stays None.
-
-    Besides the forms, dtypes and shape limits: `scale_pairs` and `dtype_pairs`, the (a, b) pairs
-    it accepts (of the forms and dtypes it declares); `out_dtypes`, the output dtypes it computes;
-    `bias_out_dtypes`, the output dtypes it takes a bias with. None: no limit."""
+class Support(Declared):
+    """What a kernel declares (`Declared`, kept as tuples), and whether it is a built-in: all that
+    judge reads of a kernel. `Support.of` takes a KernelSpec (or a Support); None stays None."""
 
     name: str
     builtin: bool
-    scale_forms: tuple | None = None
-    dtypes: tuple | None = None
-    min_m: int | None = None
-    max_m: int | None = None
-    m_multiple: int | None = None
-    k_multiple: int | None = None
-    n_multiple: int | None = None
-    scale_pairs: tuple | None = None
-    dtype_pairs: tuple | None = None
-    out_dtypes: tuple | None = None
-    bias_out_dtypes: tuple | None = None
-    # ((form_a, form_b), out_dtypes or None, bias or None): what one scale pair takes.
-    pair_rules: tuple | None = None
-    scale_layouts: tuple | None = None  # the scale layouts (support_fields.SCALE_LAYOUTS) it takes
-    operand_layouts: tuple | None = None  # the operand layouts (layouts.py) it takes
-    scale_dtypes: tuple | None = None  # the dtypes (support_fields.SCALE_VALUE_DTYPES) its scales may come in
 
     @classmethod
     def of(cls, kernel: Support | DeclaredKernel | None) -> Support | None:
@@ -373,11 +354,11 @@ class Support:
             return kernel
         # A built-in has neither an impl reference nor a hook-declared callable.
         builtin = kernel.impl is None and kernel.fn is None and getattr(kernel, "module", None) is None
-        declared = {f.name: getattr(kernel, f.name, None) for f in fields(cls) if f.name not in ("name", "builtin")}
-        return cls(kernel.name, builtin, **declared)
+        return cls(kernel.name, builtin, **declared_values(kernel))
 
     def to_json(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """What judge reads: the name, whether a built-in, the judged declarations."""
+        return {"name": self.name, "builtin": self.builtin, **{name: getattr(self, name) for name in JUDGED_FIELDS}}
 
 
 def _pairs(declared: Iterable[Iterable[str]]) -> set[tuple[str, ...]]:
@@ -445,16 +426,40 @@ def _pair_rules(kernel: Support, params: CaseParams) -> list[Break]:
     return found
 
 
-def _size_limit(key: str, dim: str, outside: Callable[[int, int], bool]) -> DeclaredRule:
-    """A declared limit on one size (M counts tokens: B*T for a 3-D activation)."""
+@dataclass(frozen=True)
+class SizeLimit:
+    """A limit on one size of a case, written once: a kernel's declaration (Support) and a
+    built-in's measured op model (matrix/support.py OpModel.size_limits) are judged by it."""
 
-    def check(kernel: Support, params: CaseParams) -> list[Break]:
-        limit, size = getattr(kernel, key), getattr(params, dim)
-        if limit is not None and outside(size, limit):
-            return [(key, f"{dim.upper()} = {size} is outside its {key}: {limit}")]
-        return []
+    field: str  # the declaration's name: min_m, max_m, m_multiple, k_multiple, n_multiple
+    dim: str  # m, k or n; M counts tokens (B*T for a 3-D activation)
+    bound: str  # "min", "max" or "multiple"
 
-    return DeclaredRule(key, check)
+    def outside(self, size: int, limit: int) -> bool:
+        if self.bound == "min":
+            return size < limit
+        if self.bound == "max":
+            return size > limit
+        return bool(size % limit)
+
+    def declared_rule(self) -> DeclaredRule:
+        def check(kernel: Support, params: CaseParams) -> list[Break]:
+            limit, size = getattr(kernel, self.field), getattr(params, self.dim)
+            if limit is not None and self.outside(size, limit):
+                return [(self.field, f"{self.dim.upper()} = {size} is outside its {self.field}: {limit}")]
+            return []
+
+        return DeclaredRule(self.field, check)
+
+
+SIZE_LIMITS = (
+    SizeLimit("min_m", "m", "min"),
+    SizeLimit("max_m", "m", "max"),
+    SizeLimit("m_multiple", "m", "multiple"),
+    SizeLimit("k_multiple", "k", "multiple"),
+    SizeLimit("n_multiple", "n", "multiple"),
+)
+SIZE_LIMIT_OF = {limit.field: limit for limit in SIZE_LIMITS}
 
 
 @dataclass(frozen=True)
@@ -486,11 +491,7 @@ DECLARED_RULES: tuple[DeclaredRule, ...] = (
     _in_list("operand_layouts", ("operand_layout",)),
     _in_list("scale_dtypes", ("scale_dtype",)),
     DeclaredRule("pair_rules", _pair_rules),
-    _size_limit("min_m", "m", lambda size, limit: size < limit),
-    _size_limit("max_m", "m", lambda size, limit: size > limit),
-    _size_limit("m_multiple", "m", lambda size, limit: bool(size % limit)),
-    _size_limit("k_multiple", "k", lambda size, limit: bool(size % limit)),
-    _size_limit("n_multiple", "n", lambda size, limit: bool(size % limit)),
+    *(limit.declared_rule() for limit in SIZE_LIMITS),
 )
 
 

@@ -1,18 +1,17 @@
-"""The fields a kernel declaration may carry about what it supports and how it is held, one row
-each: its name, how a declaration's value is stored, its JSON-schema fragment, its default and
-what it means.
+"""The fields a kernel declaration may carry about what it supports and how it is held, declared
+once: `Declared`, one dataclass field each, whose metadata is its row (how a declaration's value
+is stored, its JSON-schema fragment, what it means, whether judge reads it).
 
-The other places that name these fields derive from the rows or are checked against them
-(tests/test_support_fields.py): the matrix's JSON schema (matrix/schema.py), parsing a declaration
-(matrix/spec.py), the Kernel and KernelSpec dataclasses (matrix/kernels.py, matrix/spec.py) and
-the Support that judge reads (refusals.py, which is why the rows live in verdict/). Standard
-library only: repro scripts embed verdict/.
+Everything else that names these fields is built from it: the Kernel and KernelSpec dataclasses
+(matrix/kernels.py, matrix/spec.py) and the Support that judge reads (refusals.py) extend it; the
+matrix's JSON schema (matrix/schema.py) and parsing a declaration (matrix/spec.py) read its rows.
+Standard library only: repro scripts embed verdict/, which is why it lives here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from .layouts import OPERAND_LAYOUTS
@@ -51,114 +50,133 @@ SHAPE_LIMIT, RULE = "shape limit", "rule"
 
 @dataclass(frozen=True)
 class SupportField:
+    """One declaration field's row: what its `Declared` field's metadata holds, and its name."""
+
     name: str
     stored: str  # AS_GIVEN, NAMES, PAIRS or PAIR_RULES
     schema: dict  # its fragment of a kernel entry's JSON schema
     doc: str
     default: Any = None  # what an undeclared field means (None: no limit)
-    judged: bool = False  # read by judge: a Support field (refusals.py)
+    judged: bool = False  # read by judge (refusals.py DECLARED_RULES)
     # In a hook declaration's digest even when undeclared: the fields of the first declarations
     # (the others only when declared, so that older declarations keep their digest).
     always_digested: bool = False
     group: str = ""  # SHAPE_LIMIT or RULE: the groups matrix/schema.py names
 
 
-_LIMIT = {"type": "integer", "minimum": 1}
+_ROW = "pytest_scaledmm.support_field"
 
-SUPPORT_FIELDS = (
-    SupportField("family", AS_GIVEN, {"enum": FAMILIES}, "fp8 or int8 operands", "fp8", always_digested=True),
-    SupportField(
-        "scale_forms", NAMES, enum_list(SCALE_FORMS), "the scale forms it takes", judged=True, always_digested=True
-    ),
-    SupportField(
-        "dtypes",
-        NAMES,
-        enum_list(OPERAND_DTYPES + ["int8"]),
-        "the operand dtypes it takes",
-        judged=True,
-        always_digested=True,
-    ),
-    SupportField("archs", NAMES, enum_list(ARCHS), "where it runs (skipped elsewhere)", always_digested=True),
-    SupportField("min_torch", AS_GIVEN, {"type": "string"}, "the oldest torch it runs on", always_digested=True),
+
+def _declare(
+    schema: dict,
+    doc: str,
+    stored: str = AS_GIVEN,
+    *,
+    default: Any = None,
+    judged: bool = False,
+    always_digested: bool = False,
+    group: str = "",
+) -> Any:
+    """A `Declared` field: its default, with its row as metadata (named once the class exists)."""
+    row = {"stored": stored, "schema": schema, "doc": doc, "default": default, "judged": judged}
+    return field(default=default, metadata={_ROW: {**row, "always_digested": always_digested, "group": group}})
+
+
+_LIMIT = {"type": "integer", "minimum": 1}
+_PAIR_RULES_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["scale_pair"],
+        "properties": {
+            "scale_pair": {**pair_list(SCALE_FORMS)["items"]},
+            "out_dtypes": enum_list(OUT_DTYPES),
+            "bias": {"type": "boolean"},
+        },
+        "anyOf": [{"required": ["out_dtypes"]}, {"required": ["bias"]}],
+    },
+}
+
+Names = Sequence[str] | None  # a list as given (Kernel), a tuple as kept (KernelSpec, Support)
+Pairs = Sequence[Sequence[str]] | None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Declared:
+    """What a kernel may declare about what it supports and how it is held; None: no limit. The
+    field order is the declarations' digest order (matrix/spec.py): append, never reorder."""
+
+    family: str = _declare({"enum": FAMILIES}, "fp8 or int8 operands", default="fp8", always_digested=True)
+    scale_forms: Names = _declare(
+        enum_list(SCALE_FORMS), "the scale forms it takes", NAMES, judged=True, always_digested=True
+    )
+    dtypes: Names = _declare(
+        enum_list(OPERAND_DTYPES + ["int8"]), "the operand dtypes it takes", NAMES, judged=True, always_digested=True
+    )
+    archs: Names = _declare(enum_list(ARCHS), "where it runs (skipped elsewhere)", NAMES, always_digested=True)
+    min_torch: str | None = _declare({"type": "string"}, "the oldest torch it runs on", always_digested=True)
     # What it accepts, as OpInfo declares an operator's valid inputs: a case outside it that the
     # kernel refuses is UNSUPPORTED (refusals.py); generation gives such cases only a boundary
     # slice (matrix/support.py).
-    SupportField(
-        "scale_pairs", PAIRS, pair_list(SCALE_FORMS), "the (a, b) scale form pairs it takes", judged=True, group=RULE
-    ),
-    SupportField(
-        "dtype_pairs",
-        PAIRS,
-        pair_list(OPERAND_DTYPES + ["int8"]),
-        "the (a, b) dtype pairs it takes",
-        judged=True,
-        group=RULE,
-    ),
-    SupportField("out_dtypes", NAMES, enum_list(OUT_DTYPES), "the output dtypes it computes", judged=True, group=RULE),
-    SupportField(
-        "bias_out_dtypes",
-        NAMES,
+    scale_pairs: Pairs = _declare(
+        pair_list(SCALE_FORMS), "the (a, b) scale form pairs it takes", PAIRS, judged=True, group=RULE
+    )
+    dtype_pairs: Pairs = _declare(
+        pair_list(OPERAND_DTYPES + ["int8"]), "the (a, b) dtype pairs it takes", PAIRS, judged=True, group=RULE
+    )
+    out_dtypes: Names = _declare(enum_list(OUT_DTYPES), "the output dtypes it computes", NAMES, judged=True, group=RULE)
+    bias_out_dtypes: Names = _declare(
         {**enum_list(OUT_DTYPES), "minItems": 0},
         "the output dtypes it takes a bias with ([]: none)",
+        NAMES,
         judged=True,
         group=RULE,
-    ),
+    )
     # How its fp8 products are summed on a GPU (verdict/reference.py ACCUMULATORS): it is held to
-    # fp32 sums, tensor-core sums, or fast (unpromoted) ones.
-    SupportField(
-        "accumulation", AS_GIVEN, {"enum": list(ACCUMULATION)}, "fp32, tensor-core or fast: its bound on a GPU"
-    ),
-    # Shape limits; M counts tokens (B*T for a 3-D activation).
-    SupportField("min_m", AS_GIVEN, _LIMIT, "the fewest tokens M it takes", judged=True, group=SHAPE_LIMIT),
-    SupportField("max_m", AS_GIVEN, _LIMIT, "the most tokens M it takes", judged=True, group=SHAPE_LIMIT),
-    SupportField("m_multiple", AS_GIVEN, _LIMIT, "M a multiple of this", judged=True, group=SHAPE_LIMIT),
-    SupportField("k_multiple", AS_GIVEN, _LIMIT, "K a multiple of this", judged=True, group=SHAPE_LIMIT),
-    SupportField("n_multiple", AS_GIVEN, _LIMIT, "N a multiple of this", judged=True, group=SHAPE_LIMIT),
-    SupportField("activation", AS_GIVEN, {"enum": list(ACTIVATIONS)}, "dynamic: it quantises the activation itself"),
-    SupportField("scale_layouts", NAMES, enum_list(SCALE_LAYOUTS), "the scale layouts it takes", judged=True),
-    SupportField(
-        "operand_layouts", NAMES, enum_list(list(OPERAND_LAYOUTS)), "the operand layouts it takes", judged=True
-    ),
+    # fp32 sums, tensor-core sums, or fast (unpromoted) ones; None: by the case (use_fast_accum).
+    accumulation: str | None = _declare({"enum": list(ACCUMULATION)}, "fp32, tensor-core or fast: its bound on a GPU")
+    # Shape limits (refusals.SIZE_LIMITS judges them); M counts tokens (B*T for a 3-D activation).
+    min_m: int | None = _declare(_LIMIT, "the fewest tokens M it takes", judged=True, group=SHAPE_LIMIT)
+    max_m: int | None = _declare(_LIMIT, "the most tokens M it takes", judged=True, group=SHAPE_LIMIT)
+    m_multiple: int | None = _declare(_LIMIT, "M a multiple of this", judged=True, group=SHAPE_LIMIT)
+    k_multiple: int | None = _declare(_LIMIT, "K a multiple of this", judged=True, group=SHAPE_LIMIT)
+    n_multiple: int | None = _declare(_LIMIT, "N a multiple of this", judged=True, group=SHAPE_LIMIT)
+    # "dynamic": it takes the high-precision activation and quantises it itself (contracts.py).
+    activation: str | None = _declare({"enum": list(ACTIVATIONS)}, "dynamic: it quantises the activation itself")
+    scale_layouts: Names = _declare(enum_list(SCALE_LAYOUTS), "the scale layouts it takes", NAMES, judged=True)
+    operand_layouts: Names = _declare(
+        enum_list(list(OPERAND_LAYOUTS)), "the operand layouts it takes", NAMES, judged=True
+    )
     # torch._scaled_mm takes fp32 scales only; a wrapper that passes them on as given says so.
-    SupportField("scale_dtypes", NAMES, enum_list(SCALE_VALUE_DTYPES), "the scale dtypes it takes", judged=True),
+    scale_dtypes: Names = _declare(enum_list(SCALE_VALUE_DTYPES), "the scale dtypes it takes", NAMES, judged=True)
     # The dtype's largest value unless told: torchao's symmetric int8 uses 127.5.
-    SupportField(
-        "activation_divisor",
-        AS_GIVEN,
-        {"type": "number", "exclusiveMinimum": 0},
-        "what its dynamic quantiser divides the amax by",
-    ),
-    # Never below 1, with the reason it needs one.
-    SupportField("slack", AS_GIVEN, {"type": "number", "minimum": 1, "maximum": 1e6}, "its own tolerance slack (>= 1)"),
-    SupportField("slack_reason", AS_GIVEN, {"type": "string", "minLength": 3}, "why it needs its own slack"),
-    SupportField(
-        "pair_rules",
-        PAIR_RULES,
-        {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "additionalProperties": False,
-                "required": ["scale_pair"],
-                "properties": {
-                    "scale_pair": {**pair_list(SCALE_FORMS)["items"]},
-                    "out_dtypes": enum_list(OUT_DTYPES),
-                    "bias": {"type": "boolean"},
-                },
-                "anyOf": [{"required": ["out_dtypes"]}, {"required": ["bias"]}],
-            },
-        },
+    activation_divisor: float | None = _declare(
+        {"type": "number", "exclusiveMinimum": 0}, "what its dynamic quantiser divides the amax by"
+    )
+    # Never below 1, with the reason it needs one; times the matrix's slack.
+    slack: float | None = _declare({"type": "number", "minimum": 1, "maximum": 1e6}, "its own tolerance slack (>= 1)")
+    slack_reason: str | None = _declare({"type": "string", "minLength": 3}, "why it needs its own slack")
+    # ((form_a, form_b), out_dtypes or None, bias or None) per constrained scale pair; a
+    # declaration gives [{"scale_pair": ..., "out_dtypes": [...], "bias": bool}].
+    pair_rules: Sequence[Any] | None = _declare(
+        _PAIR_RULES_SCHEMA,
         "constraints of single scale pairs: output dtypes, whether a bias is taken",
+        PAIR_RULES,
         judged=True,
-    ),
+    )
     # Its call contract (call_contract.py), where it differs from torch._scaled_mm's.
-    SupportField(
-        "output_layout",
-        AS_GIVEN,
-        {"enum": [*OUTPUT_LAYOUTS, "any"]},
-        "the layout of its output: row-major (as _scaled_mm), column-major or any",
-    ),
-    SupportField("deterministic", AS_GIVEN, {"type": "boolean"}, "false: the same call twice may differ in its bits"),
-)
+    output_layout: str | None = _declare(
+        {"enum": [*OUTPUT_LAYOUTS, "any"]}, "the layout of its output: row-major (as _scaled_mm), column-major or any"
+    )
+    deterministic: bool | None = _declare({"type": "boolean"}, "false: the same call twice may differ in its bits")
+
+
+SUPPORT_FIELDS = tuple(SupportField(f.name, **f.metadata[_ROW]) for f in fields(Declared))
 SUPPORT_FIELD_NAMES = tuple(row.name for row in SUPPORT_FIELDS)
 JUDGED_FIELDS = tuple(row.name for row in SUPPORT_FIELDS if row.judged)
+
+
+def declared_values(source: object) -> dict[str, Any]:
+    """Each `Declared` field of `source` (any object with those attributes), by name."""
+    return {name: getattr(source, name, None) for name in SUPPORT_FIELD_NAMES}
