@@ -14,9 +14,11 @@ Every figure is read from DIR/pytest_scaledmm/**/*.py by its syntax tree (ast), 
 3. records rebuilt from a mapping: calls of `case_record` (a name or an attribute) or of
    `CaseParams.from_json`.
 4. support field declarations: the annotated class-level fields (ClassVar left out) of the
-   classes Kernel, KernelSpec, Support and OpModel, wherever defined, and the `SupportField(...)`
-   rows. A field name's places are the classes declaring it plus the rows naming it; the figure
-   is the sum of those places, and how many names have 3 or more.
+   classes Declared, Kernel, KernelSpec, Support and OpModel, wherever defined (a class absent
+   from a root is listed as missing), and the `SupportField(...)` rows that name their field
+   by a literal (a row built from a dataclass field, `SupportField(f.name, ...)`, declares
+   nothing of its own). A field name's places are the classes declaring it plus the rows naming
+   it; the figure is the sum of those places, and how many names have 3 or more.
 5. cost tables: module-level assignments of a dict literal keyed by at least two compile mode
    names (eager, aot_eager, inductor, max-autotune, ...) whose values are all numbers.
 6. report writer locking lines: the writer modules are those whose source names a file lock
@@ -54,7 +56,7 @@ from typing import Any
 
 PACKAGE = "pytest_scaledmm"
 SUBPACKAGE_ORDER = ("execution", "plugin", "matrix", "reports", "verdict", "scaffold", "top-level")
-SUPPORT_CLASSES = ("Kernel", "KernelSpec", "Support", "OpModel")
+SUPPORT_CLASSES = ("Declared", "Kernel", "KernelSpec", "Support", "OpModel")
 COMPILE_MODES = frozenset(
     {"eager", "aot_eager", "inductor", "max-autotune", "max-autotune-no-cudagraphs", "reduce-overhead"}
 )
@@ -226,7 +228,7 @@ def figure_record_rebuilds(modules: list[Module]) -> dict[str, Any]:
 
 
 def support_field_rows(modules: list[Module]) -> list[tuple[str, str]]:
-    """(field name, file) of each SupportField(...) call; "?" where the name is not a literal."""
+    """(field name, file) of each SupportField(...) call; None where the name is not a literal."""
     rows = []
     for module in modules:
         for node in ast.walk(module.tree):
@@ -235,7 +237,7 @@ def support_field_rows(modules: list[Module]) -> list[tuple[str, str]]:
                 for keyword in node.keywords:
                     if keyword.arg == "name":
                         name = str_constant(keyword.value)
-                rows.append((name or "?", module.rel))
+                rows.append((name, module.rel))
     return rows
 
 
@@ -247,7 +249,8 @@ def figure_support_fields(modules: list[Module]) -> dict[str, Any]:
         key = name if name not in classes else f"{name} ({module.rel})"  # a name defined twice
         classes[key] = {"file": module.rel, "fields": len(fields)}
         places.update(set(fields))
-    rows = support_field_rows(modules)
+    all_rows = support_field_rows(modules)
+    rows = [(name, rel) for name, rel in all_rows if name is not None]
     places.update(name for name, _ in rows)
     row_names = {name for name, _ in rows}
     in_three = sorted(name for name, n in places.items() if n >= 3)
@@ -255,6 +258,7 @@ def figure_support_fields(modules: list[Module]) -> dict[str, Any]:
         "classes": classes,
         "missing_classes": [name for name in SUPPORT_CLASSES if not any(k.split(" ")[0] == name for k in classes)],
         "support_field_rows": len(rows),
+        "derived_rows": len(all_rows) - len(rows),
         "row_files": sorted({rel for _, rel in rows}),
         "places": sum(places.values()),
         "names": len(places),
@@ -484,7 +488,10 @@ def print_figures(figures: dict[str, Any]) -> None:
     print(f"4. places a support field is declared             {support['places']}")
     for name, cls in support["classes"].items():
         print(f"     {cls['fields']:5d}  {name} fields ({cls['file']})")
-    print(f"     {support['support_field_rows']:5d}  SupportField rows ({', '.join(support['row_files'])})")
+    row_files = ", ".join(support["row_files"])
+    print(f"     {support['support_field_rows']:5d}  SupportField rows naming their field ({row_files})")
+    if support.get("derived_rows"):
+        print(f"     {support['derived_rows']:5d}  SupportField rows built from a dataclass's fields (no declaration)")
     if support["missing_classes"]:
         print(f"     not found: {', '.join(support['missing_classes'])}")
     print(

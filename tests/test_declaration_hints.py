@@ -7,6 +7,7 @@ import pytest
 import yaml
 from torch_facts import eager_takes_half_tensorwise_scales
 
+from matrices import WITHOUT_M65536
 from pytest_scaledmm.reports.declaration_hints import HEADING
 
 # Narrow enough to run in seconds, wide enough to draw bf16 and fp16 scales and every scale pair.
@@ -26,7 +27,13 @@ AXES = {
 
 def _matrix(kernels, cases=30, **axes):
     return yaml.safe_dump(
-        {"version": 1, "kernels": kernels, "axes": {**AXES, **axes}, "profiles": {"default": {"cases": cases}}},
+        {
+            "version": 1,
+            "kernels": kernels,
+            "axes": {**AXES, **axes},
+            "profiles": {"default": {"cases": cases}},
+            "limits": WITHOUT_M65536,
+        },
         sort_keys=False,
     )
 

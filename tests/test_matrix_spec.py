@@ -4,7 +4,7 @@ key, a slack over the cap, user code under a built-in kernel's name)."""
 
 import pytest
 
-from matrices import matrix_text, planted
+from matrices import WITHOUT_M65536_YAML, matrix_text, planted
 from pytest_scaledmm.matrix.spec import MAX_SLACK
 
 
@@ -92,7 +92,7 @@ def _one_error_line(result):
 
 
 def _run(matrix_project, text):
-    path = matrix_project.write_matrix(text)
+    path = matrix_project.write_matrix(text + WITHOUT_M65536_YAML)
     return matrix_project.run("--scaledmm-matrix", str(path), "--scaledmm-isolate=no", "--no-scaledmm-triage")
 
 

@@ -19,9 +19,11 @@ from .scale_forms import FORMS
 from .signature_text import OUTPUT_LAYOUTS
 
 SCALE_FORMS = [form.id for form in FORMS]
-FP8_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
+FP8_OPERAND_DTYPES = ["e4m3fn", "e5m2", "e4m3fnuz", "e5m2fnuz"]
 # Operand dtypes a scale form names besides fp8 (fp4e2m1: NVFP4's packed e2m1 pairs).
-OPERAND_DTYPES = FP8_DTYPES + sorted({d for form in FORMS for d in (form.operand_dtypes or ()) if d not in FP8_DTYPES})
+OPERAND_DTYPES = FP8_OPERAND_DTYPES + sorted(
+    {d for form in FORMS for d in (form.operand_dtypes or ()) if d not in FP8_OPERAND_DTYPES}
+)
 OUT_DTYPES = ["bf16", "fp16", "fp32", "e4m3fn"]  # e4m3fn: fp8 output (scale_result)
 SCALE_LAYOUTS = ["contiguous", "noncontiguous", "offset", "expanded"]
 SCALE_VALUE_DTYPES = ["fp32", "bf16", "fp16"]  # the dtypes a user kernel's fp32-form scales come in
