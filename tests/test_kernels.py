@@ -300,8 +300,14 @@ def test_hook_kernels_join_the_matrix(matrix_project):
             "def pytest_scaledmm_kernels(config):\n    return {'name': 'k'}\n",
             "*must return a list of kernels, got dict*",
         ),
+        (
+            # A declaration after fn given by position (family, here) is refused, never read as another.
+            "from pytest_scaledmm import Kernel\n\n"
+            "def pytest_scaledmm_kernels(config):\n    return [Kernel('k', print, 'int8')]\n",
+            "pytest_scaledmm_kernels in *conftest.py: raised TypeError: *positional arguments*(at *conftest.py:4)",
+        ),
     ],
-    ids=["bad-scale-form", "builtin-name", "not-callable", "not-a-list"],
+    ids=["bad-scale-form", "builtin-name", "not-callable", "not-a-list", "positional-declaration"],
 )
 def test_bad_hook_declaration_is_a_usage_error(matrix_project, conftest, message):
     hook_project(matrix_project, conftest)

@@ -21,7 +21,7 @@ import inspect
 import os
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +54,9 @@ class Kernel(Declared):
     and a boundary slice outside it; one the kernel refuses (eager and compiled alike) outside it
     is UNSUPPORTED, while a refusal inside it is REFUSED, a failure.
 
-    Every declaration but ``name`` and the callables is a keyword (verdict/support_fields.py
-    `Declared` lists them, with what each means).
+    ``name`` and ``fn`` may be positional; every other field is a keyword (verdict/support_fields.py
+    `Declared` lists the declarations, with what each means), so that ``Kernel("k", fn, "int8")``
+    is refused rather than read as something else.
     """
 
     name: str
@@ -63,8 +64,8 @@ class Kernel(Declared):
     # Weights built once (verdict/contracts.py): `prepare(b, scale_b, bias=..., out_dtype=...)`
     # returns the weight object `fn(a, scale_a, weight)` applies; or `module(b, scale_b, ...)`
     # returns an nn.Module called as `module(a, scale_a)` and compiled as a module.
-    prepare: KernelFn | None = None
-    module: KernelFn | None = None
+    prepare: KernelFn | None = field(default=None, kw_only=True)
+    module: KernelFn | None = field(default=None, kw_only=True)
 
 
 def _first(out):

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import traceback
 from dataclasses import fields, is_dataclass
+from pathlib import Path
 
+import pluggy
 import pytest
 
 from ..matrix.errors import MatrixError
@@ -22,8 +25,24 @@ def _answers(config: pytest.Config) -> list[tuple[str, object]]:
     for impl in impls:
         others = [plugin for plugin in plugins if plugin is not impl.plugin]
         caller = config.pluginmanager.subset_hook_caller(HOOK, remove_plugins=others)
-        found += [(f"{HOOK} in {impl.plugin_name}", answer) for answer in caller(config=config)]
+        where = f"{HOOK} in {impl.plugin_name}"
+        try:
+            answers = caller(config=config)
+        except Exception as exc:  # the plugin's own code failed: one usage error naming where
+            raise MatrixError(where, "", f"raised {type(exc).__name__}: {exc}{_raised_at(exc)}") from None
+        found += [(where, answer) for answer in answers]
     return found
+
+
+def _raised_at(exc: Exception) -> str:
+    """' (at file:line)' of the innermost frame outside this package and pluggy, if any."""
+    ours = (Path(__file__).resolve().parents[1], Path(pluggy.__file__).resolve().parent)
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not any(Path(frame.filename).resolve().is_relative_to(root) for root in ours)
+    ]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
 
 
 def declared_kernels(config: pytest.Config) -> list[KernelSpec]:
