@@ -124,6 +124,12 @@ def test_hook_kernel_declares_limits_like_a_matrix_entry():
         ({"k_multiple": "16"}, "kernels[0].k_multiple", "'16' is not of type 'integer'"),
         ({"min_m": 8, "max_m": 4}, "kernels[0].min_m", "greater than max_m"),
         ({"n_multiples": 16}, "kernels[0]", "n_multiples"),
+        # The schema's "integer" takes 2.0; the harness would hand torch a float size.
+        ({"m_multiple": 2.0}, "kernels[0].m_multiple", "2.0 is not an integer"),
+        ({"k_multiple": 16.0}, "kernels[0].k_multiple", "16.0 is not an integer"),
+        # A range with no multiple in it: no case could be made, said instead of an empty run.
+        ({"min_m": 5, "max_m": 7, "m_multiple": 8}, "kernels[0].m_multiple", "no M from 5 to max_m 7"),
+        ({"max_m": 4, "m_multiple": 8}, "kernels[0].m_multiple", "no M from 1 to max_m 4"),
     ],
 )
 def test_bad_limit_declarations_are_matrix_errors(declared, key, message):

@@ -306,15 +306,55 @@ def test_hook_kernels_join_the_matrix(matrix_project):
             "def pytest_scaledmm_kernels(config):\n    return [Kernel('k', print, 'int8')]\n",
             "pytest_scaledmm_kernels in *conftest.py: raised TypeError: *positional arguments*(at *conftest.py:4)",
         ),
+        (
+            # The line named is the hook's own call, not the library frame beneath it; one line.
+            "import json\n\ndef pytest_scaledmm_kernels(config):\n    return json.loads('{bad')\n",
+            "pytest_scaledmm_kernels in *conftest.py: raised JSONDecodeError: *(at *conftest.py:4)",
+        ),
+        (
+            "def pytest_scaledmm_kernels(config):\n    raise ValueError('first line\\nsecond line')\n",
+            "pytest_scaledmm_kernels in *conftest.py: raised ValueError: first line / second line (at *conftest.py:2)",
+        ),
+        (
+            "from pytest_scaledmm import Kernel\n\ndef pytest_scaledmm_kernels(config):\n    return [Kernel]\n",
+            "pytest_scaledmm_kernels in *conftest.py: key '[[]0[]]': not a Kernel or dict: <class *Kernel'>",
+        ),
+        (
+            "from pytest_scaledmm import Kernel\n\n"
+            "def pytest_scaledmm_kernels(config):\n    return [Kernel(None, print)]\n",
+            "pytest_scaledmm_kernels in *conftest.py: key '[[]0[]].name': None is not of type 'string'",
+        ),
     ],
-    ids=["bad-scale-form", "builtin-name", "not-callable", "not-a-list", "positional-declaration"],
+    ids=[
+        "bad-scale-form",
+        "builtin-name",
+        "not-callable",
+        "not-a-list",
+        "positional-declaration",
+        "library-raises",
+        "multi-line-message",
+        "the-class",
+        "name-none",
+    ],
 )
 def test_bad_hook_declaration_is_a_usage_error(matrix_project, conftest, message):
     hook_project(matrix_project, conftest)
     result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", *IN_PROCESS)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"ERROR: {message}"])
+    assert len([line for line in result.stderr.lines if line.strip()]) == 1, result.stderr.lines
     assert "Traceback" not in result.stderr.str()
+
+
+def test_a_hook_that_calls_pytest_exit_ends_the_run_as_it_asked(matrix_project):
+    hook_project(
+        matrix_project,
+        "import pytest\n\ndef pytest_scaledmm_kernels(config):\n    pytest.exit('no GPU here', returncode=0)\n",
+    )
+    result = matrix_project.run("--scaledmm-matrix", "matrix.yaml", *IN_PROCESS)
+    assert result.ret == 0
+    assert "no GPU here" in result.stderr.str() + result.stdout.str()
+    assert "usage error" not in result.stderr.str().lower() and "ERROR:" not in result.stderr.str()
 
 
 @pytest.mark.slow

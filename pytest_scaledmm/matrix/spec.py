@@ -18,6 +18,7 @@ from ..verdict.support_fields import (
     NAMES,
     PAIR_RULES,
     PAIRS,
+    SHAPE_LIMIT,
     SUPPORT_FIELD_NAMES,
     SUPPORT_FIELDS,
     Declared,
@@ -81,10 +82,11 @@ class KernelSpec(Declared):
     module (verdict/contracts.py): a `module:qualname`, or from a hook, the callable."""
 
     name: str
-    impl: str | None = None
-    fn: Callable | None = field(default=None, compare=False, repr=False)
-    prepare: Any = field(default=None, compare=False)
-    module: Any = field(default=None, compare=False)
+    # Keywords, as every declaration: KernelSpec("k", "fp8") is refused, never read as impl.
+    impl: str | None = field(default=None, kw_only=True)
+    fn: Callable | None = field(default=None, compare=False, repr=False, kw_only=True)
+    prepare: Any = field(default=None, compare=False, kw_only=True)
+    module: Any = field(default=None, compare=False, kw_only=True)
 
     @property
     def contract(self) -> str:
@@ -205,8 +207,19 @@ def _build_kernel(path, key: str, entry: Mapping[str, Any], impl=None, fn=None) 
             Version(entry["min_torch"])
         except InvalidVersion:
             raise MatrixError(path, f"{key}.min_torch", f"not a version: {entry['min_torch']!r}") from None
+    for row in SUPPORT_FIELDS:
+        # The schema's "integer" admits 16.0; a size limit must be an int all the way to torch.
+        if row.group == SHAPE_LIMIT and entry.get(row.name) is not None and type(entry[row.name]) is not int:
+            raise MatrixError(path, f"{key}.{row.name}", f"{entry[row.name]!r} is not an integer")
     if entry.get("min_m") and entry.get("max_m") and entry["min_m"] > entry["max_m"]:
         raise MatrixError(path, f"{key}.min_m", f"min_m {entry['min_m']} is greater than max_m {entry['max_m']}")
+    low, high, step = entry.get("min_m") or 1, entry.get("max_m"), entry.get("m_multiple")
+    if high and step and -(-low // step) * step > high:
+        raise MatrixError(
+            path,
+            f"{key}.m_multiple",
+            f"no M from {low} to max_m {high} is a multiple of m_multiple {step}: no case fits",
+        )
     family = entry.get("family") or "fp8"
     if entry.get("activation") == "dynamic" and family == "int8" and entry.get("activation_divisor") is None:
         entry = {**entry, "activation_divisor": 127.0}

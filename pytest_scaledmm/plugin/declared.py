@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from dataclasses import fields, is_dataclass
-from pathlib import Path
 
-import pluggy
 import pytest
 
 from ..matrix.errors import MatrixError
@@ -28,21 +27,22 @@ def _answers(config: pytest.Config) -> list[tuple[str, object]]:
         where = f"{HOOK} in {impl.plugin_name}"
         try:
             answers = caller(config=config)
+        except (pytest.UsageError, pytest.exit.Exception):  # the plugin's own word to pytest
+            raise
         except Exception as exc:  # the plugin's own code failed: one usage error naming where
-            raise MatrixError(where, "", f"raised {type(exc).__name__}: {exc}{_raised_at(exc)}") from None
+            raise MatrixError(where, "", _failure(exc, impl.function)) from None
         found += [(where, answer) for answer in answers]
     return found
 
 
-def _raised_at(exc: Exception) -> str:
-    """' (at file:line)' of the innermost frame outside this package and pluggy, if any."""
-    ours = (Path(__file__).resolve().parents[1], Path(pluggy.__file__).resolve().parent)
-    frames = [
-        frame
-        for frame in traceback.extract_tb(exc.__traceback__)
-        if not any(Path(frame.filename).resolve().is_relative_to(root) for root in ours)
-    ]
-    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+def _failure(exc: Exception, hook: Callable[..., object]) -> str:
+    """'raised Type: message (at file:line)' on one line; the line is the innermost one in the
+    hook's own file (the user's call, not a library's frame beneath it)."""
+    message = " / ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    text = f"raised {type(exc).__name__}" + (f": {message}" if message else "")
+    hook_file = getattr(getattr(hook, "__code__", None), "co_filename", None)
+    frames = [frame for frame in traceback.extract_tb(exc.__traceback__) if frame.filename == hook_file]
+    return text + (f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else "")
 
 
 def declared_kernels(config: pytest.Config) -> list[KernelSpec]:
@@ -56,10 +56,14 @@ def declared_kernels(config: pytest.Config) -> list[KernelSpec]:
             raise MatrixError(where, "", f"must return a list of kernels, got {type(answer).__name__}")
         for index, item in enumerate(answer):
             # Not asdict(): it deep-copies, and a custom op object must stay itself.
-            entry = {f.name: getattr(item, f.name) for f in fields(item)} if is_dataclass(item) else item
+            instance = is_dataclass(item) and not isinstance(item, type)  # Kernel(...), not the class
+            entry = {f.name: getattr(item, f.name) for f in fields(item)} if instance else item
             if not isinstance(entry, dict):
                 raise MatrixError(where, f"[{index}]", f"not a Kernel or dict: {item!r}")
-            entry = {k: (list(v) if isinstance(v, tuple) else v) for k, v in entry.items() if v is not None}
+            # None is "not declared", but for the name, which is then given and wrong.
+            entry = {
+                k: (list(v) if isinstance(v, tuple) else v) for k, v in entry.items() if v is not None or k == "name"
+            }
             fn, prepare, module = (entry.pop(name, None) for name in ("fn", "prepare", "module"))
             kernel = kernel_from_declaration(where, index, entry, fn, prepare, module)
             if kernel.name in seen:

@@ -547,8 +547,7 @@ def judge(
         )
     detail = (
         "eager and compiled refuse alike, inside the kernel's declared support; declare what it does not support "
-        "(scale_forms, dtypes, scale_pairs, dtype_pairs, out_dtypes, bias_out_dtypes, min_m, max_m, m_multiple, "
-        "k_multiple, n_multiple) to make such a case UNSUPPORTED"
+        f"({', '.join(JUDGED_FIELDS)}) to make such a case UNSUPPORTED"
     )
     refusal = matching_refusal(eager)
     if refusal is not None:
