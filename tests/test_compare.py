@@ -322,3 +322,21 @@ def test_a_report_name_that_is_not_utf8_is_shown_escaped(tmp_path):
         assert b"Traceback" not in done.stderr and done.returncode in (0, 1), (args, done.stderr[-500:])
         if args[0] != "gate":
             assert b"\\udcff" in done.stdout + done.stderr, args
+
+
+def test_replay_commands_in_markdown_and_html_carry_what_makes_the_case_fail_alone(tmp_path):
+    """A case that fails after another (ORDER_DEPENDENT) or only within a shrunk call sequence
+    replays with --scaledmm-after / --scaledmm-sequence wherever compare prints its command."""
+    shrunk = case("k.sequence", "MISMATCH", "MISMATCH: later calls off the reference")
+    shrunk["extra"] = {"sequence": {"shrunk": {"keep": [1, 3], "from": [0, 1, 2, 3]}}}
+    ordered = case("k.ordered", "ORDER_DEPENDENT", "ORDER_DEPENDENT: fails after k.first")
+    ordered["extra"] = {"replayed_alone": {"after": ["k.first"]}}
+    reports = [
+        (tmp_path / "a.json", report([case("k.sequence", "PASS"), case("k.ordered", "PASS")], torch="2.11.0")),
+        (tmp_path / "b.json", report([shrunk, ordered], torch="2.13.0")),
+    ]
+    comparison = compare_reports(reports)
+    for text in (render_markdown(comparison), render_html(comparison)):
+        assert "k.sequence --scaledmm-matrix" in text
+        assert re.search(r"k\.sequence --scaledmm-matrix[^\n<]*--scaledmm-sequence 1,3", text), text[-3000:]
+        assert re.search(r"k\.ordered --scaledmm-matrix[^\n<]*--scaledmm-after k\.first", text), text[-3000:]

@@ -157,16 +157,26 @@ def _environment(kind: str) -> jinja2.Environment:
 def _replayer(comparison: Comparison, matrix_path: str | None):
     """case id (and the label of the report it is read from; default the newest) -> its replay
     command, with that report's profile, seed and device (reports/cause_text.py)."""
-    blocks = {c.label: c for c in comparison.columns}
-    newest = comparison.columns[-1] if comparison.columns else None
+    index_of = {c.label: i for i, c in enumerate(comparison.columns)}
+    newest = len(comparison.columns) - 1
 
     def replay(case_id: str, label: str | None = None) -> str:
-        column = blocks.get(label, newest) if label is not None else newest
-        if column is None:
+        index = index_of.get(label, newest) if label is not None else newest
+        if index < 0:
             return report_replay({}, case_id, matrix_path)
-        return report_replay(column.matrix, case_id, matrix_path, column.environment)
+        column = comparison.columns[index]
+        return report_replay(
+            column.matrix, case_id, matrix_path, column.environment, _record_in(comparison, case_id, index)
+        )
 
     return replay
+
+
+def _record_in(comparison: Comparison, case_id: str, index: int) -> CaseRecord | None:
+    """The case's record in column `index`: its replay names the cases it fails after and the
+    calls of its shrunk sequence, without which it would not fail alone."""
+    records = comparison.grid.get(case_id) or []
+    return records[index] if -len(records) <= index < len(records) else None
 
 
 def _context(comparison: Comparison, matrix_path: str | None, max_rows: int) -> dict:
@@ -273,7 +283,13 @@ def root_cause_rows(comparison: Comparison, matrix_path: str | None = None) -> l
                     "example_message": g.get("example_message") or "",
                     "source": g.get("source") or "",
                     "shared": all_text(g),
-                    "replay": report_replay(column.matrix, str(g["example"]), matrix_path, column.environment),
+                    "replay": report_replay(
+                        column.matrix,
+                        str(g["example"]),
+                        matrix_path,
+                        column.environment,
+                        _record_in(comparison, str(g["example"]), len(comparison.columns) - 1),
+                    ),
                 }
             )
     return rows
