@@ -161,7 +161,7 @@ def _replayer(comparison: Comparison, matrix_path: str | None):
     newest = len(comparison.columns) - 1
 
     def replay(case_id: str, label: str | None = None) -> str:
-        index = index_of.get(label, newest) if label is not None else newest
+        index = index_of.get(label or "", newest)  # no label, or one of no column: the newest
         if index < 0:
             return report_replay({}, case_id, matrix_path)
         column = comparison.columns[index]
@@ -261,6 +261,7 @@ def root_cause_rows(comparison: Comparison, matrix_path: str | None = None) -> l
         return []
     column = comparison.columns[-1]
     records = [row[-1] for row in comparison.grid.values() if row[-1] is not None]
+    replay = _replayer(comparison, matrix_path)
     rows = []
     failing, tolerated, informational = sorted_out(signature_groups(records), column.strict)
     for status, of_status in (("failing", failing), ("tolerated", tolerated), ("informational", informational)):
@@ -283,13 +284,7 @@ def root_cause_rows(comparison: Comparison, matrix_path: str | None = None) -> l
                     "example_message": g.get("example_message") or "",
                     "source": g.get("source") or "",
                     "shared": all_text(g),
-                    "replay": report_replay(
-                        column.matrix,
-                        str(g["example"]),
-                        matrix_path,
-                        column.environment,
-                        _record_in(comparison, str(g["example"]), len(comparison.columns) - 1),
-                    ),
+                    "replay": replay(str(g["example"])),
                 }
             )
     return rows
