@@ -83,7 +83,7 @@ def main(argv=None) -> int:
 
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     print(
-        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
+        f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "
         f"torch {torch.__version__}, Python {platform.python_version()}; "
         f"before {args.before}, after {head.stdout.strip()}"
     )

@@ -581,14 +581,13 @@ def merge_command(args) -> int:
     from .reports.merge import ShardInput, merge_shards  # noqa: PLC0415 (fast --help)
     from .reports.report import (  # noqa: PLC0415 (fast --help)
         ReportError,
-        ReportLock,
-        ReportLocked,
         is_unfinished_stub,
         load_report,
         previous_path,
         start_report,
         write_atomic,
     )
+    from .reports.report_lock import ReportLock, ReportLocked  # noqa: PLC0415 (fast --help)
 
     out = Path(args.out)
     if out.is_dir() or (out.exists() and not is_report_file(out)):
@@ -632,8 +631,6 @@ def merge_command(args) -> int:
         print(f"scaledmm merge: error: cannot write {out}: {exc.strerror or exc}", file=sys.stderr)
         return EXIT_USAGE
     try:
-        if lock.taken_over:
-            print(f"scaledmm merge: warning: {lock.taken_over}", file=sys.stderr)
         moved = None
         same = earlier is not None and _same_run(earlier, result.report)
         whose = "more shards of this run" if same else "another run"

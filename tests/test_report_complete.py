@@ -6,6 +6,7 @@ Runs are real small matrices of planted kernels, in-process (no isolation, no tr
 isolation or a separate process is what is being tested.
 """
 
+import errno
 import json
 import os
 import signal
@@ -13,7 +14,6 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -334,110 +334,27 @@ def test_unwritable_report_path_stops_the_run_before_any_case(matrix_project, py
     assert "passed" not in result.stdout.str() and "Traceback" not in result.stderr.str()
 
 
-def _exited_pid() -> int:
-    proc = subprocess.Popen([sys.executable, "-c", "pass"])
-    proc.wait()
-    return proc.pid
-
-
-def test_second_run_on_the_same_report_is_refused(matrix_project, pytester):
-    report = pytester.path / "report.json"
-    report.write_text('{"kept": true}')
-    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        Path(f"{report}.lock").write_text(f"{holder.pid}\n")
-        result = _run(matrix_project)
-        assert result.ret == pytest.ExitCode.USAGE_ERROR
-        result.stderr.fnmatch_lines(
-            [f"ERROR: --scaledmm-report: *report.json is being written by another run (pid {holder.pid})*"]
-        )
-        assert json.loads(report.read_text()) == {"kept": True}  # nothing the user had is lost
-        assert Path(f"{report}.lock").read_text().strip() == str(holder.pid)  # not ours to remove
-    finally:
-        holder.kill()
-        holder.wait()
-
-
-def test_stale_lock_of_a_dead_run_is_taken_over_and_released(matrix_project, pytester):
-    lock = pytester.path / "report.json.lock"
-    lock.write_text(f"{_exited_pid()}\n")
-    _run(matrix_project).assert_outcomes(passed=2)
-    assert matrix_project.report()["session"]["complete"] is True
-    assert not lock.exists()
-
-
-def _lock_of(pid, start, boot) -> str:
-    return json.dumps({"pid": pid, "start": start, "boot": boot}) + "\n"
-
-
-def _this_process():
-    """This process as a lock names it, read here from /proc: pid, start time, boot id."""
-    stat = Path(f"/proc/{os.getpid()}/stat").read_text()
-    start = int(stat[stat.rindex(")") + 2 :].split()[19])  # field 22: after the command name
-    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    return SimpleNamespace(pid=os.getpid(), start=start, boot=boot)
-
-
-@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").is_file(), reason="no boot id on this system")
-def test_a_lock_from_a_killed_container_run_is_taken_over_with_a_warning(matrix_project, pytester):
-    """pid 1 is alive in every container: a lock naming it, taken under another boot (or in a
-    container since gone, whose pid 1 started at another time), is stale."""
-    lock = pytester.path / "report.json.lock"
-    me = _this_process()
-    for stale, why in (
-        (
-            _lock_of(1, 12345, "00000000-0000-0000-0000-000000000000"),
-            "it was taken under another boot or on another host",
-        ),
-        (_lock_of(me.pid, me.start + 1, me.boot), f"pid {me.pid} is another process now"),
-        ("1\n", "pid 1 is an init process here (a run killed in a container)"),  # an earlier version's lock
-        (f"{_exited_pid()}\n", "is not running"),
-    ):
-        lock.write_text(stale)
-        result = _run(matrix_project)
-        result.assert_outcomes(passed=2)
-        warnings = [line for line in result.errlines if "warning:" in line]
-        assert len(warnings) == 1, result.errlines
-        assert warnings[0].startswith(f"scaledmm: warning: --scaledmm-report: took over the stale lock {lock}: ")
-        assert why in warnings[0], warnings[0]
-        assert matrix_project.report()["session"]["complete"] is True
-        assert not lock.exists()
-
-
-@pytest.mark.skipif(not Path("/proc/sys/kernel/random/boot_id").is_file(), reason="no /proc on this system")
-def test_a_lock_naming_a_live_run_by_its_identity_is_refused(matrix_project, pytester):
-    """This test's own process, with its start time and boot id: alive and the same process."""
-    report = pytester.path / "report.json"
-    report.write_text('{"kept": true}')
-    me = _this_process()
-    assert me.start is not None
-    held = _lock_of(me.pid, me.start, me.boot)
-    Path(f"{report}.lock").write_text(held)
-    result = _run(matrix_project)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(
-        [f"ERROR: --scaledmm-report: *report.json is being written by another run (pid {me.pid}); lock file *"]
-    )
-    assert json.loads(report.read_text()) == {"kept": True}
-    assert Path(f"{report}.lock").read_text() == held  # not ours to remove
-
-
-# A process holding a report's lock: `acquire` takes it as a run does; `empty` creates the lock
-# and holds its flock without naming itself yet. It says "held", then holds it until its stdin
-# closes or it is killed.
+# A process holding a report's lock: `acquire` takes it as a run does; `flock` holds a bare flock
+# on the lock file; `soft` takes it as a run does on a filesystem without flock (filelock's soft
+# lock). It says "held", then holds it until its stdin closes or it is killed.
 _HOLDER = """
-import fcntl, os, sys
+import errno, fcntl, os, sys
 from pathlib import Path
-from pytest_scaledmm.reports.report import ReportLock
-if sys.argv[1] == "acquire":
-    lock = ReportLock(Path(sys.argv[2]))
-    lock.acquire()
-else:
+if sys.argv[1] == "soft":
+    from filelock._native import _unix
+    def no_flock(fd):
+        raise OSError(errno.ENOSYS, "no flock here")
+    _unix.lock_fd_nonblocking = no_flock
+from pytest_scaledmm.reports.report_lock import ReportLock
+if sys.argv[1] == "flock":
     fd = os.open(sys.argv[2] + ".lock", os.O_CREAT | os.O_WRONLY, 0o644)
     fcntl.flock(fd, fcntl.LOCK_EX)
+else:
+    lock = ReportLock(Path(sys.argv[2]))
+    lock.acquire()
 print("held", flush=True)
 sys.stdin.read()
-if sys.argv[1] == "acquire":
+if sys.argv[1] != "flock":
     lock.release()
 """
 
@@ -447,7 +364,7 @@ def _holder(report: Path, mode: str = "acquire", prefix=()) -> subprocess.Popen:
         os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")])
     )
     proc = subprocess.Popen(
-        [*prefix, sys.executable, "-c", _HOLDER, mode, str(report)],
+        [*prefix, sys.executable, "-W", "ignore", "-c", _HOLDER, mode, str(report)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -462,47 +379,84 @@ def _stop(proc: subprocess.Popen) -> None:
     proc.wait()
 
 
-def _refused(result, report: Path, pid_text: str) -> None:
+def _refused(result, report: Path) -> None:
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(
-        [f"ERROR: --scaledmm-report: *report.json is being written by another run{pid_text}; lock file *"]
+        [f"ERROR: --scaledmm-report: {report} is being written by another run; lock file {report}.lock"]
     )
-    assert json.loads(report.read_text()) == {"kept": True}
+    assert json.loads(report.read_text()) == {"kept": True}  # nothing the user had is lost
+    assert "Traceback" not in result.stderr.str()
 
 
-def test_a_held_lock_is_refused_whatever_its_pid_says_and_is_stale_once_its_holder_dies(matrix_project, pytester):
-    """The pid a lock names means nothing in another PID namespace (a container sharing the
-    volume): the lock's flock, which the kernel drops when its holder dies, says whether it runs."""
+def _kept_report(pytester) -> Path:
     report = pytester.path / "report.json"
     report.write_text('{"kept": true}')
-    lock = Path(f"{report}.lock")
+    return report
+
+
+def test_second_run_on_the_same_report_is_refused_until_the_first_releases_it(matrix_project, pytester):
+    report = _kept_report(pytester)
     holder = _holder(report)
     try:
-        dead = _exited_pid()
-        # As the holder's lock reads from another PID namespace: a pid not running here.
-        lock.write_text(json.dumps({"pid": dead, "start": 1, "boot": _this_process().boot, "flock": True}))
-        _refused(_run(matrix_project), report, f" (pid {dead} of another PID namespace or host)")
-        assert json.loads(lock.read_text())["pid"] == dead  # not ours to remove
+        _refused(_run(matrix_project), report)
+        assert Path(f"{report}.lock").exists()  # not ours to remove
+    finally:
+        holder.stdin.close()
+        assert holder.wait() == 0
+    assert not Path(f"{report}.lock").exists()  # released by its holder
+    report.unlink()
+    _run(matrix_project).assert_outcomes(passed=2)
+    assert matrix_project.report()["session"]["complete"] is True
+
+
+def test_the_lock_of_a_killed_run_is_taken_and_released(matrix_project, pytester):
+    """The kernel drops a killed run's flock: the lock file it leaves is free, whatever it holds
+    (here also what an earlier version wrote: a pid, or a JSON owner)."""
+    report = pytester.path / "report.json"
+    lock = Path(f"{report}.lock")
+    _stop(_holder(report))
+    assert lock.exists()
+    for left in (None, "1\n", json.dumps({"pid": os.getpid(), "start": 1, "flock": True})):
+        if left is not None:
+            lock.write_text(left)
+        _run(matrix_project).assert_outcomes(passed=2)
+        assert matrix_project.report()["session"]["complete"] is True
+        assert not lock.exists()
+
+
+def test_a_bare_flock_on_the_lock_file_is_refused(matrix_project, pytester):
+    """A holder that names no run (an empty lock file) is refused all the same: the flock decides."""
+    report = _kept_report(pytester)
+    holder = _holder(report, "flock")
+    try:
+        _refused(_run(matrix_project), report)
     finally:
         _stop(holder)
-    report.unlink()
-    result = _run(matrix_project)
-    result.assert_outcomes(passed=2)
-    warnings = [line for line in result.errlines if "warning:" in line]
-    assert warnings == [
-        f"scaledmm: warning: --scaledmm-report: took over the stale lock {lock}: pid {dead} is not running"
-    ]
-    assert matrix_project.report()["session"]["complete"] is True and not lock.exists()
 
 
-def test_a_lock_whose_flock_is_free_is_stale_though_its_pid_is_alive(matrix_project, pytester):
-    me = _this_process()
-    lock = pytester.path / "report.json.lock"
-    lock.write_text(json.dumps({"pid": me.pid, "start": me.start, "boot": me.boot, "flock": True}))
-    result = _run(matrix_project)
-    result.assert_outcomes(passed=2)
-    assert f"took over the stale lock {lock}: pid {me.pid} no longer holds it" in result.stderr.str()
-    assert not lock.exists()
+def test_without_flock_a_soft_lock_refuses_while_its_run_lives_and_is_taken_once_it_is_killed(matrix_project, pytester):
+    """On a filesystem without flock the lock names its run; this run takes it only once that
+    run is gone, and takes it then without help."""
+    from filelock._native import _unix
+
+    def no_flock(fd):
+        raise OSError(errno.ENOSYS, "no flock here")
+
+    report = _kept_report(pytester)
+    lock = Path(f"{report}.lock")
+    holder = _holder(report, "soft")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_unix, "lock_fd_nonblocking", no_flock)
+        try:
+            assert str(holder.pid) in lock.read_text()  # the soft lock names its run
+            _refused(_run(matrix_project, "-W", "ignore::UserWarning"), report)
+        finally:
+            _stop(holder)
+        assert lock.exists()  # a killed run leaves its soft lock behind
+        report.unlink()
+        _run(matrix_project, "-W", "ignore::UserWarning").assert_outcomes(passed=2)
+        assert matrix_project.report()["session"]["complete"] is True
+        assert not lock.exists()
 
 
 def _pid_namespace() -> list[str]:
@@ -523,12 +477,11 @@ def _pid_namespace() -> list[str]:
 
 
 def test_a_run_in_another_pid_namespace_keeps_its_lock(matrix_project, pytester):
-    report = pytester.path / "report.json"
-    report.write_text('{"kept": true}')
+    """A run in another container sharing the volume: its pid means nothing here, its flock does."""
+    report = _kept_report(pytester)
     holder = _holder(report, prefix=_pid_namespace())
     try:
-        assert json.loads(Path(f"{report}.lock").read_text())["pid"] == 1  # pid 1 is alive here too
-        _refused(_run(matrix_project), report, " (pid 1 of another PID namespace or host)")
+        _refused(_run(matrix_project), report)
     finally:
         holder.stdin.close()
         assert holder.wait() == 0
@@ -537,42 +490,25 @@ def test_a_run_in_another_pid_namespace_keeps_its_lock(matrix_project, pytester)
     _run(matrix_project).assert_outcomes(passed=2)
 
 
-def test_an_empty_lock_held_by_its_run_is_refused(matrix_project, pytester):
-    """A run's lock named no run for a moment after it was created, and another run took it over."""
-    report = pytester.path / "report.json"
-    report.write_text('{"kept": true}')
-    holder = _holder(report, "empty")
-    try:
-        _refused(_run(matrix_project), report, "")
-    finally:
-        _stop(holder)
-
-
-def test_a_lock_that_cannot_be_read_is_refused_not_taken_over(matrix_project, pytester):
-    report = pytester.path / "report.json"
-    report.write_text('{"kept": true}')
+@pytest.mark.parametrize("kind", ["a directory", "a link"])
+def test_a_lock_path_that_is_not_a_regular_file_is_one_error_and_leaves_it(matrix_project, pytester, kind):
+    report = _kept_report(pytester)
     lock = Path(f"{report}.lock")
-    lock.symlink_to(lock.name)  # a link to itself: opening it fails for every user
-    result = _run(matrix_project)
-    assert result.ret == pytest.ExitCode.USAGE_ERROR
-    errors = [line for line in result.errlines if line.startswith("ERROR:")]
-    assert len(errors) == 1 and f"is locked by {lock}, which cannot be read" in errors[0], result.errlines
-    assert "never taken over" in errors[0] and "Traceback" not in result.stderr.str()
-    assert os.readlink(lock) == lock.name and json.loads(report.read_text()) == {"kept": True}
-
-
-def test_a_lock_path_that_is_a_directory_is_one_error_and_leaves_nothing(matrix_project, pytester):
-    (pytester.path / "report.json.lock").mkdir()
+    if kind == "a directory":
+        lock.mkdir()
+    else:
+        lock.symlink_to(lock.name)  # a link to itself: opening it fails for every user
     before = set(os.listdir(pytester.path))
     result = _run(matrix_project)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     errors = [line for line in result.errlines if line.startswith("ERROR:")]
-    assert errors == [
-        f"ERROR: --scaledmm-report: cannot lock {pytester.path / 'report.json'}: its lock path"
-        f" {pytester.path / 'report.json.lock'} is a directory: remove it"
-    ], result.errlines
+    assert errors == [f"ERROR: --scaledmm-report: cannot lock {report}: its lock path {lock} is {kind}: remove it"], (
+        result.errlines
+    )
+    assert "Traceback" not in result.stderr.str()
     assert set(os.listdir(pytester.path)) - before <= {"matrix.yaml"}
-    assert os.listdir(pytester.path / "report.json.lock") == []
+    assert (os.listdir(lock) == []) if kind == "a directory" else (os.readlink(lock) == lock.name)
+    assert json.loads(report.read_text()) == {"kept": True}
 
 
 # -- a stale report at the path --------------------------------------------------------------------

@@ -27,7 +27,7 @@ from .signal_guard import SIGNALS_KEY, SignalGuard
 
 if TYPE_CHECKING:
     from ..records import Report
-    from ..reports.report import ReportLock
+    from ..reports.report_lock import ReportLock
     from .session import MatrixSession
     from .settings import Settings
 
@@ -272,7 +272,8 @@ def _output_clash(config: pytest.Config, path: Path) -> str | None:
 def _claim_report_path(config: pytest.Config, path: Path) -> None:
     """Before any case runs: the report can be written there, no other live run writes it, and
     an earlier report there moves aside for an unfinished one (reports/report.py, start_report)."""
-    from ..reports.report import ReportLock, ReportLocked, check_writable, start_report
+    from ..reports.report import check_writable, start_report
+    from ..reports.report_lock import ReportLock, ReportLocked
 
     clash = _output_clash(config, path)
     if clash:
@@ -291,10 +292,6 @@ def _claim_report_path(config: pytest.Config, path: Path) -> None:
     except OSError as exc:
         raise pytest.UsageError(f"--scaledmm-report: cannot lock {path}: {exc.strerror or exc}") from None
     config.stash[LOCK_KEY] = lock
-    if lock.taken_over:
-        import sys
-
-        print(f"scaledmm: warning: --scaledmm-report: {lock.taken_over}", file=sys.stderr)
     from ..reports.report_path import ClaimRefused
 
     try:

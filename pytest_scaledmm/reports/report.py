@@ -12,8 +12,6 @@ its size and nesting, and refuses a key that appears twice in one object: every 
 
 from __future__ import annotations
 
-import errno
-import fcntl
 import hashlib
 import json
 import math
@@ -22,8 +20,7 @@ import stat
 import tempfile
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,6 +31,7 @@ from ..verdict import outcome as oc
 from .causes import example_text, mismatch_cause, passing_classes, shape_classes, source_of
 from .files import write_text_atomic
 from .printable import printable
+from .report_lock import ReportLock, ReportLocked
 from .report_path import claim
 
 SCHEMA = "pytest-scaledmm/report"
@@ -80,7 +78,7 @@ def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, A
 
 def iso_time(epoch: float | None = None) -> str:
     """A moment as ISO 8601 in UTC with microseconds: 2026-05-01T12:00:00.123456+00:00."""
-    moment = datetime.now(timezone.utc) if epoch is None else datetime.fromtimestamp(epoch, timezone.utc)
+    moment = datetime.now(UTC) if epoch is None else datetime.fromtimestamp(epoch, UTC)
     return moment.isoformat(timespec="microseconds")
 
 
@@ -329,301 +327,6 @@ def check_writable(path: Path) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".probe", dir=path.parent)
     os.close(fd)
     os.unlink(tmp)
-
-
-class ReportLocked(ScaledmmError):
-    """Another live run holds the report's lock."""
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # someone else's process: alive
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def _process_start(pid: int) -> int | None:
-    """When process `pid` started, in clock ticks since boot (field 22 of /proc/<pid>/stat), or
-    None where there is no /proc. A pid reused by another process has another start."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            stat_line = handle.read().decode("ascii", "replace")
-        # The command name (field 2) may hold spaces and parentheses: count after the last ')'.
-        return int(stat_line[stat_line.rindex(")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-def _boot_id() -> str | None:
-    """This boot of this machine: every container on one host shares it, another host or a
-    reboot has another."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as handle:
-            return handle.read().strip() or None
-    except (OSError, ValueError):
-        return None
-
-
-@dataclass(frozen=True)
-class LockOwner:
-    """The run a lock names: its pid and, where the system tells, what keeps another process
-    that got the same pid (a later container's pid 1, a reused pid) from passing for it.
-    `flock`: the run holds the lock file's flock for its life, which says alone whether it runs
-    (the pid, start time and boot id then serve the messages)."""
-
-    pid: int
-    start: int | None = None
-    boot: str | None = None
-    legacy: bool = False  # the pid alone, as earlier versions wrote it
-    flock: bool = False
-
-    @staticmethod
-    def this_process(flock: bool = False) -> LockOwner:
-        return LockOwner(os.getpid(), _process_start(os.getpid()), _boot_id(), flock=flock)
-
-    def text(self) -> str:
-        return json.dumps({"pid": self.pid, "start": self.start, "boot": self.boot, "flock": self.flock}) + "\n"
-
-    @staticmethod
-    def parse(text: str) -> LockOwner | None:
-        """None for a lock that names no run (empty or corrupt)."""
-        text = text.strip()
-        if text.isdigit():
-            return LockOwner(int(text), legacy=True)
-        try:
-            data = json.loads(text)
-        except ValueError:
-            return None
-        if not isinstance(data, dict) or type(data.get("pid")) is not int:
-            return None
-        start, boot = data.get("start"), data.get("boot")
-        return LockOwner(
-            data["pid"],
-            start if type(start) is int else None,
-            boot if isinstance(boot, str) and boot else None,
-            flock=data.get("flock") is True,
-        )
-
-    def gone(self) -> str | None:
-        """Why the run that took this lock cannot be running any more, or None when it may be."""
-        if not _pid_alive(self.pid):
-            return f"pid {self.pid} is not running"
-        boot = _boot_id()
-        if self.boot and boot and self.boot != boot:
-            return f"it was taken under another boot or on another host (boot id {self.boot})"
-        if self.start is not None:
-            now = _process_start(self.pid)
-            if now is not None and now != self.start:
-                return f"pid {self.pid} is another process now (it started at another time)"
-            if now is not None:
-                return None
-        # Nothing tells this pid's process apart from the run's; pid 1 is an init (a container's
-        # or the host's), never a run of its own that another one could be writing beside.
-        if self.pid == 1:
-            return "pid 1 is an init process here (a run killed in a container)"
-        return None
-
-
-# What flock(2) raises where the filesystem has no locks (some NFS setups, FUSE).
-_NO_FLOCK = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS}
-
-
-def _try_flock(fd: int) -> bool | None:
-    """Take `fd`'s exclusive flock without waiting: True taken, False held by a live process (in
-    any PID namespace: the kernel drops it when its holder dies), None where there are no locks."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    except OSError as exc:
-        if exc.errno in _NO_FLOCK:
-            return None
-        raise
-    return True
-
-
-def _same_inode(a: os.stat_result, b: os.stat_result) -> bool:
-    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
-
-
-class ReportLock:
-    """`<report>.lock` beside the report, naming its run (LockOwner): a second run writing the
-    same report at the same time is refused instead of clobbering the first. The lock is written
-    whole to a temporary file and linked to its name, so it is never seen empty, and its run holds
-    its flock until it releases it or dies. A lock whose flock is held is live, whatever its pid
-    says (a run in another container sharing the volume); one whose flock is free is stale and is
-    taken over, and `taken_over` says whose it was. A lock written without a flock (an earlier
-    version, or a filesystem without locks) is judged by its pid: stale when that pid is dead, or
-    alive but another process by its start time or boot id; a lock naming a pid alone is taken
-    over when that pid is dead or 1, else refused, since nothing tells whether it is still the
-    run. A lock that cannot be read is refused, never taken over."""
-
-    def __init__(self, report_path: Path):
-        self.path = Path(f"{report_path}.lock")
-        self.held = False
-        self.taken_over: str | None = None  # one line: the stale lock this acquire replaced
-        self._fd: int | None = None  # the lock file, its flock held while `held`
-        self._pid = 0
-
-    def _new_lock(self) -> tuple[int, str]:
-        """A temporary file beside the lock, flocked where locks work, naming this process."""
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".new", dir=self.path.parent)
-        try:
-            os.fchmod(fd, 0o644)
-            flocked = _try_flock(fd) is True
-            os.write(fd, LockOwner.this_process(flocked).text().encode())
-        except BaseException:
-            os.close(fd)
-            os.unlink(tmp)
-            raise
-        return fd, tmp
-
-    def _unreadable(self, exc: OSError) -> ReportLocked:
-        return ReportLocked(
-            f"is locked by {self.path}, which cannot be read ({exc.strerror or exc}): it is never taken over;"
-            " remove it if no run is writing the report"
-        )
-
-    def _refusal(self, owner: LockOwner | None, held: bool) -> ReportLocked:
-        if owner is None:
-            return ReportLocked(f"is being written by another run; lock file {self.path}")
-        where = " of another PID namespace or host" if held and owner.gone() else ""
-        hint = (
-            " (a lock of an earlier version, naming a pid alone: remove it if no run is writing the report)"
-            if owner.legacy
-            else ""
-        )
-        return ReportLocked(f"is being written by another run (pid {owner.pid}{where}); lock file {self.path}{hint}")
-
-    def _open_other(self) -> int | None:
-        """The lock there, opened to read and flock; None when it went away meanwhile."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise self._unreadable(exc) from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            os.close(fd)
-            kind = "a directory" if self.path.is_dir() else "not a regular file"
-            raise OSError(errno.EEXIST, f"its lock path {self.path} is {kind}: remove it")
-        return fd
-
-    @staticmethod
-    def _text(fd: int) -> str:
-        return os.read(fd, 64 * 1024).decode("utf-8", "replace")
-
-    def acquire(self) -> None:
-        """Raises ReportLocked (naming the owner) or OSError."""
-        fd, tmp = self._new_lock()
-        try:
-            for _ in range(3):
-                try:
-                    os.link(tmp, self.path)
-                except FileExistsError:
-                    pass
-                else:
-                    self._hold(fd)
-                    fd = -1
-                    return
-                if self._take_over(tmp):
-                    self._hold(fd)
-                    fd = -1
-                    return
-        finally:
-            if fd >= 0:
-                os.close(fd)
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-        raise ReportLocked(f"its lock file {self.path} keeps changing hands")
-
-    def _hold(self, fd: int) -> None:
-        self._fd, self._pid, self.held = fd, os.getpid(), True
-
-    def _take_over(self, tmp: str) -> bool:
-        """With a lock at the path: True when it was stale and `tmp` took its place; False to try
-        again (it went away or changed meanwhile). Raises ReportLocked for a live or unreadable one."""
-        other = self._open_other()
-        if other is None:
-            return False
-        try:
-            flocked = _try_flock(other)
-            try:
-                text = self._text(other)
-            except OSError as exc:
-                raise self._unreadable(exc) from None
-            owner = LockOwner.parse(text)
-            if flocked is False:
-                raise self._refusal(owner, held=True)
-            if flocked and (owner is None or owner.flock):
-                # Its run died (the kernel dropped its flock), in whatever PID namespace it ran.
-                # The flock now held keeps every other run out; the name must still be this file.
-                try:
-                    if not _same_inode(os.stat(self.path), os.fstat(other)):
-                        return False
-                except FileNotFoundError:
-                    return False
-                why = (owner.gone() or f"pid {owner.pid} no longer holds it") if owner else "it names no run"
-                os.replace(tmp, self.path)
-                self.taken_over = f"took over the stale lock {self.path}: {why}"
-                return True
-            judged = owner.gone() if owner is not None else "it names no run"
-            if judged is None:
-                raise self._refusal(owner, held=False)
-            if not self._move_aside(text):
-                return False
-            self.taken_over = f"took over the stale lock {self.path}: {judged}"
-            return False  # the name is free: link `tmp` to it on the next try
-        finally:
-            os.close(other)
-
-    def _move_aside(self, text: str) -> bool:
-        """Without a flock to go by: move the stale lock aside atomically (only one run can), then
-        check what was moved. False when another run took it over first."""
-        aside = self.path.with_name(f"{self.path.name}.stale-{os.getpid()}")
-        try:
-            os.replace(self.path, aside)
-        except FileNotFoundError:
-            return False
-        try:
-            moved_text = aside.read_text(errors="replace")
-        except OSError:
-            moved_text = text
-        moved = LockOwner.parse(moved_text)
-        if moved_text != text and moved is not None and moved.gone() is None:
-            # A live run locked it between our read and our move: give it back.
-            try:
-                os.link(aside, self.path)
-            finally:
-                os.unlink(aside)
-            raise self._refusal(moved, held=False)
-        os.unlink(aside)
-        return True
-
-    def release(self) -> None:
-        """Quietly: a lock that cannot be removed (its directory became unwritable) is stale once
-        this process ends (its flock goes with it), and the next run takes it over. Only the
-        process that acquired it releases it (not a forked child)."""
-        if not self.held or self._fd is None or os.getpid() != self._pid:
-            return
-        self.held = False
-        fd, self._fd = self._fd, None
-        try:
-            if _same_inode(os.stat(self.path), os.fstat(fd)):
-                self.path.unlink()
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
 
 
 def previous_path(path: Path) -> Path:
