@@ -335,16 +335,15 @@ def test_unwritable_report_path_stops_the_run_before_any_case(matrix_project, py
 
 
 # A process holding a report's lock: `acquire` takes it as a run does; `flock` holds a bare flock
-# on the lock file; `soft` takes it as a run does on a filesystem without flock (filelock's soft
-# lock). It says "held", then holds it until its stdin closes or it is killed.
+# on the lock file; `soft<errno>` takes it as a run does on a filesystem whose flock fails with
+# that errno (filelock's soft lock). It says "held", then holds it until its stdin closes or it is killed.
 _HOLDER = """
 import errno, fcntl, os, sys
 from pathlib import Path
-if sys.argv[1] == "soft":
-    from filelock._native import _unix
-    def no_flock(fd):
-        raise OSError(errno.ENOSYS, "no flock here")
-    _unix.lock_fd_nonblocking = no_flock
+if sys.argv[1].startswith("soft"):
+    def no_flock(fd, operation):
+        raise OSError(int(sys.argv[1][4:]), "no flock here")
+    fcntl.flock = no_flock
 from pytest_scaledmm.reports.report_lock import ReportLock
 if sys.argv[1] == "flock":
     fd = os.open(sys.argv[2] + ".lock", os.O_CREAT | os.O_WRONLY, 0o644)
@@ -434,27 +433,36 @@ def test_a_bare_flock_on_the_lock_file_is_refused(matrix_project, pytester):
         _stop(holder)
 
 
-def test_without_flock_a_soft_lock_refuses_while_its_run_lives_and_is_taken_once_it_is_killed(matrix_project, pytester):
-    """On a filesystem without flock the lock names its run; this run takes it only once that
-    run is gone, and takes it then without help."""
-    from filelock._native import _unix
+@pytest.mark.parametrize("missing", [errno.ENOSYS, errno.ENOLCK], ids=["ENOSYS", "ENOLCK"])
+def test_without_flock_a_soft_lock_refuses_while_its_run_lives_and_is_taken_once_it_is_killed(
+    matrix_project, pytester, missing
+):
+    """On a filesystem without flock (ENOLCK: NFS without a lock daemon) the lock names its run;
+    this run takes it only once that run is gone, and takes it then without help or warnings."""
+    import fcntl
 
-    def no_flock(fd):
-        raise OSError(errno.ENOSYS, "no flock here")
+    def no_flock(fd, operation):
+        raise OSError(missing, "no flock here")
 
     report = _kept_report(pytester)
     lock = Path(f"{report}.lock")
-    holder = _holder(report, "soft")
+    holder = _holder(report, f"soft{missing}")
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(_unix, "lock_fd_nonblocking", no_flock)
+        patch.setattr(fcntl, "flock", no_flock)
         try:
             assert str(holder.pid) in lock.read_text()  # the soft lock names its run
-            _refused(_run(matrix_project, "-W", "ignore::UserWarning"), report)
+            result = _run(matrix_project, "-W", "error")
+            assert result.ret == pytest.ExitCode.USAGE_ERROR
+            result.stderr.fnmatch_lines(
+                [f"ERROR: --scaledmm-report: {report} is being written by another run; lock file {lock} (remove it*"]
+            )
         finally:
             _stop(holder)
         assert lock.exists()  # a killed run leaves its soft lock behind
         report.unlink()
-        _run(matrix_project, "-W", "ignore::UserWarning").assert_outcomes(passed=2)
+        result = _run(matrix_project, "-W", "error")
+        result.assert_outcomes(passed=2)
+        assert "Warning" not in result.stderr.str() + result.stdout.str()
         assert matrix_project.report()["session"]["complete"] is True
         assert not lock.exists()
 
