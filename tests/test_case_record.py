@@ -65,6 +65,20 @@ def test_with_values_changes_a_copy_and_gives_the_new_keys():
         record.with_values(bogus=1)
 
 
+def test_without_leaves_keys_out_as_if_never_given_and_the_id_follows():
+    record = CaseParams.from_json(case_params(special_side="a"))
+    other = record.without("special_side")
+    assert record.has("special_side") and not other.has("special_side")
+    assert other.special_side == "a" and "special_side" not in other.to_json()
+    assert other == CaseParams.from_json(case_params())
+    # A neutral value given is another case than one left out: its id hashes the key too.
+    assert case_id(record) != case_id(other)
+    assert record.given_value("special_side") == "a" and other.given_value("special_side") is None
+    for key in ("kernel", "m", "bogus"):
+        with pytest.raises(CaseKeyError):
+            record.without(key)
+
+
 def test_the_record_is_frozen_and_crosses_a_process_boundary():
     record = CaseParams.from_json(case_params(value_regime="near_limit"))
     with pytest.raises(AttributeError):

@@ -93,13 +93,19 @@ def case_id(given: CaseParams | Mapping[str, Any]) -> str:
     return "-".join(parts + [digest])
 
 
-def matches(rule: Mapping[str, Any], params: Mapping[str, Any]) -> bool:
-    """A rule (exclude or known-failure match) holds when every key it names matches."""
+def matches(rule: Mapping[str, Any], params: CaseParams | Mapping[str, Any]) -> bool:
+    """A rule (exclude or known-failure match) holds when every key it names matches: a key the
+    case (or a covering row) was given, with one of the rule's values."""
     for key, want in rule.items():
-        if key not in params:
+        if isinstance(params, CaseParams):
+            if not params.has(key):
+                return False
+            value = params.value_of(key)
+        elif key in params:
+            value = params[key]
+        else:
             return False
-        wanted = want if isinstance(want, list) else [want]
-        if params[key] not in wanted:
+        if value not in (want if isinstance(want, list) else [want]):
             return False
     return True
 

@@ -52,9 +52,10 @@ from .support import SIZE_KEYS, SupportModel, families_of, neutral_order, suppor
 FORM_BY_ID = {form.id: form for form in FORMS}
 
 
-def _row_breaks(model: SupportModel, row: Mapping[str, Any]) -> list:
-    """A generated row's refusal keys (rows stay mappings until they are made cases)."""
-    return model.breaks(CaseParams.from_json(row))
+def _row_breaks(model: SupportModel, case: CaseParams | Mapping[str, Any]) -> list:
+    """A case's refusal keys, or a covering row's (rows over axes and shape classes stay
+    mappings until `KernelSpace.sizes` makes them cases)."""
+    return model.breaks(case if isinstance(case, CaseParams) else CaseParams.from_json(case))
 
 
 def given_axes(spec: Spec, profile: Profile) -> set:
@@ -322,7 +323,7 @@ class KernelSpace:
             and not self._excluded({**row, "kernel": self.kernel.name})
         )
 
-    def sizes(self, row: Mapping, draw: tuple) -> dict | None:
+    def sizes(self, row: Mapping, draw: tuple) -> CaseParams | None:
         """The row's case: sizes in its classes from the drawn integers (scanning on from them to
         sizes the model accepts), or None when its classes hold none."""
         pools = [self.pools[dim][row[f"{dim}_class"]] for dim in DIMS]
@@ -331,13 +332,13 @@ class KernelSpace:
         offsets = itertools.product(*(range(len(pool)) for pool in pools))
         for offset in itertools.islice(offsets, MAX_SIZE_TRIES):
             sizes = [pool[(start + d) % len(pool)] for pool, start, d in zip(pools, starts, offset)]
-            candidate = {**params, **dict(zip(DIMS, sizes))}
+            candidate = CaseParams.from_json({**params, **dict(zip(DIMS, sizes))})
             if not _row_breaks(self.model, candidate) and not self._excluded(candidate):
                 return candidate
         # Past that, the sizes that showed the classes can be valid.
         known = self.table_sizes(tuple(row.get(a) for a in TABLE_AXES + CLASS_AXES))
         if known is not None:
-            candidate = {**params, **dict(zip(DIMS, known))}
+            candidate = CaseParams.from_json({**params, **dict(zip(DIMS, known))})
             if not _row_breaks(self.model, candidate) and not self._excluded(candidate):
                 return candidate
         return None
@@ -648,7 +649,7 @@ def _composite_cases(spec: Spec, profile: Profile, arch: str) -> tuple[list[Case
     return cases, notes
 
 
-def is_excluded(spec: Spec, params: Mapping[str, Any]) -> bool:
+def is_excluded(spec: Spec, params: CaseParams | Mapping[str, Any]) -> bool:
     """Whether one of the matrix's exclude rules matches the case."""
     return any(matches(rule, params) for rule in spec.exclude)
 
@@ -658,10 +659,13 @@ def _add_included(spec: Spec, cases: list[Case], seen: set) -> int:
     added = 0
     kernels = {kernel.name: kernel for kernel in spec.kernels}
     for entry in spec.included_cases:
-        kernel = kernels.get(entry["kernel"])
-        params = {**entry, **kernel_case_params(kernel)} if kernel is not None else dict(entry)
-        if not is_excluded(spec, params) and case_id(CaseParams.from_json(params)) not in seen:
-            seen.add(case_id(CaseParams.from_json(params)))
+        params = CaseParams.from_json(entry)
+        kernel = kernels.get(params.kernel)
+        if kernel is not None:
+            params = params.with_values(**kernel_case_params(kernel))
+        cid = case_id(params)
+        if not is_excluded(spec, params) and cid not in seen:
+            seen.add(cid)
             cases.append(make_case(params))
             added += 1
     return added
@@ -688,7 +692,7 @@ class KernelRows(NamedTuple):
     space: KernelSpace
     values: dict
     specials: list
-    valid: list[dict]
+    valid: list[CaseParams]
     epilogue: frozenset  # the epilogue combinations its valid cases, uncut, cover (epilogue.py)
 
 
@@ -724,20 +728,20 @@ class _Slices:
     budget (its first cases); the rest of `specials`, `boundary_core` and `boundary_extra` fill
     what the valid cases leave."""
 
-    empties: list[dict]
-    server: list[dict]
+    empties: list[CaseParams]
+    server: list[CaseParams]
     listed_m: set
-    boundary_core: list[dict]
-    boundary_extra: list[dict]
-    boundary: list[dict]
-    specials: list[dict]
-    special: list[dict]
+    boundary_core: list[CaseParams]
+    boundary_extra: list[CaseParams]
+    boundary: list[CaseParams]
+    specials: list[CaseParams]
+    special: list[CaseParams]
 
 
 def _slices(rows: list[KernelRows], axes: Mapping[str, Any], families: dict, budget: int) -> _Slices:
     # Empty dims the kernels take: one case per kernel and dim at least, out of the valid share
     # (an empty dim a model refuses names a reason the boundary slice already has).
-    empties = [p for p in _empty_slice(rows, empty_dims(axes), families) if p["purpose"] == "valid"]
+    empties = [p for p in _empty_slice(rows, empty_dims(axes), families) if p.purpose == "valid"]
     empties = empties[: min(len(empties), max(len(rows) * 3, budget * 3 // 100), budget // 8)]
     core, extra = _boundary(rows, families)
     # Each refusal reason under each family fits up to BOUNDARY_MAX_PERCENT.
@@ -772,20 +776,22 @@ class _Chosen:
         self._spec = spec
         self._declared = {kernel.name: kernel_case_params(kernel) for kernel in kernels}
         self.seen: set[str] = set()
-        self.by_kernel: dict[str, dict[str, list]] = {kernel.name: {slot: [] for slot in SLOTS} for kernel in kernels}
+        self.by_kernel: dict[str, dict[str, list[CaseParams]]] = {
+            kernel.name: {slot: [] for slot in SLOTS} for kernel in kernels
+        }
 
-    def take(self, params: Mapping[str, Any], slot: str) -> bool:
-        params = {**params, **self._declared[params["kernel"]]}
+    def take(self, params: CaseParams, slot: str) -> bool:
+        params = params.with_values(**self._declared[params.kernel])
         if is_excluded(self._spec, params):
             return False
-        cid = case_id(CaseParams.from_json(params))
+        cid = case_id(params)
         if cid in self.seen:
             return False
         self.seen.add(cid)
-        self.by_kernel[params["kernel"]][slot].append(params)
+        self.by_kernel[params.kernel][slot].append(params)
         return True
 
-    def take_valid(self, params: Mapping[str, Any]) -> bool:
+    def take_valid(self, params: CaseParams) -> bool:
         return self.take(params, "valid")
 
     def cases(self) -> list[Case]:
@@ -830,9 +836,9 @@ def _take_slices(slices: _Slices, budget: int, chosen: _Chosen, notes: Generatio
     for params in slices.server:
         if chosen.take(_purposed(params), "valid"):
             notes.server += 1
-            if params["m"] not in slices.listed_m:
-                added = notes.m_added.setdefault(params["kernel"], [])
-                added += [params["m"]] * (params["m"] not in added)
+            if params.m not in slices.listed_m:
+                added = notes.m_added.setdefault(params.kernel, [])
+                added += [params.m] * (params.m not in added)
     for params in slices.special:
         notes.special += chosen.take(params, "special")
     for params in slices.boundary:
@@ -893,7 +899,9 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
         for kernel, space, values, specials, _, epilogue_possible in rows
     }
     notes.boundary_reasons = {
-        kernel.name: sorted({p["expected_refusal"] for p in chosen.by_kernel[kernel.name]["boundary"]})
+        kernel.name: sorted(
+            {p.expected_refusal for p in chosen.by_kernel[kernel.name]["boundary"] if p.expected_refusal}
+        )
         for kernel in kernels
     }
     notes.families = list(families)
@@ -903,14 +911,17 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
 def _refuses(space: KernelSpace) -> Any:
     """Whether the kernel's model, the matrix's exclude rules or the production axes refuse a case."""
     return lambda case: (
-        not production_data_fits({**case, **{f"{dim}_class": class_of(dim, case[dim]) for dim in DIMS}})
-        or bool(_row_breaks(space.model, case))
-        or space._excluded(case)
+        not production_data_fits(_as_row(case)) or bool(_row_breaks(space.model, case)) or space._excluded(case)
     )
 
 
-def _valid_bases(kernel_rows: KernelRows) -> list[dict]:
-    return [{k: v for k, v in p.items() if k != "special_side"} for p in kernel_rows.valid if p["purpose"] == "valid"]
+def _as_row(case: CaseParams) -> dict[str, Any]:
+    """A case as a covering row reads it: what it was given, with its shape classes."""
+    return {**case.to_json(), **{f"{dim}_class": class_of(dim, case.value_of(dim)) for dim in DIMS}}
+
+
+def _valid_bases(kernel_rows: KernelRows) -> list[CaseParams]:
+    return [p.without("special_side") for p in kernel_rows.valid if p.purpose == "valid"]
 
 
 def _take_extremes(
@@ -927,7 +938,7 @@ def _take_extremes(
         bases, refuses = _valid_bases(kernel_rows), _refuses(kernel_rows.space)
         found = kernel_extremes(name, bases, modes, extremes, refuses, spec.limits, small_sizes(axes))
         for case in found.cases:
-            label = next(e.label for e in extremes if case[e.dim] == e.size)
+            label = next(e.label for e in extremes if case.value_of(e.dim) == e.size)
             if chosen.take(_purposed(case), "valid"):
                 notes.extreme += 1
                 notes.shapes_added.setdefault(name, []).append(label)
@@ -979,13 +990,13 @@ def _take_guarantee(
             drawn = [
                 p
                 for p in slices.specials
-                if p["kernel"] == kernel.name and p["special_scale"] == value and axis_value(p, "special_side") == side
+                if p.kernel == kernel.name and p.special_scale == value and p.special_side == side
             ]
             made = changed_case(kernel.name, "special_scale", value, bases, space.pools, refuses)
             if made is not None and side != "a":
-                made["special_side"] = side
+                made = made.with_values(special_side=side)
             for params in drawn + ([made] if made is not None else []):
-                if chosen.take({**params, "purpose": "special"}, "special"):
+                if chosen.take(params.with_values(purpose="special"), "special"):
                     notes.guaranteed += 1
                     break
         if synthetic_slice(axes):
@@ -1071,9 +1082,8 @@ def runnable_modes(modes: list, arch: str) -> list:
     return kept or list(modes)
 
 
-def _purposed(params: dict) -> dict:
-    special = axis_value(params, "special_scale") != "none" or axis_value(params, "special_operand") != "none"
-    return {**params, "purpose": "special" if special else "valid"}
+def _purposed(params: CaseParams) -> CaseParams:
+    return params.with_values(purpose="special" if params.special else "valid")
 
 
 def _valid_floor(budget: int) -> int:
@@ -1094,37 +1104,37 @@ def _mutations(space: KernelSpace, values: dict) -> list[tuple[str, Any]]:
     return found
 
 
-def _consider(space: KernelSpace, candidates: dict[str, list[dict]], changed: dict) -> None:
+def _consider(space: KernelSpace, candidates: dict[str, list[CaseParams]], changed: CaseParams) -> None:
     """Keep a changed case under its refusal key when exactly one rule of the model breaks."""
-    if not production_data_fits(changed):
+    if not production_data_fits(changed.to_json()):
         return
     broken = _row_breaks(space.model, changed)
     if len(broken) == 1 and not space._excluded(changed):
         candidates.setdefault(broken[0], []).append(changed)
 
 
-def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
+def _boundary(spaces: list, families: dict) -> tuple[list[CaseParams], list[CaseParams]]:
     """Each refusal reason each kernel's model can give within the axes, once per compile-mode
     family: one valid case with one value changed so that exactly that rule breaks; ordered family
     by family, so that a budget cut keeps every reason. Then the other such cases found, for a
     budget the valid cases cannot fill."""
-    per_key: list[list[dict]] = []
-    extra: list[dict] = []
+    per_key: list[list[CaseParams]] = []
+    extra: list[CaseParams] = []
     for kernel, space, covered, _, valid, _ in spaces:
-        candidates: dict[str, list[dict]] = {}
+        candidates: dict[str, list[CaseParams]] = {}
         step = max(1, len(valid) // 40)
         pairings = own_pairings(covered["scale_a"], covered["dtype_a"], covered["dtype_b"])
         for base in valid[::step]:
             for axis, value in _mutations(space, covered):
-                if base.get(axis) != value:
-                    _consider(space, candidates, {**base, axis: value})
+                if base.given_value(axis) != value:
+                    _consider(space, candidates, base.with_values(**{axis: value}))
             for pairing in pairings:  # microscaling forms: both scales and dtypes at once
-                _consider(space, candidates, {**base, **pairing})
+                _consider(space, candidates, base.with_values(**pairing))
         if not candidates:
             # No valid case to change (the axes hold none, or the model refuses a value every
             # case has): cases drawn without the model, where one rule breaks.
             for row in _raw_rows(space, covered, 64):
-                _consider(space, candidates, row)
+                _consider(space, candidates, CaseParams.from_json(row))
         for key in sorted(candidates):
             found = candidates[key]
             offset = zlib.crc32(f"{kernel.name}::{key}".encode())
@@ -1132,11 +1142,11 @@ def _boundary(spaces: list, families: dict) -> tuple[list[dict], list[dict]]:
             for index, modes in enumerate(families.values()):
                 chosen = found[(offset + index * 7) % len(found)]
                 mode = modes[(offset + index) % len(modes)]
-                cases.append({**chosen, "mode": mode, "purpose": "boundary", "expected_refusal": key})
+                cases.append(chosen.with_values(mode=mode, purpose="boundary", expected_refusal=key))
             per_key.append(cases)
             modes = [mode for family_modes in families.values() for mode in family_modes]
             extra += [
-                {**case, "mode": modes[i % len(modes)], "purpose": "boundary", "expected_refusal": key}
+                case.with_values(mode=modes[i % len(modes)], purpose="boundary", expected_refusal=key)
                 for i, case in enumerate(found)
             ]
     # Family by family across every reason, so that a cut keeps each reason.
@@ -1177,19 +1187,19 @@ SPECIAL_ORDER = (
 )
 
 
-def _special(spaces: list, families: dict, sides: list) -> list[dict]:
+def _special(spaces: list, families: dict, sides: list) -> list[CaseParams]:
     """Each special value x side (of `sides`) x scale form of that side x compile-mode family, on
     valid cases. Each kernel's list is ordered every (value, side) first (SPECIAL_ORDER, its
     multi-element forms first: one zero output channel), then every form, then every family;
     the kernels' lists are interleaved, so that a budget cut gives every kernel its share."""
-    per_kernel: list[list[dict]] = []
+    per_kernel: list[list[CaseParams]] = []
     for kernel, _, covered, specials, valid, _ in spaces:
         ranked: list[tuple] = []
         combos = [(v, s) for v, s in SPECIAL_ORDER if v in specials and s in sides]
         for combo_index, (value, side) in enumerate(combos):
             forms = sorted(covered[f"scale_{side}"], key=lambda f: FORM_BY_ID[f].per_tensor)
             for form_index, form in enumerate(forms):
-                bases = [p for p in valid if p[f"scale_{side}"] == form]
+                bases = [p for p in valid if p.value_of(f"scale_{side}") == form]
                 if not bases:
                     continue
                 offset = zlib.crc32(f"{kernel.name}::{value}::{form}".encode())
@@ -1197,14 +1207,11 @@ def _special(spaces: list, families: dict, sides: list) -> list[dict]:
                     offset = zlib.crc32(f"{kernel.name}::{value}::b::{form}".encode())
                 family_modes = list(families.values())
                 for index, modes in enumerate(family_modes):
-                    case = {
-                        **bases[(offset + index * 3) % len(bases)],
-                        "mode": modes[(offset + index) % len(modes)],
-                        "special_scale": value,
-                        "purpose": "special",
-                    }
+                    case = bases[(offset + index * 3) % len(bases)].with_values(
+                        mode=modes[(offset + index) % len(modes)], special_scale=value, purpose="special"
+                    )
                     if side == "b":
-                        case["special_side"] = "b"
+                        case = case.with_values(special_side="b")
                     # Rotated, so that the first round already spreads over the families.
                     round_ = (index - combo_index - form_index) % len(family_modes)
                     ranked.append(((round_, form_index, combo_index), case))
@@ -1214,7 +1221,7 @@ def _special(spaces: list, families: dict, sides: list) -> list[dict]:
     ]
 
 
-def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
+def _empty_slice(spaces: list, dims: list, families: dict) -> list[CaseParams]:
     """Per kernel, each empty dim (M = 0: an idle expert; K = 0; N = 0) on a valid case, once per
     compile-mode family, kernels interleaved: purpose valid where the kernel's model takes it,
     else boundary with the refusal."""
@@ -1226,19 +1233,16 @@ def _empty_slice(spaces: list, dims: list, families: dict) -> list[dict]:
                 if not valid:
                     break
                 offset = zlib.crc32(f"{kernel.name}::empty::{dim}".encode())
-                base = {k: v for k, v in valid[(offset + index * 5) % len(valid)].items() if k != "special_side"}
-                case = {
-                    **base,
-                    dim: 0,
-                    "mode": modes[(offset + index) % len(modes)],
-                    "special_scale": axis_value(base, "special_scale"),
-                }
-                if "special_scale" not in base:
-                    case.pop("special_scale")
-                if dim == "m" and case.get("operand_layout") == TOKEN_STRIDE0:
-                    case["operand_layout"] = "dense"  # no token left to lay out
+                base = valid[(offset + index * 5) % len(valid)].without("special_side")
+                case = base.with_values(**{dim: 0}, mode=modes[(offset + index) % len(modes)])
+                if dim == "m" and case.operand_layout == TOKEN_STRIDE0:
+                    case = case.with_values(operand_layout="dense")  # no token left to lay out
                 broken = _row_breaks(space.model, case)
-                case.update(purpose="boundary", expected_refusal=broken[0]) if broken else case.update(purpose="valid")
+                case = (
+                    case.with_values(purpose="boundary", expected_refusal=broken[0])
+                    if broken
+                    else case.with_values(purpose="valid")
+                )
                 if len(broken) <= 1:
                     found.append(case)
         per_kernel.append(found)
@@ -1265,7 +1269,7 @@ def _listed_sizes(value) -> set:
     return set(value)
 
 
-def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list[dict]:
+def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list[CaseParams]:
     """Per kernel, the token counts a server meets (schema.SERVER_M) that the axis of M does not
     list, each on a valid case of its own; two K tails of a 32-block, an N tail of a 64-wide
     tile, an fp8 output with its scale_result (below); then M = N and M = N = K on a valid case
@@ -1275,8 +1279,8 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
     listed = _listed_sizes(axes["m"])
     per_kernel = []
     for kernel, space, _, _, valid, _ in spaces:
-        found: list[dict] = []
-        bases = [{k: v for k, v in p.items() if k != "special_side"} for p in valid if p["purpose"] == "valid"]
+        found: list[CaseParams] = []
+        bases = [p.without("special_side") for p in valid if p.purpose == "valid"]
         if not bases:
             per_kernel.append(found)
             continue
@@ -1293,25 +1297,25 @@ def _server_slice(spaces: list, axes: Mapping[str, Any], families: dict) -> list
             # activation for the next layer is made.
             wanted[1:1] = [({"out_dtype": "e4m3fn", "scale_result": "two", "bias": False}, "fp8out")]
         # NaN in an operand (inf where the dtype has one: e5m2), not only in a scale.
-        fp8 = [p for p in bases if p["dtype_a"] in ("e4m3fn", "e5m2") and axis_value(p, "value_regime") == "standard"]
+        fp8 = [p for p in bases if p.dtype_a in ("e4m3fn", "e5m2") and p.value_regime == "standard"]
         if fp8 and specials_asked(axes):
             # In the weight too (its last element): a kernel may sanitise one operand's loads only.
             operands = [({"special_operand": "nan_ab"}, "nan-a")]
-            if any(p["dtype_a"] == "e5m2" for p in fp8):
+            if any(p.dtype_a == "e5m2" for p in fp8):
                 operands.append(({"special_operand": "inf"}, "inf-a"))
             wanted[3:3] = operands
-        rowwise = [p for p in bases if not FORM_BY_ID[p["scale_a"]].per_tensor] or bases
+        rowwise = [p for p in bases if not FORM_BY_ID[p.scale_a].per_tensor] or bases
         for base in rowwise[:1]:
-            wanted += [({"m": base["n"]}, "m=n"), ({"m": base["k"], "n": base["k"]}, "m=n=k")]
+            wanted += [({"m": base.n}, "m=n"), ({"m": base.k, "n": base.k}, "m=n=k")]
         for index, (change, label) in enumerate(wanted):
             offset = zlib.crc32(f"{kernel.name}::server::{label}".encode())
             pool = rowwise if label.startswith("m=") else bases
             if label.endswith("-a"):
-                pool = [p for p in fp8 if label == "nan-a" or p["dtype_a"] == "e5m2"]
+                pool = [p for p in fp8 if label == "nan-a" or p.dtype_a == "e5m2"]
             for step in range(len(pool)):
                 base = pool[(offset + step) % len(pool)]
-                case = {**base, **change, "mode": modes[(offset + index) % len(modes)]}
-                if case["m"] and not _row_breaks(space.model, case) and not space._excluded(case):
+                case = base.with_values(**change, mode=modes[(offset + index) % len(modes)])
+                if case.m and not _row_breaks(space.model, case) and not space._excluded(case):
                     found.append(case)
                     break
         per_kernel.append(found)

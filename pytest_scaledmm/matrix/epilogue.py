@@ -15,6 +15,8 @@ import itertools
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from ..verdict.case_axes import CaseParams
+
 EPILOGUE_AXES = ("scale_a", "scale_b", "mode", "bias", "bias_dtype", "out_dtype")
 STRENGTH = 3
 KINDS = ("3-way", "compiled")
@@ -30,11 +32,14 @@ def _key(kind: str, row: Mapping[str, Any], axes: Iterable[str]) -> str:
     return "|".join([kind, *(f"{axis}={row.get(axis)}" for axis in axes)])
 
 
-def targets(row: Mapping[str, Any], axes: Sequence[str]) -> set[str]:
-    """What one case covers: its 3-way combinations over `axes` (all of them where fewer vary),
-    and its whole epilogue where its mode compiles. Nothing where fewer than two axes vary."""
+def targets(row: CaseParams | Mapping[str, Any], axes: Sequence[str]) -> set[str]:
+    """What one case (or covering row, or report record's params) covers: its 3-way combinations
+    over `axes` (all of them where fewer vary), and its whole epilogue where its mode compiles.
+    Nothing where fewer than two axes vary."""
     if len(axes) < 2:
         return set()
+    if isinstance(row, CaseParams):
+        row = row.to_json()  # what it was given: a key left out reads as None, as in a record
     found = {_key("3-way", row, combo) for combo in itertools.combinations(axes, min(STRENGTH, len(axes)))}
     if row.get("mode") not in (EAGER_MODE, None):
         found.add(_key("compiled", row, [axis for axis in axes if axis != "mode"]))

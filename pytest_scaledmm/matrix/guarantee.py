@@ -12,24 +12,26 @@ import zlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..verdict.case_axes import axis_value
+from ..verdict.case_axes import CaseParams
 from ..verdict.scale_forms import FORMS
 from .shapes import class_of
 
 CHECKED_PURPOSES = ("valid", "special")
 
 
-def value_of(params: Mapping[str, Any], axis: str) -> Any:
-    """The value a case gives a dimension of the space (the coverage report reads them alike)."""
+def value_of(params: CaseParams, axis: str) -> Any:
+    """The value a case gives a dimension of the space (the coverage report reads them alike):
+    None for an axis it was not given."""
     if axis.endswith("_class"):
         dim = axis[0]
-        return class_of(dim, params[dim]) if params.get(dim) else f"{dim}0"
+        size = params.value_of(dim)
+        return class_of(dim, size) if size else f"{dim}0"
     if axis == "special_scale":
-        return axis_value(params, "special_scale")
-    return params.get(axis)
+        return params.special_scale
+    return params.given_value(axis)
 
 
-def missing_values(space_values: Mapping[str, list], taken: Sequence[Mapping[str, Any]]) -> list[tuple[str, Any]]:
+def missing_values(space_values: Mapping[str, list], taken: Sequence[CaseParams]) -> list[tuple[str, Any]]:
     """(axis, value) of the kernel's space that no taken case gives, special_scale aside (its
     values are guaranteed per side: missing_specials)."""
     found = []
@@ -41,9 +43,9 @@ def missing_values(space_values: Mapping[str, list], taken: Sequence[Mapping[str
     return found
 
 
-def missing_specials(specials: Sequence[str], sides: Sequence[str], taken: Sequence[Mapping[str, Any]]) -> list:
+def missing_specials(specials: Sequence[str], sides: Sequence[str], taken: Sequence[CaseParams]) -> list:
     """(special value, side) pairs no taken case has."""
-    have = {(axis_value(p, "special_scale"), axis_value(p, "special_side")) for p in taken}
+    have = {(p.special_scale, p.special_side) for p in taken}
     return [(value, side) for value in specials for side in sides if (value, side) not in have]
 
 
@@ -51,10 +53,10 @@ def changed_case(
     kernel_name: str,
     axis: str,
     value: Any,
-    bases: Sequence[dict],
+    bases: Sequence[CaseParams],
     class_sizes: Mapping[str, Mapping[str, list[int]]],
-    refuses: Callable[[dict], bool],
-) -> dict | None:
+    refuses: Callable[[CaseParams], bool],
+) -> CaseParams | None:
     """A valid base with `axis` set to `value` (a shape class: a size in it) that the model
     takes; None where none does."""
     if not bases:
@@ -69,7 +71,7 @@ def changed_case(
     for step in range(len(bases)):
         base = bases[(offset + step) % len(bases)]
         for change in changes:
-            case = {**base, **change}
+            case = base.with_values(**change)
             if not refuses(case):
                 return case
     return None
@@ -102,24 +104,24 @@ def _per_element(form: str) -> bool:
 # that gives a base it): a NaN or an Inf in each operand (an Inf where that operand is e5m2, the
 # fp8 dtype that holds one), whose loads a kernel may decode or sanitise one side only; M == N with a per-row
 # scale_a or a per-channel scale_b, where a scale applied along the wrong axis still fits.
-INTERACTIONS: tuple[tuple[str, Callable[[Mapping[str, Any]], bool], dict], ...] = (
+INTERACTIONS: tuple[tuple[str, Callable[[CaseParams], bool], dict], ...] = (
     *(
         (
             f"{value}-operand",
-            lambda p, value=value: axis_value(p, "special_operand") in OPERAND_SPECIALS[value],
+            lambda p, value=value: p.special_operand in OPERAND_SPECIALS[value],
             {"special_operand": value},
         )
         for value in OPERAND_SPECIALS
     ),
-    ("m=n-row-a", lambda p: p["m"] == p["n"] and _per_element(p["scale_a"]), {"m": "n", "scale_a": "per-row"}),
-    ("m=n-channel-b", lambda p: p["m"] == p["n"] and _per_element(p["scale_b"]), {"m": "n", "scale_b": "per-channel"}),
+    ("m=n-row-a", lambda p: p.m == p.n and _per_element(p.scale_a), {"m": "n", "scale_a": "per-row"}),
+    ("m=n-channel-b", lambda p: p.m == p.n and _per_element(p.scale_b), {"m": "n", "scale_b": "per-channel"}),
 )
 
 
-def missing_interactions(taken: Sequence[Mapping[str, Any]], specials: bool) -> list[dict]:
+def missing_interactions(taken: Sequence[CaseParams], specials: bool) -> list[dict]:
     """The changes of INTERACTIONS no taken case has (the operand specials only when the profile
     asks for special values, on fp8 operands)."""
-    fp8 = any(p["dtype_a"] in FP8 for p in taken)
+    fp8 = any(p.dtype_a in FP8 for p in taken)
     found = []
     for label, has, change in INTERACTIONS:
         if "operand" in label and not (specials and fp8):
@@ -130,8 +132,8 @@ def missing_interactions(taken: Sequence[Mapping[str, Any]], specials: bool) -> 
 
 
 def interaction_case(
-    kernel_name: str, change: dict, bases: Sequence[dict], refuses: Callable[[dict], bool]
-) -> dict | None:
+    kernel_name: str, change: dict, bases: Sequence[CaseParams], refuses: Callable[[CaseParams], bool]
+) -> CaseParams | None:
     """A valid base given `change` that the model takes: M set to the base's N, a scale kept
     where the base's is per element (else the base is passed over), an operand special on fp8
     operands in the standard value regime (an Inf on an e5m2 operand); None where no base takes
@@ -140,20 +142,20 @@ def interaction_case(
         return None
     offset = zlib.crc32(f"{kernel_name}::guarantee::{sorted(change.items())}".encode())
     for step in range(len(bases)):
-        base = dict(bases[(offset + step) % len(bases)])
-        case = {**base, **{k: v for k, v in change.items() if k not in ("m", "scale_a", "scale_b")}}
+        base = bases[(offset + step) % len(bases)]
+        case = base.with_values(**{k: v for k, v in change.items() if k not in ("m", "scale_a", "scale_b")})
         if change.get("m") == "n":
-            case["m"] = base["n"]
+            case = case.with_values(m=base.n)
         side = "scale_a" if "scale_a" in change else "scale_b" if "scale_b" in change else None
-        if side is not None and not _per_element(base[side]):
+        if side is not None and not _per_element(base.value_of(side)):
             continue
         if "special_operand" in change and (
-            base["dtype_a"] not in FP8 or base["dtype_b"] not in FP8 or axis_value(base, "value_regime") != "standard"
+            base.dtype_a not in FP8 or base.dtype_b not in FP8 or base.value_regime != "standard"
         ):
             continue
         inf_side = _inf_side(change)
-        if inf_side is not None and base[inf_side] != "e5m2":
+        if inf_side is not None and base.value_of(inf_side) != "e5m2":
             continue
-        if case["m"] and not refuses(case):
+        if case.m and not refuses(case):
             return case
     return None

@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ..verdict.case_axes import CaseParams
 from .schema import size_problem
 
 # Sizes tried for the dimensions an extreme leaves small, smallest cost first.
@@ -56,7 +57,7 @@ def wanted(axes: Mapping[str, Any]) -> list[Extreme]:
 class KernelExtremes:
     """One kernel's extreme cases, and the classes `limits:` kept out (label -> the limit's words)."""
 
-    cases: list[dict]
+    cases: list[CaseParams]
     capped: dict[str, str]
 
 
@@ -72,10 +73,10 @@ def small_sizes(axes: Mapping[str, Any]) -> dict[str, list[int]]:
 
 def kernel_extremes(
     kernel_name: str,
-    bases: Sequence[dict],
+    bases: Sequence[CaseParams],
     modes: Sequence[str],
     extremes: Sequence[Extreme],
-    refuses: Callable[[dict], bool],
+    refuses: Callable[[CaseParams], bool],
     limits: Mapping[str, int],
     small: Mapping[str, Sequence[int]] = SMALL_SIZES,
 ) -> KernelExtremes:
@@ -89,11 +90,10 @@ def kernel_extremes(
         offset = zlib.crc32(f"{kernel_name}::extreme::{extreme.label}".encode())
         capped = None
         for step in range(len(bases)):
-            base = {k: v for k, v in bases[(offset + step) % len(bases)].items() if k != "special_side"}
+            base = bases[(offset + step) % len(bases)].without("special_side")
             case, cap = _sized(base, extreme, refuses, limits, small)
             if case is not None:
-                case["mode"] = modes[(offset + index) % len(modes)]
-                found.cases.append(case)
+                found.cases.append(case.with_values(mode=modes[(offset + index) % len(modes)]))
                 break
             capped = capped or cap
         else:
@@ -103,22 +103,22 @@ def kernel_extremes(
 
 
 def _sized(
-    base: dict,
+    base: CaseParams,
     extreme: Extreme,
-    refuses: Callable[[dict], bool],
+    refuses: Callable[[CaseParams], bool],
     limits: Mapping[str, int],
     small: Mapping[str, Sequence[int]],
-) -> tuple[dict | None, str | None]:
+) -> tuple[CaseParams | None, str | None]:
     """The base at the extreme size with the smallest other sizes the model takes; else None and,
     where only `limits:` stood in the way, the limit's words."""
     others = [dim for dim in ("m", "k", "n") if dim != extreme.dim]
     capped = None
     for first in small[others[0]]:
         for second in small[others[1]]:
-            case = {**base, extreme.dim: extreme.size, others[0]: first, others[1]: second}
+            case = base.with_values(**{extreme.dim: extreme.size, others[0]: first, others[1]: second})
             if refuses(case):
                 continue
-            problem = size_problem(case["m"], case["k"], case["n"], limits)
+            problem = size_problem(case.m, case.k, case.n, limits)
             if problem is None:
                 return case, None
             capped = capped or problem[1]

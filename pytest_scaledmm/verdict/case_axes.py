@@ -102,6 +102,19 @@ class CaseParams:
         added = tuple(key for key in changes if key not in self.given)
         return dataclasses.replace(self, **changes, given=self.given + added)
 
+    def without(self, *keys: str) -> CaseParams:
+        """The same case as if never given `keys` (each back to its neutral value)."""
+        for key in keys:
+            if key not in PARAM_FIELDS or key in REQUIRED:
+                raise CaseKeyError(key, "not a case parameter that can be left out")
+        defaults = {key: _FIELD_DEFAULTS[key] for key in keys}
+        return dataclasses.replace(self, **defaults, given=tuple(k for k in self.given if k not in keys))
+
+    def given_value(self, axis: str) -> Any:
+        """The value the case was given for `axis`, None where it was not given: generation tells
+        a neutral value given from one left out (the case's id differs)."""
+        return self.value_of(axis) if axis in self.given else None
+
     def value_of(self, axis: str) -> Any:
         """The value of the field `axis` names (its neutral value where the case leaves it out):
         for readers that take the axis as data (coverage, hints, a rule's key)."""
@@ -130,6 +143,7 @@ class CaseParams:
 
 PARAM_FIELDS = frozenset(f.name for f in dataclasses.fields(CaseParams) if f.name != "given")
 REQUIRED = tuple(f.name for f in dataclasses.fields(CaseParams) if f.default is dataclasses.MISSING)
+_FIELD_DEFAULTS = {f.name: f.default for f in dataclasses.fields(CaseParams) if f.default is not dataclasses.MISSING}
 _NOT_AXES = ("accumulation", "activation", "activation_divisor", "purpose", "expected_refusal", "given")
 
 # Each axis a case may leave out, with its neutral value: the record's defaults.
