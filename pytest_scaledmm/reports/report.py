@@ -31,7 +31,6 @@ from ..verdict import outcome as oc
 from .causes import example_text, mismatch_cause, passing_classes, shape_classes, source_of
 from .files import write_text_atomic
 from .printable import printable
-from .report_lock import ReportLock, ReportLocked
 from .report_path import claim
 
 SCHEMA = "pytest-scaledmm/report"
@@ -376,6 +375,9 @@ def abandon_report(path, reason: str) -> None:
     report was."""
     if not path:
         return
+    # Here, not at the top: reading reports (the tox report and gate envs) needs no lock library.
+    from .report_lock import ReportLock, ReportLocked  # noqa: PLC0415
+
     path = Path(path)
     try:
         if not path.is_file():
