@@ -43,7 +43,15 @@ def _dtype_part(params: CaseParams) -> str:
     a, b = params.dtype_a, params.dtype_b
     if a == "int8":
         return ""
-    short = {"e4m3fn": "e4m3", "e5m2": "e5m2", "e4m3fnuz": "e4m3fnuz", "e5m2fnuz": "e5m2fnuz", "fp4e2m1": "fp4"}
+    # int8 beside an fp8 dtype: a corpus entry may pair them (the kernel's verdict says whether it takes them).
+    short = {
+        "e4m3fn": "e4m3",
+        "e5m2": "e5m2",
+        "e4m3fnuz": "e4m3fnuz",
+        "e5m2fnuz": "e5m2fnuz",
+        "fp4e2m1": "fp4",
+        "int8": "i8",
+    }
     return short[a] if a == b else f"{short[a]}x{short[b]}"
 
 

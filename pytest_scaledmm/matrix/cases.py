@@ -644,17 +644,26 @@ def _composite_cases(spec: Spec, profile: Profile, arch: str) -> tuple[list[Case
             seen.add(case.id)
             cases.append(case)
         notes.merge(part_notes)
-    notes.included = _add_included(spec, cases, seen)
+    notes.included = _add_included(spec, cases, seen, arch)
     notes.duplicates, notes.parts = duplicates, parts
     return cases, notes
 
 
-def is_excluded(spec: Spec, params: CaseParams | Mapping[str, Any]) -> bool:
-    """Whether one of the matrix's exclude rules matches the case."""
-    return any(matches(rule, params) for rule in spec.exclude)
+def is_excluded(spec: Spec, params: CaseParams | Mapping[str, Any], arch: str) -> bool:
+    """Whether one of the matrix's exclude rules matches the case made for `arch`: a rule naming
+    `arch` holds only for cases made for one of its archs."""
+    for rule in spec.exclude:
+        if "arch" in rule:
+            archs = rule["arch"] if isinstance(rule["arch"], list) else [rule["arch"]]
+            if arch not in archs:
+                continue
+            rule = {key: value for key, value in rule.items() if key != "arch"}
+        if matches(rule, params):
+            return True
+    return False
 
 
-def _add_included(spec: Spec, cases: list[Case], seen: set) -> int:
+def _add_included(spec: Spec, cases: list[Case], seen: set, arch: str) -> int:
     """The matrix's included (corpus) cases not excluded and not already there, appended."""
     added = 0
     kernels = {kernel.name: kernel for kernel in spec.kernels}
@@ -663,8 +672,10 @@ def _add_included(spec: Spec, cases: list[Case], seen: set) -> int:
         kernel = kernels.get(params.kernel)
         if kernel is not None:
             params = params.with_values(**kernel_case_params(kernel))
+        if is_excluded(spec, params, arch):
+            continue
         cid = case_id(params)
-        if not is_excluded(spec, params) and cid not in seen:
+        if cid not in seen:
             seen.add(cid)
             cases.append(make_case(params))
             added += 1
@@ -708,7 +719,7 @@ def _kernel_rows(
         values["special_scale"] = ["none"]  # special values are a slice of their own
     else:
         specials = []
-    excluded = functools.partial(is_excluded, spec)
+    excluded = functools.partial(is_excluded, spec, arch=arch)
     space = KernelSpace(spec, kernel, values, dim_pools(axes), support_model(kernel, arch), excluded)
     epilogue_axes = epilogue.varying_axes(values)
     rows = _covering_rows(space, values, profile.strength)
@@ -772,8 +783,8 @@ class _Chosen:
     """The cases taken so far, kernel by kernel and slot by slot: each id once, none that the
     matrix excludes, each with what its kernel's declaration adds."""
 
-    def __init__(self, spec: Spec, kernels: Sequence[KernelSpec]):
-        self._spec = spec
+    def __init__(self, spec: Spec, kernels: Sequence[KernelSpec], arch: str):
+        self._spec, self._arch = spec, arch
         self._declared = {kernel.name: kernel_case_params(kernel) for kernel in kernels}
         self.seen: set[str] = set()
         self.by_kernel: dict[str, dict[str, list[CaseParams]]] = {
@@ -782,7 +793,7 @@ class _Chosen:
 
     def take(self, params: CaseParams, slot: str) -> bool:
         params = params.with_values(**self._declared[params.kernel])
-        if is_excluded(self._spec, params):
+        if is_excluded(self._spec, params, self._arch):
             return False
         cid = case_id(params)
         if cid in self.seen:
@@ -872,7 +883,7 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     families = families_of(modes)
     rows = [_kernel_rows(spec, profile, kernel, axes, modes, arch) for kernel in kernels]
     slices = _slices(rows, axes, families, budget)
-    chosen = _Chosen(spec, kernels)
+    chosen = _Chosen(spec, kernels, arch)
     valid_budget = budget - len(slices.boundary) - len(slices.special) - len(slices.empties) - len(slices.server)
     uncut = rows
     rows = _take_valid(spec, rows, valid_budget, chosen, notes)
@@ -885,7 +896,7 @@ def _profile_cases(spec: Spec, profile: Profile, arch: str, with_included: bool)
     notes.warnings += _synthetic_warning(profile, cases)
     _note_epilogue_cut(rows, chosen, budget, notes)
     if with_included:
-        notes.included += _add_included(spec, cases, chosen.seen)
+        notes.included += _add_included(spec, cases, chosen.seen, arch)
     notes.possible = {
         kernel.name: {
             "scale_pair_mode": [[a, b, m] for a, b in space.possible_pairs() for m in values["mode"]],

@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from ..matrix.case_params import case_id, make_case, matches
-from ..matrix.cases import given_axes, kernel_axes, kernel_case_params
+from ..matrix.case_params import case_id, make_case
+from ..matrix.cases import given_axes, is_excluded, kernel_axes, kernel_case_params
 from ..matrix.corpus import complete_params, read_entries, write_corpus
 from ..matrix.schema import SHAPE_AXES
 from ..verdict.case_axes import CaseParams
@@ -87,7 +87,7 @@ def explore_kernel(
     )
     @given(strategy)
     def probe(params: dict[str, Any]) -> None:
-        assume(not any(matches(rule, params) for rule in state.spec.exclude))
+        assume(not is_excluded(state.spec, params, state.target_arch))
         case = make_case({**params, **kernel_case_params(kernel)})  # as generation makes its cases
         result = state.run(case, triage=False)
         if result.failed:
