@@ -549,7 +549,10 @@ def _shard_check(ctx: GateContext) -> list[Finding]:
     # A shard's report is a complete run of its slice: without this it would fail only as
     # "cases missing", which does not say to merge the shards first.
     reports = ctx.reports
-    slices = [(shard_of(data), (data.get("shard") or {}).get("total_ids_sha256")) for _, data in reports.values()]
+    slices = [
+        (shard_of(data), data["shard"].get("total_ids_sha256") if "shard" in data else None)
+        for _, data in reports.values()
+    ]
     position = slices[0][0]
     if position is not None and slices[0] == slices[1]:
         return [

@@ -5,7 +5,7 @@ Claiming the path moves an earlier report aside (`<name>.previous.json`) and lea
 report in its place, so that a run killed or refused before it writes its own never leaves a
 complete-looking report from an earlier run where the user asked for this one.
 
-Reading a report checks its structure once (REPORT_SCHEMA, for the fields the readers use), caps
+Reading a report checks its structure once (report_schema.py, derived from records.py's types), caps
 its size and nesting, and refuses a key that appears twice in one object: every reader after
 `load_report` can index the report without guarding each field.
 """
@@ -25,13 +25,13 @@ from pathlib import Path
 from typing import Any, cast
 
 from ..errors import ScaledmmError
-from ..matrix.schema import CATEGORICAL_AXES, KERNEL_AXES, SHAPE_AXES
-from ..records import CaseRecord, MatrixBlock, Report, SessionBlock, SignatureGroup
+from ..records import CaseRecord, EnvironmentBlock, MatrixBlock, Report, SessionBlock, SignatureGroup
 from ..verdict import outcome as oc
 from .causes import example_text, mismatch_cause, passing_classes, shape_classes, source_of
 from .files import write_text_atomic
 from .printable import printable
 from .report_path import claim
+from .report_schema import first_problem
 
 SCHEMA = "pytest-scaledmm/report"
 # 2: session.started is ISO 8601 (was epoch seconds), signatures carry `shared`, a shard run
@@ -65,7 +65,7 @@ def build_report(environment: dict, matrix: dict, cases: Iterable[Mapping[str, A
     report: Report = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
-        "environment": environment,
+        "environment": cast("EnvironmentBlock", environment),
         "matrix": cast("MatrixBlock", matrix),
         "session": cast("SessionBlock", session),
         "summary": dict(sorted(counts.items())),
@@ -394,289 +394,6 @@ def abandon_report(path, reason: str) -> None:
         lock.release()
 
 
-# The fields the readers use (compare, gate, merge, render, repro, the plugin's baseline and
-# first-failure order), by type: everything else a report holds is free. "integer" and "number"
-# exclude booleans, and "integer" excludes 6.0 (see _validator).
-_TEXT = {"type": ["string", "null"]}
-_STRINGS = {"type": "array", "items": {"type": "string"}}
-# A class name; one this version does not know (a newer plugin's) counts as a failure.
-_CLASS_NAME = "^[A-Z][A-Z0-9_]*$"
-# `source`: the innermost user-code frame, "path:line in fn" (outcome.source_frame).
-_ERROR_INFO = {
-    "type": ["object", "null"],
-    "properties": {key: _TEXT for key in ("type", "message", "root_type", "layer", "root_message", "source")},
-}
-# A number, or how a non-finite one is written (NON_FINITE).
-_NUMBER = {"type": ["number", "string"], "pattern": "^(-?inf|nan)$"}
-_NUMBER_OR_NULL = {**_NUMBER, "type": ["number", "string", "null"]}
-_COUNT = {"type": "integer", "minimum": 0}
-# One side's check against the reference (verdict/reference.py); a check may carry measures a
-# newer plugin adds, and those named here are typed.
-_CHECK = {
-    "type": ["object", "null"],
-    "properties": {
-        "ok": {"type": "boolean"},
-        **{key: _NUMBER for key in ("ratio", "max_abs", "max_rel")},
-        **{key: _TEXT for key in ("problem", "where", "pattern")},
-        **{key: _COUNT for key in ("off_elements", "off")},
-        **{key: _NUMBER_OR_NULL for key in ("off_rows", "off_columns", "nonfinite", "elements")},
-        "bound": {"type": ["object", "null"], "properties": {"slack": _NUMBER, "model": _TEXT}},
-    },
-}
-# The known-failure entry a record matched or missed (known_failures.py Entry.describe).
-_KNOWN_FAILURE = {
-    "type": ["object", "null"],
-    "properties": {
-        "entry": {"type": ["integer", "null"]},
-        "original_outcome": {"type": ["string", "null"], "pattern": _CLASS_NAME},
-        **{key: _TEXT for key in ("signature", "torch", "link", "reason")},
-    },
-}
-
-
-def _axis_types(values) -> list[str]:
-    """The JSON types of an axis's values, as a record's params hold them."""
-    names = {bool: "boolean", int: "integer", float: "number", str: "string"}
-    return sorted({names[type(value)] for value in values})
-
-
-# A record's params: the case as generation made it (matrix/case_params.py). Each axis holds
-# the type of its values (readers group, match and show cases by them); the kernel, scale
-# forms, mode and sizes that coverage and shape classes read are always there.
-_PARAMS = {
-    "type": "object",
-    "required": ["kernel", "scale_a", "scale_b", "mode", *SHAPE_AXES],
-    "properties": {
-        **{name: {"type": _axis_types(values)} for name, values in CATEGORICAL_AXES.items()},
-        **{name: {"type": _axis_types(values)} for name, (values, _, _) in KERNEL_AXES.items()},
-        "kernel": {"type": "string", "minLength": 1},
-        **{dim: _COUNT for dim in SHAPE_AXES},
-        "purpose": {"type": "string"},
-        "expected_refusal": _TEXT,
-        "activation": {"type": "string"},
-        "accumulation": {"type": "string"},
-        "activation_divisor": {"type": "number"},
-    },
-    # An axis a newer plugin adds: a plain value, as every axis is.
-    "additionalProperties": {"type": ["string", "integer", "number", "boolean", "null"]},
-}
-_RECORD = {
-    "type": "object",
-    "required": ["id", "outcome", "params"],
-    "properties": {
-        "id": {"type": "string", "minLength": 1},
-        "outcome": {"type": "string", "pattern": _CLASS_NAME},
-        "params": _PARAMS,
-        **{key: _TEXT for key in ("signature", "root_cause", "met", "layer", "detail")},
-        "eager_error": _ERROR_INFO,
-        "compiled_error": _ERROR_INFO,
-        "known_failure": _KNOWN_FAILURE,
-        "known_failure_missed": {"type": "array", "items": {**_KNOWN_FAILURE, "type": "object"}},
-        "errors": {"type": ["object", "null"], "properties": {"eager": _CHECK, "compiled": _CHECK}},
-        "timing": {"type": ["object", "null"], "additionalProperties": _NUMBER_OR_NULL},
-        "extra": {
-            "type": ["object", "null"],
-            "properties": {
-                # The Inductor GEMM kernel chosen (verdict/kernel_choice.py).
-                "kernel_choice": {
-                    "type": ["object", "null"],
-                    "properties": {"label": _TEXT, "kernels": _STRINGS},
-                },
-                # The kernel's own tolerance slack and why (the gate refuses a looser one).
-                "kernel_slack": {"type": ["object", "null"], "properties": {"slack": _NUMBER, "reason": _TEXT}},
-            },
-        },
-        # What the support model expected (coverage.py model_block).
-        "model": {
-            "type": ["object", "null"],
-            "properties": {
-                "mismatch": {"type": "boolean"},
-                **{key: _TEXT for key in ("purpose", "expected_refusal", "refusal", "explained", "detail")},
-            },
-        },
-        "triage": {"type": ["object", "null"]},
-        # Every run of a case that ran more than once (plugin/session.py repeated_record).
-        "runs": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["outcome"],
-                "properties": {"outcome": {"type": "string", "pattern": _CLASS_NAME}, "signature": _TEXT},
-            },
-        },
-    },
-}
-
-# The environment's text fields: compare's columns, merge's sameness checks, replay commands and
-# repro scripts show them.
-ENVIRONMENT_TEXT = (
-    "torch",
-    "cuda",
-    "hip",
-    "triton",
-    "python",
-    "platform",
-    "device",
-    "device_name",
-    "arch",
-    "capability",
-    "tox_env",
-    "hypothesis",
-    "plugin",
-)
-REPORT_SCHEMA = {
-    "$schema": "https://json-schema.org/draft/2020-12/schema",
-    "type": "object",
-    "required": ["schema", "schema_version", "environment", "cases"],
-    "properties": {
-        "environment": {
-            "type": "object",
-            "properties": {
-                **{key: _TEXT for key in ENVIRONMENT_TEXT},
-                "sm_count": {"type": ["integer", "null"]},
-            },
-        },
-        "matrix": {
-            "type": "object",
-            "properties": {
-                **{key: _TEXT for key in ("path", "hash", "profile", "arch")},
-                "seed": {"type": ["integer", "null"]},
-                "cases": {"type": ["integer", "null"]},
-                # The seed and device the run was given, which its replay commands name.
-                "forced": {
-                    "type": ["object", "null"],
-                    "properties": {"seed": {"type": ["integer", "null"]}, "device": _TEXT},
-                },
-                # The code that ran (matrix/code_digest.py): merge, compare and gate read it.
-                "code": {
-                    "type": ["object", "null"],
-                    "properties": {
-                        "plugin": _TEXT,
-                        "kernels": {
-                            "type": "object",
-                            "additionalProperties": {
-                                "type": "object",
-                                "properties": {
-                                    "sha256": _TEXT,
-                                    "files": {"type": "object", "additionalProperties": _TEXT},
-                                    "builtin": {"type": "boolean"},
-                                    "unknown": _TEXT,
-                                },
-                            },
-                        },
-                    },
-                },
-                "tolerance": {
-                    "type": ["object", "null"],
-                    "properties": {
-                        "slack": _NUMBER,
-                        "kernels": {
-                            "type": "object",
-                            "additionalProperties": {
-                                "type": "object",
-                                "properties": {"slack": _NUMBER, "reason": _TEXT},
-                            },
-                        },
-                    },
-                },
-            },
-        },
-        "session": {
-            "type": "object",
-            "properties": {
-                "complete": {"type": "boolean"},
-                # Whether strict-only failures (error parity on invalid input) failed the run;
-                # missing is strict.
-                "strict_errors": {"type": "boolean"},
-                "incomplete_reasons": _STRINGS,
-                "generated": _COUNT,
-                "recorded": _COUNT,
-                # ISO 8601 since version 2; epoch seconds in version 1 (upgrade_report).
-                "started": {"type": ["string", "number", "null"]},
-                "wall_s": {"type": ["number", "null"]},
-                # Inductor's FX graph cache over the run (plugin/session.py compile_cache_counts).
-                "compile_cache": {"type": "object", "additionalProperties": _COUNT},
-                # The session's own seconds, per process (plugin/timeline.py).
-                "phases": {"type": "object"},
-            },
-        },
-        # A shard run (--scaledmm-shard I/N) and a merged report (scaledmm merge).
-        "shard": {
-            "type": "object",
-            "required": ["index", "count", "total_cases", "total_ids_sha256"],
-            "properties": {
-                "index": {"type": ["integer", "null"], "minimum": 1},
-                "count": {"type": "integer", "minimum": 1},
-                "cases": _COUNT,
-                "total_cases": _COUNT,
-                "total_ids_sha256": {"type": "string"},
-                "ids_sha256": {"type": "string"},
-                # Per kernel, what the whole run can cover (coverage.py): lists of plain values;
-                # the values of each dimension of its space, the token counts the server slice added.
-                "possible": {
-                    "type": "object",
-                    "additionalProperties": {
-                        "type": "object",
-                        "properties": {
-                            "axis_values": {
-                                "type": "object",
-                                "additionalProperties": {
-                                    "type": "array",
-                                    "items": {"type": ["string", "integer", "boolean"]},
-                                },
-                            },
-                            "m_added": {"type": "array", "items": {"type": "integer"}},
-                            # Strings: epilogue targets (matrix/epilogue.py), shape labels.
-                            "epilogue": {"type": "array", "items": {"type": "string"}},
-                            "shapes_added": {"type": "array", "items": {"type": "string"}},
-                            "not_proven": {"type": "array", "items": {"type": "string"}},
-                        },
-                        "additionalProperties": {
-                            "type": "array",
-                            "items": {"type": "array", "items": {"type": ["string", "integer", "boolean"]}},
-                        },
-                    },
-                },
-                "merged": {"type": "array"},
-            },
-        },
-        "summary": {"type": "object", "additionalProperties": _COUNT},
-        # Root-cause groups (signature_groups); older reports lack the example and shape fields.
-        "signatures": {
-            "type": "array",
-            "items": {
-                "properties": {
-                    "root_cause": _TEXT,
-                    "example": _TEXT,
-                    "example_message": _TEXT,
-                    "source": _TEXT,
-                    "shape_classes": _STRINGS,
-                },
-            },
-        },
-        "cases": {"type": "array", "items": _RECORD},
-    },
-}
-
-
-_VALIDATOR = None
-
-
-def _validator():
-    global _VALIDATOR
-    if _VALIDATOR is None:
-        from jsonschema import Draft202012Validator, validators  # noqa: PLC0415 (jsonschema at first read)
-
-        checker = Draft202012Validator.TYPE_CHECKER.redefine_many(
-            {
-                "integer": lambda _, value: type(value) is int,
-                "number": lambda _, value: type(value) in (int, float),
-            }
-        )
-        _VALIDATOR = validators.extend(Draft202012Validator, type_checker=checker)(REPORT_SCHEMA)
-    return _VALIDATOR
-
-
 class _DuplicateKey(Exception):
     pass
 
@@ -707,56 +424,6 @@ def _too_deep(data, limit: int) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children)
     return False
-
-
-def _json_path(parts) -> str:
-    text = ""
-    for part in parts:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text
-
-
-_SCHEMA_TYPES = {
-    "object": "an object",
-    "array": "an array",
-    "string": "a string",
-    "boolean": "a boolean",
-    "integer": "a whole number",
-    "number": "a number",
-    "null": "null",
-}
-_JSON_TYPES = {
-    dict: "an object",
-    list: "an array",
-    str: "a string",
-    bool: "a boolean",
-    int: "an integer",
-    float: "a number",
-    type(None): "null",
-}
-
-
-def _schema_message(error) -> str:
-    where = _json_path(error.absolute_path)
-    value = error.instance
-    if error.validator == "type":
-        types = error.validator_value if isinstance(error.validator_value, list) else [error.validator_value]
-        wanted = " or ".join(_SCHEMA_TYPES.get(t, str(t)) for t in types)
-        return f"key '{where}' must be {wanted}, not {_JSON_TYPES.get(type(value), type(value).__name__)}"
-    if error.validator == "required":
-        missing = next((k for k in error.validator_value if isinstance(value, dict) and k not in value), "?")
-        return f"key '{_json_path([*error.absolute_path, missing])}' is missing"
-    shown = repr(value)
-    shown = shown if len(shown) <= 60 else shown[:57] + "..."
-    if error.validator == "pattern" and error.validator_value == _NUMBER["pattern"]:
-        return f"key '{where}' is {shown}, not a number (nor inf, -inf or nan)"
-    if error.validator == "pattern":
-        return f"key '{where}' is {shown}, not an outcome class name"
-    if error.validator == "minLength":
-        return f"key '{where}' is empty"
-    if error.validator == "minimum":
-        return f"key '{where}' is {shown}, below {error.validator_value}"
-    return f"key '{where}' is {shown}: {error.validator} {error.validator_value!r}"
 
 
 def _check_regular(path: Path) -> None:
@@ -818,10 +485,8 @@ def load_report(path) -> Report:
         )
     if _too_deep(data, MAX_REPORT_DEPTH):
         raise ReportError(path, f"not a report: nested deeper than {MAX_REPORT_DEPTH} levels")
-    from jsonschema.exceptions import best_match  # noqa: PLC0415 (jsonschema at first read)
-
-    error = best_match(_validator().iter_errors(data))
-    if error is not None:
-        raise ReportError(path, _schema_message(error))
+    problem = first_problem(data)
+    if problem is not None:
+        raise ReportError(path, problem)
     # The schema checked the fields the readers use: from here on the dict is typed.
     return cast(Report, upgrade_report(data))
