@@ -193,3 +193,25 @@ def test_the_real_control_passes_on_the_cpu():
     # A real export, C++ build, load and run of float32 a @ b.
     found = run_control("cpu")
     assert found["ok"] is True and found["outcome"] == "PASS" and found["dtype"] == "float32", found
+
+
+def test_a_control_that_raises_is_answered_as_a_harness_error(monkeypatch):
+    """The child and the in-process runner answer one way (control_answer); only the child also
+    answers an interrupt, which in-process is the user's."""
+    from pytest_scaledmm.execution import aoti_control
+
+    def broken(device):
+        raise ValueError("no export here")
+
+    monkeypatch.setattr(aoti_control, "run_control", broken)
+    found = aoti_control.control_answer("cpu")
+    assert found["ok"] is False and found["outcome"] == "HARNESS_ERROR" and found["stage"] is None
+    assert "no export here" in found["error"] and found["seconds"] >= 0
+
+    def interrupted(device):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(aoti_control, "run_control", interrupted)
+    assert aoti_control.control_answer("cpu", catching=BaseException)["outcome"] == "HARNESS_ERROR"
+    with pytest.raises(KeyboardInterrupt):
+        aoti_control.control_answer("cpu")

@@ -72,6 +72,22 @@ def run_control(device: str) -> dict:
     return found
 
 
+def control_answer(device: str, catching: type[BaseException] = Exception) -> dict:
+    """run_control's answer, or a harness error in its shape where the control itself raised
+    (`catching`: the isolated child answers whatever it meets)."""
+    start = time.perf_counter()
+    try:
+        return run_control(device)
+    except catching as exc:
+        return {
+            "ok": False,
+            "outcome": oc.HARNESS_ERROR,
+            "stage": None,
+            "error": oc.harness_error(exc).signature,
+            "seconds": round(time.perf_counter() - start, 3),
+        }
+
+
 def failed_stage(case: Case, result: Outcome) -> str | None:
     """The stage of STAGES at which an aoti-mode case failed (crashed or raised on the compiled
     side), or None: no control for it."""

@@ -237,18 +237,9 @@ def _serve(request: CaseRequest, ctx):
         except BaseException as exc:
             return oc.harness_error(exc, f" running case {case_id} in the isolated child").to_json()
     if isinstance(request, RunControl):
-        from .aoti_control import run_control  # noqa: PLC0415  lazy: the child imports it
+        from .aoti_control import control_answer  # noqa: PLC0415  lazy: the child imports it
 
-        try:
-            return run_control(ctx.device)
-        except BaseException as exc:
-            return {
-                "ok": False,
-                "outcome": oc.HARNESS_ERROR,
-                "stage": None,
-                "error": oc.harness_error(exc).signature,
-                "seconds": round(time.perf_counter() - start, 3),
-            }
+        return control_answer(ctx.device, catching=BaseException)
     if isinstance(request, RunRung):
         from . import triage  # noqa: PLC0415  lazy: the child imports it
 
@@ -342,20 +333,10 @@ class InProcessRunner:
             return _rung_answer(oc.harness_error(exc, f" running a triage rung of {case.id}"), start)
 
     def aoti_control(self, case: Case) -> dict:
-        """aoti_control.run_control in this process."""
-        from .aoti_control import run_control  # noqa: PLC0415  lazy: the child imports it
+        """aoti_control.run_control in this process (a harness error answered as the child does)."""
+        from .aoti_control import control_answer  # noqa: PLC0415  lazy: the child imports it
 
-        start = time.perf_counter()
-        try:
-            return run_control(self.ctx.device)
-        except Exception as exc:
-            return {
-                "ok": False,
-                "outcome": oc.HARNESS_ERROR,
-                "stage": None,
-                "error": oc.harness_error(exc).signature,
-                "seconds": round(time.perf_counter() - start, 3),
-            }
+        return control_answer(self.ctx.device)
 
     def close(self) -> None:
         pass
