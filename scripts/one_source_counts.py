@@ -463,6 +463,47 @@ def figure_mypy(root: Path) -> dict[str, Any]:
     return result
 
 
+# -- 8. report shape declarations -------------------------------------------------------------------
+
+
+def schema_property_keys(node: ast.Dict) -> int:
+    """The keys a hand-written JSON Schema `properties` object names: literal keys, and those
+    a comprehension over a literal tuple or list adds."""
+    count = 0
+    for key, value in zip(node.keys, node.values, strict=True):
+        if key is not None:
+            count += str_constant(key) is not None
+        elif isinstance(value, ast.DictComp) and isinstance(value.generators[0].iter, (ast.Tuple, ast.List)):
+            count += len(value.generators[0].iter.elts)
+    return count
+
+
+def typed_dicts(module: Module) -> list[ast.ClassDef]:
+    """The TypedDict classes of a module, those derived from one of its own too."""
+    found: dict[str, ast.ClassDef] = {}
+    for node in module.tree.body:
+        if isinstance(node, ast.ClassDef) and any(
+            ast.unparse(base) == "TypedDict" or ast.unparse(base) in found for base in node.bases
+        ):
+            found[node.name] = node
+    return list(found.values())
+
+
+def figure_report_shape(modules: list[Module]) -> dict[str, Any]:
+    typed = sum(
+        len(class_fields(cls)) for module in modules if module.rel == "records.py" for cls in typed_dicts(module)
+    )
+    by_hand: Counter[str] = Counter()
+    for module in modules:
+        for node in ast.walk(module.tree):
+            if isinstance(node, ast.Dict):
+                for key, value in zip(node.keys, node.values, strict=True):
+                    if key is not None and str_constant(key) == "properties" and isinstance(value, ast.Dict):
+                        if module.rel.startswith("reports/"):
+                            by_hand[module.rel] += schema_property_keys(value)
+    return {"typed_fields": typed, "schema_keys_by_hand": dict(by_hand), "schema_total": sum(by_hand.values())}
+
+
 # -- output ------------------------------------------------------------------------------------------
 
 
@@ -522,6 +563,13 @@ def print_figures(figures: dict[str, Any]) -> None:
             )
 
 
+def print_report_shape(shape: dict[str, Any]) -> None:
+    print(f"8. report fields declared as types (records.py)   {shape['typed_fields']}")
+    print(f"   report fields declared in a hand-written JSON Schema (reports/)   {shape['schema_total']}")
+    for rel, n in shape["schema_keys_by_hand"].items():
+        print(f"     {n:5d}  {rel}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--root", type=Path, default=Path(__file__).resolve().parent.parent, help="source root")
@@ -540,11 +588,13 @@ def main() -> None:
         "support_fields": figure_support_fields(modules),
         "cost_tables": figure_cost_tables(modules),
         "locking_lines": figure_locking_lines(modules),
+        "report_shape": figure_report_shape(modules),
     }
     if not args.no_mypy:
         figures["mypy"] = figure_mypy(root)
     print(f"root: {root}")
     print_figures(figures)
+    print_report_shape(figures["report_shape"])
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(figures, indent=1) + "\n")
