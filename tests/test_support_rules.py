@@ -77,3 +77,22 @@ def test_each_declared_rule_names_what_breaks_it():
         ("min_m", "M = 4 is outside its min_m: 17"),
         ("k_multiple", "K = 20 is outside its k_multiple: 16"),
     ]
+
+
+def test_a_fact_both_tables_judge_is_judged_alike():
+    """A size limit or the out dtypes a bias is taken with, as a kernel declares it and as a
+    built-in's op model holds it: the same cases lie outside both."""
+    from pytest_scaledmm.verdict.refusals import SIZE_LIMITS, Support, declared_breaks  # noqa: PLC0415
+
+    for params in _cases():
+        case = case_record(**params)
+        if support._microscaling_break(support.OpModel("test"), case, "cpu") is not None:
+            continue  # the op model refuses microscaled scales before its recipe rules
+        for allowed in ((), ("bf16",), ("bf16", "fp16", "fp32")):
+            declared = bool(declared_breaks(Support("mine", False, bias_out_dtypes=allowed), case))
+            measured = "bias_dtype" in support._op_breaks(support.OpModel("test", bias_out_dtypes=allowed), case)
+            assert declared == measured == (case.bias and case.out_dtype not in allowed), (allowed, params)
+        for limit in SIZE_LIMITS:
+            declared = bool(declared_breaks(Support("mine", False, **{limit.field: 16}), case))
+            model = support.OpModel("test", size_limits=((limit.field, 16, "k_alignment"),))
+            assert declared == ("k_alignment" in support._op_breaks(model, case)), (limit.field, params)

@@ -29,7 +29,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from ..verdict.case_axes import CaseParams
-from ..verdict.refusals import SIZE_LIMIT_OF, V2_BUILTINS, Support, declared_breaks
+from ..verdict.refusals import SIZE_LIMIT_OF, V2_BUILTINS, Support, bias_outside, declared_breaks
 from ..verdict.scale_forms import FORMS, WHOLE, scale_form
 from .compile_modes import compile_mode
 from .schema import KERNEL_AXES, SHAPE_LIMITS
@@ -332,11 +332,7 @@ RECIPE_RULES: tuple[OpRule, ...] = (
     OpRule(("same_device_scales", "host_scalar_ok"), _host_scale_rule),
     OpRule(
         ("bias_out_dtypes",),
-        lambda model, case, recipe: (
-            ["bias_dtype"]
-            if case.bias and model.bias_out_dtypes is not None and case.out_dtype not in model.bias_out_dtypes
-            else []
-        ),
+        lambda model, case, recipe: ["bias_dtype"] if bias_outside(model.bias_out_dtypes, case) else [],
     ),
     OpRule(("bias_matches_out",), _bias_matches_out_rule),
     OpRule(("fp8_out_recipes",), _fp8_out_rule),

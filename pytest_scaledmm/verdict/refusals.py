@@ -29,7 +29,7 @@ as the run did.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -396,13 +396,19 @@ def _in_pairs(key: str, a: str, b: str) -> DeclaredRule:
     return DeclaredRule(key, check, (a, b), PAIRED)
 
 
+def bias_outside(allowed: Sequence[str] | None, params: CaseParams) -> bool:
+    """Whether a case's bias lies outside the out dtypes a bias is taken with (None: any), written
+    once: a kernel's declaration and a built-in's measured op model are judged by it."""
+    return params.bias and allowed is not None and params.out_dtype not in allowed
+
+
 def _bias_out_dtypes(kernel: Support, params: CaseParams) -> list[Break]:
-    out = params.out_dtype
-    if params.bias and kernel.bias_out_dtypes is not None and out not in kernel.bias_out_dtypes:
+    out, allowed = params.out_dtype, kernel.bias_out_dtypes
+    if allowed is not None and bias_outside(allowed, params):
         return [
             (
                 "bias_out_dtypes",
-                f"a bias with out_dtype {out} is outside its bias_out_dtypes {list(kernel.bias_out_dtypes)}",
+                f"a bias with out_dtype {out} is outside its bias_out_dtypes {list(allowed)}",
             )
         ]
     return []
