@@ -532,8 +532,11 @@ def _same_run(earlier, merged) -> bool:
         return False
 
     def key(report):
-        session, matrix, env = (report.get(block) or {} for block in ("session", "matrix", "environment"))
-        shard = report.get("shard") or {}
+        # OUT is read as plain JSON (it may be no report at all): any block may be anything.
+        session, matrix, env, shard = (
+            report.get(block) if isinstance(report.get(block), dict) else {}
+            for block in ("session", "matrix", "environment", "shard")
+        )
         return (
             session.get("started"),
             matrix.get("hash"),
@@ -551,13 +554,18 @@ def _lacks(earlier, merged) -> bool:
     """Whether `merged` lacks a shard or a case that `earlier` (a merge at OUT) held: one shard
     of a run merged onto the complete merge of that run, which has the same run's key."""
 
+    def listed(items, key):
+        # As JSON text: an item of a crafted file may hold a list, which a set cannot.
+        if not isinstance(items, list):
+            return set()
+        return {json.dumps(item.get(key), sort_keys=True) for item in items if isinstance(item, dict)}
+
     def shards(report):
-        merged_list = (report.get("shard") or {}).get("merged")
-        return {s.get("index") for s in merged_list if isinstance(s, dict)} if isinstance(merged_list, list) else set()
+        shard = report.get("shard")
+        return listed(shard.get("merged") if isinstance(shard, dict) else None, "index")
 
     def ids(report):
-        cases = report.get("cases")
-        return {c.get("id") for c in cases if isinstance(c, dict)} if isinstance(cases, list) else set()
+        return listed(report.get("cases"), "id")
 
     return not (shards(earlier) <= shards(merged) and ids(earlier) <= ids(merged))
 

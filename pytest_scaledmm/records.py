@@ -42,9 +42,10 @@ class Slot:
     name: str
 
 
-CLASS_NAME_PATTERN = "^[A-Z][A-Z0-9_]*$"
-# How a report writes a number that is not finite (report.NON_FINITE).
-NON_FINITE_PATTERN = "^(-?inf|nan)$"
+# Each ends in a lookahead for no character: `$` would also match before a final line break.
+CLASS_NAME_PATTERN = r"^[A-Z][A-Z0-9_]*(?![\s\S])"
+# How a report writes a number that is not finite (reports/numbers.py NON_FINITE).
+NON_FINITE_PATTERN = r"^(-?inf|nan)(?![\s\S])"
 
 Text = str | None
 # A number as a report writes it: a JSON number, or "inf", "-inf", "nan".
@@ -299,9 +300,9 @@ class SignatureGroup(TypedDict, total=False):
     signature: Text
     root_cause: Text
     layer: Text
-    count: int
-    outcomes: dict[str, int]
-    met: dict[str, int]
+    count: Count
+    outcomes: dict[str, Count]
+    met: dict[str, Count]
     shared: dict[str, Any]
     shape_classes: list[str]
     example: Text

@@ -428,3 +428,47 @@ def test_a_partial_merge_of_a_run_never_replaces_its_complete_merge(tmp_path, ca
     assert main(["merge", str(out), str(s1), str(s2)]) == 0
     assert "kept as" not in capsys.readouterr().out and kept.read_bytes() == complete
     assert json.loads(out.read_text())["session"]["complete"] is True
+
+
+def test_a_shard_count_from_a_crafted_file_is_counted_not_listed(tmp_path, capsys):
+    """N is the file's word: a huge N makes an incomplete merge naming the first missing shards
+    and how many more, without a list of every one (which would exhaust memory)."""
+    shard = report([case("c1", "PASS")], **CAND)
+    shard["shard"] = {"index": 1, "count": 10**30, "total_cases": 1, "total_ids_sha256": "0"}
+    out = tmp_path / "out.json"
+    assert main(["merge", str(out), str(write(tmp_path / "s1.json", shard))]) == 1
+    err = capsys.readouterr().err
+    more = 10**30 - 1 - 20
+    assert f"shard(s) 2/{10**30}, 3/{10**30}" in err and f" and {more} more missing: {10**30 - 1} of {10**30}" in err
+    assert len(out.read_bytes()) < 100_000
+
+
+def _index_a_list(data):
+    data["shard"]["merged"][0]["index"] = []
+
+
+def _id_an_object(data):
+    data["cases"][0]["id"] = {"a": 1}
+
+
+def _blocks_of_other_types(data):
+    data.update(session=[1], matrix="x", environment=7)
+
+
+@pytest.mark.parametrize("craft", [_index_a_list, _id_an_object, _blocks_of_other_types])
+def test_a_crafted_earlier_merge_at_out_is_moved_aside_not_a_traceback(tmp_path, capsys, craft):
+    """OUT is read as plain JSON before the merge: whatever the fields of the earlier merge there
+    hold, the merge is made and the earlier file kept aside."""
+    cases = [case(f"k-{i}", "PASS") for i in range(2)]
+    ids = [c["id"] for c in cases]
+    s1, s2 = (write(tmp_path / f"s{i}.json", _shard_report(cases[i - 1 :: 2], i, 2, ids)) for i in (1, 2))
+    out = tmp_path / "out.json"
+    assert main(["merge", str(out), str(s1), str(s2)]) == 0
+    earlier = json.loads(out.read_text())
+    craft(earlier)
+    out.write_text(json.dumps(earlier))
+    capsys.readouterr()
+    assert main(["merge", str(out), str(s1), str(s2)]) == 0
+    printed = capsys.readouterr().out
+    assert f"is kept as {tmp_path / 'out.previous.json'}" in printed, printed
+    assert json.loads((tmp_path / "out.previous.json").read_text()) == earlier

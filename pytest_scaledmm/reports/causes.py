@@ -18,6 +18,7 @@ from typing import Any
 from ..matrix.shapes import CLASSES, classes_of
 from ..verdict import outcome as oc
 from ..verdict.signature_text import OFF_THE_REFERENCE, SEQUENCE_CALL
+from .numbers import number
 
 EXAMPLE_LIMIT = 200  # characters of an example message shown beside its root cause
 
@@ -114,15 +115,6 @@ RATIO_BANDS = (
 )
 
 
-def _number(value) -> float | None:
-    """A number as a report holds it (report.number, not imported: report imports this module)."""
-    if type(value) in (int, float):
-        return float(value)
-    return (
-        {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}.get(value) if isinstance(value, str) else None
-    )
-
-
 def _off_checks(record: Mapping) -> list[Mapping]:
     raw = record.get("errors")
     checks: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
@@ -139,7 +131,7 @@ def what_is_off(check: Mapping) -> str:
         return check["problem"]
     if isinstance(check.get("pattern"), str) and check["pattern"]:
         return f"values off the reference {check['pattern']}"
-    ratio = _number(check.get("ratio"))
+    ratio = number(check.get("ratio"))
     if ratio is None or ratio != ratio:
         return "values off the reference"
     if ratio == float("inf"):
@@ -151,7 +143,7 @@ def what_is_off(check: Mapping) -> str:
 def _how_far(check: Mapping) -> str:
     """`max |err|/tol = 257 (max abs 9.59); output = 2 x reference`: a failed check's numbers
     (the first wrong side's: the other's, when both are off, is most often the same)."""
-    ratio, max_abs = _number(check.get("ratio")), _number(check.get("max_abs"))
+    ratio, max_abs = number(check.get("ratio")), number(check.get("max_abs"))
     parts = [check["problem"]] if isinstance(check.get("problem"), str) and check["problem"] else []
     if ratio is not None and max_abs is not None:
         parts.append(f"max |err|/tol = {ratio:.3g} (max abs {max_abs:.3g})")

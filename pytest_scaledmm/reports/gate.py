@@ -76,10 +76,11 @@ from .compare import (
     compare_reports,
 )
 from .evidence import grouped_lines, partial_unproven, unproven
+from .numbers import number
 from .printable import printable_lines
 from .proof import unproven_passes
 from .provenance import code_of, repeated_notes
-from .report import dumps_strict, duplicate_ids, number, shard_advice, shard_of
+from .report import dumps_strict, duplicate_ids, shard_advice, shard_of
 from .sides import named_checks
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ naming the kernel and the shard files.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -92,6 +93,9 @@ def _usable(inputs: Sequence[ShardInput], reasons: list[str]) -> list[_Shard]:
     return sorted(shards, key=lambda s: (s.index, s.path))
 
 
+MISSING_SHOWN = 20
+
+
 def _shard_set(shards: Sequence[_Shard], reasons: list[str]) -> int:
     """N, after a reason for each shard 1..N missing or given twice."""
     counts = Counter(s.report["shard"]["count"] for s in shards)
@@ -108,10 +112,13 @@ def _shard_set(shards: Sequence[_Shard], reasons: list[str]) -> int:
         if times > 1:
             paths = ", ".join(s.path for s in shards if s.index == index)
             reasons.append(f"shard {index}/{count} is duplicated: given {times} times ({paths})")
-    missing = [i for i in range(1, count + 1) if not given.get(i)]
+    # N is the file's word: count the missing shards without listing them all (N may be 10**30).
+    missing = count - len({index for index in given if 1 <= index <= count})
     if missing:
+        first = list(itertools.islice((i for i in range(1, count + 1) if not given.get(i)), MISSING_SHOWN))
+        more = f" and {missing - len(first)} more" if missing > len(first) else ""
         reasons.append(
-            f"shard(s) {', '.join(f'{i}/{count}' for i in missing)} missing: {len(missing)} of {count} not given"
+            f"shard(s) {', '.join(f'{i}/{count}' for i in first)}{more} missing: {missing} of {count} not given"
         )
     for index in sorted(given):
         if index > count:

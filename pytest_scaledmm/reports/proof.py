@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import cast
 
 from ..verdict import outcome as oc
+from .numbers import number
 
 
 def _proven(check) -> bool:
@@ -18,10 +18,10 @@ def _proven(check) -> bool:
     ratio = check.get("ratio")
     if type(ratio) not in (int, float):  # exactly: a bool is no ratio
         return False
-    value = cast("float", ratio)
+    value = number(ratio)
     # A check that counts elements off the bound or non-finite did not pass, whatever its ok says.
     counted_off = any(type(check.get(key)) is int and check[key] != 0 for key in ("off_elements", "nonfinite"))
-    return math.isfinite(value) and value <= 1.0 and not counted_off
+    return value is not None and math.isfinite(value) and value <= 1.0 and not counted_off
 
 
 def unproven_passes(report: Mapping) -> list[str]:

@@ -231,12 +231,6 @@ def shared_params(params_list: Iterable[dict]) -> dict:
     return shared
 
 
-# JSON has no spelling for infinities and NaN (json.dumps would write Infinity and NaN, which
-# jq and strict parsers reject): every file written holds these strings instead, as the JUnit
-# properties do, and readers take them back with `number`.
-NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
-
-
 def strict_json(value: Any) -> Any:
     """`value` with every non-finite float as "inf", "-inf" or "nan": strict JSON."""
     if isinstance(value, float):
@@ -248,15 +242,6 @@ def strict_json(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [strict_json(v) for v in value]
     return value
-
-
-def number(value: Any) -> float | None:
-    """A number as a report holds it (a JSON number or one of NON_FINITE's strings), else None."""
-    if type(value) in (int, float):
-        return float(value)
-    if isinstance(value, str) and value in NON_FINITE:
-        return NON_FINITE[value]
-    return None
 
 
 def dumps_strict(data: Any, **kwargs) -> str:

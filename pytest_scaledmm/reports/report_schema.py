@@ -50,14 +50,46 @@ def schema_of(annotation: Any, slots: dict[str, dict]) -> dict[str, Any]:
         (item,) = get_args(annotation)
         return {"type": "array", **({"items": schema_of(item, slots)} if item is not Any else {})}
     if origin is dict:
-        _, value = get_args(annotation)
+        key, value = get_args(annotation)
+        if key is not str:
+            raise TypeError(f"a JSON object's keys are strings, not {key!r}")
         return {"type": "object", **({"additionalProperties": schema_of(value, slots)} if value is not Any else {})}
     raise TypeError(f"no JSON Schema for {annotation!r}")
 
 
 def _required(typed_dict: Any, key: str, hint: Any) -> bool:
-    # Under postponed annotations the class cannot see Required[...]: the hint tells.
-    return get_origin(hint) is Required or (key in typed_dict.__required_keys__ and get_origin(hint) is not NotRequired)
+    # Under postponed annotations the class cannot see Required[...]: the hint tells, through
+    # any Annotated around it.
+    while get_origin(hint) is typing.Annotated:
+        hint = get_args(hint)[0]
+    origin = get_origin(hint)
+    return origin is Required or (key in typed_dict.__required_keys__ and origin is not NotRequired)
+
+
+# The JSON types each keyword constrains: one that constrains none of a value's types would check
+# nothing, and one that constrains another member of a union would check it too.
+_KEYWORD_TYPES = {
+    "pattern": {"string"},
+    "minLength": {"string"},
+    "minimum": {"integer", "number"},
+    "properties": {"object"},
+    "required": {"object"},
+    "additionalProperties": {"object"},
+    "items": {"array"},
+}
+
+
+def _constrained_types(keywords: dict[str, Any]) -> set[str]:
+    found: set[str] = set()
+    for keyword in keywords:
+        found |= _KEYWORD_TYPES[keyword]
+    return found
+
+
+def _numeric(kinds) -> set[str]:
+    """JSON types with "number" and "integer" each standing for both (one admits the other)."""
+    kinds = set(kinds)
+    return kinds | {"integer", "number"} if kinds & {"integer", "number"} else kinds
 
 
 def _annotated(schema: dict[str, Any], item: Any, slots: dict[str, dict]) -> dict[str, Any]:
@@ -66,10 +98,14 @@ def _annotated(schema: dict[str, Any], item: Any, slots: dict[str, dict]) -> dic
     if isinstance(item, Rest):
         return {**schema, "additionalProperties": schema_of(item.holds, slots)}
     if is_typeddict(item):  # the keys of a free object that are checked
-        return {**schema, "properties": schema_of(item, slots)["properties"]}
+        declared = schema_of(item, slots)
+        return {**schema, **{key: declared[key] for key in ("properties", "required") if key in declared}}
     if isinstance(item, Check):
         keywords = {"pattern": item.pattern, "minimum": item.minimum, "minLength": item.min_length}
-        return {**schema, **{key: value for key, value in keywords.items() if value is not None}}
+        keywords = {key: value for key, value in keywords.items() if value is not None}
+        if not _constrained_types(keywords) & _numeric(_types(schema)):
+            raise TypeError(f"{item!r} constrains none of the types {_types(schema)}")
+        return {**schema, **keywords}
     raise TypeError(f"no JSON Schema for the annotation {item!r}")
 
 
@@ -98,6 +134,10 @@ def _union(members: list[dict[str, Any]]) -> dict[str, Any]:
     constrained = [k for k in keywords if k]
     if len(constrained) > 1 or any(not member.get("type") for member in members):
         raise TypeError(f"a union JSON Schema cannot state as one type: {members}")
+    if constrained:
+        others = {kind for member, kw in zip(members, keywords, strict=True) if not kw for kind in _types(member)}
+        if _constrained_types(constrained[0]) & _numeric(others):
+            raise TypeError(f"a union whose constraint would hold its other members too: {members}")
     return {**(constrained[0] if constrained else {}), "type": _merge_types(*(_types(m) for m in members))}
 
 
